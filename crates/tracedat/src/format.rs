@@ -1,0 +1,533 @@
+//! Event format descriptions (`events/SYSTEM/EVENT/format` text) and field
+//! decoding.
+
+use crate::Error;
+
+/// How a field's bytes are located inside a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldLayout {
+    /// A plain value or fixed-size array stored at `offset..offset + size`.
+    Inline,
+    /// `__data_loc`: a u32 at `offset` holds `data offset | (length << 16)`,
+    /// the data offset counted from the start of the record.
+    DataLoc,
+    /// `__rel_loc`: like `DataLoc`, but the data offset is counted from the
+    /// end of this 4-byte field.
+    RelLoc,
+    /// A trailing flexible array (`char buf[]` with `size:0`): the bytes from
+    /// `offset` to the end of the record.
+    Trailing,
+}
+
+/// One field of an event format, as declared by a `field:` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// Field name, e.g. `prev_comm`.
+    pub name: String,
+    /// Declared C type without the name and array suffix, e.g. `char`,
+    /// `unsigned long`, `const char *`; for `__data_loc char[] name` it is
+    /// `__data_loc char[]`.
+    pub type_name: String,
+    /// Byte offset of the field in the record (from `offset:`).
+    pub offset: usize,
+    /// Size in bytes (from `size:`); for arrays the whole array.
+    pub size: usize,
+    /// Whether the value is signed (from `signed:`).
+    pub signed: bool,
+    /// `Some(n)` for a declared array `[n]`, `Some(0)` for `[]`; `None` for
+    /// a scalar.
+    pub array_len: Option<usize>,
+    /// Where the field's bytes live.
+    pub layout: FieldLayout,
+    /// True for character data (`char`/`unsigned char` arrays, `__data_loc
+    /// char[]`): decoded as [`FieldValue::Str`].
+    pub is_string: bool,
+    /// True when the declared type is a pointer (`*` in the type): printed in
+    /// hex.
+    pub is_pointer: bool,
+}
+
+/// A decoded field value.
+///
+/// * `Int` / `UInt`: scalars of 1, 2, 4 or 8 bytes, signed or not according
+///   to the format's `signed:` flag, in the file's byte order.
+/// * `Str`: character data up to (not including) the first NUL.
+/// * `Bytes`: anything else (odd sizes, non-character dynamic arrays).
+/// * `Array`: fixed arrays of non-character elements, element by element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldValue<'a> {
+    /// Signed integer.
+    Int(i64),
+    /// Unsigned integer (also pointers).
+    UInt(u64),
+    /// Text bytes up to the first NUL.
+    Str(&'a [u8]),
+    /// Raw bytes.
+    Bytes(&'a [u8]),
+    /// Array elements.
+    Array(Vec<FieldValue<'a>>),
+}
+
+/// A parsed event format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFormat {
+    /// Event id (`ID:` line); records carry it in `common_type`.
+    pub id: u16,
+    /// System name (directory under `events/`, `ftrace` for internal ones).
+    pub system: String,
+    /// Event name (`name:` line).
+    pub name: String,
+    /// Event-specific fields in declaration order.
+    pub fields: Vec<Field>,
+    /// The common fields (`common_type`, `common_flags`,
+    /// `common_preempt_count`, `common_pid`, ...).
+    pub common_fields: Vec<Field>,
+    /// The text after `print fmt: `.
+    pub print_fmt: String,
+}
+
+fn format_err(system: &str, name: &str, line: usize, detail: impl Into<String>) -> Error {
+    Error::Format {
+        system: system.to_string(),
+        name: if name.is_empty() {
+            "?".to_string()
+        } else {
+            name.to_string()
+        },
+        line,
+        detail: detail.into(),
+    }
+}
+
+/// Parse a `field:...;\toffset:N;\tsize:N;\tsigned:N;` line (leading
+/// whitespace already removed, starting at `field:`).
+pub(crate) fn parse_field_line(line: &str) -> Result<Field, String> {
+    let rest = line
+        .strip_prefix("field:")
+        .ok_or_else(|| "expected `field:`".to_string())?;
+    let mut decl = None;
+    let mut offset = None;
+    let mut size = None;
+    let mut signed = None;
+    for (i, part) in rest.split(';').enumerate() {
+        let part = part.trim();
+        if i == 0 {
+            decl = Some(part);
+            continue;
+        }
+        if part.is_empty() {
+            continue;
+        }
+        let Some((k, v)) = part.split_once(':') else {
+            return Err(format!("malformed attribute `{part}`"));
+        };
+        let v = v.trim();
+        let num = || {
+            v.parse::<usize>()
+                .map_err(|_| format!("bad number `{v}` for `{k}`"))
+        };
+        match k.trim() {
+            "offset" => offset = Some(num()?),
+            "size" => size = Some(num()?),
+            "signed" => signed = Some(num()? != 0),
+            _ => {}
+        }
+    }
+    let decl = decl.filter(|d| !d.is_empty()).ok_or("empty declaration")?;
+    let offset = offset.ok_or("missing offset")?;
+    let size = size.ok_or("missing size")?;
+    let signed = signed.unwrap_or(false);
+    parse_decl(decl, offset, size, signed)
+}
+
+fn parse_decl(decl: &str, offset: usize, size: usize, signed: bool) -> Result<Field, String> {
+    let mut layout = FieldLayout::Inline;
+    let mut d = decl.trim();
+    if let Some(r) = d.strip_prefix("__data_loc ") {
+        layout = FieldLayout::DataLoc;
+        d = r.trim();
+    } else if let Some(r) = d.strip_prefix("__rel_loc ") {
+        layout = FieldLayout::RelLoc;
+        d = r.trim();
+    }
+    // Split off an array suffix `[...]` at the very end.
+    let mut array_len = None;
+    let mut body = d;
+    if let Some(stripped) = d.strip_suffix(']')
+        && let Some(open) = stripped.rfind('[')
+    {
+        let inner = stripped[open + 1..].trim();
+        array_len = Some(if inner.is_empty() {
+            0
+        } else {
+            // Symbolic lengths (old kernels) are derived from the size later.
+            inner.parse::<usize>().unwrap_or(0)
+        });
+        body = stripped[..open].trim_end();
+    }
+    // The name is the last identifier.
+    let name_start = body
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let name = &body[name_start..];
+    if name.is_empty() {
+        return Err(format!("no field name in `{decl}`"));
+    }
+    let mut type_part = body[..name_start].trim().to_string();
+    if type_part.is_empty() {
+        return Err(format!("no type in `{decl}`"));
+    }
+    // `__data_loc char[] name`: the brackets belong to the type.
+    let mut elem_type = type_part.clone();
+    if let Some(t) = type_part.strip_suffix("[]") {
+        elem_type = t.trim().to_string();
+        if array_len.is_none() {
+            array_len = Some(0);
+        }
+    }
+    if layout != FieldLayout::Inline {
+        type_part = format!(
+            "{} {}",
+            if layout == FieldLayout::DataLoc {
+                "__data_loc"
+            } else {
+                "__rel_loc"
+            },
+            type_part
+        );
+    } else if array_len == Some(0) && size == 0 {
+        layout = FieldLayout::Trailing;
+    }
+    let base = elem_type
+        .trim_start_matches("const ")
+        .trim_start_matches("volatile ")
+        .trim();
+    let is_pointer = elem_type.contains('*');
+    let is_string = !is_pointer
+        && array_len.is_some()
+        && matches!(base, "char" | "unsigned char" | "signed char");
+    Ok(Field {
+        name: name.to_string(),
+        type_name: type_part,
+        offset,
+        size,
+        signed,
+        array_len,
+        layout,
+        is_string,
+        is_pointer,
+    })
+}
+
+impl EventFormat {
+    /// Parse the text of an `events/SYSTEM/NAME/format` file.
+    ///
+    /// `system` is the directory name the format came from (it is not in the
+    /// text). Fields of the first block (before the first empty line after
+    /// `format:`) are the common fields; if there is no empty line, fields
+    /// whose name starts with `common_` are. Errors name the line.
+    pub fn parse(system: &str, text: &str) -> Result<EventFormat, Error> {
+        let mut name = String::new();
+        let mut id: Option<u16> = None;
+        let mut common = Vec::new();
+        let mut fields = Vec::new();
+        let mut print_fmt = String::new();
+        let mut in_format = false;
+        let mut saw_blank = false;
+        let mut first_block_ended = false;
+        for (i, raw) in text.lines().enumerate() {
+            let lineno = i + 1;
+            let line = raw.trim();
+            if let Some(v) = raw.strip_prefix("name:") {
+                name = v.trim().to_string();
+            } else if let Some(v) = raw.strip_prefix("ID:") {
+                let v = v.trim();
+                id = Some(
+                    v.parse::<u16>()
+                        .map_err(|_| format_err(system, &name, lineno, format!("bad ID `{v}`")))?,
+                );
+            } else if raw.starts_with("format:") {
+                in_format = true;
+            } else if let Some(v) = raw.strip_prefix("print fmt:") {
+                print_fmt = v.trim().to_string();
+                in_format = false;
+            } else if in_format && line.is_empty() {
+                if !common.is_empty() || !fields.is_empty() {
+                    first_block_ended = true;
+                    saw_blank = true;
+                }
+            } else if in_format && line.starts_with("field:") {
+                let f = parse_field_line(line).map_err(|e| format_err(system, &name, lineno, e))?;
+                if first_block_ended {
+                    fields.push(f);
+                } else {
+                    common.push(f);
+                }
+            }
+        }
+        let id = id.ok_or_else(|| format_err(system, &name, 0, "missing ID line"))?;
+        if name.is_empty() {
+            return Err(format_err(system, &name, 0, "missing name line"));
+        }
+        if !saw_blank {
+            // No block separator: classify by name.
+            let all = std::mem::take(&mut common);
+            for f in all {
+                if f.name.starts_with("common_") {
+                    common.push(f);
+                } else {
+                    fields.push(f);
+                }
+            }
+        }
+        Ok(EventFormat {
+            id,
+            system: system.to_string(),
+            name,
+            fields,
+            common_fields: common,
+            print_fmt,
+        })
+    }
+
+    /// Look up a field by name, event fields first, then common fields.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields
+            .iter()
+            .chain(self.common_fields.iter())
+            .find(|f| f.name == name)
+    }
+
+    /// A placeholder for records whose `common_type` matches no stored
+    /// format: standard common fields only, name `UNKNOWN`, id 0.
+    pub(crate) fn unknown() -> EventFormat {
+        let mk = |name: &str, ty: &str, offset, size, signed| Field {
+            name: name.into(),
+            type_name: ty.into(),
+            offset,
+            size,
+            signed,
+            array_len: None,
+            layout: FieldLayout::Inline,
+            is_string: false,
+            is_pointer: false,
+        };
+        EventFormat {
+            id: 0,
+            system: String::new(),
+            name: "UNKNOWN".into(),
+            fields: Vec::new(),
+            common_fields: vec![
+                mk("common_type", "unsigned short", 0, 2, false),
+                mk("common_flags", "unsigned char", 2, 1, false),
+                mk("common_preempt_count", "unsigned char", 3, 1, false),
+                mk("common_pid", "int", 4, 4, true),
+            ],
+            print_fmt: String::new(),
+        }
+    }
+}
+
+/// Read an unsigned integer of `size` (1, 2, 4 or 8) bytes.
+pub(crate) fn read_uint(b: &[u8], big: bool) -> Option<u64> {
+    Some(match b.len() {
+        1 => b[0] as u64,
+        2 => {
+            let a = [b[0], b[1]];
+            if big {
+                u16::from_be_bytes(a) as u64
+            } else {
+                u16::from_le_bytes(a) as u64
+            }
+        }
+        4 => {
+            let a = [b[0], b[1], b[2], b[3]];
+            if big {
+                u32::from_be_bytes(a) as u64
+            } else {
+                u32::from_le_bytes(a) as u64
+            }
+        }
+        8 => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            if big {
+                u64::from_be_bytes(a)
+            } else {
+                u64::from_le_bytes(a)
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn sign_extend(v: u64, size: usize) -> i64 {
+    match size {
+        1 => v as u8 as i8 as i64,
+        2 => v as u16 as i16 as i64,
+        4 => v as u32 as i32 as i64,
+        _ => v as i64,
+    }
+}
+
+fn until_nul(b: &[u8]) -> &[u8] {
+    match b.iter().position(|&c| c == 0) {
+        Some(i) => &b[..i],
+        None => b,
+    }
+}
+
+fn scalar<'a>(b: &'a [u8], signed: bool, big: bool) -> FieldValue<'a> {
+    match read_uint(b, big) {
+        Some(v) if signed => FieldValue::Int(sign_extend(v, b.len())),
+        Some(v) => FieldValue::UInt(v),
+        None => FieldValue::Bytes(b),
+    }
+}
+
+impl Field {
+    /// The bytes of this field inside `data` (a record payload), following
+    /// `__data_loc` / `__rel_loc` indirection. `None` when out of bounds.
+    pub fn raw<'a>(&self, data: &'a [u8], big_endian: bool) -> Option<&'a [u8]> {
+        match self.layout {
+            FieldLayout::Inline => data.get(self.offset..self.offset.checked_add(self.size)?),
+            FieldLayout::Trailing => data.get(self.offset..),
+            FieldLayout::DataLoc | FieldLayout::RelLoc => {
+                let loc = read_uint(
+                    data.get(self.offset..self.offset.checked_add(4)?)?,
+                    big_endian,
+                )?;
+                let mut start = (loc & 0xffff) as usize;
+                let len = (loc >> 16) as usize;
+                if self.layout == FieldLayout::RelLoc {
+                    start = start.checked_add(self.offset + 4)?;
+                }
+                data.get(start..start.checked_add(len)?)
+            }
+        }
+    }
+
+    /// Decode this field from a record payload. See [`FieldValue`] for the
+    /// mapping. `None` when the record is too short for the field.
+    pub fn decode<'a>(&self, data: &'a [u8], big_endian: bool) -> Option<FieldValue<'a>> {
+        let raw = self.raw(data, big_endian)?;
+        if self.is_string {
+            return Some(FieldValue::Str(until_nul(raw)));
+        }
+        match (self.layout, self.array_len) {
+            (FieldLayout::Inline, Some(n)) if n > 0 || self.size > 0 => {
+                let n = if n == 0 { 1 } else { n };
+                let elem = self.size / n;
+                if elem == 0 || !matches!(elem, 1 | 2 | 4 | 8) || elem * n != self.size {
+                    return Some(FieldValue::Bytes(raw));
+                }
+                Some(FieldValue::Array(
+                    raw.chunks_exact(elem)
+                        .map(|c| scalar(c, self.signed, big_endian))
+                        .collect(),
+                ))
+            }
+            (FieldLayout::Inline, None) => Some(scalar(raw, self.signed, big_endian)),
+            _ => Some(FieldValue::Bytes(raw)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWITCH: &str = "name: sched_switch\nID: 372\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
+\n\
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:__data_loc char[] filename;\toffset:28;\tsize:4;\tsigned:0;\n\
+\tfield:const char * ptr;\toffset:32;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned long caller[2];\toffset:40;\tsize:16;\tsigned:0;\n\
+\tfield:char buf[];\toffset:56;\tsize:0;\tsigned:0;\n\
+\n\
+print fmt: \"prev_comm=%s\", REC->prev_comm\n";
+
+    #[test]
+    fn parses_fields() {
+        let f = EventFormat::parse("sched", SWITCH).unwrap();
+        assert_eq!(f.id, 372);
+        assert_eq!(f.name, "sched_switch");
+        assert_eq!(f.common_fields.len(), 4);
+        assert_eq!(f.fields.len(), 6);
+        let c = f.field("prev_comm").unwrap();
+        assert_eq!(
+            (c.offset, c.size, c.array_len, c.is_string),
+            (8, 16, Some(16), true)
+        );
+        let l = f.field("filename").unwrap();
+        assert_eq!(l.layout, FieldLayout::DataLoc);
+        assert!(l.is_string);
+        assert_eq!(l.type_name, "__data_loc char[]");
+        let p = f.field("ptr").unwrap();
+        assert!(p.is_pointer && !p.is_string);
+        assert_eq!(p.type_name, "const char *");
+        assert_eq!(f.field("buf").unwrap().layout, FieldLayout::Trailing);
+        assert_eq!(f.print_fmt, "\"prev_comm=%s\", REC->prev_comm");
+    }
+
+    #[test]
+    fn decodes_fields() {
+        let f = EventFormat::parse("sched", SWITCH).unwrap();
+        let mut d = vec![0u8; 64];
+        d[0..2].copy_from_slice(&372u16.to_le_bytes());
+        d[4..8].copy_from_slice(&(-5i32).to_le_bytes());
+        d[8..12].copy_from_slice(b"bash");
+        d[24..28].copy_from_slice(&(-1i32).to_le_bytes());
+        d[28..32].copy_from_slice(&(56u32 | (3 << 16)).to_le_bytes());
+        d[40..48].copy_from_slice(&7u64.to_le_bytes());
+        d[56] = b'h';
+        d[57] = b'i';
+        d[58] = 0;
+        assert_eq!(
+            f.field("common_pid").unwrap().decode(&d, false),
+            Some(FieldValue::Int(-5))
+        );
+        assert_eq!(
+            f.field("prev_comm").unwrap().decode(&d, false),
+            Some(FieldValue::Str(b"bash"))
+        );
+        assert_eq!(
+            f.field("prev_pid").unwrap().decode(&d, false),
+            Some(FieldValue::Int(-1))
+        );
+        assert_eq!(
+            f.field("filename").unwrap().decode(&d, false),
+            Some(FieldValue::Str(b"hi"))
+        );
+        assert_eq!(
+            f.field("caller").unwrap().decode(&d, false),
+            Some(FieldValue::Array(vec![
+                FieldValue::UInt(7),
+                FieldValue::UInt(0)
+            ]))
+        );
+        // Out of bounds data_loc gives None, not a panic.
+        d[28..32].copy_from_slice(&(60u32 | (300 << 16)).to_le_bytes());
+        assert_eq!(f.field("filename").unwrap().decode(&d, false), None);
+        assert_eq!(f.field("prev_pid").unwrap().decode(&d[..10], false), None);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(EventFormat::parse("x", "name: a\nformat:\n").is_err());
+        assert!(EventFormat::parse("x", "name: a\nID: 99999999\n").is_err());
+        assert!(
+            EventFormat::parse(
+                "x",
+                "name: a\nID: 1\nformat:\n\tfield:int;\toffset:0;\tsize:4;\n"
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! Reading and writing trace-cmd `trace.dat` files.
+//!
+//! * [`write_v6`] writes a version 6, uncompressed file from a tracefs
+//!   capture ([`CaptureMeta`] plus per-CPU raw `trace_pipe_raw` pages).
+//! * [`TraceFile`] reads version 6 and 7 files (uncompressed or zstd) and
+//!   yields their records merged in timestamp order ([`TraceFile::records`]).
+//! * [`format_record`] prints a record like `trace-cmd report`.
+//!
+//! The layout follows the project's trace.dat spec
+//! (`shared/specs/trace-dat.md`), checked against trace-cmd 3.1.6. Every
+//! length, offset and count read from a file is bounds-checked: corrupt input
+//! gives an [`Error`] naming the offset, never a panic.
+
+mod bytes;
+mod error;
+mod format;
+mod reader;
+mod records;
+mod report;
+mod writer;
+
+pub use error::Error;
+pub use format::{EventFormat, Field, FieldLayout, FieldValue};
+pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
+pub use records::{Event, EventData, Record, Records};
+pub use report::{clock_is_nanoseconds, format_record, format_ts};
+pub use writer::{CaptureMeta, CpuData, write_v6};
+
+/// The three magic bytes at the start of every trace.dat.
+pub(crate) const MAGIC: [u8; 3] = [0x17, 0x08, 0x44];

@@ -1,0 +1,1068 @@
+//! Opening a trace.dat file (v6 and v7) and parsing its metadata.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::path::Path;
+
+use crate::bytes::{Cursor, parse_c_integer, text};
+use crate::format::{EventFormat, parse_field_line};
+use crate::records::Records;
+use crate::{Error, MAGIC};
+
+/// Largest page (sub-buffer) size accepted when reading.
+const MAX_PAGE_SIZE: u64 = 1 << 26;
+/// Largest decompressed size accepted for one metadata section.
+const MAX_SECTION_SIZE: u64 = 1 << 30;
+/// Largest decompressed size accepted for one ring-buffer data chunk.
+pub(crate) const MAX_CHUNK_SIZE: u64 = 1 << 28;
+/// Limit on chained v7 option sections.
+const MAX_OPTION_SECTIONS: usize = 4096;
+
+enum Backing {
+    Map(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Map(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// Compression used by a v7 file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Not compressed (all v6 files, v7 `none`).
+    None,
+    /// zstd frames.
+    Zstd,
+}
+
+/// Layout of a ring-buffer page, from the `header_page` text.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageLayout {
+    pub ts_offset: usize,
+    pub commit_offset: usize,
+    pub commit_size: usize,
+    pub data_offset: usize,
+    pub page_size: usize,
+    pub big: bool,
+}
+
+/// Where one CPU's data of one buffer lives in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct CpuRegion {
+    pub cpu: u32,
+    pub offset: u64,
+    pub size: u64,
+    pub compressed: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BufferInfo {
+    pub name: String,
+    pub clock: Option<String>,
+    pub page_size: usize,
+    pub cpus: Vec<CpuRegion>,
+}
+
+/// An open trace.dat file (v6 or v7; uncompressed or zstd).
+///
+/// The file is memory-mapped; metadata (formats, kallsyms, saved cmdlines,
+/// options) is parsed at [`TraceFile::open`], ring-buffer data is decoded
+/// lazily by [`TraceFile::records`].
+pub struct TraceFile {
+    backing: Backing,
+    version: u32,
+    pub(crate) big_endian: bool,
+    pub(crate) long_size: u8,
+    pub(crate) layout: PageLayout,
+    compression: Compression,
+    formats: Vec<EventFormat>,
+    format_index: HashMap<u16, usize>,
+    pub(crate) unknown_format: EventFormat,
+    kallsyms: Vec<(u64, String)>,
+    printk: HashMap<u64, String>,
+    cmdlines: HashMap<i32, String>,
+    cpu_count: u32,
+    clock: String,
+    uname: Option<String>,
+    writer_version: Option<String>,
+    cpu_stats: Vec<String>,
+    pub(crate) buffers: Vec<BufferInfo>,
+    pub(crate) ts_offset: i64,
+}
+
+/// Options collected while reading option lists.
+#[derive(Default)]
+struct Opts {
+    ts_offset: i64,
+    cpu_stats: Vec<String>,
+    trace_clock: Option<String>,
+    uname: Option<String>,
+    version: Option<String>,
+    cpu_count: Option<u32>,
+    /// v6: (flyrecord offset, name).
+    v6_buffers: Vec<(u64, String)>,
+    /// v7 buffers: top first in file order, then named.
+    v7_buffers: Vec<(u64, BufferInfo)>,
+    sections: HashMap<u16, u64>,
+}
+
+#[derive(Default)]
+struct Meta {
+    header_page: Vec<u8>,
+    formats: Vec<EventFormat>,
+    kallsyms: Vec<u8>,
+    printk: Vec<u8>,
+    cmdlines: Vec<u8>,
+}
+
+/// The bracketed clock name from a `trace_clock` text, e.g. `local` from
+/// `"[local] global counter"`; a text without brackets is taken whole
+/// (trimmed).
+pub fn selected_clock(trace_clock: &str) -> Option<String> {
+    let t = trace_clock.trim_matches(|c: char| c == '\0' || c.is_whitespace());
+    if let Some(start) = t.find('[') {
+        let rest = &t[start + 1..];
+        let end = rest.find(']')?;
+        let name = rest[..end].trim();
+        return (!name.is_empty()).then(|| name.to_string());
+    }
+    let word = t.split_whitespace().next()?;
+    Some(word.to_string())
+}
+
+/// Parse `header_page` text into the page layout.
+pub(crate) fn parse_header_page(
+    text: &[u8],
+    page_size: usize,
+    big: bool,
+) -> Result<PageLayout, Error> {
+    let s = String::from_utf8_lossy(text);
+    let mut ts = None;
+    let mut commit = None;
+    let mut data = None;
+    for (i, line) in s.lines().enumerate() {
+        let line = line.trim();
+        if !line.starts_with("field:") {
+            continue;
+        }
+        let f = parse_field_line(line).map_err(|e| Error::Format {
+            system: "header_page".into(),
+            name: "header_page".into(),
+            line: i + 1,
+            detail: e,
+        })?;
+        match f.name.as_str() {
+            "timestamp" => ts = Some(f),
+            "commit" => commit = Some(f),
+            "data" => data = Some(f),
+            _ => {}
+        }
+    }
+    let missing = |what: &str| Error::Format {
+        system: "header_page".into(),
+        name: "header_page".into(),
+        line: 0,
+        detail: format!("no `{what}` field"),
+    };
+    let ts = ts.ok_or_else(|| missing("timestamp"))?;
+    let commit = commit.ok_or_else(|| missing("commit"))?;
+    let data = data.ok_or_else(|| missing("data"))?;
+    let bad = |d: String| Error::Format {
+        system: "header_page".into(),
+        name: "header_page".into(),
+        line: 0,
+        detail: d,
+    };
+    if ts.size != 8 {
+        return Err(bad(format!("timestamp size {} (must be 8)", ts.size)));
+    }
+    if commit.size != 4 && commit.size != 8 {
+        return Err(bad(format!("commit size {} (must be 4 or 8)", commit.size)));
+    }
+    let page_size = if page_size == 0 {
+        data.offset.saturating_add(data.size)
+    } else {
+        page_size
+    };
+    if ts.offset + 8 > page_size
+        || commit.offset + commit.size > page_size
+        || data.offset > page_size
+        || data.offset < commit.offset + commit.size
+    {
+        return Err(bad(format!(
+            "fields do not fit a {page_size}-byte page (data offset {})",
+            data.offset
+        )));
+    }
+    Ok(PageLayout {
+        ts_offset: ts.offset,
+        commit_offset: commit.offset,
+        commit_size: commit.size,
+        data_offset: data.offset,
+        page_size,
+        big,
+    })
+}
+
+/// Sub-buffer size described by a `header_page` text: offset + size of its
+/// `data` field.
+pub fn subbuffer_size(header_page: &[u8]) -> Result<usize, Error> {
+    Ok(parse_header_page(header_page, 0, false)?.page_size)
+}
+
+fn zstd_decompress(src: &[u8], expect: u64, limit: u64) -> Result<Vec<u8>, String> {
+    if expect > limit {
+        return Err(format!("uncompressed size {expect} exceeds limit {limit}"));
+    }
+    let mut dec = ruzstd::decoding::StreamingDecoder::new(src).map_err(|e| format!("zstd: {e}"))?;
+    let mut out = Vec::with_capacity(expect.min(1 << 24) as usize);
+    (&mut dec)
+        .take(expect + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("zstd: {e}"))?;
+    if out.len() as u64 != expect {
+        return Err(format!(
+            "decompressed {} bytes, header says {expect}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// Decompress one `u32 compressed size, u32 uncompressed size, data` block.
+pub(crate) fn decompress_block(
+    comp: Compression,
+    c: &mut Cursor<'_>,
+    limit: u64,
+    what: &str,
+) -> Result<Vec<u8>, Error> {
+    let off = c.offset();
+    let csize = c.u32(&format!("{what} compressed size"))?;
+    let usize_ = c.u32(&format!("{what} uncompressed size"))?;
+    let src = c.take(csize as u64, &format!("{what} compressed data"))?;
+    match comp {
+        Compression::Zstd => zstd_decompress(src, usize_ as u64, limit)
+            .map_err(|e| Error::corrupt(what.to_string(), off, e)),
+        Compression::None => Err(Error::corrupt(
+            what.to_string(),
+            off,
+            "compressed flag set but the file declares no compression",
+        )),
+    }
+}
+
+impl TraceFile {
+    /// Open and memory-map a trace.dat file, parsing all metadata.
+    ///
+    /// Accepts v6 and v7 files, uncompressed or zstd-compressed (zlib is
+    /// reported as [`Error::Unsupported`]). Errors name the file offset and
+    /// the item that is wrong.
+    pub fn open(path: &Path) -> Result<TraceFile, Error> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let f = std::fs::File::open(path).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        if len == 0 {
+            return Self::parse(Backing::Owned(Vec::new()));
+        }
+        // SAFETY: the mapping is read-only; if another process truncates the
+        // file while it is mapped, accesses may fault (SIGBUS) — the usual
+        // caveat of memory-mapped input that the API documents.
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
+        Self::parse(Backing::Map(map))
+    }
+
+    /// Parse a trace.dat held in memory (same rules as [`TraceFile::open`]).
+    pub fn from_bytes(data: Vec<u8>) -> Result<TraceFile, Error> {
+        Self::parse(Backing::Owned(data))
+    }
+
+    fn parse(backing: Backing) -> Result<TraceFile, Error> {
+        let data = backing.bytes();
+        let mut c = Cursor::new(data, 0, false, "file header");
+        c.expect(&MAGIC, "magic")?;
+        c.expect(b"tracing", "`tracing` tag")?;
+        let voff = c.offset();
+        let vtext = c.cstr("version")?;
+        let version: u32 = std::str::from_utf8(vtext)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Error::corrupt("file header: version", voff, "not a decimal number"))?;
+        if !(6..=7).contains(&version) {
+            return Err(Error::Unsupported {
+                what: "file version".into(),
+                offset: voff,
+                detail: format!("version {version} (only 6 and 7 are supported)"),
+            });
+        }
+        let eoff = c.offset();
+        let big = match c.u8("endian flag")? {
+            0 => false,
+            1 => true,
+            x => {
+                return Err(Error::corrupt(
+                    "file header: endian flag",
+                    eoff,
+                    format!("{x}"),
+                ));
+            }
+        };
+        c.big = big;
+        let long_size = c.u8("long size")?;
+        let poff = c.offset();
+        let page_size = c.u32("page size")? as u64;
+        if page_size == 0 || page_size > MAX_PAGE_SIZE {
+            return Err(Error::corrupt(
+                "file header: page size",
+                poff,
+                format!("{page_size} out of range"),
+            ));
+        }
+        let page_size = page_size as usize;
+
+        let mut opts = Opts::default();
+        let mut meta = Meta::default();
+        let compression;
+        if version >= 7 {
+            let coff = c.offset();
+            let cname = text(c.cstr("compression name")?);
+            let _cver = c.cstr("compression version")?;
+            compression = match cname.as_str() {
+                "none" | "" => Compression::None,
+                "zstd" => Compression::Zstd,
+                other => {
+                    return Err(Error::Unsupported {
+                        what: "compression".into(),
+                        offset: coff,
+                        detail: format!("{other:?} (supported: none, zstd)"),
+                    });
+                }
+            };
+            let first_opts = c.u64("first options offset")?;
+            read_v7_options(data, big, compression, first_opts, &mut opts)?;
+            read_v7_meta(data, big, compression, &opts, &mut meta)?;
+        } else {
+            compression = Compression::None;
+            read_meta_header_info(&mut c, &mut meta)?;
+            read_meta_ftrace(&mut c, &mut meta)?;
+            read_meta_events(&mut c, &mut meta)?;
+            meta.kallsyms = read_sized(&mut c, 4, "kallsyms")?.to_vec();
+            meta.printk = read_sized(&mut c, 4, "printk formats")?.to_vec();
+            meta.cmdlines = read_sized(&mut c, 8, "saved cmdlines")?.to_vec();
+        }
+
+        let layout = if meta.header_page.is_empty() {
+            // No header_page: assume the classic layout for the long size.
+            let ls = if long_size == 4 { 4 } else { 8 };
+            PageLayout {
+                ts_offset: 0,
+                commit_offset: 8,
+                commit_size: ls,
+                data_offset: 8 + ls,
+                page_size,
+                big,
+            }
+        } else {
+            parse_header_page(&meta.header_page, page_size, big)?
+        };
+
+        let mut buffers = Vec::new();
+        let cpu_count;
+        if version >= 7 {
+            for (sec_off, mut b) in std::mem::take(&mut opts.v7_buffers) {
+                // The buffer section header tells whether the data is compressed.
+                let mut sc = Cursor::new(data, 0, big, "buffer section");
+                sc.pos = usize::try_from(sec_off)
+                    .unwrap_or(usize::MAX)
+                    .min(data.len());
+                if sc.offset() != sec_off {
+                    return Err(Error::Truncated {
+                        what: format!("buffer {:?} section", b.name),
+                        offset: sec_off,
+                        need: 16,
+                        available: 0,
+                    });
+                }
+                let id = sc.u16("section id")?;
+                let flags = sc.u16("section flags")?;
+                if id != 3 {
+                    return Err(Error::corrupt(
+                        format!("buffer {:?} section", b.name),
+                        sec_off,
+                        format!("section id {id}, expected 3 (flyrecord)"),
+                    ));
+                }
+                let compressed = flags & 1 != 0;
+                if compressed && compression == Compression::None {
+                    return Err(Error::corrupt(
+                        format!("buffer {:?} section", b.name),
+                        sec_off,
+                        "compressed flag set but the file declares no compression",
+                    ));
+                }
+                if b.name.is_empty() || b.page_size == 0 {
+                    b.page_size = page_size;
+                }
+                for r in &mut b.cpus {
+                    r.compressed = compressed;
+                }
+                buffers.push(b);
+            }
+            cpu_count = opts.cpu_count.unwrap_or_else(|| {
+                buffers
+                    .iter()
+                    .flat_map(|b| b.cpus.iter().map(|r| r.cpu.saturating_add(1)))
+                    .max()
+                    .unwrap_or(0)
+            });
+        } else {
+            // v6: CPU count field, then options, then the top flyrecord.
+            let mut count = c.u32("cpu count")?;
+            let toff = c.offset();
+            let tag = c.take(10, "options/data tag")?;
+            let mut has_options = false;
+            let tag = if tag == b"options  \0" {
+                has_options = true;
+                read_option_list(&mut c, false, &mut opts)?;
+                let toff = c.offset();
+                let t = c.take(10, "data tag")?;
+                (t, toff)
+            } else {
+                (tag, toff)
+            };
+            if let Some(n) = opts.cpu_count {
+                count = n;
+            }
+            cpu_count = count;
+            let _ = has_options;
+            match tag.0 {
+                b"flyrecord\0" => {}
+                b"latency  \0" => {
+                    return Err(Error::Unsupported {
+                        what: "data format".into(),
+                        offset: tag.1,
+                        detail: "latency (text) trace data".into(),
+                    });
+                }
+                other => {
+                    return Err(Error::corrupt(
+                        "data tag",
+                        tag.1,
+                        format!(
+                            "expected \"flyrecord\", found {:?}",
+                            String::from_utf8_lossy(other)
+                        ),
+                    ));
+                }
+            }
+            let has_clock = opts.trace_clock.is_some();
+            let top = read_v6_flyrecord(&mut c, count, has_clock, page_size, String::new())?;
+            buffers.push(top);
+            for (off, name) in std::mem::take(&mut opts.v6_buffers) {
+                let mut bc = Cursor::new(data, 0, big, "buffer flyrecord");
+                bc.pos = usize::try_from(off).unwrap_or(usize::MAX).min(data.len());
+                if bc.offset() != off {
+                    return Err(Error::Truncated {
+                        what: format!("buffer {name:?} flyrecord"),
+                        offset: off,
+                        need: 10,
+                        available: 0,
+                    });
+                }
+                bc.expect(b"flyrecord\0", &format!("buffer {name:?} flyrecord tag"))?;
+                let b = read_v6_flyrecord(&mut bc, count, has_clock, page_size, name)?;
+                buffers.push(b);
+            }
+        }
+
+        // Validate every CPU region against the file now, so that page
+        // iteration only has to check page contents.
+        for b in &buffers {
+            for r in &b.cpus {
+                let end = r.offset.checked_add(r.size);
+                let ok = if r.compressed {
+                    r.offset
+                        .checked_add(4)
+                        .is_some_and(|e| e <= data.len() as u64)
+                } else {
+                    end.is_some_and(|e| e <= data.len() as u64)
+                };
+                if !ok {
+                    return Err(Error::Truncated {
+                        what: format!("buffer {:?} cpu {} data", b.name, r.cpu),
+                        offset: r.offset,
+                        need: r.size,
+                        available: (data.len() as u64).saturating_sub(r.offset),
+                    });
+                }
+                if !r.compressed && r.size % b.page_size as u64 != 0 {
+                    return Err(Error::corrupt(
+                        format!("buffer {:?} cpu {} data size", b.name, r.cpu),
+                        r.offset,
+                        format!(
+                            "{} bytes is not a multiple of the page size {}",
+                            r.size, b.page_size
+                        ),
+                    ));
+                }
+                if b.page_size < layout.data_offset {
+                    return Err(Error::corrupt(
+                        format!("buffer {:?} page size", b.name),
+                        r.offset,
+                        format!(
+                            "{} is smaller than the page header ({} bytes)",
+                            b.page_size, layout.data_offset
+                        ),
+                    ));
+                }
+            }
+        }
+
+        let clock = opts
+            .trace_clock
+            .as_deref()
+            .and_then(selected_clock)
+            .or_else(|| buffers.first().and_then(|b| b.clock.clone()))
+            .unwrap_or_else(|| "local".to_string());
+
+        let mut format_index = HashMap::new();
+        for (i, f) in meta.formats.iter().enumerate() {
+            format_index.entry(f.id).or_insert(i);
+        }
+
+        let kallsyms = parse_kallsyms(&meta.kallsyms);
+        let printk = parse_printk(&meta.printk);
+        let cmdlines = parse_cmdlines(&meta.cmdlines);
+
+        Ok(TraceFile {
+            version,
+            big_endian: big,
+            long_size,
+            layout,
+            compression,
+            formats: meta.formats,
+            format_index,
+            unknown_format: EventFormat::unknown(),
+            kallsyms,
+            printk,
+            cmdlines,
+            cpu_count,
+            clock,
+            uname: opts.uname,
+            writer_version: opts.version,
+            cpu_stats: opts.cpu_stats,
+            buffers,
+            ts_offset: opts.ts_offset,
+            backing,
+        })
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        self.backing.bytes()
+    }
+
+    /// File format version: 6 or 7.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Whether the file (and its ring-buffer data) is big-endian.
+    pub fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+
+    /// The `long size` header byte (the writer's userspace long size).
+    pub fn long_size(&self) -> u8 {
+        self.long_size
+    }
+
+    /// Page (sub-buffer) size in bytes from the file header.
+    pub fn page_size(&self) -> usize {
+        self.layout.page_size
+    }
+
+    /// Compression of the file's sections and data.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Number of CPUs: the header's CPU count (v6), replaced by a CPUCOUNT
+    /// option when present; in v7 without CPUCOUNT, highest listed CPU + 1.
+    pub fn cpu_count(&self) -> u32 {
+        self.cpu_count
+    }
+
+    /// Trace clock name, e.g. `local`: the bracketed word of the TRACECLOCK
+    /// option, else the top buffer's clock (v6 clock trailer or v7 BUFFER
+    /// option), else `local`.
+    pub fn clock(&self) -> &str {
+        &self.clock
+    }
+
+    /// The UNAME option (`sysname nodename release machine`), if present.
+    pub fn uname(&self) -> Option<&str> {
+        self.uname.as_deref()
+    }
+
+    /// The VERSION option (the writing tool's version), if present.
+    pub fn writer_version(&self) -> Option<&str> {
+        self.writer_version.as_deref()
+    }
+
+    /// The CPUSTAT option texts in file order, without the trailing NUL.
+    /// Each normally starts with `CPU: N` followed by that CPU's
+    /// `per_cpu/cpuN/stats` text; trace-cmd also stores `\nBuffer: NAME\n\n`
+    /// entries before the CPUs of a named buffer.
+    pub fn cpu_stats(&self) -> &[String] {
+        &self.cpu_stats
+    }
+
+    /// All event formats stored in the file (ftrace ones first).
+    pub fn formats(&self) -> impl Iterator<Item = &EventFormat> {
+        self.formats.iter()
+    }
+
+    /// The format with this id, if stored.
+    pub fn format_by_id(&self, id: u16) -> Option<&EventFormat> {
+        self.format_index
+            .get(&id)
+            .and_then(|&i| self.formats.get(i))
+    }
+
+    /// The format `system`/`name`, if stored.
+    pub fn format_by_name(&self, system: &str, name: &str) -> Option<&EventFormat> {
+        self.formats
+            .iter()
+            .find(|f| f.system == system && f.name == name)
+    }
+
+    /// Buffer names in merge order: `""` for the top buffer (always first
+    /// when present), then named (`-B` / instance) buffers in file order.
+    pub fn buffers(&self) -> Vec<String> {
+        self.buffers.iter().map(|b| b.name.clone()).collect()
+    }
+
+    /// Timestamp offset in nanoseconds applied to every record (DATE option,
+    /// converted from microseconds, plus OFFSET options).
+    pub fn ts_offset(&self) -> i64 {
+        self.ts_offset
+    }
+
+    /// All records of all buffers and CPUs, merged in timestamp order; ties
+    /// go to the earlier buffer, then the lower CPU (as trace-cmd does).
+    /// Memory use is bounded: one page (uncompressed) or one decompressed
+    /// chunk (zstd) per CPU at a time.
+    pub fn records(&self) -> Records<'_> {
+        Records::new(self)
+    }
+
+    /// The command name recorded for `pid` in the saved cmdlines.
+    pub fn comm(&self, pid: i32) -> Option<&str> {
+        self.cmdlines.get(&pid).map(|s| s.as_str())
+    }
+
+    /// Look up a kernel address in kallsyms: the symbol with the highest
+    /// address not above `addr` and the offset of `addr` from it. Addresses
+    /// at or beyond the last symbol are not resolved.
+    pub fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
+        let i = self.kallsyms.partition_point(|(a, _)| *a <= addr);
+        if i == 0 || i >= self.kallsyms.len() {
+            return None;
+        }
+        let (a, name) = &self.kallsyms[i - 1];
+        Some((name.as_str(), addr - a))
+    }
+
+    /// The string stored in printk_formats for a kernel string address.
+    pub fn printk_string(&self, addr: u64) -> Option<&str> {
+        self.printk.get(&addr).map(|s| s.as_str())
+    }
+}
+
+fn read_sized<'a>(c: &mut Cursor<'a>, width: usize, what: &str) -> Result<&'a [u8], Error> {
+    let n = c.uint(width, &format!("{what} size"))?;
+    c.take(n, what)
+}
+
+fn read_meta_header_info(c: &mut Cursor<'_>, meta: &mut Meta) -> Result<(), Error> {
+    c.expect(b"header_page\0", "header_page tag")?;
+    meta.header_page = read_sized(c, 8, "header_page")?.to_vec();
+    c.expect(b"header_event\0", "header_event tag")?;
+    read_sized(c, 8, "header_event")?;
+    Ok(())
+}
+
+fn parse_format_at(
+    c: &Cursor<'_>,
+    system: &str,
+    text: &[u8],
+    off: u64,
+) -> Result<EventFormat, Error> {
+    let s = String::from_utf8_lossy(text);
+    EventFormat::parse(system, &s)
+        .map_err(|e| Error::corrupt(format!("{}: event format", c.section), off, e.to_string()))
+}
+
+fn read_meta_ftrace(c: &mut Cursor<'_>, meta: &mut Meta) -> Result<(), Error> {
+    let n = c.u32("ftrace format count")?;
+    for i in 0..n {
+        let off = c.offset();
+        let t = read_sized(c, 8, &format!("ftrace format #{i}"))?;
+        meta.formats.push(parse_format_at(c, "ftrace", t, off)?);
+    }
+    Ok(())
+}
+
+fn read_meta_events(c: &mut Cursor<'_>, meta: &mut Meta) -> Result<(), Error> {
+    let n = c.u32("event system count")?;
+    for _ in 0..n {
+        let sys = text(c.cstr("event system name")?);
+        let m = c.u32(&format!("event count of system {sys}"))?;
+        for i in 0..m {
+            let off = c.offset();
+            let t = read_sized(c, 8, &format!("format #{i} of system {sys}"))?;
+            meta.formats.push(parse_format_at(c, &sys, t, off)?);
+        }
+    }
+    Ok(())
+}
+
+/// Read an option list (v6: ends with a bare u16 0; v7: ends with DONE
+/// carrying the next options offset, which is returned).
+fn read_option_list(c: &mut Cursor<'_>, v7: bool, opts: &mut Opts) -> Result<u64, Error> {
+    loop {
+        let ooff = c.offset();
+        let id = c.u16("option id")?;
+        if id == 0 && !v7 {
+            return Ok(0);
+        }
+        let len = c.u32(&format!("option {id} length"))?;
+        let payload = c.take(len as u64, &format!("option {id} payload"))?;
+        let mut p = Cursor::new(payload, c.offset() - len as u64, c.big, "option");
+        match id {
+            0 => {
+                // v7 DONE: u64 offset of the next options section.
+                return if payload.len() >= 8 {
+                    p.u64("next options offset")
+                } else {
+                    Ok(0)
+                };
+            }
+            1 => {
+                // DATE: microseconds, "0x..." text.
+                let v = parse_c_integer(&text(payload));
+                opts.ts_offset = opts.ts_offset.saturating_add(v.saturating_mul(1000));
+            }
+            2 => opts.cpu_stats.push(text(payload)),
+            3 => {
+                let off = p.u64("BUFFER offset")?;
+                let name = text(p.cstr("BUFFER name")?);
+                if v7 {
+                    let clock = text(p.cstr("BUFFER clock")?);
+                    let page_size = p.u32("BUFFER page size")? as usize;
+                    let n = p.u32("BUFFER cpu count")?;
+                    let n_fit = p.remaining() / 20;
+                    if n as usize > n_fit {
+                        return Err(Error::corrupt(
+                            "option BUFFER",
+                            ooff,
+                            format!("{n} cpu entries do not fit in {len} bytes"),
+                        ));
+                    }
+                    let mut cpus = Vec::with_capacity(n as usize);
+                    for _ in 0..n {
+                        let cpu = p.u32("BUFFER cpu id")?;
+                        let offset = p.u64("BUFFER cpu data offset")?;
+                        let size = p.u64("BUFFER cpu data size")?;
+                        if size > 0 {
+                            cpus.push(CpuRegion {
+                                cpu,
+                                offset,
+                                size,
+                                compressed: false,
+                            });
+                        }
+                    }
+                    if page_size as u64 > MAX_PAGE_SIZE {
+                        return Err(Error::corrupt(
+                            "option BUFFER page size",
+                            ooff,
+                            format!("{page_size} out of range"),
+                        ));
+                    }
+                    let info = BufferInfo {
+                        name,
+                        clock: (!clock.is_empty()).then_some(clock),
+                        page_size,
+                        cpus,
+                    };
+                    if info.name.is_empty() {
+                        opts.v7_buffers.retain(|(_, b)| !b.name.is_empty());
+                        opts.v7_buffers.insert(0, (off, info));
+                    } else {
+                        opts.v7_buffers.push((off, info));
+                    }
+                } else {
+                    opts.v6_buffers.push((off, name));
+                }
+            }
+            4 => opts.trace_clock = Some(text(payload)),
+            5 => opts.uname = Some(text(payload)),
+            7 => {
+                let v = parse_c_integer(&text(payload));
+                opts.ts_offset = opts.ts_offset.saturating_add(v);
+            }
+            8 => opts.cpu_count = Some(p.u32("CPUCOUNT")?),
+            9 => opts.version = Some(text(payload)),
+            16..=21 if v7 => {
+                let off = p.u64("section offset option")?;
+                opts.sections.insert(id, off);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Read a v7 section header at `off`: returns (id, flags, payload cursor).
+fn v7_section<'a>(
+    data: &'a [u8],
+    big: bool,
+    off: u64,
+    section: &'static str,
+) -> Result<(u16, u16, Cursor<'a>), Error> {
+    let mut c = Cursor::new(data, 0, big, section);
+    c.pos = usize::try_from(off).unwrap_or(usize::MAX).min(data.len());
+    if c.offset() != off {
+        return Err(Error::Truncated {
+            what: format!("{section} section header"),
+            offset: off,
+            need: 16,
+            available: 0,
+        });
+    }
+    let id = c.u16("section id")?;
+    let flags = c.u16("section flags")?;
+    let _desc = c.u32("section description")?;
+    let size = c.u64("section size")?;
+    let start = c.offset();
+    let body = c.take(size, "section payload")?;
+    Ok((id, flags, Cursor::new(body, start, big, section)))
+}
+
+fn section_bytes<'a>(
+    data: &'a [u8],
+    big: bool,
+    comp: Compression,
+    off: u64,
+    want: u16,
+    section: &'static str,
+) -> Result<(Cow<'a, [u8]>, u64), Error> {
+    let (id, flags, mut c) = v7_section(data, big, off, section)?;
+    if id != want {
+        return Err(Error::corrupt(
+            format!("{section} section"),
+            off,
+            format!("section id {id}, expected {want}"),
+        ));
+    }
+    let base = c.base;
+    if flags & 1 != 0 {
+        let v = decompress_block(comp, &mut c, MAX_SECTION_SIZE, section)?;
+        Ok((Cow::Owned(v), base))
+    } else {
+        Ok((Cow::Borrowed(c.data), base))
+    }
+}
+
+fn read_v7_options(
+    data: &[u8],
+    big: bool,
+    comp: Compression,
+    first: u64,
+    opts: &mut Opts,
+) -> Result<(), Error> {
+    let mut next = first;
+    let mut seen = HashSet::new();
+    while next != 0 {
+        if !seen.insert(next) || seen.len() > MAX_OPTION_SECTIONS {
+            return Err(Error::corrupt(
+                "options section chain",
+                next,
+                "loops or is too long",
+            ));
+        }
+        let (bytes, base) = section_bytes(data, big, comp, next, 0, "options")?;
+        let mut c = Cursor::new(&bytes, base, big, "options");
+        next = read_option_list(&mut c, true, opts)?;
+    }
+    Ok(())
+}
+
+fn read_v7_meta(
+    data: &[u8],
+    big: bool,
+    comp: Compression,
+    opts: &Opts,
+    meta: &mut Meta,
+) -> Result<(), Error> {
+    type Reader = fn(&mut Cursor<'_>, &mut Meta) -> Result<(), Error>;
+    let items: [(u16, &'static str, Reader); 6] = [
+        (16, "header info", read_meta_header_info),
+        (17, "ftrace formats", read_meta_ftrace),
+        (18, "event formats", read_meta_events),
+        (19, "kallsyms", |c, m| {
+            m.kallsyms = read_sized(c, 4, "kallsyms")?.to_vec();
+            Ok(())
+        }),
+        (20, "printk formats", |c, m| {
+            m.printk = read_sized(c, 4, "printk formats")?.to_vec();
+            Ok(())
+        }),
+        (21, "saved cmdlines", |c, m| {
+            m.cmdlines = read_sized(c, 8, "saved cmdlines")?.to_vec();
+            Ok(())
+        }),
+    ];
+    for (id, name, f) in items {
+        let Some(&off) = opts.sections.get(&id) else {
+            continue;
+        };
+        let (bytes, base) = section_bytes(data, big, comp, off, id, name)?;
+        let mut c = Cursor::new(&bytes, base, big, name);
+        f(&mut c, meta)?;
+    }
+    Ok(())
+}
+
+fn read_v6_flyrecord(
+    c: &mut Cursor<'_>,
+    count: u32,
+    has_clock: bool,
+    page_size: usize,
+    name: String,
+) -> Result<BufferInfo, Error> {
+    let toff = c.offset();
+    if count as u64 * 16 > c.remaining() as u64 {
+        return Err(Error::Truncated {
+            what: format!("buffer {name:?} cpu table ({count} cpus)"),
+            offset: toff,
+            need: count as u64 * 16,
+            available: c.remaining() as u64,
+        });
+    }
+    let mut cpus = Vec::new();
+    for cpu in 0..count {
+        let offset = c.u64("cpu data offset")?;
+        let size = c.u64("cpu data size")?;
+        if size > 0 {
+            cpus.push(CpuRegion {
+                cpu,
+                offset,
+                size,
+                compressed: false,
+            });
+        }
+    }
+    let mut clock = None;
+    if has_clock {
+        let t = read_sized(c, 8, "clock trailer")?;
+        clock = selected_clock(&text(t));
+    }
+    Ok(BufferInfo {
+        name,
+        clock,
+        page_size,
+        cpus,
+    })
+}
+
+fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
+    let s = String::from_utf8_lossy(b);
+    let mut v: Vec<(u64, String)> = s
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+            let _ty = it.next()?;
+            let name = it.next()?;
+            (addr != 0).then(|| (addr, name.to_string()))
+        })
+        .collect();
+    v.sort_by_key(|(a, _)| *a);
+    v
+}
+
+fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
+    let s = String::from_utf8_lossy(b);
+    s.lines()
+        .filter_map(|l| {
+            let (a, rest) = l.split_once(':')?;
+            let a = a.trim();
+            let a = a.strip_prefix("0x").unwrap_or(a);
+            let addr = u64::from_str_radix(a, 16).ok()?;
+            let t = rest.trim();
+            let t = t.strip_prefix('"').unwrap_or(t);
+            let t = t.strip_suffix('"').unwrap_or(t);
+            Some((addr, t.to_string()))
+        })
+        .collect()
+}
+
+fn parse_cmdlines(b: &[u8]) -> HashMap<i32, String> {
+    let s = String::from_utf8_lossy(b);
+    s.lines()
+        .filter_map(|l| {
+            let (pid, comm) = l.trim_start().split_once(' ')?;
+            Some((pid.parse().ok()?, comm.to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_names() {
+        assert_eq!(
+            selected_clock("[local] global counter\n").as_deref(),
+            Some("local")
+        );
+        assert_eq!(selected_clock("local [boot] tai").as_deref(), Some("boot"));
+        assert_eq!(selected_clock("[local]").as_deref(), Some("local"));
+        assert_eq!(selected_clock("").as_deref(), None);
+    }
+
+    #[test]
+    fn header_page_layout() {
+        let hp = b"\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+        assert_eq!(subbuffer_size(hp).unwrap(), 4096);
+        assert!(subbuffer_size(b"garbage").is_err());
+    }
+
+    #[test]
+    fn kallsyms_lookup_tables() {
+        let k = parse_kallsyms(b"ffffffff81000000 T _stext\nffffffff81000100 t foo\t[mod]\nzz\n0000000000000000 A zero\n");
+        assert_eq!(k.len(), 2);
+        assert_eq!(k[1].1, "foo");
+        let c = parse_cmdlines(b"12 bash\n1 init\nbad\n");
+        assert_eq!(c.get(&12).map(|s| s.as_str()), Some("bash"));
+        let p = parse_printk(b"0xffffffff8281a5a4 : \"Start context switch\"\n");
+        assert_eq!(
+            p.get(&0xffffffff8281a5a4).map(|s| s.as_str()),
+            Some("Start context switch")
+        );
+    }
+}

@@ -1,0 +1,588 @@
+//! Decoding ring-buffer pages and merging the per-CPU record streams.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::Error;
+use crate::bytes::Cursor;
+use crate::format::{EventFormat, FieldValue, read_uint};
+use crate::reader::{
+    BufferInfo, CpuRegion, MAX_CHUNK_SIZE, PageLayout, TraceFile, decompress_block,
+};
+
+const TS_SHIFT: u32 = 27;
+const COMMIT_MASK: u64 = (1 << 27) - 1;
+const MISSING_EVENTS: u64 = 1 << 31;
+const MISSING_STORED: u64 = 1 << 30;
+
+/// The payload bytes of one event record. Dereferences to `[u8]`.
+///
+/// For uncompressed files it borrows the memory-mapped file; for compressed
+/// files it shares the decompressed chunk the record came from (kept alive
+/// only as long as some `EventData` of it exists).
+#[derive(Clone)]
+pub struct EventData<'a>(DataRef<'a>);
+
+#[derive(Clone)]
+enum DataRef<'a> {
+    Mapped(&'a [u8]),
+    Shared(Arc<[u8]>, usize, usize),
+}
+
+impl Deref for EventData<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            DataRef::Mapped(s) => s,
+            // Ranges are checked against the chunk when created.
+            DataRef::Shared(a, s, e) => a.get(*s..*e).unwrap_or(&[]),
+        }
+    }
+}
+
+impl AsRef<[u8]> for EventData<'_> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl std::fmt::Debug for EventData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EventData({:02x?})", &**self)
+    }
+}
+
+/// One record from the merged stream.
+#[derive(Debug, Clone)]
+pub enum Record<'a> {
+    /// An event.
+    Event(Event<'a>),
+    /// Events were lost on `cpu` before the next record of that CPU (the
+    /// page's commit word had bit 31 set). `count` is the number when the
+    /// kernel stored it (bit 30), else `None`. `ts` is the timestamp of the
+    /// event that follows (which is always the next record yielded).
+    Lost {
+        /// Buffer name ("" for the top buffer).
+        buffer: &'a str,
+        /// CPU number.
+        cpu: u32,
+        /// Number of lost events, when known.
+        count: Option<u64>,
+        /// Timestamp of the first event after the loss.
+        ts: u64,
+    },
+}
+
+impl Record<'_> {
+    /// Timestamp of the record.
+    pub fn ts(&self) -> u64 {
+        match self {
+            Record::Event(e) => e.ts,
+            Record::Lost { ts, .. } => *ts,
+        }
+    }
+    /// CPU of the record.
+    pub fn cpu(&self) -> u32 {
+        match self {
+            Record::Event(e) => e.cpu,
+            Record::Lost { cpu, .. } => *cpu,
+        }
+    }
+}
+
+/// One event record.
+#[derive(Debug, Clone)]
+pub struct Event<'a> {
+    /// Buffer name ("" for the top buffer).
+    pub buffer: &'a str,
+    /// CPU the event was recorded on.
+    pub cpu: u32,
+    /// Timestamp in trace-clock units (ns for ns clocks) with the file's
+    /// DATE/OFFSET adjustment applied.
+    pub ts: u64,
+    /// The event's format (a placeholder named `UNKNOWN` with id 0 when the
+    /// file has no format for the record's `common_type`).
+    pub format: &'a EventFormat,
+    /// The record payload (starting with `common_type`). Dereferences to
+    /// `&[u8]`.
+    pub data: EventData<'a>,
+    /// Byte order of `data` (the traced kernel's).
+    pub big_endian: bool,
+}
+
+impl Event<'_> {
+    /// `common_type` of the record (0 if the record is too short).
+    pub fn type_id(&self) -> u16 {
+        self.data
+            .get(0..2)
+            .and_then(|b| read_uint(b, self.big_endian))
+            .unwrap_or(0) as u16
+    }
+
+    /// `common_pid` (the task that emitted the event); -1 if the record is
+    /// too short.
+    pub fn pid(&self) -> i32 {
+        match self.field("common_pid") {
+            Some(FieldValue::Int(v)) => v as i32,
+            Some(FieldValue::UInt(v)) => v as i32,
+            _ => -1,
+        }
+    }
+
+    /// Decode a field (event or common) by name; `None` if the format has no
+    /// such field or the record is too short for it.
+    pub fn field(&self, name: &str) -> Option<FieldValue<'_>> {
+        self.format.field(name)?.decode(&self.data, self.big_endian)
+    }
+
+    /// The non-common fields in declaration order, decoded; fields that do
+    /// not fit the record are skipped.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, FieldValue<'_>)> {
+        self.format.fields.iter().filter_map(move |f| {
+            f.decode(&self.data, self.big_endian)
+                .map(|v| (f.name.as_str(), v))
+        })
+    }
+}
+
+/// A page of one CPU's data, borrowed from the map or shared from a chunk.
+#[derive(Clone)]
+enum PageBytes<'a> {
+    Mapped(&'a [u8]),
+    Shared(Arc<[u8]>, usize),
+}
+
+impl PageBytes<'_> {
+    fn bytes(&self, page_size: usize) -> &[u8] {
+        match self {
+            PageBytes::Mapped(s) => s,
+            PageBytes::Shared(a, start) => a.get(*start..start + page_size).unwrap_or(&[]),
+        }
+    }
+}
+
+struct CurPage<'a> {
+    bytes: PageBytes<'a>,
+    file_off: u64,
+    pos: usize,
+    end: usize,
+    ts: u64,
+    lost: Option<Option<u64>>,
+}
+
+enum Source<'a> {
+    Plain {
+        data: &'a [u8],
+        file_off: u64,
+        next: usize,
+    },
+    Zstd {
+        cursor: Cursor<'a>,
+        chunks_left: u32,
+        chunk: Option<(Arc<[u8]>, u64, usize)>,
+    },
+}
+
+pub(crate) struct Item<'a> {
+    ts: u64,
+    lost: Option<Option<u64>>,
+    data: EventData<'a>,
+}
+
+pub(crate) struct CpuStream<'a> {
+    buffer: &'a str,
+    cpu: u32,
+    layout: PageLayout,
+    ts_offset: i64,
+    src: Source<'a>,
+    page: Option<CurPage<'a>>,
+    done: bool,
+}
+
+impl<'a> CpuStream<'a> {
+    fn new(file: &'a TraceFile, b: &'a BufferInfo, r: &CpuRegion) -> Result<Self, Error> {
+        let data = file.data();
+        let mut layout = file.layout;
+        layout.page_size = b.page_size;
+        let err = |detail: String| Error::Page {
+            buffer: b.name.clone(),
+            cpu: r.cpu,
+            offset: r.offset,
+            detail,
+        };
+        let start = usize::try_from(r.offset).map_err(|_| err("offset out of range".into()))?;
+        let src = if r.compressed {
+            let region = data
+                .get(start..)
+                .ok_or_else(|| err("offset out of range".into()))?;
+            let mut cursor = Cursor::new(region, r.offset, file.big_endian, "compressed cpu data");
+            let chunks_left = cursor.u32("chunk count")?;
+            Source::Zstd {
+                cursor,
+                chunks_left,
+                chunk: None,
+            }
+        } else {
+            let end = r
+                .offset
+                .checked_add(r.size)
+                .and_then(|e| usize::try_from(e).ok())
+                .ok_or_else(|| err("size out of range".into()))?;
+            let region = data
+                .get(start..end)
+                .ok_or_else(|| err("data beyond end of file".into()))?;
+            Source::Plain {
+                data: region,
+                file_off: r.offset,
+                next: 0,
+            }
+        };
+        Ok(CpuStream {
+            buffer: &b.name,
+            cpu: r.cpu,
+            layout,
+            ts_offset: file.ts_offset,
+            src,
+            page: None,
+            done: false,
+        })
+    }
+
+    fn page_err(&self, off: u64, detail: impl Into<String>) -> Error {
+        Error::Page {
+            buffer: self.buffer.to_string(),
+            cpu: self.cpu,
+            offset: off,
+            detail: detail.into(),
+        }
+    }
+
+    /// The next raw page: bytes and file offset (of the page, or of the
+    /// compressed chunk containing it).
+    fn next_page_bytes(&mut self) -> Result<Option<(PageBytes<'a>, u64)>, Error> {
+        let ps = self.layout.page_size;
+        match &mut self.src {
+            Source::Plain {
+                data,
+                file_off,
+                next,
+            } => {
+                let Some(p) = data.get(*next..*next + ps) else {
+                    return Ok(None);
+                };
+                let off = *file_off + *next as u64;
+                *next += ps;
+                Ok(Some((PageBytes::Mapped(p), off)))
+            }
+            Source::Zstd {
+                cursor,
+                chunks_left,
+                chunk,
+            } => loop {
+                if let Some((buf, off, pos)) = chunk {
+                    if *pos + ps <= buf.len() {
+                        let page = PageBytes::Shared(buf.clone(), *pos);
+                        *pos += ps;
+                        return Ok(Some((page, *off)));
+                    }
+                    *chunk = None;
+                }
+                if *chunks_left == 0 {
+                    return Ok(None);
+                }
+                *chunks_left -= 1;
+                let off = cursor.offset();
+                let v = decompress_block(
+                    crate::reader::Compression::Zstd,
+                    cursor,
+                    MAX_CHUNK_SIZE,
+                    "cpu data chunk",
+                )
+                .map_err(|e| Error::Page {
+                    buffer: self.buffer.to_string(),
+                    cpu: self.cpu,
+                    offset: off,
+                    detail: e.to_string(),
+                })?;
+                if v.len() % ps != 0 {
+                    return Err(Error::Page {
+                        buffer: self.buffer.to_string(),
+                        cpu: self.cpu,
+                        offset: off,
+                        detail: format!(
+                            "chunk of {} bytes is not a whole number of {ps}-byte pages",
+                            v.len()
+                        ),
+                    });
+                }
+                *chunk = Some((Arc::from(v), off, 0));
+            },
+        }
+    }
+
+    /// Load the next page with data; false at the end of the stream.
+    fn load_page(&mut self) -> Result<bool, Error> {
+        let l = self.layout;
+        loop {
+            let Some((bytes, off)) = self.next_page_bytes()? else {
+                return Ok(false);
+            };
+            let p = bytes.bytes(l.page_size);
+            let get = |o: usize, n: usize| p.get(o..o + n).and_then(|b| read_uint(b, l.big));
+            let ts = get(l.ts_offset, 8).ok_or_else(|| self.page_err(off, "page too short"))?;
+            let commit = get(l.commit_offset, l.commit_size)
+                .ok_or_else(|| self.page_err(off, "page too short"))?;
+            let len = (commit & COMMIT_MASK) as usize;
+            let end = l.data_offset + len;
+            if end > l.page_size {
+                return Err(self.page_err(
+                    off,
+                    format!(
+                        "commit length {len} exceeds the page data area ({} bytes)",
+                        l.page_size - l.data_offset
+                    ),
+                ));
+            }
+            let lost = if commit & MISSING_EVENTS != 0 {
+                if commit & MISSING_STORED != 0 {
+                    let n = get(end, l.commit_size).ok_or_else(|| {
+                        self.page_err(off, "lost-event count does not fit in the page")
+                    })?;
+                    Some(Some(n))
+                } else {
+                    Some(None)
+                }
+            } else {
+                None
+            };
+            if len == 0 {
+                continue;
+            }
+            self.page = Some(CurPage {
+                bytes,
+                file_off: off,
+                pos: l.data_offset,
+                end,
+                ts,
+                lost,
+            });
+            return Ok(true);
+        }
+    }
+
+    /// Next event of this CPU, in page order.
+    pub(crate) fn next_item(&mut self) -> Result<Option<Item<'a>>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.next_item_inner();
+        if !matches!(r, Ok(Some(_))) {
+            self.done = true;
+            self.page = None;
+        }
+        r
+    }
+
+    fn next_item_inner(&mut self) -> Result<Option<Item<'a>>, Error> {
+        let big = self.layout.big;
+        let ps = self.layout.page_size;
+        loop {
+            if self.page.is_none() && !self.load_page()? {
+                return Ok(None);
+            }
+            let Some(pg) = self.page.as_mut() else {
+                return Ok(None);
+            };
+            let p = pg.bytes.bytes(ps);
+            let rd4 = |o: usize| -> Option<u64> {
+                if o + 4 > pg.end {
+                    return None;
+                }
+                p.get(o..o + 4).and_then(|b| read_uint(b, big))
+            };
+            let Some(hdr) = rd4(pg.pos) else {
+                self.page = None;
+                continue;
+            };
+            let (type_len, delta) = if big {
+                (hdr >> 27, hdr & COMMIT_MASK)
+            } else {
+                (hdr & 31, hdr >> 5)
+            };
+            let at = pg.pos;
+            let file_off = pg.file_off;
+            let short = |what: &str| Error::Page {
+                buffer: self.buffer.to_string(),
+                cpu: self.cpu,
+                offset: file_off,
+                detail: format!("{what} at page offset {at} runs past the commit length"),
+            };
+            match type_len {
+                29 => {
+                    if delta == 0 {
+                        // Null padding: the rest of the page is unused.
+                        self.page = None;
+                        continue;
+                    }
+                    let skip = rd4(at + 4).ok_or_else(|| short("padding record"))? as usize;
+                    pg.ts = pg.ts.wrapping_add(delta);
+                    pg.pos = at + 4 + skip.max(4);
+                    continue;
+                }
+                30 => {
+                    let ext = rd4(at + 4).ok_or_else(|| short("time extend record"))?;
+                    pg.ts = pg.ts.wrapping_add((ext << TS_SHIFT) + delta);
+                    pg.pos = at + 8;
+                    continue;
+                }
+                31 => {
+                    let ext = rd4(at + 4).ok_or_else(|| short("time stamp record"))?;
+                    let abs = (ext << TS_SHIFT) + delta;
+                    let top = !((1u64 << 59) - 1);
+                    pg.ts = (pg.ts & top) | (abs & !top);
+                    pg.pos = at + 8;
+                    continue;
+                }
+                _ => {}
+            }
+            let (start, len) = if type_len == 0 {
+                let l = rd4(at + 4).ok_or_else(|| short("event length"))? as usize;
+                if l < 4 {
+                    return Err(short("event with length below 4"));
+                }
+                (at + 8, (l - 4 + 3) & !3)
+            } else {
+                (at + 4, type_len as usize * 4)
+            };
+            if start + len > pg.end {
+                return Err(short("event"));
+            }
+            pg.ts = pg.ts.wrapping_add(delta);
+            pg.pos = start + len;
+            let data = match &pg.bytes {
+                PageBytes::Mapped(s) => EventData(DataRef::Mapped(&s[start..start + len])),
+                PageBytes::Shared(a, base) => {
+                    EventData(DataRef::Shared(a.clone(), base + start, base + start + len))
+                }
+            };
+            let lost = pg.lost.take();
+            return Ok(Some(Item {
+                ts: pg.ts.wrapping_add_signed(self.ts_offset),
+                lost,
+                data,
+            }));
+        }
+    }
+}
+
+/// Iterator over all records of a [`TraceFile`], merged by timestamp.
+///
+/// Created by [`TraceFile::records`]. Yields `Err` for a corrupt page or
+/// chunk; the CPU stream that failed ends there while the other CPUs go on,
+/// so iteration always terminates.
+pub struct Records<'a> {
+    file: &'a TraceFile,
+    streams: Vec<CpuStream<'a>>,
+    heads: Vec<Option<Item<'a>>>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    pending: Option<Event<'a>>,
+    errors: VecDeque<Error>,
+    started: bool,
+}
+
+impl<'a> Records<'a> {
+    pub(crate) fn new(file: &'a TraceFile) -> Self {
+        let mut streams = Vec::new();
+        let mut errors = VecDeque::new();
+        for b in &file.buffers {
+            let mut regions: Vec<&CpuRegion> = b.cpus.iter().collect();
+            regions.sort_by_key(|r| r.cpu);
+            for r in regions {
+                match CpuStream::new(file, b, r) {
+                    Ok(s) => streams.push(s),
+                    Err(e) => errors.push_back(e),
+                }
+            }
+        }
+        let n = streams.len();
+        Records {
+            file,
+            streams,
+            heads: (0..n).map(|_| None).collect(),
+            heap: BinaryHeap::new(),
+            pending: None,
+            errors,
+            started: false,
+        }
+    }
+
+    fn refill(&mut self, i: usize) {
+        match self.streams[i].next_item() {
+            Ok(Some(it)) => {
+                self.heap.push(Reverse((it.ts, i)));
+                self.heads[i] = Some(it);
+            }
+            Ok(None) => {}
+            Err(e) => self.errors.push_back(e),
+        }
+    }
+
+    fn make_event(&self, i: usize, it: Item<'a>) -> Event<'a> {
+        let s = &self.streams[i];
+        let file = self.file;
+        let big = file.big_endian;
+        let id = it
+            .data
+            .get(0..2)
+            .and_then(|b| read_uint(b, big))
+            .map(|v| v as u16);
+        let format = id
+            .and_then(|id| file.format_by_id(id))
+            .unwrap_or(&file.unknown_format);
+        Event {
+            buffer: s.buffer,
+            cpu: s.cpu,
+            ts: it.ts,
+            format,
+            data: it.data,
+            big_endian: big,
+        }
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.streams.len() {
+                self.refill(i);
+            }
+        }
+        if let Some(e) = self.pending.take() {
+            return Some(Ok(Record::Event(e)));
+        }
+        if let Some(e) = self.errors.pop_front() {
+            return Some(Err(e));
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        let it = self.heads[i].take()?;
+        self.refill(i);
+        let lost = it.lost;
+        let ev = self.make_event(i, it);
+        if let Some(count) = lost {
+            let rec = Record::Lost {
+                buffer: ev.buffer,
+                cpu: ev.cpu,
+                count,
+                ts: ev.ts,
+            };
+            self.pending = Some(ev);
+            return Some(Ok(rec));
+        }
+        Some(Ok(Record::Event(ev)))
+    }
+}

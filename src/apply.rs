@@ -1,0 +1,187 @@
+//! Applying a [`Plan`] as a transaction: each step is done in order, remembering
+//! how to undo it; the first failure undoes every step already done, in reverse,
+//! and reports the failing write with the kernel's `error_log` text.
+//!
+//! [`Transaction::rollback`] is the normal way out and returns every undo that
+//! failed; `Drop` rolls back as a last resort (e.g. on a panic).
+
+use crate::plan::{Op, Plan, Step, Undo};
+use crate::tracefs::{Tracefs, TracefsError, WriteMode, bracketed};
+
+/// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
+/// so tests can prove that every prefix of a plan rolls back cleanly.
+pub const FAIL_STEP_ENV: &str = "TRACE_RECIPE_TEST_FAIL_STEP";
+
+/// A step that could not be applied, after everything before it was undone.
+#[derive(Debug, thiserror::Error)]
+#[error("step {number} of {total} failed: {step}\n  {source}")]
+pub struct ApplyError {
+    /// 1-based number of the failing step.
+    pub number: usize,
+    /// How many steps the plan has.
+    pub total: usize,
+    /// The failing step (its span points at the recipe entry).
+    pub step: Step,
+    /// What tracefs said.
+    #[source]
+    pub source: TracefsError,
+    /// Undo steps that failed too (tracefs may not be clean when this is non-empty).
+    pub undo_failures: Vec<TracefsError>,
+}
+
+/// What undoes one applied step.
+#[derive(Debug)]
+enum Done {
+    Rmdir(String),
+    Write {
+        file: String,
+        value: String,
+        mode: WriteMode,
+    },
+    Nothing,
+}
+
+/// Applied steps, not yet undone.
+#[derive(Debug)]
+pub struct Transaction {
+    tracefs: Tracefs,
+    log_dir: String,
+    done: Vec<Done>,
+}
+
+/// Applies `plan` step by step. On failure everything done so far is undone and
+/// the error names the step; `on_step(n)` is called before step `n` (1-based).
+pub fn apply(
+    tracefs: &Tracefs,
+    plan: &Plan,
+    mut on_step: impl FnMut(usize),
+) -> Result<Transaction, ApplyError> {
+    let fail_at: Option<usize> = std::env::var(FAIL_STEP_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut tx = Transaction {
+        tracefs: tracefs.clone(),
+        log_dir: plan.instance.clone(),
+        done: Vec::new(),
+    };
+    for (i, step) in plan.steps.iter().enumerate() {
+        on_step(i + 1);
+        let result = if fail_at == Some(i + 1) {
+            Err(injected(step))
+        } else {
+            tx.apply_one(step)
+        };
+        if let Err(source) = result {
+            let undo_failures = tx.undo_all();
+            return Err(ApplyError {
+                number: i + 1,
+                total: plan.steps.len(),
+                step: step.clone(),
+                source,
+                undo_failures,
+            });
+        }
+    }
+    Ok(tx)
+}
+
+fn injected(step: &Step) -> TracefsError {
+    let path = match &step.op {
+        Op::Mkdir { dir } => dir.into(),
+        Op::Write { file, .. } => file.into(),
+    };
+    TracefsError::Write {
+        path,
+        value: String::new(),
+        source: std::io::Error::other(format!("injected failure ({FAIL_STEP_ENV})")),
+        error_log: None,
+    }
+}
+
+impl Transaction {
+    fn apply_one(&mut self, step: &Step) -> Result<(), TracefsError> {
+        match &step.op {
+            Op::Mkdir { dir } => {
+                self.tracefs.mkdir(dir)?;
+                self.done.push(Done::Rmdir(dir.clone()));
+            }
+            Op::Write {
+                file,
+                value,
+                mode,
+                undo,
+            } => {
+                let done = match undo {
+                    Undo::Nothing => Done::Nothing,
+                    Undo::Restore => {
+                        let old = self.tracefs.read(file)?;
+                        Done::Write {
+                            file: file.clone(),
+                            value: restore_value(file, &old),
+                            mode: WriteMode::Replace,
+                        }
+                    }
+                    Undo::Write(v) => Done::Write {
+                        file: file.clone(),
+                        value: v.clone(),
+                        mode: WriteMode::Replace,
+                    },
+                    Undo::Append(v) => Done::Write {
+                        file: file.clone(),
+                        value: v.clone(),
+                        mode: WriteMode::Append,
+                    },
+                };
+                self.tracefs.write(file, value, *mode, &self.log_dir)?;
+                self.done.push(done);
+            }
+        }
+        Ok(())
+    }
+
+    /// The instance directory this transaction works in (relative to tracefs).
+    pub fn instance(&self) -> &str {
+        &self.log_dir
+    }
+
+    /// Undoes every applied step in reverse order. Returns the undos that failed
+    /// (empty when tracefs is back as it was). Safe to call once; `Drop` calls it
+    /// when it was not.
+    pub fn rollback(mut self) -> Vec<TracefsError> {
+        self.undo_all()
+    }
+
+    fn undo_all(&mut self) -> Vec<TracefsError> {
+        let mut failures = Vec::new();
+        while let Some(done) = self.done.pop() {
+            let r = match done {
+                Done::Rmdir(dir) => self.tracefs.rmdir(&dir),
+                Done::Write { file, value, mode } => {
+                    self.tracefs.write(&file, &value, mode, &self.log_dir)
+                }
+                Done::Nothing => Ok(()),
+            };
+            if let Err(e) = r {
+                failures.push(e);
+            }
+        }
+        failures
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        for e in self.undo_all() {
+            eprintln!("trace-recipe: rollback: {e}");
+        }
+    }
+}
+
+/// The value to write back to `file` given what reading it returned before.
+fn restore_value(file: &str, old: &str) -> String {
+    if file.ends_with("trace_clock") {
+        bracketed(old).unwrap_or("local").to_string()
+    } else {
+        old.split_whitespace().next().unwrap_or("").to_string()
+    }
+}

@@ -1,0 +1,173 @@
+//! Diagnostics: problems found in a recipe, each pointing at its place in the file.
+//!
+//! Every check of `recipe` and `validate` produces [`Diagnostic`]s; `check` prints
+//! them all at once, rendered against the [`Source`] they refer to as
+//! `FILE:LINE:COL: error: MESSAGE`, the offending line with a caret, a `help:` line
+//! that says what to do, and whether the recipe or this kernel is at fault.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::PathBuf;
+
+/// Who is at fault for a problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The recipe is wrong: a typo, a bad value, an unknown key.
+    Recipe,
+    /// This kernel lacks something the recipe asks for (an event, a field, a clock, a feature).
+    Kernel,
+}
+
+/// One problem, with the byte range of the rendered recipe text it refers to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Who is at fault.
+    pub fault: Fault,
+    /// Byte range in [`Source::text`]; `None` when the problem has no place (e.g. a missing key).
+    pub span: Option<Range<usize>>,
+    /// What is wrong, as a lowercase fragment with names in backticks.
+    pub message: String,
+    /// What to do about it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// A problem of the recipe at `span`.
+    pub fn recipe(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            fault: Fault::Recipe,
+            span,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// A problem that comes from this kernel lacking something, at `span`.
+    pub fn kernel(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            fault: Fault::Kernel,
+            span,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// The same diagnostic with a `help:` line.
+    #[must_use]
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// Renders the diagnostic against its source: `FILE:LINE:COL: error: ...` and context.
+    pub fn render(&self, source: &Source) -> String {
+        let mut out = String::new();
+        let fault = match self.fault {
+            Fault::Recipe => "recipe",
+            Fault::Kernel => "this kernel",
+        };
+        let (line, col) = self
+            .span
+            .as_ref()
+            .map_or((1, 1), |s| source.line_col(s.start));
+        let _ = writeln!(
+            out,
+            "{}:{line}:{col}: error ({fault}): {}",
+            source.path.display(),
+            self.message
+        );
+        if let Some(span) = &self.span {
+            let text = source.line_text(line);
+            let width = source.text.get(span.clone()).map_or(1, |s| {
+                s.lines().next().map_or(1, |l| l.chars().count().max(1))
+            });
+            let gutter = line.to_string().len();
+            let _ = writeln!(out, "{:gutter$} |", "");
+            let _ = writeln!(out, "{line} | {text}");
+            let _ = writeln!(
+                out,
+                "{:gutter$} | {}{}",
+                "",
+                " ".repeat(col - 1),
+                "^".repeat(width)
+            );
+        }
+        if let Some(help) = &self.help {
+            let _ = writeln!(out, "  = help: {help}");
+        }
+        out
+    }
+}
+
+/// The text diagnostics point into: the recipe as rendered, and the file it came from.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The recipe file as given on the command line.
+    pub path: PathBuf,
+    /// The rendered recipe text (templates expanded). Line numbers match the file's
+    /// because rendering never adds or removes lines.
+    pub text: String,
+}
+
+impl Source {
+    /// 1-based line and column (in characters) of byte offset `offset`.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..floor_char_boundary(&self.text, offset)];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[line_start..].chars().count() + 1;
+        (line, col)
+    }
+
+    /// The text of 1-based line `line`, without its newline.
+    pub fn line_text(&self, line: usize) -> &str {
+        self.text.lines().nth(line.saturating_sub(1)).unwrap_or("")
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Renders all diagnostics, followed by a count line.
+pub fn render_all(diagnostics: &[Diagnostic], source: &Source) -> String {
+    let mut out = String::new();
+    for d in diagnostics {
+        out.push_str(&d.render(source));
+    }
+    let n = diagnostics.len();
+    let _ = writeln!(
+        out,
+        "{}: {n} problem{} found",
+        source.path.display(),
+        if n == 1 { "" } else { "s" }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_are_one_based() {
+        let src = Source {
+            path: "r.toml".into(),
+            text: "a = 1\nbb = \"x\"\n".into(),
+        };
+        assert_eq!(src.line_col(0), (1, 1));
+        assert_eq!(src.line_col(6), (2, 1));
+        assert_eq!(src.line_col(11), (2, 6));
+        let d = Diagnostic::recipe(Some(11..14), "bad");
+        let text = d.render(&src);
+        assert!(
+            text.starts_with("r.toml:2:6: error (recipe): bad\n"),
+            "{text}"
+        );
+        assert!(text.contains("2 | bb = \"x\"\n  |      ^^^\n"), "{text}");
+    }
+}

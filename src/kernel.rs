@@ -1,0 +1,160 @@
+//! `KernelFacts`: what the running kernel's tracefs offers, read once before
+//! validation (events, tracers, clocks, CPUs, options, probe support).
+//!
+//! Read-only: nothing here writes tracefs. Event formats are read on demand from
+//! `events/SYSTEM/EVENT/format` (Documentation/trace/events.rst section 3).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use tracedat::EventFormat;
+
+use crate::tracefs::{Tracefs, TracefsError, bracketed, words};
+
+/// Facts about the running kernel's ftrace, as the validator needs them.
+#[derive(Debug)]
+pub struct KernelFacts {
+    /// `uname -r`.
+    pub release: String,
+    /// Every `system:event` in `available_events`.
+    pub events: BTreeSet<String>,
+    /// Tracers in `available_tracers` (top level).
+    pub tracers: Vec<String>,
+    /// Clocks in `trace_clock`.
+    pub clocks: Vec<String>,
+    /// The default (current top-level) clock.
+    pub default_clock: String,
+    /// CPU numbers that have a `per_cpu/cpuN` directory.
+    pub cpus: Vec<u32>,
+    /// Names under `options/` (top level).
+    pub options: BTreeSet<String>,
+    /// `kprobe_events` exists (CONFIG_KPROBE_EVENTS).
+    pub has_kprobe_events: bool,
+    /// `uprobe_events` exists (CONFIG_UPROBE_EVENTS).
+    pub has_uprobe_events: bool,
+    /// Physical memory in KiB (from /proc/meminfo), to bound buffer sizes.
+    pub mem_total_kb: u64,
+    tracefs: Tracefs,
+    formats: RefCell<BTreeMap<String, Option<EventFormat>>>,
+}
+
+impl KernelFacts {
+    /// Reads the facts from a live tracefs. Errors: a core tracefs file is unreadable.
+    pub fn read(tracefs: &Tracefs) -> Result<KernelFacts, TracefsError> {
+        let events = tracefs
+            .read("available_events")?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        let clock_text = tracefs.read("trace_clock")?;
+        let mut cpus: Vec<u32> = std::fs::read_dir(tracefs.path("per_cpu"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        cpus.sort_unstable();
+        let options = std::fs::read_dir(tracefs.path("options"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mem_total_kb = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(u64::MAX);
+        Ok(KernelFacts {
+            release: rustix::system::uname()
+                .release()
+                .to_string_lossy()
+                .into_owned(),
+            events,
+            tracers: words(&tracefs.read("available_tracers")?),
+            clocks: words(&clock_text),
+            default_clock: bracketed(&clock_text).unwrap_or("local").to_string(),
+            cpus,
+            options,
+            has_kprobe_events: tracefs.exists("kprobe_events"),
+            has_uprobe_events: tracefs.exists("uprobe_events"),
+            mem_total_kb,
+            tracefs: tracefs.clone(),
+            formats: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    /// The format of `system:event`, read from tracefs on first use; `None` when the
+    /// event does not exist or its format cannot be read or parsed.
+    pub fn format(&self, event: &str) -> Option<EventFormat> {
+        if let Some(f) = self.formats.borrow().get(event) {
+            return f.clone();
+        }
+        let parsed = event.split_once(':').and_then(|(system, name)| {
+            let text = self
+                .tracefs
+                .read(&format!("events/{system}/{name}/format"))
+                .ok()?;
+            EventFormat::parse(system, &text).ok()
+        });
+        self.formats
+            .borrow_mut()
+            .insert(event.to_string(), parsed.clone());
+        parsed
+    }
+
+    /// Events matching a `system:event` glob (`*`, `?`), sorted.
+    pub fn matching_events(&self, pattern: &str) -> Vec<&str> {
+        self.events
+            .iter()
+            .map(String::as_str)
+            .filter(|e| glob_match(pattern, e))
+            .collect()
+    }
+}
+
+/// Shell-style glob match of `text` against `pattern` (`*` any run, `?` one char).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs_match_like_the_shell() {
+        assert!(glob_match("sched:*", "sched:sched_switch"));
+        assert!(glob_match("sched:sched_?witch", "sched:sched_switch"));
+        assert!(glob_match("*:sys_exit_open*", "syscalls:sys_exit_openat"));
+        assert!(!glob_match("sched:*", "syscalls:sys_exit_openat"));
+        assert!(!glob_match("sched:sched_switch", "sched:sched_switch2"));
+    }
+}

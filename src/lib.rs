@@ -1,0 +1,40 @@
+//! trace-recipe turns a checked-in TOML recipe into a Linux ftrace session.
+//!
+//! The data flow of one run, each stage in its own module:
+//!
+//! ```text
+//! recipe.toml ──recipe::load (render, parse)──► LoadedRecipe
+//! LoadedRecipe + kernel::KernelFacts ──validate──► ValidRecipe | Diagnostics
+//! ValidRecipe ──plan──► Plan = [Step]   (each Step knows its undo)
+//! Plan ──apply──► Transaction (instance ready, tracing off)
+//! workload released, record::Recorder reads per_cpu/cpuN/trace_pipe_raw
+//! stop ──Transaction::rollback──► tracefs as before
+//! raw pages + formats ──tracedat::write_v6──► trace.dat ──report──► summary.txt, report.json
+//! ```
+//!
+//! Only `tracefs`, `apply`, `record` and `status` touch the kernel; `workload`
+//! spawns the traced command. `run` strings the stages together; `cli` parses
+//! arguments and prints.
+#![warn(missing_docs)]
+
+pub mod apply;
+pub mod cli;
+pub mod diagnostic;
+pub mod kernel;
+pub mod output;
+pub mod plan;
+pub mod recipe;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod status;
+pub mod suggest;
+pub mod tracefs;
+pub mod validate;
+pub mod workload;
+
+/// The recipe's JSON Schema (draft 2020-12), generated from the serde model.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(recipe::Recipe);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}

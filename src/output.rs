@@ -1,0 +1,190 @@
+//! The run's output folder: created fresh, never inside /sys, /proc or tracefs,
+//! files created with `O_EXCL | O_NOFOLLOW` so a planted symlink is never followed.
+
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use tracedat::{CaptureMeta, CpuData};
+
+/// The raw per-CPU files' folder inside the output folder (removed after trace.dat is written).
+const RAW_DIR: &str = ".raw";
+
+/// Why the output folder could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The folder is inside a pseudo file system.
+    #[error("output folder {} is inside {place}\n  = help: choose a folder on a real file system with `-o DIR` or `[output] dir`", .path.display())]
+    Forbidden {
+        /// The folder.
+        path: PathBuf,
+        /// `/sys`, `/proc` or tracefs.
+        place: String,
+    },
+    /// The folder exists and holds files.
+    #[error("output folder {} already exists and is not empty\n  = help: choose another folder with `-o DIR`, or remove it", .path.display())]
+    NotEmpty {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// Creating or writing failed.
+    #[error("cannot write {}: {source}", .path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing trace.dat failed.
+    #[error("cannot write {}: {source}", .path.display())]
+    TraceDat {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: tracedat::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A fresh output folder.
+#[derive(Debug)]
+pub struct OutputDir {
+    path: PathBuf,
+}
+
+impl OutputDir {
+    /// Creates `path` (and its parents). Errors: it lies inside /sys, /proc or
+    /// `tracefs_root`; it exists and is not an empty folder; creation fails.
+    pub fn create(path: &Path, tracefs_root: &Path) -> Result<OutputDir, OutputError> {
+        let abs = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir().map_err(io(path))?.join(path)
+        };
+        // Resolve the deepest existing ancestor, so `..` and symlinks cannot hide the place.
+        let mut existing = abs.as_path();
+        let mut rest = Vec::new();
+        while !existing.exists() {
+            match (existing.parent(), existing.file_name()) {
+                (Some(p), Some(n)) => {
+                    rest.push(n.to_os_string());
+                    existing = p;
+                }
+                _ => break,
+            }
+        }
+        let mut real = existing.canonicalize().map_err(io(existing))?;
+        for n in rest.iter().rev() {
+            if n == ".." || n == "." {
+                return Err(OutputError::Io {
+                    path: abs.clone(),
+                    source: std::io::Error::other(
+                        "`..` or `.` in a folder that does not exist yet",
+                    ),
+                });
+            }
+            real.push(n);
+        }
+        let tracefs_real = tracefs_root
+            .canonicalize()
+            .unwrap_or_else(|_| tracefs_root.to_path_buf());
+        for (place, root) in [
+            ("/sys", Path::new("/sys")),
+            ("/proc", Path::new("/proc")),
+            ("tracefs", tracefs_real.as_path()),
+        ] {
+            if real.starts_with(root) {
+                return Err(OutputError::Forbidden {
+                    path: path.to_path_buf(),
+                    place: place.to_string(),
+                });
+            }
+        }
+        match std::fs::symlink_metadata(&real) {
+            Ok(m) if m.is_dir() => {
+                if std::fs::read_dir(&real)
+                    .map_err(io(&real))?
+                    .next()
+                    .is_some()
+                {
+                    return Err(OutputError::NotEmpty {
+                        path: path.to_path_buf(),
+                    });
+                }
+            }
+            Ok(_) => {
+                return Err(OutputError::NotEmpty {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(_) => std::fs::create_dir_all(&real).map_err(io(&real))?,
+        }
+        Ok(OutputDir { path: real })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn create_new(&self, name: &str) -> Result<(std::fs::File, PathBuf), OutputError> {
+        let p = self.path.join(name);
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&p)
+            .map_err(io(&p))?;
+        Ok((f, p))
+    }
+
+    /// Writes a new file `name` (fails if anything already exists there).
+    pub fn write_new(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, OutputError> {
+        let (mut f, p) = self.create_new(name)?;
+        f.write_all(bytes).map_err(io(&p))?;
+        Ok(p)
+    }
+
+    /// Creates the folder for raw per-CPU files.
+    pub fn raw_dir(&self) -> Result<PathBuf, OutputError> {
+        let p = self.path.join(RAW_DIR);
+        std::fs::create_dir(&p).map_err(io(&p))?;
+        Ok(p)
+    }
+
+    /// Removes the raw per-CPU files.
+    pub fn remove_raw(&self) -> Result<(), OutputError> {
+        let p = self.path.join(RAW_DIR);
+        std::fs::remove_dir_all(&p).map_err(io(&p))
+    }
+
+    /// Removes file `name`.
+    pub fn remove(&self, name: &str) -> Result<(), OutputError> {
+        let p = self.path.join(name);
+        std::fs::remove_file(&p).map_err(io(&p))
+    }
+
+    /// Writes trace.dat (v6) from the capture.
+    pub fn write_trace_dat(
+        &self,
+        name: &str,
+        meta: &CaptureMeta,
+        cpus: &[CpuData],
+    ) -> Result<PathBuf, OutputError> {
+        let (f, p) = self.create_new(name)?;
+        let mut w = BufWriter::new(f);
+        tracedat::write_v6(&mut w, meta, cpus).map_err(|source| OutputError::TraceDat {
+            path: p.clone(),
+            source,
+        })?;
+        w.flush().map_err(io(&p))?;
+        Ok(p)
+    }
+}

@@ -1,0 +1,166 @@
+//! Recipes: template rendering, TOML parsing with spans, and the serde model.
+//!
+//! The passes, in order (each returns every problem it finds, and the next pass
+//! runs only when the previous one found none):
+//!
+//! 1. **render** ([`render`]): `[params]` (and `name`) are read from the raw file,
+//!    `--set KEY=VALUE` overrides them, and minijinja expands `{{ ... }}` with
+//!    strict undefined variables. Rendering never adds lines, so line numbers
+//!    in later diagnostics match the file.
+//! 2. **parse**: the rendered text is parsed as TOML into [`Recipe`]; unknown keys
+//!    anywhere are collected (not just the first) and reported at their key.
+//! 3. **validate** (module `validate`): checks against the recipe alone and against
+//!    `KernelFacts`.
+//!
+//! Nothing here touches the kernel.
+
+mod model;
+mod render;
+mod spans;
+
+use std::path::Path;
+
+pub use model::{Buffer, Event, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger};
+pub use render::{Builtins, render};
+pub use spans::{PathSeg, SpanIndex};
+
+use crate::diagnostic::{Diagnostic, Source};
+
+/// A parsed recipe together with its rendered text and the spans of its keys.
+#[derive(Debug)]
+pub struct LoadedRecipe {
+    /// The rendered text and the file it came from.
+    pub source: Source,
+    /// The parsed model.
+    pub recipe: Recipe,
+    /// Byte ranges of keys and values in `source.text`.
+    pub spans: SpanIndex,
+}
+
+/// Why a recipe could not be loaded: the file could not be read, or it has problems.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The recipe file could not be read.
+    #[error("cannot read recipe `{path}`: {source}")]
+    Read {
+        /// The recipe path.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Rendering or parsing found problems; render them against `source`.
+    #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
+    Invalid {
+        /// The text the diagnostics point into.
+        text: Source,
+        /// Every problem found (never empty).
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+/// Reads, renders and parses the recipe at `path`.
+///
+/// `sets` are the `--set KEY=VALUE` overrides. Errors: [`LoadError::Read`] when the
+/// file cannot be read; [`LoadError::Invalid`] with every template and TOML problem.
+pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedRecipe, LoadError> {
+    let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_str(path, &raw, sets, builtins)
+}
+
+/// Like [`load`], for recipe text already in memory (`path` is used in messages only).
+pub fn load_str(
+    path: &Path,
+    raw: &str,
+    sets: &[String],
+    builtins: &Builtins,
+) -> Result<LoadedRecipe, LoadError> {
+    let rendered = render(raw, sets, builtins);
+    let (text, mut diagnostics) = match rendered {
+        Ok(text) => (text, Vec::new()),
+        Err(diags) => (raw.to_string(), diags),
+    };
+    let source = Source {
+        path: path.to_path_buf(),
+        text,
+    };
+    if !diagnostics.is_empty() {
+        return Err(LoadError::Invalid {
+            text: source,
+            diagnostics,
+        });
+    }
+    match parse(&source.text) {
+        Ok((recipe, spans)) => Ok(LoadedRecipe {
+            source,
+            recipe,
+            spans,
+        }),
+        Err(diags) => {
+            diagnostics = diags;
+            Err(LoadError::Invalid {
+                text: source,
+                diagnostics,
+            })
+        }
+    }
+}
+
+/// Parses rendered recipe text: every unknown key and the first type error, with spans.
+fn parse(text: &str) -> Result<(Recipe, SpanIndex), Vec<Diagnostic>> {
+    let spans = SpanIndex::parse(text).map_err(|d| vec![d])?;
+    let de = toml::de::Deserializer::parse(text).map_err(|e| vec![toml_error(&e)])?;
+    let mut unknown = Vec::new();
+    let result: Result<Recipe, _> = serde_ignored::deserialize(de, |path| {
+        unknown.push(spans::segments(&path));
+    });
+    let mut diagnostics: Vec<Diagnostic> = unknown
+        .iter()
+        .map(|segs| {
+            let key = segs.iter().rev().find_map(|s| match s {
+                PathSeg::Key(k) => Some(k.as_str()),
+                PathSeg::Index(_) => None,
+            });
+            let parent = spans::display_path(&segs[..segs.len().saturating_sub(1)]);
+            let known = spans::known_keys(&segs[..segs.len().saturating_sub(1)]);
+            let mut d = Diagnostic::recipe(
+                spans.key_span(segs),
+                format!(
+                    "unknown key `{}` in {}",
+                    key.unwrap_or("?"),
+                    if parent.is_empty() {
+                        "the recipe".to_string()
+                    } else {
+                        format!("`{parent}`")
+                    }
+                ),
+            );
+            if let Some(key) = key {
+                d = d.with_help(match crate::suggest::nearest(key, known.iter().copied()) {
+                    Some(near) => {
+                        format!("did you mean `{near}`? known keys: {}", known.join(", "))
+                    }
+                    None => format!("known keys: {}", known.join(", ")),
+                });
+            }
+            d
+        })
+        .collect();
+    match result {
+        Ok(recipe) if diagnostics.is_empty() => Ok((recipe, spans)),
+        Ok(_) => Err(diagnostics),
+        Err(e) => {
+            diagnostics.push(toml_error(&e));
+            Err(diagnostics)
+        }
+    }
+}
+
+fn toml_error(e: &toml::de::Error) -> Diagnostic {
+    Diagnostic::recipe(e.span(), e.message().trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,207 @@
+//! The serde model of a recipe: pure data, no kernel, no spans.
+//!
+//! Key names are the contract in `shared/design/recipe-format.md` (version 1).
+//! Spans for diagnostics live beside the model in [`super::SpanIndex`], looked up
+//! by key path, so the model stays plain and its JSON Schema (generated with
+//! schemars) is what editors see.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A whole recipe, as parsed from rendered TOML.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[schemars(title = "trace-recipe recipe (format version 1)")]
+pub struct Recipe {
+    /// `[a-z0-9_-]+`, used in instance and output folder names.
+    pub name: String,
+    /// One sentence saying which question the recipe answers.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// How long the run lasts at most: `"500ms"`, `"10s"`, `"2m"`. The run ends at the
+    /// first of duration, workload exit, a stop condition or Ctrl-C.
+    #[serde(default)]
+    pub duration: Option<String>,
+    /// Template variables (minijinja), overridable with `--set KEY=VALUE`.
+    #[serde(default)]
+    pub params: BTreeMap<String, ParamValue>,
+    /// The per-CPU ring buffer of the run's instance.
+    #[serde(default)]
+    pub buffer: Buffer,
+    /// Which tasks are traced, and the optional workload.
+    #[serde(default)]
+    pub scope: Scope,
+    /// The tracer of the instance (function tracers: not supported yet).
+    #[serde(default)]
+    pub tracer: Option<Tracer>,
+    /// Dynamic kernel probes (kprobe_events syntax; not supported yet).
+    #[serde(default)]
+    pub kprobes: Vec<Probe>,
+    /// Dynamic user-space probes (uprobe_events syntax; not supported yet).
+    #[serde(default)]
+    pub uprobes: Vec<Probe>,
+    /// Static tracepoints to enable, with filters.
+    #[serde(default)]
+    pub events: Vec<Event>,
+    /// Event triggers (events.rst section 6) and function triggers.
+    #[serde(default)]
+    pub triggers: Vec<Trigger>,
+    /// Conditions that end the run early.
+    #[serde(default)]
+    pub stop: Stop,
+    /// What the run leaves behind.
+    #[serde(default)]
+    pub output: Output,
+}
+
+/// A template variable's value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ParamValue {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// A string.
+    Str(String),
+}
+
+/// `[buffer]`: the instance's ring buffer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Buffer {
+    /// Per-CPU ring buffer size in KiB (`buffer_size_kb`).
+    pub size_kb: Option<u64>,
+    /// The trace clock (`trace_clock`), one of the names it offers.
+    pub clock: Option<String>,
+    /// CPUs to trace as a cpu list, e.g. `"0-3,6"` (`tracing_cpumask`).
+    pub cpus: Option<String>,
+    /// `options/overwrite`: `false` drops the newest events when full, keeping the oldest.
+    pub overwrite: Option<bool>,
+}
+
+/// `[scope]`: which tasks are traced.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Scope {
+    /// Process ids written to `set_event_pid`.
+    #[serde(default)]
+    pub pids: Vec<u32>,
+    /// Task names: adds `comm == "NAME"` (or-ed) to every event filter.
+    #[serde(default)]
+    pub comms: Vec<String>,
+    /// `options/event-fork`: children of scoped pids are traced too.
+    #[serde(default)]
+    pub follow_forks: bool,
+    /// The workload, started held, scoped by pid, released once tracing is on.
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+/// `[tracer]` (parsed; only `name = "nop"` is supported yet).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Tracer {
+    /// A name from `available_tracers`; default `nop`.
+    pub name: Option<String>,
+    /// `set_ftrace_filter` lines (globs, `:mod:NAME`).
+    #[serde(default)]
+    pub functions: Vec<String>,
+    /// `set_ftrace_notrace` lines.
+    #[serde(default)]
+    pub notrace: Vec<String>,
+    /// `set_graph_function` lines.
+    #[serde(default)]
+    pub graph_functions: Vec<String>,
+    /// `set_graph_notrace` lines.
+    #[serde(default)]
+    pub graph_notrace: Vec<String>,
+    /// `max_graph_depth`.
+    pub max_graph_depth: Option<u32>,
+    /// `options/NAME = 0|1` (tracer and trace options).
+    #[serde(default)]
+    pub options: BTreeMap<String, bool>,
+    /// `tracing_thresh`, in µs.
+    pub thresh_us: Option<u64>,
+}
+
+/// `[[kprobes]]` / `[[uprobes]]`: one dynamic probe (parsed; not supported yet).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Probe {
+    /// Event name; its system is the run's probe group.
+    pub event: String,
+    /// `kprobe` | `kretprobe` | `uprobe` | `uretprobe`.
+    pub kind: String,
+    /// `SYMBOL[+offs]`, `MODULE:SYMBOL`, `PATH:SYMBOL` or `PATH:0xOFFSET`.
+    pub target: String,
+    /// `name = "FETCHARG[:TYPE]"`, kept in order.
+    #[serde(default)]
+    pub fetch: indexmap::IndexMap<String, String>,
+    /// Filter on the probe event.
+    pub filter: Option<String>,
+    /// Record a kernel stack with each hit.
+    #[serde(default)]
+    pub stacktrace: bool,
+}
+
+/// `[[events]]`: a static tracepoint, or a glob of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Event {
+    /// `"system:event"`; `*` and `?` globs allowed (`"sched:*"`).
+    pub name: String,
+    /// Event filter (Documentation/trace/events.rst section 5).
+    pub filter: Option<String>,
+    /// Record a kernel stack with each event (a `stacktrace` trigger).
+    #[serde(default)]
+    pub stacktrace: bool,
+}
+
+/// `[[triggers]]`: an event trigger (`event = ...`) or a function trigger (`function = ...`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Trigger {
+    /// The event the trigger sits on, `"system:event"`.
+    pub event: Option<String>,
+    /// The function of a function trigger (not supported yet).
+    pub function: Option<String>,
+    /// `traceon` | `traceoff` | `stacktrace` | `enable_event` | `disable_event`
+    /// (`snapshot`, `hist`, `dump`, `cpudump`: not supported yet).
+    pub action: String,
+    /// For enable_event / disable_event: the `"system:event"` to switch.
+    pub target: Option<String>,
+    /// Trigger filter: the trigger fires only when it matches.
+    #[serde(rename = "if")]
+    pub condition: Option<String>,
+    /// Fire at most this many times.
+    pub count: Option<u64>,
+}
+
+/// `[stop]`: conditions that end the run early.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Stop {
+    /// End the run when the instance's `tracing_on` drops to 0 (a traceoff trigger fired).
+    #[serde(default)]
+    pub on_traceoff: bool,
+    /// End the run once this many MiB of raw ring-buffer data were captured.
+    pub max_size_mb: Option<u64>,
+}
+
+/// `[output]`: what the run leaves behind.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Output {
+    /// Output folder; default `./trace-recipe-out/NAME-TIMESTAMP`. Templates may use
+    /// `name` and `started`. Never inside tracefs, /sys or /proc.
+    pub dir: Option<String>,
+    /// Write `trace.dat` (default true).
+    pub trace_dat: Option<bool>,
+    /// Reports to render: `"summary"` (summary.txt), `"json"` (report.json). Default both.
+    pub reports: Option<Vec<String>>,
+}

@@ -1,0 +1,267 @@
+//! Recording: one reader thread per CPU on the instance's
+//! `per_cpu/cpuN/trace_pipe_raw`, writing whole sub-buffers to a raw file per CPU.
+//!
+//! Readers use `O_NONBLOCK` reads of one sub-buffer each and `poll(2)` with a short
+//! timeout while tracing is on. After tracing is turned off, [`Recorder::finish`]
+//! lets every reader drain what is left (until `EAGAIN`), then reads each CPU's
+//! `stats` (overrun, dropped events). See the spec's section 10 and
+//! Documentation/trace/ftrace.rst (trace_pipe_raw, per_cpu/cpuN/stats).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::fs::{Mode, OFlags, open};
+use rustix::io::Errno;
+
+use crate::tracefs::{Tracefs, TracefsError};
+
+/// What one CPU's reader captured.
+#[derive(Debug, Clone)]
+pub struct CpuCapture {
+    /// CPU number.
+    pub cpu: u32,
+    /// The raw file: whole sub-buffers, in read order.
+    pub path: PathBuf,
+    /// Bytes in the file (a multiple of the sub-buffer size).
+    pub bytes: u64,
+    /// The CPU's `stats` text, read after draining.
+    pub stats: String,
+}
+
+/// Per-CPU readers running in the background.
+#[derive(Debug)]
+pub struct Recorder {
+    threads: Vec<(u32, PathBuf, JoinHandle<std::io::Result<u64>>)>,
+    draining: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
+    tracefs: Tracefs,
+    instance: String,
+}
+
+/// A reader could not be started or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Opening a trace_pipe_raw or creating a raw file failed.
+    #[error("cannot record CPU {cpu} ({}): {source}", .path.display())]
+    Open {
+        /// CPU number.
+        cpu: u32,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A reader failed while recording.
+    #[error("recording CPU {cpu} failed: {source}")]
+    Read {
+        /// CPU number.
+        cpu: u32,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Reading stats failed.
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+}
+
+impl Recorder {
+    /// Starts one reader per CPU in `cpus` of `instance` (relative to tracefs), each
+    /// reading `subbuf` bytes (the sub-buffer size) at a time into `raw_dir/cpuN.raw`.
+    pub fn start(
+        tracefs: &Tracefs,
+        instance: &str,
+        cpus: &[u32],
+        subbuf: usize,
+        raw_dir: &Path,
+    ) -> Result<Recorder, RecordError> {
+        let draining = Arc::new(AtomicBool::new(false));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let mut rec = Recorder {
+            threads: Vec::new(),
+            draining: draining.clone(),
+            bytes: bytes.clone(),
+            tracefs: tracefs.clone(),
+            instance: instance.to_string(),
+        };
+        for &cpu in cpus {
+            let pipe = tracefs.path(&format!("{instance}/per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let fd = open(
+                &pipe,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| RecordError::Open {
+                cpu,
+                path: pipe.clone(),
+                source: e.into(),
+            })?;
+            let out_path = raw_dir.join(format!("cpu{cpu}.raw"));
+            let out = File::create(&out_path).map_err(|source| RecordError::Open {
+                cpu,
+                path: out_path.clone(),
+                source,
+            })?;
+            let (draining, bytes) = (draining.clone(), bytes.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("record-cpu{cpu}"))
+                .spawn(move || read_cpu(fd, BufWriter::new(out), subbuf, &draining, &bytes))
+                .map_err(|source| RecordError::Open {
+                    cpu,
+                    path: pipe,
+                    source,
+                })?;
+            rec.threads.push((cpu, out_path, handle));
+        }
+        Ok(rec)
+    }
+
+    /// Raw bytes captured so far, all CPUs together.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Drains what is left (call after tracing was turned off), stops the readers
+    /// and reads each CPU's stats.
+    pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
+        self.draining.store(true, Ordering::SeqCst);
+        let mut out = Vec::new();
+        let mut first_err = None;
+        for (cpu, path, handle) in std::mem::take(&mut self.threads) {
+            match handle.join() {
+                Ok(Ok(bytes)) => {
+                    let stats = self
+                        .tracefs
+                        .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))?;
+                    out.push(CpuCapture {
+                        cpu,
+                        path,
+                        bytes,
+                        stats,
+                    });
+                }
+                Ok(Err(source)) => {
+                    first_err.get_or_insert(RecordError::Read { cpu, source });
+                }
+                Err(_) => {
+                    first_err.get_or_insert(RecordError::Read {
+                        cpu,
+                        source: std::io::Error::other("reader thread panicked"),
+                    });
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Readers must not hold trace_pipe_raw open while the instance is removed.
+        self.draining.store(true, Ordering::SeqCst);
+        for (_, _, handle) in std::mem::take(&mut self.threads) {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn read_cpu(
+    fd: std::os::fd::OwnedFd,
+    mut out: impl Write,
+    subbuf: usize,
+    draining: &AtomicBool,
+    bytes: &AtomicU64,
+) -> std::io::Result<u64> {
+    let mut page = vec![0u8; subbuf];
+    let mut total = 0u64;
+    loop {
+        // Read the flag before reading, so that a page that arrives after the
+        // drain request is still read before we stop at EAGAIN.
+        let drain = draining.load(Ordering::SeqCst);
+        match rustix::io::read(&fd, &mut page) {
+            Ok(0) => {
+                if drain {
+                    break;
+                }
+                wait(&fd);
+            }
+            Ok(n) => {
+                page[n..].fill(0);
+                out.write_all(&page)?;
+                total += subbuf as u64;
+                bytes.fetch_add(subbuf as u64, Ordering::Relaxed);
+            }
+            Err(Errno::AGAIN) => {
+                if drain {
+                    break;
+                }
+                wait(&fd);
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    out.flush()?;
+    Ok(total)
+}
+
+fn wait(fd: &impl AsFd) {
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let timeout = Timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
+    let _ = poll(&mut fds, Some(&timeout));
+}
+
+/// Sub-buffer size in bytes from a `header_page` text: offset + size of its `data`
+/// field (Documentation/trace/ring-buffer-design.rst; spec section 7).
+pub fn subbuf_size(header_page: &str) -> Option<usize> {
+    header_page
+        .lines()
+        .find(|l| l.contains(" data;"))
+        .and_then(|l| {
+            let num = |key: &str| -> Option<usize> {
+                l.split(';')
+                    .find_map(|part| part.trim().strip_prefix(key)?.trim().parse().ok())
+            };
+            Some(num("offset:")? + num("size:")?)
+        })
+}
+
+/// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
+pub fn lost_from_stats(stats: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("overrun:"), field("dropped events:"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subbuf_size_comes_from_the_data_field() {
+        let hp = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+        assert_eq!(subbuf_size(hp), Some(4096));
+        assert_eq!(subbuf_size(""), None);
+    }
+
+    #[test]
+    fn lost_counts_come_from_stats() {
+        let s = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
+        assert_eq!(lost_from_stats(s), (12, 3));
+    }
+}

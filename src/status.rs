@@ -1,0 +1,281 @@
+//! `status` and `reset`, and the tracefs [`Snapshot`] that tests compare before and
+//! after every run.
+//!
+//! A run's instance is named `trace-recipe-NAME-PID`: `status` reports one whose
+//! PID is no longer a live trace-recipe process as left behind, and `reset`
+//! removes exactly those. Nothing else (other tools' instances, the top level) is
+//! ever touched by `reset`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
+
+/// Files compared in every buffer (top level and each instance).
+const BUFFER_FILES: &[&str] = &[
+    "tracing_on",
+    "current_tracer",
+    "trace_clock",
+    "buffer_size_kb",
+    "tracing_cpumask",
+    "set_event",
+    "set_event_pid",
+    "set_event_notrace_pid",
+    "set_ftrace_pid",
+    "set_ftrace_notrace_pid",
+    "set_ftrace_filter",
+    "set_ftrace_notrace",
+    "tracing_thresh",
+];
+/// Global files, top level only.
+const GLOBAL_FILES: &[&str] = &[
+    "kprobe_events",
+    "uprobe_events",
+    "dynamic_events",
+    "saved_cmdlines_size",
+];
+
+/// A full picture of tracefs state: every buffer's settings, options, and every
+/// event's enable, filter and trigger, plus probe definitions and instance names.
+/// Keys are paths relative to tracefs; values are the files' text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot(pub BTreeMap<String, String>);
+
+impl Snapshot {
+    /// Reads the snapshot. Files that cannot be read (absent on this kernel, or
+    /// refused) are recorded as `<unreadable>`.
+    pub fn take(tracefs: &Tracefs) -> Snapshot {
+        let mut map = BTreeMap::new();
+        let mut read = |rel: String| {
+            if tracefs.exists(&rel) {
+                let v = tracefs
+                    .read(&rel)
+                    .unwrap_or_else(|_| "<unreadable>".to_string());
+                map.insert(rel, v);
+            }
+        };
+        for f in GLOBAL_FILES {
+            read((*f).to_string());
+        }
+        let instances = tracefs.instances();
+        let mut dirs = vec![String::new()];
+        dirs.extend(instances.iter().map(|i| format!("instances/{i}/")));
+        for dir in &dirs {
+            for f in BUFFER_FILES {
+                read(format!("{dir}{f}"));
+            }
+            for opt in list_dir(tracefs, &format!("{dir}options")) {
+                read(format!("{dir}options/{opt}"));
+            }
+            for sys in list_dir(tracefs, &format!("{dir}events")) {
+                for ev in list_dir(tracefs, &format!("{dir}events/{sys}")) {
+                    for f in ["enable", "filter", "trigger"] {
+                        read(format!("{dir}events/{sys}/{ev}/{f}"));
+                    }
+                }
+            }
+        }
+        map.insert("<instances>".into(), instances.join(" "));
+        Snapshot(map)
+    }
+
+    /// Lines describing how `after` differs from `self`: `path: before -> after`.
+    pub fn diff(&self, after: &Snapshot) -> Vec<String> {
+        let mut out = Vec::new();
+        let keys: std::collections::BTreeSet<&String> =
+            self.0.keys().chain(after.0.keys()).collect();
+        for k in keys {
+            let (a, b) = (self.0.get(k), after.0.get(k));
+            if a != b {
+                out.push(format!(
+                    "{k}: {:?} -> {:?}",
+                    a.map(|s| s.trim_end()),
+                    b.map(|s| s.trim_end())
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn list_dir(tracefs: &Tracefs, rel: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(tracefs.path(rel))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// An instance of ours and whether its run is still alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OurInstance {
+    /// Instance name.
+    pub name: String,
+    /// The pid in its name.
+    pub pid: Option<u32>,
+    /// Whether that pid is a live trace-recipe process (then the instance is in use).
+    pub alive: bool,
+}
+
+/// Instances named `trace-recipe-*`, with their owner's liveness.
+pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
+    tracefs
+        .instances()
+        .into_iter()
+        .filter(|n| n.starts_with(INSTANCE_PREFIX))
+        .map(|name| {
+            let pid = name.rsplit('-').next().and_then(|p| p.parse().ok());
+            let alive = pid.is_some_and(is_trace_recipe);
+            OurInstance { name, pid, alive }
+        })
+        .collect()
+}
+
+fn is_trace_recipe(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim().starts_with("trace-recipe"))
+}
+
+/// Boot defaults of top-level files that `status` checks.
+const TOP_DEFAULTS: &[(&str, &str)] = &[
+    ("tracing_on", "1"),
+    ("current_tracer", "nop"),
+    ("set_event", ""),
+    ("set_event_pid", ""),
+    ("set_ftrace_pid", "no pid"),
+    ("set_ftrace_notrace", ""),
+    ("tracing_thresh", "0"),
+    ("kprobe_events", ""),
+    ("uprobe_events", ""),
+    ("dynamic_events", ""),
+];
+
+/// The `status` text: top-level state that differs from a clean boot, other
+/// instances, and anything a trace-recipe run left behind. The bool is true when
+/// something of ours was left behind.
+pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
+    let mut o = String::new();
+    let _ = writeln!(o, "tracefs: {}", tracefs.root().display());
+    let mut differs = Vec::new();
+    for (file, default) in TOP_DEFAULTS {
+        if !tracefs.exists(file) {
+            continue;
+        }
+        let v = tracefs.read(file)?;
+        if v.trim() != *default {
+            differs.push(format!(
+                "  {file}: {} (boot default: {})",
+                one_line(&v),
+                if default.is_empty() { "empty" } else { default }
+            ));
+        }
+    }
+    let filter = tracefs.read("set_ftrace_filter").unwrap_or_default();
+    if filter
+        .lines()
+        .any(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        differs.push(format!("  set_ftrace_filter: {}", one_line(&filter)));
+    }
+    for sys in list_dir(tracefs, "events") {
+        for ev in list_dir(tracefs, &format!("events/{sys}")) {
+            let base = format!("events/{sys}/{ev}");
+            if let Ok(f) = tracefs.read(&format!("{base}/filter")) {
+                if f.trim() != "none" {
+                    differs.push(format!("  {base}/filter: {}", one_line(&f)));
+                }
+            }
+            if let Ok(t) = tracefs.read(&format!("{base}/trigger")) {
+                if t.lines()
+                    .any(|l| !l.starts_with('#') && !l.trim().is_empty())
+                {
+                    differs.push(format!("  {base}/trigger: {}", one_line(&t)));
+                }
+            }
+        }
+    }
+    if differs.is_empty() {
+        let _ = writeln!(o, "top level: as after a clean boot");
+    } else {
+        let _ = writeln!(o, "top level differs from a clean boot:");
+        for d in differs {
+            let _ = writeln!(o, "{d}");
+        }
+    }
+    let ours = our_instances(tracefs);
+    let others: Vec<String> = tracefs
+        .instances()
+        .into_iter()
+        .filter(|n| !n.starts_with(INSTANCE_PREFIX))
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            o,
+            "other instances (not ours, never touched): {}",
+            others.join(" ")
+        );
+    }
+    let mut left = false;
+    for i in &ours {
+        if i.alive {
+            let _ = writeln!(
+                o,
+                "in use by a running trace-recipe (pid {}): instances/{}",
+                i.pid.unwrap_or(0),
+                i.name
+            );
+        } else {
+            left = true;
+            let _ = writeln!(o, "left behind by a trace-recipe run: instances/{}", i.name);
+        }
+    }
+    if left {
+        let _ = writeln!(
+            o,
+            "run `trace-recipe reset` to remove what trace-recipe runs left behind"
+        );
+    } else {
+        let _ = writeln!(o, "nothing left behind by trace-recipe");
+    }
+    Ok((o, left))
+}
+
+fn one_line(s: &str) -> String {
+    let t: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    if t.len() > 3 {
+        format!("{} ... ({} lines)", t[..3].join("; "), t.len())
+    } else {
+        t.join("; ")
+    }
+}
+
+/// Removes every instance of ours whose run is dead. Returns one line per action.
+pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, TracefsError>> {
+    let mut out = Vec::new();
+    for i in our_instances(tracefs) {
+        let dir = format!("instances/{}", i.name);
+        if i.alive {
+            out.push(Ok(format!(
+                "kept {dir}: in use by running trace-recipe pid {}",
+                i.pid.unwrap_or(0)
+            )));
+            continue;
+        }
+        // Turn it off and disable its events first: rmdir is refused while a
+        // probe event of it is enabled.
+        let _ = tracefs.write(&format!("{dir}/tracing_on"), "0", WriteMode::Replace, &dir);
+        let _ = tracefs.write(
+            &format!("{dir}/events/enable"),
+            "0",
+            WriteMode::Replace,
+            &dir,
+        );
+        out.push(tracefs.rmdir(&dir).map(|()| format!("removed {dir}")));
+    }
+    out
+}

@@ -1,0 +1,21 @@
+//! "Did you mean" suggestions by string similarity.
+
+/// The candidate nearest to `word` (Jaro-Winkler similarity of at least 0.8), if any.
+pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    nearest_n(word, candidates, 1).into_iter().next()
+}
+
+/// Up to `n` candidates nearest to `word`, best first, each at least 0.8 similar.
+pub fn nearest_n<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> = candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(s, _)| *s >= 0.8)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(n).map(|(_, c)| c).collect()
+}

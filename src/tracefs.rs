@@ -1,0 +1,273 @@
+//! tracefs: locating (and if needed mounting) it, typed reads and writes, and the
+//! `error_log` text the kernel leaves when it refuses a write.
+//!
+//! Source of truth: Documentation/trace/ftrace.rst ("The File System") and
+//! Documentation/trace/events.rst. Tracefs files report size 0 in `stat`, so every
+//! read reads to the end.
+
+use std::ffi::CString;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Where tracefs is usually mounted.
+pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+/// The older place, inside debugfs.
+pub const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+/// Prefix of every instance a run creates: `trace-recipe-NAME-PID`.
+pub const INSTANCE_PREFIX: &str = "trace-recipe-";
+
+/// A failed tracefs operation: which file, what was written, the errno, and the
+/// kernel's `error_log` entry when it left one.
+#[derive(Debug, thiserror::Error)]
+pub enum TracefsError {
+    /// tracefs is not mounted and could not be mounted.
+    #[error(
+        "tracefs is not mounted at {TRACEFS_MOUNT} and mounting it failed: {source}\n  = help: mount it with `mount -t tracefs nodev {TRACEFS_MOUNT}` (needs root and CONFIG_FTRACE)"
+    )]
+    NotMounted {
+        /// Why the mount failed.
+        source: std::io::Error,
+    },
+    /// Not root: tracefs is writable only by root.
+    #[error(
+        "trace-recipe needs root to write tracefs ({path} is writable by root only; CAP_SYS_ADMIN is missing)\n  = help: run it with sudo"
+    )]
+    NotRoot {
+        /// The tracefs root.
+        path: PathBuf,
+    },
+    /// Reading a tracefs file failed.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The kernel refused a write.
+    #[error("writing {value:?} to {} failed: {source}{}", .path.display(), .error_log.as_ref().map(|l| format!("\n  error_log: {}", l.trim_end().replace('\n', "\n             "))).unwrap_or_default())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The value written.
+        value: String,
+        /// The I/O error (errno).
+        source: std::io::Error,
+        /// The kernel's explanation from `error_log`, when it left one.
+        error_log: Option<String>,
+    },
+    /// Creating or removing a directory (an instance) failed.
+    #[error("cannot {op} {}: {source}", .path.display())]
+    Dir {
+        /// `mkdir` or `rmdir`.
+        op: &'static str,
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// How a write opens its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// `O_TRUNC`: replace the content (`echo X > file`).
+    Replace,
+    /// `O_APPEND`: add to the content (`echo X >> file`), as triggers and probe
+    /// definitions need.
+    Append,
+}
+
+/// A mounted tracefs.
+#[derive(Debug, Clone)]
+pub struct Tracefs {
+    root: PathBuf,
+}
+
+impl Tracefs {
+    /// Uses tracefs at `root` as it is (tests, or a known mount point).
+    pub fn at(root: impl Into<PathBuf>) -> Tracefs {
+        Tracefs { root: root.into() }
+    }
+
+    /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
+    /// `tracing`) when it is not mounted. Returns a note saying what was mounted.
+    ///
+    /// Errors: [`TracefsError::NotMounted`] when neither place works.
+    pub fn locate_or_mount() -> Result<(Tracefs, Option<String>), TracefsError> {
+        for place in [TRACEFS_MOUNT, DEBUGFS_TRACING] {
+            if Path::new(place).join("trace").exists() {
+                return Ok((Tracefs::at(place), None));
+            }
+        }
+        match mount("tracefs", TRACEFS_MOUNT) {
+            Ok(()) => Ok((
+                Tracefs::at(TRACEFS_MOUNT),
+                Some(format!(
+                    "note: tracefs was not mounted; mounted it at {TRACEFS_MOUNT}"
+                )),
+            )),
+            Err(first) => {
+                if mount("debugfs", "/sys/kernel/debug").is_ok()
+                    && Path::new(DEBUGFS_TRACING).join("trace").exists()
+                {
+                    return Ok((
+                        Tracefs::at(DEBUGFS_TRACING),
+                        Some(format!("note: mounted debugfs; using {DEBUGFS_TRACING}")),
+                    ));
+                }
+                Err(TracefsError::NotMounted { source: first })
+            }
+        }
+    }
+
+    /// Fails with [`TracefsError::NotRoot`] unless this process may write tracefs.
+    pub fn require_root(&self) -> Result<(), TracefsError> {
+        if rustix::process::geteuid().is_root() {
+            Ok(())
+        } else {
+            Err(TracefsError::NotRoot {
+                path: self.root.clone(),
+            })
+        }
+    }
+
+    /// The tracefs root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Absolute path of `rel` (relative to the tracefs root).
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Reads a whole tracefs file as text.
+    pub fn read(&self, rel: &str) -> Result<String, TracefsError> {
+        let bytes = self.read_bytes(rel)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Reads a whole tracefs file as bytes.
+    pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
+        let path = self.path(rel);
+        let mut out = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_to_end(&mut out))
+            .map_err(|source| TracefsError::Read { path, source })?;
+        Ok(out)
+    }
+
+    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's newest
+    /// `error_log` entry of `log_dir` (the instance, or "" for the top level) is
+    /// attached.
+    pub fn write(
+        &self,
+        rel: &str,
+        value: &str,
+        mode: WriteMode,
+        log_dir: &str,
+    ) -> Result<(), TracefsError> {
+        let path = self.path(rel);
+        let mut opts = OpenOptions::new();
+        opts.write(true);
+        match mode {
+            WriteMode::Replace => opts.truncate(true),
+            WriteMode::Append => opts.append(true),
+        };
+        opts.custom_flags(libc::O_CLOEXEC);
+        let result = opts
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()));
+        result.map_err(|source| TracefsError::Write {
+            error_log: self.error_log_tail(log_dir),
+            path,
+            value: value.to_string(),
+            source,
+        })
+    }
+
+    /// Creates directory `rel` (an instance).
+    pub fn mkdir(&self, rel: &str) -> Result<(), TracefsError> {
+        let path = self.path(rel);
+        std::fs::create_dir(&path).map_err(|source| TracefsError::Dir {
+            op: "mkdir",
+            path,
+            source,
+        })
+    }
+
+    /// Removes directory `rel` (an instance).
+    pub fn rmdir(&self, rel: &str) -> Result<(), TracefsError> {
+        let path = self.path(rel);
+        std::fs::remove_dir(&path).map_err(|source| TracefsError::Dir {
+            op: "rmdir",
+            path,
+            source,
+        })
+    }
+
+    /// Whether `rel` exists.
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path(rel).exists()
+    }
+
+    /// Names of the instances (directories under `instances/`), sorted.
+    pub fn instances(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path("instances"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// The newest entry of `DIR/error_log` (DIR "" = top level): the lines from
+    /// the last one that starts with `[`, or `None` when the log is empty.
+    pub fn error_log_tail(&self, dir: &str) -> Option<String> {
+        let rel = if dir.is_empty() {
+            "error_log".to_string()
+        } else {
+            format!("{dir}/error_log")
+        };
+        let text = self.read(&rel).ok()?;
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.iter().rposition(|l| l.starts_with('['))?;
+        Some(lines[start..].join("\n"))
+    }
+}
+
+/// First line of `value` in `[brackets]` among words, e.g. the current clock of
+/// `trace_clock` (`"local global [mono]"` → `mono`).
+pub fn bracketed(value: &str) -> Option<&str> {
+    value
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
+}
+
+/// Words of a list file such as `available_tracers`, brackets removed.
+pub fn words(value: &str) -> Vec<String> {
+    value
+        .split_whitespace()
+        .map(|w| w.trim_start_matches('[').trim_end_matches(']').to_string())
+        .collect()
+}
+
+fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
+    let src = CString::new("nodev").map_err(std::io::Error::other)?;
+    let fs = CString::new(fstype).map_err(std::io::Error::other)?;
+    let tgt = CString::new(target).map_err(std::io::Error::other)?;
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call;
+    // data is null, which mount(2) accepts.
+    let rc = unsafe { libc::mount(src.as_ptr(), tgt.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

@@ -1,0 +1,871 @@
+//! Validation: every check a recipe can fail, against the recipe alone and against
+//! [`KernelFacts`], producing a [`ValidRecipe`] or every problem at once.
+//!
+//! Passes: keys that are not supported yet → names and values → events (globs
+//! must match) → fields and operators of each filter against the event's format →
+//! triggers → buffer, clock, CPUs, duration. A check that needs a fact an earlier
+//! check found missing is skipped (no filter check for an event that does not exist).
+//! Only [`validate`] builds a [`ValidRecipe`], so nothing unchecked reaches `plan`.
+
+mod filter;
+
+use std::ops::Range;
+use std::time::Duration;
+
+pub use filter::{Predicate, SyntaxError, Value as FilterValue};
+use tracedat::{EventFormat, Field};
+
+use crate::diagnostic::Diagnostic;
+use crate::kernel::KernelFacts;
+use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
+use crate::suggest;
+
+/// A byte range in the rendered recipe text.
+pub type Span = Option<Range<usize>>;
+
+/// A recipe that passed every check against one kernel's facts.
+#[derive(Debug, Clone)]
+pub struct ValidRecipe {
+    /// The parsed recipe.
+    pub recipe: Recipe,
+    /// `duration`, when given.
+    pub duration: Option<Duration>,
+    /// `[buffer] size_kb` and where it was written.
+    pub buffer_size_kb: Option<(u64, Span)>,
+    /// `[buffer] clock`.
+    pub clock: Option<(String, Span)>,
+    /// `[buffer] cpus` as the hex mask `tracing_cpumask` takes.
+    pub cpumask: Option<(String, Span)>,
+    /// `[buffer] overwrite`.
+    pub overwrite: Option<(bool, Span)>,
+    /// Every concrete event to enable (globs expanded), in recipe order.
+    pub events: Vec<ResolvedEvent>,
+    /// Every trigger line to write, in recipe order.
+    pub triggers: Vec<ResolvedTrigger>,
+    /// `[stop] max_size_mb` in bytes.
+    pub max_size_bytes: Option<u64>,
+}
+
+/// One concrete event to enable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedEvent {
+    /// `system:event`.
+    pub name: String,
+    /// The filter to write (the recipe's, and-ed with the comm scope), if any.
+    pub filter: Option<String>,
+    /// Whether to add a `stacktrace` trigger.
+    pub stacktrace: bool,
+    /// The recipe entry it came from.
+    pub span: Span,
+}
+
+/// One trigger line for an event's `trigger` file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTrigger {
+    /// `system:event` the trigger sits on.
+    pub event: String,
+    /// The trigger command, e.g. `traceoff:1 if ret == -2`.
+    pub command: String,
+    /// The event an enable_event / disable_event trigger switches.
+    pub target: Option<String>,
+    /// The recipe entry it came from.
+    pub span: Span,
+}
+
+/// Trigger actions supported now (events.rst section 6).
+const EVENT_ACTIONS: &[&str] = &[
+    "traceon",
+    "traceoff",
+    "stacktrace",
+    "enable_event",
+    "disable_event",
+];
+/// Actions of the contract that are parsed but not supported yet.
+const LATER_ACTIONS: &[&str] = &["snapshot", "hist", "dump", "cpudump"];
+/// Reports `[output] reports` may name.
+pub const REPORTS: &[&str] = &["summary", "json"];
+/// `TASK_COMM_LEN - 1`.
+const MAX_COMM: usize = 15;
+
+struct Ctx<'a> {
+    loaded: &'a LoadedRecipe,
+    facts: &'a KernelFacts,
+    diags: Vec<Diagnostic>,
+}
+
+impl Ctx<'_> {
+    fn span(&self, path: &[PathSeg]) -> Span {
+        self.loaded.spans.span(path)
+    }
+    fn key_span(&self, path: &[PathSeg]) -> Span {
+        self.loaded.spans.key_span(path)
+    }
+    fn recipe(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        let mut d = Diagnostic::recipe(span, msg);
+        d.help = help;
+        self.diags.push(d);
+    }
+    fn kernel(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        let mut d = Diagnostic::kernel(span, msg);
+        d.help = help;
+        self.diags.push(d);
+    }
+    /// Byte range of `inner` (a range inside a string value) in the recipe text, when
+    /// the value is a plain quoted string without escapes; else the whole value.
+    fn inner_span(&self, path: &[PathSeg], inner: &Range<usize>) -> Span {
+        let outer = self.span(path)?;
+        let raw = self.loaded.source.text.get(outer.clone())?;
+        let quote = raw.chars().next()?;
+        if (quote == '"' || quote == '\'') && !raw.contains('\\') && !raw.starts_with("\"\"\"") {
+            let s = outer.start + 1 + inner.start;
+            let e = (outer.start + 1 + inner.end).min(outer.end);
+            Some(s..e.max(s))
+        } else {
+            Some(outer)
+        }
+    }
+}
+
+fn p<const N: usize>(segs: [PathSeg; N]) -> [PathSeg; N] {
+    segs
+}
+
+/// Checks `loaded` against `facts`. Returns the [`ValidRecipe`], or every problem.
+pub fn validate(
+    loaded: &LoadedRecipe,
+    facts: &KernelFacts,
+) -> Result<ValidRecipe, Vec<Diagnostic>> {
+    let r = &loaded.recipe;
+    let mut cx = Ctx {
+        loaded,
+        facts,
+        diags: Vec::new(),
+    };
+
+    check_not_yet_supported(&mut cx, r);
+    check_name(&mut cx, r);
+    for value_path in string_values(r) {
+        if let Some((path, value)) = value_path {
+            if value.chars().any(char::is_control) {
+                let span = cx.span(&path);
+                cx.recipe(
+                    span,
+                    "value contains a control character (newline, tab, NUL, ...)",
+                    Some(
+                        "values reach tracefs files as one line each: remove the control character"
+                            .into(),
+                    ),
+                );
+            }
+        }
+    }
+
+    let duration = r.duration.as_ref().and_then(|d| {
+        let span = cx.span(&p(["duration".into()]));
+        match parse_duration(d) {
+            Ok(v) => Some(v),
+            Err(msg) => {
+                cx.recipe(
+                    span,
+                    msg,
+                    Some("write a duration such as \"500ms\", \"10s\" or \"2m\"".into()),
+                );
+                None
+            }
+        }
+    });
+
+    let comm_filter = comm_filter(&mut cx, r);
+    let mut events = Vec::new();
+    for (i, ev) in r.events.iter().enumerate() {
+        resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+    }
+    let mut triggers = Vec::new();
+    for (i, t) in r.triggers.iter().enumerate() {
+        resolve_trigger(&mut cx, i, t, &mut triggers);
+    }
+    if r.events.is_empty() && r.triggers.is_empty() {
+        cx.recipe(
+            None,
+            "the recipe enables no event",
+            Some("add an `[[events]]` entry, e.g. name = \"sched:sched_process_exec\"".into()),
+        );
+    }
+
+    let buffer_size_kb = r.buffer.size_kb.and_then(|kb| {
+        let span = cx.span(&p(["buffer".into(), "size_kb".into()]));
+        let ncpu = facts.cpus.len().max(1) as u64;
+        let max = facts.mem_total_kb / 2 / ncpu;
+        if kb < 4 {
+            cx.recipe(span, format!("buffer size {kb} KiB is too small"), Some("use at least 4 KiB per CPU (one sub-buffer)".into()));
+            None
+        } else if kb > max {
+            cx.recipe(span, format!("buffer size {kb} KiB per CPU × {ncpu} CPUs is over half of this machine's memory"), Some(format!("use at most {max} KiB per CPU")));
+            None
+        } else {
+            Some((kb, span))
+        }
+    });
+    let clock = r.buffer.clock.as_ref().and_then(|c| {
+        let span = cx.span(&p(["buffer".into(), "clock".into()]));
+        if facts.clocks.iter().any(|k| k == c) {
+            Some((c.clone(), span))
+        } else {
+            let near = suggest::nearest(c, facts.clocks.iter().map(String::as_str));
+            cx.kernel(
+                span,
+                format!("this kernel offers no trace clock `{c}`"),
+                Some(format!(
+                    "{}trace_clock offers: {}",
+                    near.map(|n| format!("did you mean `{n}`? "))
+                        .unwrap_or_default(),
+                    facts.clocks.join(" ")
+                )),
+            );
+            None
+        }
+    });
+    let cpumask = r.buffer.cpus.as_ref().and_then(|list| {
+        let span = cx.span(&p(["buffer".into(), "cpus".into()]));
+        match parse_cpu_list(list) {
+            Err(msg) => {
+                cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
+                None
+            }
+            Ok(cpus) => {
+                let missing: Vec<String> = cpus
+                    .iter()
+                    .filter(|c| !facts.cpus.contains(c))
+                    .map(u32::to_string)
+                    .collect();
+                if missing.is_empty() {
+                    Some((cpumask_hex(&cpus), span))
+                } else {
+                    cx.kernel(
+                        span,
+                        format!("this machine has no CPU {}", missing.join(", ")),
+                        Some(format!(
+                            "its CPUs are {}",
+                            facts
+                                .cpus
+                                .iter()
+                                .map(u32::to_string)
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        )),
+                    );
+                    None
+                }
+            }
+        }
+    });
+    let overwrite = r
+        .buffer
+        .overwrite
+        .map(|o| (o, cx.span(&p(["buffer".into(), "overwrite".into()]))));
+
+    for (i, pid) in r.scope.pids.iter().enumerate() {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let span = cx.span(&p(["scope".into(), "pids".into(), i.into()]));
+            cx.recipe(span, format!("no process with pid {pid} is running"), None);
+        }
+    }
+    if let Some(cmd) = r.scope.command.first() {
+        if cmd.is_empty() {
+            let span = cx.span(&p(["scope".into(), "command".into()]));
+            cx.recipe(
+                span,
+                "`scope.command` starts with an empty program name",
+                None,
+            );
+        }
+    }
+    if let Some(reports) = &r.output.reports {
+        for (i, rep) in reports.iter().enumerate() {
+            if !REPORTS.contains(&rep.as_str()) {
+                let span = cx.span(&p(["output".into(), "reports".into(), i.into()]));
+                cx.recipe(
+                    span,
+                    format!("unknown report `{rep}`"),
+                    Some(format!("reports are: {}", REPORTS.join(", "))),
+                );
+            }
+        }
+    }
+    if r.stop.max_size_mb == Some(0) {
+        let span = cx.span(&p(["stop".into(), "max_size_mb".into()]));
+        cx.recipe(span, "`max_size_mb` must be at least 1", None);
+    }
+
+    if !cx.diags.is_empty() {
+        return Err(cx.diags);
+    }
+    Ok(ValidRecipe {
+        recipe: r.clone(),
+        duration,
+        buffer_size_kb,
+        clock,
+        cpumask,
+        overwrite,
+        events,
+        triggers,
+        max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
+    })
+}
+
+fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
+    if let Some(t) = &r.tracer {
+        let only_nop = t.name.as_deref().is_none_or(|n| n == "nop")
+            && t.functions.is_empty()
+            && t.notrace.is_empty()
+            && t.graph_functions.is_empty()
+            && t.graph_notrace.is_empty()
+            && t.max_graph_depth.is_none()
+            && t.options.is_empty()
+            && t.thresh_us.is_none();
+        if !only_nop {
+            let span = cx.key_span(&p(["tracer".into()]));
+            cx.recipe(
+                span,
+                "`[tracer]` is not supported yet (only `name = \"nop\"`)",
+                Some("record tracepoints with `[[events]]` for now".into()),
+            );
+        }
+    }
+    for table in ["kprobes", "uprobes"] {
+        let n = if table == "kprobes" {
+            r.kprobes.len()
+        } else {
+            r.uprobes.len()
+        };
+        if n > 0 {
+            let feature = if table == "kprobes" {
+                (
+                    cx.facts.has_kprobe_events,
+                    "kprobe_events",
+                    "CONFIG_KPROBE_EVENTS",
+                )
+            } else {
+                (
+                    cx.facts.has_uprobe_events,
+                    "uprobe_events",
+                    "CONFIG_UPROBE_EVENTS",
+                )
+            };
+            let span = cx.key_span(&p([table.into()]));
+            cx.recipe(
+                span,
+                format!("`[[{table}]]` is not supported yet"),
+                Some("use static tracepoints in `[[events]]` for now".into()),
+            );
+            if !feature.0 {
+                cx.kernel(
+                    span_clone(&cx.key_span(&p([table.into()]))),
+                    format!("this kernel has no `{}` file", feature.1),
+                    Some(format!("it was built without {}", feature.2)),
+                );
+            }
+        }
+    }
+    for (i, t) in r.triggers.iter().enumerate() {
+        if t.function.is_some() {
+            let span = cx.key_span(&p(["triggers".into(), i.into(), "function".into()]));
+            cx.recipe(
+                span,
+                "function triggers (`function = ...`) are not supported yet",
+                Some("put the trigger on an event with `event = \"system:event\"`".into()),
+            );
+        }
+    }
+}
+
+fn span_clone(s: &Span) -> Span {
+    s.clone()
+}
+
+fn check_name(cx: &mut Ctx<'_>, r: &Recipe) {
+    let ok = !r.name.is_empty()
+        && r.name.len() <= 64
+        && r.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !ok {
+        let span = cx.span(&p(["name".into()]));
+        cx.recipe(span, format!("recipe name {:?} is not of the form [a-z0-9_-]+ (1 to 64 characters)", r.name), Some("the name becomes part of an instance and a folder name; write e.g. \"openat-failures\"".into()));
+    }
+}
+
+/// Every string value that reaches tracefs, with its key path.
+fn string_values(r: &Recipe) -> Vec<Option<(Vec<PathSeg>, String)>> {
+    let mut out = Vec::new();
+    for (i, e) in r.events.iter().enumerate() {
+        out.push(Some((
+            vec!["events".into(), i.into(), "name".into()],
+            e.name.clone(),
+        )));
+        if let Some(f) = &e.filter {
+            out.push(Some((
+                vec!["events".into(), i.into(), "filter".into()],
+                f.clone(),
+            )));
+        }
+    }
+    for (i, t) in r.triggers.iter().enumerate() {
+        for (key, v) in [
+            ("event", &t.event),
+            ("target", &t.target),
+            ("if", &t.condition),
+            ("function", &t.function),
+        ] {
+            if let Some(v) = v {
+                out.push(Some((
+                    vec!["triggers".into(), i.into(), key.into()],
+                    v.clone(),
+                )));
+            }
+        }
+    }
+    for (i, c) in r.scope.comms.iter().enumerate() {
+        out.push(Some((
+            vec!["scope".into(), "comms".into(), i.into()],
+            c.clone(),
+        )));
+    }
+    if let Some(c) = &r.buffer.clock {
+        out.push(Some((vec!["buffer".into(), "clock".into()], c.clone())));
+    }
+    out
+}
+
+fn comm_filter(cx: &mut Ctx<'_>, r: &Recipe) -> Option<String> {
+    let mut parts = Vec::new();
+    for (i, comm) in r.scope.comms.iter().enumerate() {
+        let span = cx.span(&p(["scope".into(), "comms".into(), i.into()]));
+        if comm.is_empty()
+            || comm.len() > MAX_COMM
+            || comm.contains('"')
+            || comm.chars().any(char::is_control)
+        {
+            cx.recipe(span, format!("comm {comm:?} is not a task name"), Some(format!("task names are 1 to {MAX_COMM} bytes, without quotes or control characters (the kernel truncates longer names)")));
+        } else {
+            parts.push(format!("comm == \"{comm}\""));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join(" || "))
+}
+
+fn resolve_event(
+    cx: &mut Ctx<'_>,
+    i: usize,
+    ev: &crate::recipe::Event,
+    comm_filter: Option<&str>,
+    out: &mut Vec<ResolvedEvent>,
+) {
+    let name_path = p(["events".into(), i.into(), "name".into()]);
+    let name_span = cx.span(&name_path);
+    let entry_span = cx
+        .span(&p(["events".into(), i.into()]))
+        .or_else(|| name_span.clone());
+    if !valid_event_pattern(&ev.name) {
+        cx.recipe(
+            name_span,
+            format!(
+                "event name {:?} is not of the form \"system:event\"",
+                ev.name
+            ),
+            Some("write e.g. \"sched:sched_switch\" or \"sched:*\" (see available_events)".into()),
+        );
+        return;
+    }
+    let matched: Vec<String> = cx
+        .facts
+        .matching_events(&ev.name)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if matched.is_empty() {
+        let near = suggest::nearest_n(&ev.name, cx.facts.events.iter().map(String::as_str), 3);
+        let what = if ev.name.contains(['*', '?']) {
+            "no event of this kernel matches"
+        } else {
+            "this kernel has no event"
+        };
+        cx.kernel(
+            name_span,
+            format!("{what} `{}`", ev.name),
+            Some(if near.is_empty() {
+                "list this kernel's events with `cat /sys/kernel/tracing/available_events`"
+                    .to_string()
+            } else {
+                format!(
+                    "did you mean {}?",
+                    near.iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+        );
+        return;
+    }
+    let filter_path = p(["events".into(), i.into(), "filter".into()]);
+    let preds = match &ev.filter {
+        None => None,
+        Some(f) => match filter::parse(f) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let span = cx.inner_span(&filter_path, &e.span);
+                cx.recipe(span, format!("filter syntax: {}", e.message), Some("see Documentation/trace/events.rst section 5 (\"field op value\", joined with && and ||)".into()));
+                return;
+            }
+        },
+    };
+    let mut reported = std::collections::BTreeSet::new();
+    for name in matched {
+        if let Some(preds) = &preds {
+            match cx.facts.format(&name) {
+                Some(format) => {
+                    check_predicates(cx, &filter_path, &name, &format, preds, &mut reported)
+                }
+                None => {
+                    cx.kernel(
+                        name_span.clone(),
+                        format!("cannot read the format of `{name}`"),
+                        None,
+                    );
+                    continue;
+                }
+            }
+        }
+        let filter = match (&ev.filter, comm_filter) {
+            (Some(f), Some(c)) => Some(format!("({f}) && ({c})")),
+            (Some(f), None) => Some(f.clone()),
+            (None, Some(c)) => Some(c.to_string()),
+            (None, None) => None,
+        };
+        out.push(ResolvedEvent {
+            name,
+            filter,
+            stacktrace: ev.stacktrace,
+            span: entry_span.clone(),
+        });
+    }
+}
+
+fn valid_event_pattern(name: &str) -> bool {
+    let Some((sys, ev)) = name.split_once(':') else {
+        return false;
+    };
+    let part_ok = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'*' | b'?' | b'-' | b'.'))
+    };
+    part_ok(sys) && part_ok(ev) && !name.contains("..")
+}
+
+/// Whether the kernel filters `f` as a string: char arrays, `__data_loc char[]`,
+/// and `char *` pointers (FILTER_PTR_STRING in kernel/trace/trace_events_filter.c).
+fn is_string_field(f: &Field) -> bool {
+    f.is_string || (f.is_pointer && f.type_name.contains("char"))
+}
+
+fn check_predicates(
+    cx: &mut Ctx<'_>,
+    path: &[PathSeg],
+    event: &str,
+    format: &EventFormat,
+    preds: &[Predicate],
+    reported: &mut std::collections::BTreeSet<String>,
+) {
+    for pred in preds {
+        let base = pred.field.split('.').next().unwrap_or(&pred.field);
+        let special = matches!(base, "comm" | "COMM" | "cpu" | "CPU" | "common_cpu");
+        let field = format
+            .field(base)
+            .or_else(|| format.common_fields.iter().find(|f| f.name == base));
+        let is_string = match (field, special) {
+            (_, true) => matches!(base, "comm" | "COMM"),
+            (Some(f), false) => is_string_field(f),
+            (None, false) => {
+                let key = format!("field:{base}:{event}");
+                if reported.insert(key) {
+                    let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
+                    let near = suggest::nearest(base, names.iter().copied());
+                    let span = cx.inner_span(path, &pred.field_span);
+                    cx.kernel(span, format!("event `{event}` has no field `{base}`"), Some(format!(
+                        "{}its fields are: {} (and common_pid, common_flags, common_preempt_count, comm, cpu)",
+                        near.map(|n| format!("did you mean `{n}`? ")).unwrap_or_default(),
+                        names.join(", ")
+                    )));
+                }
+                continue;
+            }
+        };
+        let problem = match (is_string, pred.op.as_str(), &pred.value) {
+            (false, "~", _) => Some(format!(
+                "`~` (glob match) works on string fields only, and `{base}` is numeric"
+            )),
+            (true, "<" | "<=" | ">" | ">=" | "&", _) => Some(format!(
+                "`{}` does not work on string field `{base}`",
+                pred.op
+            )),
+            (false, _, FilterValue::Quoted(_)) => {
+                Some(format!("numeric field `{base}` is compared with a string"))
+            }
+            (false, _, FilterValue::Word(w)) if !pred.field.contains('.') => Some(format!(
+                "numeric field `{base}` is compared with `{w}`, which is not a number"
+            )),
+            (true, _, FilterValue::Number) if !special => None,
+            _ => None,
+        };
+        if let Some(msg) = problem {
+            let key = format!("op:{}:{}", pred.field_span.start, msg);
+            if reported.insert(key) {
+                let span = cx.inner_span(path, &(pred.field_span.start..pred.value_span.end));
+                cx.recipe(span, format!("{msg} (event `{event}`)"), Some("numeric fields take ==, !=, <, <=, >, >=, & and a number; string fields take ==, !=, ~ and a quoted string".into()));
+            }
+        }
+    }
+}
+
+fn resolve_trigger(
+    cx: &mut Ctx<'_>,
+    i: usize,
+    t: &crate::recipe::Trigger,
+    out: &mut Vec<ResolvedTrigger>,
+) {
+    let base = |k: &str| p(["triggers".into(), i.into(), k.into()]);
+    if t.function.is_some() {
+        return; // reported as not supported yet
+    }
+    let action_span = cx.span(&base("action"));
+    if LATER_ACTIONS.contains(&t.action.as_str()) {
+        cx.recipe(
+            action_span,
+            format!("trigger action `{}` is not supported yet", t.action),
+            Some(format!("supported actions: {}", EVENT_ACTIONS.join(", "))),
+        );
+        return;
+    }
+    if !EVENT_ACTIONS.contains(&t.action.as_str()) {
+        let near = suggest::nearest(&t.action, EVENT_ACTIONS.iter().copied());
+        cx.recipe(
+            action_span,
+            format!("unknown trigger action `{}`", t.action),
+            Some(format!(
+                "{}actions are: {}",
+                near.map(|n| format!("did you mean `{n}`? "))
+                    .unwrap_or_default(),
+                EVENT_ACTIONS.join(", ")
+            )),
+        );
+        return;
+    }
+    let Some(event) = &t.event else {
+        let span = cx.key_span(&p(["triggers".into(), i.into()]));
+        cx.recipe(
+            span,
+            "trigger has neither `event` nor `function`",
+            Some("add `event = \"system:event\"`".into()),
+        );
+        return;
+    };
+    let event_span = cx.span(&base("event"));
+    let entry_span = cx
+        .span(&p(["triggers".into(), i.into()]))
+        .or_else(|| event_span.clone());
+    if !valid_event_pattern(event) || event.contains(['*', '?']) {
+        cx.recipe(
+            event_span,
+            format!("trigger event {event:?} is not of the form \"system:event\" (no globs)"),
+            None,
+        );
+        return;
+    }
+    if !cx.facts.events.contains(event) {
+        let near = suggest::nearest_n(event, cx.facts.events.iter().map(String::as_str), 3);
+        cx.kernel(
+            event_span,
+            format!("this kernel has no event `{event}`"),
+            (!near.is_empty()).then(|| {
+                format!(
+                    "did you mean {}?",
+                    near.iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+        );
+        return;
+    }
+    let mut command = t.action.clone();
+    match (t.action.as_str(), &t.target) {
+        ("enable_event" | "disable_event", None) => {
+            let span = cx.key_span(&p(["triggers".into(), i.into(), "action".into()]));
+            cx.recipe(
+                span,
+                format!("`{}` needs `target = \"system:event\"`", t.action),
+                None,
+            );
+            return;
+        }
+        ("enable_event" | "disable_event", Some(target)) => {
+            let span = cx.span(&base("target"));
+            if !valid_event_pattern(target)
+                || target.contains(['*', '?'])
+                || !cx.facts.events.contains(target)
+            {
+                cx.kernel(
+                    span,
+                    format!(
+                        "this kernel has no event `{target}` to {}",
+                        t.action.replace("_event", "")
+                    ),
+                    None,
+                );
+                return;
+            }
+            command.push(':');
+            command.push_str(target);
+        }
+        (_, Some(_)) => {
+            let span = cx.key_span(&base("target"));
+            cx.recipe(
+                span,
+                format!(
+                    "`target` is only for enable_event and disable_event, not `{}`",
+                    t.action
+                ),
+                None,
+            );
+            return;
+        }
+        (_, None) => {}
+    }
+    match t.count {
+        Some(0) => {
+            let span = cx.span(&base("count"));
+            cx.recipe(
+                span,
+                "`count` must be at least 1 (leave it out for no limit)",
+                None,
+            );
+            return;
+        }
+        Some(n) => command.push_str(&format!(":{n}")),
+        None => {}
+    }
+    if let Some(cond) = &t.condition {
+        match filter::parse(cond) {
+            Err(e) => {
+                let span = cx.inner_span(&base("if"), &e.span);
+                cx.recipe(span, format!("trigger filter syntax: {}", e.message), None);
+                return;
+            }
+            Ok(preds) => match cx.facts.format(event) {
+                Some(format) => {
+                    let before = cx.diags.len();
+                    check_predicates(
+                        cx,
+                        &base("if"),
+                        event,
+                        &format,
+                        &preds,
+                        &mut Default::default(),
+                    );
+                    if cx.diags.len() > before {
+                        return;
+                    }
+                }
+                None => return,
+            },
+        }
+        command.push_str(" if ");
+        command.push_str(cond);
+    }
+    out.push(ResolvedTrigger {
+        event: event.clone(),
+        command,
+        target: t.target.clone(),
+        span: entry_span,
+    });
+}
+
+/// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not
+/// a duration, or not positive.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration"))?;
+    if d.is_negative() || d.is_zero() {
+        return Err(format!("duration `{text}` must be positive"));
+    }
+    d.try_into()
+        .map_err(|_| format!("`{text}` is not a duration"))
+}
+
+/// Parses a cpu list (`"0-3,6"`) into sorted, unique CPU numbers.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{part}` in cpu list `{text}` is not a CPU number or range");
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<u32>().map_err(|_| bad())?,
+                b.trim().parse::<u32>().map_err(|_| bad())?,
+            ),
+            None => {
+                let a = part.parse::<u32>().map_err(|_| bad())?;
+                (a, a)
+            }
+        };
+        if a > b || b >= 8192 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The `tracing_cpumask` text for `cpus`: hex, in comma-separated 32-bit groups.
+pub fn cpumask_hex(cpus: &[u32]) -> String {
+    let max = cpus.iter().copied().max().unwrap_or(0);
+    let groups = (max / 32 + 1) as usize;
+    let mut words = vec![0u32; groups];
+    for &c in cpus {
+        words[(c / 32) as usize] |= 1 << (c % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_become_masks() {
+        assert_eq!(parse_cpu_list("0-3,6").unwrap(), vec![0, 1, 2, 3, 6]);
+        assert_eq!(cpumask_hex(&[0, 1, 2, 3, 6]), "0000004f");
+        assert_eq!(cpumask_hex(&[33]), "00000002,00000000");
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+}

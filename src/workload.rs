@@ -1,0 +1,164 @@
+//! The workload: a command started held before `exec`, so its pid can be put in
+//! the instance's `set_event_pid` before it runs a single instruction of its own.
+//!
+//! We spawn ourselves with the hidden subcommand `__held-exec`, which waits for one
+//! byte on fd 3 and then `exec`s the command (keeping the pid). If we die before
+//! releasing it, fd 3 reads end-of-file and the stub exits without running anything.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// The file descriptor the held stub waits on.
+const GO_FD: i32 = 3;
+/// Hidden subcommand name.
+pub const HELD_EXEC: &str = "__held-exec";
+
+/// A held (or running) workload.
+#[derive(Debug)]
+pub struct Workload {
+    child: Child,
+    go: Option<OwnedFd>,
+    /// The command line.
+    pub command: Vec<String>,
+}
+
+/// How the workload ended.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct WorkloadExit {
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+}
+
+impl From<ExitStatus> for WorkloadExit {
+    fn from(s: ExitStatus) -> Self {
+        WorkloadExit {
+            exit_code: s.code(),
+            signal: s.signal(),
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => write!(f, "exit status {c}"),
+            (None, Some(s)) => write!(f, "killed by signal {s}"),
+            (None, None) => write!(f, "unknown"),
+        }
+    }
+}
+
+/// Whether `program` can be run: a path that exists, or a name found in `PATH`.
+pub fn resolvable(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+impl Workload {
+    /// Starts `command` held. Errors: the stub could not be spawned.
+    pub fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let exe = std::env::current_exe()?;
+        let mut cmd = Command::new(exe);
+        cmd.arg(HELD_EXEC).arg("--").args(command);
+        let read_raw = read.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; it runs in the forked child before exec
+        // and only renumbers an fd this process owns. dup2 clears FD_CLOEXEC on fd 3.
+        unsafe {
+            cmd.pre_exec(move || {
+                // dup2 onto itself keeps FD_CLOEXEC: clear it by hand in that case.
+                let rc = if read_raw == GO_FD {
+                    libc::fcntl(GO_FD, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(read_raw, GO_FD)
+                };
+                if rc < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(read);
+        Ok(Workload {
+            child,
+            go: Some(write),
+            command: command.to_vec(),
+        })
+    }
+
+    /// The workload's pid (the stub's, which `exec` keeps).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Lets the workload `exec` its command.
+    pub fn release(&mut self) -> std::io::Result<()> {
+        if let Some(go) = self.go.take() {
+            rustix::io::write(&go, b"g")?;
+        }
+        Ok(())
+    }
+
+    /// Its exit, if it has ended.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<WorkloadExit>> {
+        Ok(self.child.try_wait()?.map(Into::into))
+    }
+
+    /// Ends it: SIGTERM, then SIGKILL after `grace`; returns how it ended.
+    /// A workload never released just exits (its fd 3 reads end-of-file).
+    pub fn terminate(&mut self, grace: Duration) -> std::io::Result<WorkloadExit> {
+        self.go = None;
+        if let Some(s) = self.child.try_wait()? {
+            return Ok(s.into());
+        }
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait()? {
+                return Ok(s.into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        Ok(self.child.wait()?.into())
+    }
+}
+
+/// Body of the hidden `__held-exec -- COMMAND...` subcommand: wait for the go byte
+/// on fd 3, then exec. Returns only on failure, with the exit code to use.
+pub fn held_exec(command: &[String]) -> i32 {
+    // SAFETY: fcntl(F_GETFD) only queries whether fd 3 is open.
+    if unsafe { libc::fcntl(GO_FD, libc::F_GETFD) } < 0 {
+        eprintln!(
+            "trace-recipe: `{HELD_EXEC}` is internal: it runs only as a workload started by `trace-recipe run`"
+        );
+        return 125;
+    }
+    // SAFETY: fd 3 is open (checked above); it was set up by `spawn_held` and
+    // nothing else in this process owns it.
+    let mut go = unsafe { std::fs::File::from_raw_fd(GO_FD) };
+    let mut byte = [0u8; 1];
+    match go.read(&mut byte) {
+        Ok(1) => {}
+        _ => return 125, // the run ended before releasing us: run nothing
+    }
+    drop(go);
+    let Some((program, args)) = command.split_first() else {
+        return 125;
+    };
+    let err = Command::new(program).args(args).exec();
+    eprintln!("trace-recipe: cannot run `{program}`: {err}");
+    127
+}
