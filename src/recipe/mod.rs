@@ -35,6 +35,9 @@ pub struct LoadedRecipe {
     pub recipe: Recipe,
     /// Byte ranges of keys and values in `source.text`.
     pub spans: SpanIndex,
+    /// Problems that do not stop validation (unknown keys); `validate` reports
+    /// them together with its own.
+    pub problems: Vec<Diagnostic>,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -93,10 +96,11 @@ pub fn load_str(
         });
     }
     match parse(&source.text) {
-        Ok((recipe, spans)) => Ok(LoadedRecipe {
+        Ok((recipe, spans, problems)) => Ok(LoadedRecipe {
             source,
             recipe,
             spans,
+            problems,
         }),
         Err(diags) => {
             diagnostics = diags;
@@ -108,8 +112,9 @@ pub fn load_str(
     }
 }
 
-/// Parses rendered recipe text: every unknown key and the first type error, with spans.
-fn parse(text: &str) -> Result<(Recipe, SpanIndex), Vec<Diagnostic>> {
+/// Parses rendered recipe text. Unknown keys are returned beside the recipe when
+/// it otherwise parsed; a type error fails the parse (with the unknown keys).
+fn parse(text: &str) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
     let spans = SpanIndex::parse(text).map_err(|d| vec![d])?;
     let de = toml::de::Deserializer::parse(text).map_err(|e| vec![toml_error(&e)])?;
     let mut unknown = Vec::new();
@@ -149,8 +154,7 @@ fn parse(text: &str) -> Result<(Recipe, SpanIndex), Vec<Diagnostic>> {
         })
         .collect();
     match result {
-        Ok(recipe) if diagnostics.is_empty() => Ok((recipe, spans)),
-        Ok(_) => Err(diagnostics),
+        Ok(recipe) => Ok((recipe, spans, diagnostics)),
         Err(e) => {
             diagnostics.push(toml_error(&e));
             Err(diagnostics)

@@ -115,15 +115,45 @@ impl Ctx<'_> {
     fn inner_span(&self, path: &[PathSeg], inner: &Range<usize>) -> Span {
         let outer = self.span(path)?;
         let raw = self.loaded.source.text.get(outer.clone())?;
-        let quote = raw.chars().next()?;
-        if (quote == '"' || quote == '\'') && !raw.contains('\\') && !raw.starts_with("\"\"\"") {
-            let s = outer.start + 1 + inner.start;
-            let e = (outer.start + 1 + inner.end).min(outer.end);
-            Some(s..e.max(s))
-        } else {
-            Some(outer)
+        match string_offsets(raw) {
+            Some(map) => {
+                let at = |i: usize| outer.start + map.get(i).copied().unwrap_or(raw.len() - 1);
+                let s = at(inner.start);
+                Some(s..at(inner.end).max(s + 1))
+            }
+            None => Some(outer),
         }
     }
+}
+
+/// For a one-line TOML string literal as written (`"a\"b"` or `'a"b'`), the
+/// offset in the written text of each byte of its value, plus one past the end.
+/// `None` for multi-line strings.
+fn string_offsets(raw: &str) -> Option<Vec<usize>> {
+    let b = raw.as_bytes();
+    if raw.starts_with("\"\"\"") || raw.starts_with("'''") || b.len() < 2 {
+        return None;
+    }
+    let mut map = Vec::new();
+    let mut i = 1;
+    let end = b.len() - 1;
+    let basic = b[0] == b'"';
+    while i < end {
+        if basic && b[i] == b'\\' {
+            let (len, decoded) = match b.get(i + 1) {
+                Some(b'u') => (6, char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 6)?, 16).ok()?)?.len_utf8()),
+                Some(b'U') => (10, char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 10)?, 16).ok()?)?.len_utf8()),
+                _ => (2, 1),
+            };
+            map.extend(std::iter::repeat_n(i, decoded));
+            i += len;
+        } else {
+            map.push(i);
+            i += 1;
+        }
+    }
+    map.push(end);
+    Some(map)
 }
 
 fn p<const N: usize>(segs: [PathSeg; N]) -> [PathSeg; N] {
@@ -139,7 +169,7 @@ pub fn validate(
     let mut cx = Ctx {
         loaded,
         facts,
-        diags: Vec::new(),
+        diags: loaded.problems.clone(),
     };
 
     check_not_yet_supported(&mut cx, r);
@@ -298,7 +328,9 @@ pub fn validate(
     }
 
     if !cx.diags.is_empty() {
-        return Err(cx.diags);
+        let mut diags = cx.diags;
+        diags.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
+        return Err(diags);
     }
     Ok(ValidRecipe {
         recipe: r.clone(),
@@ -858,6 +890,13 @@ mod tests {
         assert_eq!(cpumask_hex(&[33]), "00000002,00000000");
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn offsets_map_through_escapes() {
+        let m = string_offsets(r#""a\"b""#).unwrap();
+        assert_eq!(m, vec![1, 2, 4, 5]);
+        assert_eq!(string_offsets("'x'").unwrap(), vec![1, 2]);
     }
 
     #[test]

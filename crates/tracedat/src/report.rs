@@ -11,9 +11,10 @@ pub fn clock_is_nanoseconds(clock: &str) -> bool {
     matches!(clock, "local" | "global" | "uptime" | "perf" | "tai") || clock.starts_with("mono")
 }
 
-/// Format a timestamp the way `trace-cmd report` does for `clock`:
-/// `SECS.USECS` (seconds right-aligned to 5, microseconds rounded to the
-/// nearest) for nanosecond clocks, the raw integer otherwise.
+/// Format a timestamp as `trace-cmd report` prints it right after the
+/// `[CPU]` column, padding included: `" SSSSS.UUUUUU"` (a space, seconds
+/// right-aligned to 5, microseconds rounded to the nearest) for nanosecond
+/// clocks, the raw integer right-aligned to 12 otherwise.
 pub fn format_ts(ts: u64, clock: &str) -> String {
     if clock_is_nanoseconds(clock) {
         let mut secs = ts / 1_000_000_000;
@@ -22,9 +23,9 @@ pub fn format_ts(ts: u64, clock: &str) -> String {
             usecs -= 1_000_000;
             secs += 1;
         }
-        format!("{secs:5}.{usecs:06}")
+        format!(" {secs:5}.{usecs:06}")
     } else {
-        format!("{ts}")
+        format!("{ts:12}")
     }
 }
 
@@ -191,7 +192,7 @@ pub fn format_record(
             let pad = 20usize.saturating_sub(name.len());
             write!(
                 out,
-                "{p}{comm:>16}-{pid:<5} [{:03}]  {}: {name}: {:pad$}",
+                "{p}{comm:>16}-{pid:<5} [{:03}]{}: {name}: {:pad$}",
                 ev.cpu,
                 format_ts(ev.ts, file.clock()),
                 ""

@@ -253,9 +253,10 @@ pub fn trace_cmd_report(path: &Path, extra: &[&str]) -> String {
     out
 }
 
-/// The comparable part of a report line: everything up to and including the
-/// event name (`[BUFFER: ]COMM-PID [CPU] TIME: NAME:`), or a whole
-/// `CPU:N [... DROPPED]` line.
+/// The comparable part of a report line: `head` is the exact text up to and
+/// including the event name and its colon (`[BUFFER: ]COMM-PID [CPU] TIME:
+/// NAME:`, padding included), or a whole `CPU:N [... DROPPED]` line; the
+/// other members are parsed from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
     pub head: String,
@@ -298,8 +299,9 @@ pub fn parse_line(l: &str) -> Option<Line> {
     let rest = l[at + 5..].trim_start();
     let (ts, rest) = rest.split_once(": ")?;
     let name = rest.split(':').next()?.trim().to_string();
+    let head_len = l.len() - rest.len() + name.len() + 1;
     Some(Line {
-        head: head.to_string(),
+        head: l.get(..head_len)?.to_string(),
         pid: pid.trim().parse().ok()?,
         cpu,
         ts: ts.trim().to_string(),
