@@ -66,17 +66,16 @@ impl Diagnostic {
             Fault::Recipe => "recipe",
             Fault::Kernel => "this kernel",
         };
-        let (line, col) = self
-            .span
-            .as_ref()
-            .map_or((1, 1), |s| source.line_col(s.start));
-        let _ = writeln!(
-            out,
-            "{}:{line}:{col}: error ({fault}): {}",
-            source.path.display(),
-            self.message
-        );
+        let place = match &self.span {
+            Some(span) => {
+                let (line, col) = source.line_col(span.start);
+                format!("{}:{line}:{col}", source.path.display())
+            }
+            None => source.path.display().to_string(),
+        };
+        let _ = writeln!(out, "{place}: error ({fault}): {}", self.message);
         if let Some(span) = &self.span {
+            let (line, col) = source.line_col(span.start);
             let text = source.line_text(line);
             let width = source.text.get(span.clone()).map_or(1, |s| {
                 s.lines().next().map_or(1, |l| l.chars().count().max(1))

@@ -82,7 +82,9 @@ pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String,
         .or_insert_with(|| Value::from(builtins.started.clone()));
 
     let rendered = env.render_str(raw, ctx).map_err(|e| {
-        let span = e.line().map(|line| line_span(raw, line));
+        let span = e
+            .range()
+            .or_else(|| e.line().map(|line| line_span(raw, line)));
         let mut msg = e
             .detail()
             .map_or_else(|| e.kind().to_string(), str::to_string);

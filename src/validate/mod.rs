@@ -141,8 +141,16 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
     while i < end {
         if basic && b[i] == b'\\' {
             let (len, decoded) = match b.get(i + 1) {
-                Some(b'u') => (6, char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 6)?, 16).ok()?)?.len_utf8()),
-                Some(b'U') => (10, char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 10)?, 16).ok()?)?.len_utf8()),
+                Some(b'u') => (
+                    6,
+                    char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 6)?, 16).ok()?)?
+                        .len_utf8(),
+                ),
+                Some(b'U') => (
+                    10,
+                    char::from_u32(u32::from_str_radix(raw.get(i + 2..i + 10)?, 16).ok()?)?
+                        .len_utf8(),
+                ),
                 _ => (2, 1),
             };
             map.extend(std::iter::repeat_n(i, decoded));
@@ -648,7 +656,9 @@ fn check_predicates(
             (false, _, FilterValue::Word(w)) if !pred.field.contains('.') => Some(format!(
                 "numeric field `{base}` is compared with `{w}`, which is not a number"
             )),
-            (true, _, FilterValue::Number) if !special => None,
+            (true, _, FilterValue::Number) => Some(format!(
+                "string field `{base}` is compared with a number (quote the value)"
+            )),
             _ => None,
         };
         if let Some(msg) = problem {

@@ -167,8 +167,10 @@ fn parse_decl(decl: &str, offset: usize, size: usize, signed: bool) -> Result<Fi
     }
     // The name is the last identifier.
     let name_start = body
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map(|i| i + 1)
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_'))
+        .map(|(i, c)| i + c.len_utf8())
         .unwrap_or(0);
     let name = &body[name_start..];
     if name.is_empty() {

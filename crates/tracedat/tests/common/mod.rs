@@ -294,7 +294,7 @@ pub fn parse_line(l: &str) -> Option<Line> {
     }
     let at = at?;
     let left = l[..at].trim_end();
-    let (head, pid) = left.rsplit_once('-')?;
+    let (_, pid) = left.rsplit_once('-')?;
     let cpu: u32 = l[at + 1..at + 4].parse().ok()?;
     let rest = l[at + 5..].trim_start();
     let (ts, rest) = rest.split_once(": ")?;

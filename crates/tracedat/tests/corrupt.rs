@@ -1,0 +1,170 @@
+//! Truncated and corrupted files must give `Err` or `Ok`, never a panic or a
+//! hang, both when opening and when iterating and formatting all records.
+
+mod common;
+mod synth;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use synth::Endian;
+use tracedat::{TraceFile, format_record};
+
+/// Open and fully iterate `bytes`; returns whether everything succeeded.
+fn exercise(bytes: Vec<u8>) -> bool {
+    let f = match TraceFile::from_bytes(bytes) {
+        Ok(f) => f,
+        Err(e) => {
+            // Errors are displayable and say where.
+            let msg = e.to_string();
+            assert!(!msg.is_empty());
+            return false;
+        }
+    };
+    let _ = (
+        f.cpu_count(),
+        f.clock(),
+        f.uname(),
+        f.cpu_stats(),
+        f.buffers(),
+    );
+    let mut sink = Vec::new();
+    let mut ok = true;
+    let mut n = 0usize;
+    for r in f.records() {
+        n += 1;
+        assert!(n < 10_000_000, "record iteration does not end");
+        match r {
+            Ok(r) => {
+                sink.clear();
+                format_record(&f, &r, &mut sink).unwrap();
+                if let tracedat::Record::Event(e) = &r {
+                    let _ = e.pid();
+                    let _ = e.fields().count();
+                }
+            }
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+/// Offsets to try: every one in `dense` bytes from the start, then `sparse`
+/// evenly spread ones.
+fn offsets(len: usize, dense: usize, sparse: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..len.min(dense)).collect();
+    if len > dense {
+        let step = ((len - dense) / sparse.max(1)).max(1);
+        v.extend((dense..len).step_by(step));
+    }
+    v
+}
+
+fn torture(name: &str, good: &[u8], dense: usize, sparse: usize) {
+    assert!(
+        exercise(good.to_vec()),
+        "{name}: the intact file must read cleanly"
+    );
+    let mut truncated_ok = 0;
+    for at in offsets(good.len(), dense, sparse) {
+        if exercise(good[..at].to_vec()) {
+            truncated_ok += 1;
+        }
+    }
+    // Cutting inside metadata must fail; only cuts inside trailing data can
+    // still read (with fewer records or an error while iterating).
+    assert!(truncated_ok < good.len(), "{name}");
+    for at in offsets(good.len(), dense, sparse) {
+        for v in [0x00u8, 0xff, good[at] ^ 0x80, good[at].wrapping_add(1)] {
+            let mut b = good.to_vec();
+            b[at] = v;
+            exercise(b);
+        }
+    }
+}
+
+#[test]
+fn truncated_header_names_the_offset() {
+    let (file, _) = synth::standard(Endian {
+        big: false,
+        long: 8,
+    });
+    let b = file.build();
+    let err = TraceFile::from_bytes(b[..40].to_vec())
+        .err()
+        .expect("must fail");
+    let msg = err.to_string();
+    assert!(msg.contains("offset"), "{msg}");
+    let err = TraceFile::from_bytes(b"\x17\x08\x44tracing9\0".to_vec())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("version 9"), "{err}");
+    assert!(TraceFile::from_bytes(Vec::new()).is_err());
+}
+
+#[test]
+fn corrupt_synthetic_little_endian() {
+    let (file, _) = synth::standard(Endian {
+        big: false,
+        long: 8,
+    });
+    torture("synthetic LE", &file.build(), 3000, 4000);
+}
+
+#[test]
+fn corrupt_synthetic_big_endian_32bit() {
+    let (file, _) = synth::standard(Endian { big: true, long: 4 });
+    torture("synthetic BE", &file.build(), 3000, 4000);
+}
+
+#[test]
+fn corrupt_trace_cmd_v7_zstd_fixture() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace-cmd-v7-zstd.dat");
+    let good = std::fs::read(p).unwrap();
+    torture("fixture", &good, 200, 250);
+    // The tail (options, buffer data and strings sections) densely.
+    let tail = good.len().saturating_sub(12_000);
+    for at in (tail..good.len()).step_by(13) {
+        exercise(good[..at].to_vec());
+        let mut b = good.clone();
+        b[at] ^= 0x5a;
+        exercise(b);
+    }
+}
+
+#[test]
+fn corrupt_trace_cmd_v7_uncompressed_conversion() {
+    if !common::have_trace_cmd() {
+        return;
+    }
+    let (mut file, _) = synth::standard(Endian {
+        big: false,
+        long: 8,
+    });
+    file.buffers.truncate(1);
+    let dir = tempfile::tempdir().unwrap();
+    let v6 = dir.path().join("s.dat");
+    std::fs::write(&v6, file.build()).unwrap();
+    for comp in ["none", "zstd"] {
+        let v7 = dir.path().join(format!("s7-{comp}.dat"));
+        common::run(
+            Command::new("trace-cmd")
+                .args([
+                    "convert",
+                    "--file-version",
+                    "7",
+                    "--compression",
+                    comp,
+                    "-i",
+                ])
+                .arg(&v6)
+                .arg("-o")
+                .arg(&v7),
+        );
+        let good = std::fs::read(&v7).unwrap();
+        torture(comp, &good, 1000, 1500);
+    }
+}

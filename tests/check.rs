@@ -1,0 +1,109 @@
+//! `check` on the corpus of bad recipes: every expected `LINE:COL message` is
+//! printed, and nothing else is reported. Each file lists its expectations as
+//! `# expect: LINE:COL TEXT` comments.
+
+use crate::common::{repo, text, trace_recipe};
+
+#[test]
+fn every_bad_recipe_reports_its_expected_places() {
+    let dir = repo().join("tests/bad-recipes");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 15, "corpus shrank: {files:?}");
+    for file in files {
+        let body = std::fs::read_to_string(&file).unwrap();
+        let expects: Vec<(&str, &str)> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: "))
+            .map(|e| e.split_once(' ').unwrap_or((e, "")))
+            .collect();
+        assert!(
+            !expects.is_empty(),
+            "{} has no `# expect:` line",
+            file.display()
+        );
+        let out = trace_recipe(&["check", file.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: check must fail:\n{stdout}{}",
+            file.display(),
+            text(&out.stderr)
+        );
+        let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error (")).collect();
+        for (place, msg) in &expects {
+            let prefix = match *place {
+                "-" => format!("{}: error (", file.display()),
+                _ => format!("{}:{place}: error (", file.display()),
+            };
+            assert!(
+                errors
+                    .iter()
+                    .any(|l| l.starts_with(&prefix) && l.contains(msg)),
+                "{}: expected `{place} {msg}` in:\n{stdout}",
+                file.display()
+            );
+        }
+        assert_eq!(
+            errors.len(),
+            expects.len(),
+            "{}: unexpected extra problems:\n{stdout}",
+            file.display()
+        );
+        assert!(
+            stdout.contains(&format!("{} problem", expects.len())),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn check_names_whether_the_recipe_or_the_kernel_is_at_fault() {
+    let out = trace_recipe(&[
+        "check",
+        repo()
+            .join("tests/bad-recipes/no-such-event.toml")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(text(&out.stdout).contains("error (this kernel): this kernel has no event"));
+    let out = trace_recipe(&[
+        "check",
+        repo().join("tests/bad-recipes/name.toml").to_str().unwrap(),
+    ]);
+    assert!(text(&out.stdout).contains("error (recipe): recipe name"));
+}
+
+#[test]
+fn set_overrides_params_and_rejects_unknown_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = crate::common::write_recipe(
+        dir.path(),
+        "p.toml",
+        "name = \"p\"\n[params]\nevent = \"sched_swtch\"\n[[events]]\nname = \"sched:{{ event }}\"\n",
+    );
+    let r = recipe.to_str().unwrap();
+    let bad = trace_recipe(&["check", r]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stdout).contains(
+            "p.toml:5:8: error (this kernel): this kernel has no event `sched:sched_swtch`"
+        ),
+        "{}",
+        text(&bad.stdout)
+    );
+    let good = trace_recipe(&["check", r, "--set", "event=sched_switch"]);
+    assert_eq!(good.status.code(), Some(0), "{}", text(&good.stdout));
+    let unknown = trace_recipe(&["check", r, "--set", "evnt=x"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        text(&unknown.stdout)
+            .contains("p.toml: error (recipe): `--set evnt=...` names no parameter of this recipe"),
+        "{}",
+        text(&unknown.stdout)
+    );
+}

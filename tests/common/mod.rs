@@ -1,0 +1,135 @@
+//! Shared test helpers: the tracefs lock, snapshots, the binary, temp recipes.
+
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use trace_recipe::status::Snapshot;
+use trace_recipe::tracefs::{INSTANCE_PREFIX, Tracefs};
+
+/// Lock file shared by every test suite of the repo that touches tracefs.
+pub const LOCK: &str = "/tmp/trace-recipe-tracefs.lock";
+
+pub fn tracefs() -> Tracefs {
+    Tracefs::locate_or_mount()
+        .expect("tracefs must be mounted (run as root)")
+        .0
+}
+
+/// Holds the tracefs lock and the snapshot taken when it was acquired; on drop
+/// (test end, also on panic) it checks that tracefs is exactly as it was.
+pub struct TracefsGuard {
+    _lock: File,
+    before: Snapshot,
+    tracefs: Tracefs,
+}
+
+impl TracefsGuard {
+    pub fn acquire() -> TracefsGuard {
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK)
+            .expect("open lock file");
+        rustix::fs::flock(lock.as_fd(), rustix::fs::FlockOperation::LockExclusive).expect("flock");
+        let tracefs = tracefs();
+        let before = Snapshot::take(&tracefs);
+        TracefsGuard {
+            _lock: lock,
+            before,
+            tracefs,
+        }
+    }
+
+    /// Asserts tracefs equals the snapshot taken at acquire.
+    pub fn assert_unchanged(&self) {
+        let after = Snapshot::take(&self.tracefs);
+        let diff = self.before.diff(&after);
+        assert!(diff.is_empty(), "tracefs changed:\n{}", diff.join("\n"));
+        assert_no_leftovers(&self.tracefs);
+    }
+}
+
+impl Drop for TracefsGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        self.assert_unchanged();
+    }
+}
+
+/// No instance and no probe of ours remains.
+pub fn assert_no_leftovers(t: &Tracefs) {
+    let ours: Vec<String> = t
+        .instances()
+        .into_iter()
+        .filter(|i| i.starts_with(INSTANCE_PREFIX))
+        .collect();
+    assert!(ours.is_empty(), "instances left behind: {ours:?}");
+    for f in ["uprobe_events", "kprobe_events", "dynamic_events"] {
+        if let Ok(text) = t.read(f) {
+            assert!(
+                !text.contains("trace_recipe"),
+                "probe left behind in {f}: {text}"
+            );
+        }
+    }
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_trace-recipe"))
+}
+
+pub fn trace_recipe(args: &[&str]) -> Output {
+    std::process::Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run trace-recipe")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Writes `body` as a recipe in `dir` and returns its path.
+pub fn write_recipe(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// `trace-cmd report -i FILE` output (panics when it fails).
+pub fn trace_cmd_report(file: &Path) -> String {
+    let out = std::process::Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(file)
+        .output()
+        .expect("trace-cmd is installed");
+    assert!(
+        out.status.success(),
+        "trace-cmd report failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// Event lines of a `trace-cmd report` listing (all lines after `cpus=N`).
+pub fn event_lines(listing: &str) -> Vec<&str> {
+    listing
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty())
+        .collect()
+}
+
+/// Event name of a report line: the word before the second `: ` (after the timestamp).
+pub fn event_name(line: &str) -> Option<&str> {
+    let after_ts = line.split_once("]")?.1.split_once(": ")?.1;
+    Some(after_ts.split(':').next()?.trim())
+}

@@ -1,0 +1,90 @@
+//! The checked-in schema, the recipes in recipes/ and the README stay true.
+
+use crate::common::{repo, text, trace_recipe};
+
+#[test]
+fn checked_in_schema_is_what_schema_prints() {
+    let out = trace_recipe(&["schema"]);
+    assert!(out.status.success());
+    let checked_in = std::fs::read_to_string(repo().join("schema/recipe.schema.json")).unwrap();
+    assert_eq!(
+        text(&out.stdout).trim_end(),
+        checked_in.trim_end(),
+        "schema/recipe.schema.json is stale: run `cargo run -- schema > schema/recipe.schema.json`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&checked_in).unwrap();
+    assert_eq!(
+        schema["additionalProperties"],
+        serde_json::Value::Bool(false),
+        "unknown top-level keys must be refused by the schema"
+    );
+    for key in [
+        "name", "duration", "params", "buffer", "scope", "tracer", "kprobes", "uprobes", "events",
+        "triggers", "stop", "output",
+    ] {
+        assert!(
+            schema["properties"].get(key).is_some(),
+            "schema lacks `{key}`"
+        );
+    }
+}
+
+fn recipes() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(repo().join("recipes"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_recipe_points_at_the_schema_and_checks_clean_on_this_kernel() {
+    let all = recipes();
+    assert!(all.len() >= 5, "recipes/ must hold at least five recipes");
+    for r in all {
+        let body = std::fs::read_to_string(&r).unwrap();
+        assert!(
+            body.starts_with("#:schema ../schema/recipe.schema.json\n"),
+            "{} must start with the #:schema line",
+            r.display()
+        );
+        assert!(
+            body.contains("\ndescription = "),
+            "{} needs a description",
+            r.display()
+        );
+        assert!(
+            body.contains("# What to look for"),
+            "{} needs a `# What to look for` comment block",
+            r.display()
+        );
+        let out = trace_recipe(&["check", r.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{} does not check clean:\n{}{}",
+            r.display(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn readme_names_the_commands_ci_and_users_run() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let test_cmd = readme
+        .lines()
+        .find(|l| l.contains("scripts/test"))
+        .expect("README gives the test command");
+    assert!(
+        ci.contains("scripts/test"),
+        "CI must run the README's test command ({test_cmd})"
+    );
+    assert!(
+        readme.contains("trace-recipe run recipes/"),
+        "README shows a run of a recipe from recipes/"
+    );
+}

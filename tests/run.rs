@@ -1,0 +1,370 @@
+//! `run` end to end on the real kernel: events recorded, trace-cmd reads our
+//! trace.dat, reports agree with it, and tracefs is exactly as before whatever
+//! way the run ends.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{
+    TracefsGuard, bin, event_lines, event_name, text, trace_cmd_report, trace_recipe, write_recipe,
+};
+
+fn unique(tag: &str) -> String {
+    format!(
+        "{tag}-{}-{:x}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() ^ rand_seed()
+    )
+}
+
+fn rand_seed() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Writes an executable shell script that runs `body`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn run_ok(recipe: &Path, out: &Path, cmd: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    if !cmd.is_empty() {
+        args.push("--");
+        args.extend(cmd);
+    }
+    let o = trace_recipe(&args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "run failed:\n{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// Per-event counts of a trace-cmd listing.
+fn counts_by_event(listing: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for l in event_lines(listing) {
+        if let Some(n) = event_name(l) {
+            *m.entry(n.to_string()).or_default() += 1;
+        }
+    }
+    m
+}
+
+#[test]
+fn exec_of_a_unique_script_is_recorded_and_reports_match_trace_cmd() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique("e2e-script");
+    let s = script(dir.path(), &name, "true");
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"e2e\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n[[events]]\nname = \"sched:sched_process_exit\"\n",
+    );
+    let out = dir.path().join("out");
+    let shell = format!("{}; {}", s.display(), s.display());
+    let report = run_ok(&recipe, &out, &["sh", "-c", &shell]);
+
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    let execs: Vec<&str> = event_lines(&listing)
+        .into_iter()
+        .filter(|l| l.contains("sched_process_exec") && l.contains(&name))
+        .collect();
+    assert_eq!(execs.len(), 2, "the script ran twice:\n{listing}");
+
+    let by_event = counts_by_event(&listing);
+    let json_events = report["events"].as_object().unwrap();
+    assert_eq!(json_events.len(), by_event.len(), "{listing}\n{report:#}");
+    for (k, v) in json_events {
+        let short = k.split(':').nth(1).unwrap();
+        assert_eq!(
+            Some(&v.as_u64().unwrap()),
+            by_event.get(short),
+            "count of {k}"
+        );
+    }
+    assert_eq!(
+        report["total_events"].as_u64().unwrap(),
+        event_lines(&listing).len() as u64
+    );
+    assert_eq!(report["workload"]["exit"]["exit_code"], 0);
+    assert_eq!(report["stop_reason"], "workload exited");
+    assert!(
+        report["kernel_release"]
+            .as_str()
+            .is_some_and(|k| !k.is_empty())
+    );
+    for f in ["trace.dat", "summary.txt", "report.json", "recipe.toml"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    assert!(
+        !out.join(".raw").exists(),
+        "raw per-CPU files must be removed"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.lines().any(|l| l.starts_with("lost events: ")),
+        "{summary}"
+    );
+
+    // Our own reader agrees with trace-cmd event for event.
+    let ours = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
+    assert!(ours.status.success());
+    assert_same_events(&text(&ours.stdout), &listing);
+    guard.assert_unchanged();
+}
+
+/// Compares two listings line by line on comm-pid, CPU, timestamp and event name.
+pub fn assert_same_events(ours: &str, theirs: &str) {
+    let a = event_lines(ours);
+    let b = event_lines(theirs);
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "event counts differ:\nours:\n{ours}\ntrace-cmd:\n{theirs}"
+    );
+    for (x, y) in a.iter().zip(&b) {
+        let key = |l: &str| {
+            let (head, _) = l.split_once(": ").unwrap_or((l, ""));
+            (
+                head.split_whitespace().collect::<Vec<_>>().join(" "),
+                event_name(l).map(str::to_string),
+            )
+        };
+        assert_eq!(key(x), key(y), "\nours:      {x}\ntrace-cmd: {y}");
+    }
+}
+
+#[test]
+fn filters_and_comm_scope_keep_only_matching_events() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let yes = dir.path().join("tra-yes");
+    let no = dir.path().join("tra-no");
+    std::fs::copy("/bin/true", &yes).unwrap();
+    std::fs::copy("/bin/true", &no).unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"scope\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ncomms = [\"tra-yes\"]\n[[events]]\nname = \"sched:sched_process_exit\"\n\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename ~ \"*tra-no\"'\n",
+    );
+    let out = dir.path().join("out");
+    let shell = format!("{} ; {} ; {}", yes.display(), no.display(), yes.display());
+    let report = run_ok(&recipe, &out, &["sh", "-c", &shell]);
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    let exits: Vec<&str> = event_lines(&listing)
+        .into_iter()
+        .filter(|l| l.contains("sched_process_exit"))
+        .collect();
+    assert_eq!(
+        exits.len(),
+        2,
+        "only tra-yes exits (twice) pass the comm scope:\n{listing}"
+    );
+    assert!(exits.iter().all(|l| l.contains("tra-yes")), "{listing}");
+    // The exec filter passes tra-no's exec only, but the comm scope is and-ed in:
+    // at exec time the comm is already the new one (tra-no), so nothing passes.
+    assert!(
+        !listing.contains("tra-no"),
+        "tra-no must be filtered out:\n{listing}"
+    );
+    assert_eq!(report["events"]["sched:sched_process_exit"], 2);
+    guard.assert_unchanged();
+}
+
+/// A recipe touching every kind of step: buffer, clock, cpumask, options, pid
+/// scope, filters, stacktrace, enable, triggers.
+const FULL: &str = r#"name = "every-step"
+duration = "5s"
+[buffer]
+size_kb = 512
+clock = "mono"
+cpus = "0"
+overwrite = false
+[scope]
+follow_forks = true
+[[events]]
+name = "sched:sched_process_exec"
+filter = 'filename ~ "*"'
+stacktrace = true
+[[events]]
+name = "sched:sched_process_exit"
+[[triggers]]
+event = "sched:sched_process_exit"
+action = "traceoff"
+count = 5
+if = "prio > 0"
+[[triggers]]
+event = "sched:sched_process_fork"
+action = "enable_event"
+target = "sched:sched_wakeup"
+"#;
+
+fn plan_len(recipe: &Path) -> usize {
+    let out = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .split('.')
+                .next()
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
+        .count()
+}
+
+#[test]
+fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", FULL);
+    let n = plan_len(&recipe);
+    assert!(n >= 12, "the plan should touch every kind of step, has {n}");
+    for step in 1..=n {
+        let out = dir.path().join(format!("out{step}"));
+        let o = Command::new(bin())
+            .args([
+                "run",
+                recipe.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--",
+                "true",
+            ])
+            .env(trace_recipe::apply::FAIL_STEP_ENV, step.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(3), "step {step}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(&format!("step {step} of {n} failed")),
+            "{}",
+            text(&o.stderr)
+        );
+        guard.assert_unchanged();
+    }
+    // And the whole plan applies and rolls back for real.
+    let out = dir.path().join("full");
+    run_ok(&recipe, &out, &["true"]);
+}
+
+#[test]
+fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    // `.function` on an int field passes our checks but the kernel refuses it.
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"refused\"\n[buffer]\nsize_kb = 256\n[[events]]\nname = \"sched:sched_switch\"\nfilter = \"prev_pid.function == 1\"\n",
+    );
+    let o = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        dir.path().join("o").to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("r.toml:4:1: error: the kernel refused step"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error_log"),
+        "the kernel's error_log text is shown: {err}"
+    );
+    guard.assert_unchanged();
+}
+
+fn interrupt_mid_run(signal: i32, expected_code: i32, reason: &str) {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        FULL.replace("duration = \"5s\"", "duration = \"60s\"")
+            .as_str(),
+    );
+    let out = dir.path().join("out");
+    let mut child = Command::new(bin())
+        .args([
+            "run",
+            recipe.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "50",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.contains("recording until") && Instant::now() < deadline {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("recording until"), "{seen}");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(expected_code), "{seen}{rest}");
+    assert!(rest.contains("rolled back"), "{rest}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["stop_reason"], reason);
+    trace_cmd_report(&out.join("trace.dat"));
+    guard.assert_unchanged();
+}
+
+#[test]
+fn ctrl_c_mid_run_rolls_back_and_still_writes_the_output() {
+    interrupt_mid_run(libc::SIGINT, 130, "signal SIGINT");
+}
+
+#[test]
+fn sigterm_mid_run_rolls_back_and_still_writes_the_output() {
+    interrupt_mid_run(libc::SIGTERM, 143, "signal SIGTERM");
+}
+
+#[test]
+fn output_inside_tracefs_or_proc_is_refused_before_anything_is_written() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"o\"\n[[events]]\nname = \"sched:sched_switch\"\n",
+    );
+    for bad in ["/sys/kernel/tracing/x", "/proc/self/x", "/sys/x"] {
+        let o = trace_recipe(&["run", recipe.to_str().unwrap(), "-o", bad, "--", "true"]);
+        assert_eq!(o.status.code(), Some(3));
+        assert!(text(&o.stderr).contains("is inside"), "{}", text(&o.stderr));
+    }
+    guard.assert_unchanged();
+}

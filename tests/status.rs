@@ -1,0 +1,47 @@
+//! `status` and `reset`: what runs left behind is named and removed; what others
+//! own is never touched.
+
+use crate::common::{TracefsGuard, text, trace_recipe, tracefs};
+
+#[test]
+fn reset_removes_only_instances_of_dead_runs() {
+    let guard = TracefsGuard::acquire();
+    let t = tracefs();
+    // A pid above pid_max can never be alive: this instance is "left behind".
+    let stale = "instances/trace-recipe-stale-4194999";
+    let foreign = "instances/not-trace-recipe-test";
+    t.mkdir(stale).unwrap();
+    t.mkdir(foreign).unwrap();
+    t.write(
+        &format!("{stale}/events/sched/sched_switch/enable"),
+        "1",
+        trace_recipe::tracefs::WriteMode::Replace,
+        stale,
+    )
+    .unwrap();
+
+    let status = trace_recipe(&["status"]);
+    let out = text(&status.stdout);
+    assert!(
+        out.contains("left behind by a trace-recipe run: instances/trace-recipe-stale-4194999"),
+        "{out}"
+    );
+    assert!(
+        out.contains("other instances (not ours, never touched): not-trace-recipe-test"),
+        "{out}"
+    );
+
+    let reset = trace_recipe(&["reset"]);
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+    assert!(text(&reset.stdout).contains("removed instances/trace-recipe-stale-4194999"));
+    assert!(!t.exists(stale), "reset must remove the stale instance");
+    assert!(
+        t.exists(foreign),
+        "reset must not touch other tools' instances"
+    );
+    t.rmdir(foreign).unwrap();
+
+    let again = trace_recipe(&["status"]);
+    assert!(text(&again.stdout).contains("nothing left behind by trace-recipe"));
+    guard.assert_unchanged();
+}

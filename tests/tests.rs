@@ -1,0 +1,8 @@
+//! One integration-test binary (see Cargo.toml `autotests = false`).
+
+mod common;
+
+mod check;
+mod docs;
+mod run;
+mod status;
