@@ -468,7 +468,8 @@ fn capture_meta(
             systems.entry(sys.to_string()).or_default().push(text);
         }
     }
-    let kallsyms = std::fs::read("/proc/kallsyms").unwrap_or_default();
+    let kallsyms =
+        crate::tracefs::read_all(std::path::Path::new("/proc/kallsyms")).unwrap_or_default();
     let kallsyms_useful = kallsyms
         .split(|&b| b == b'\n')
         .take(100)

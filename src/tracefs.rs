@@ -151,13 +151,13 @@ impl Tracefs {
     }
 
     /// Reads a whole tracefs file as bytes.
+    ///
+    /// The first `read(2)` asks for 64 KiB: some tracefs files (`events/header_page`,
+    /// `header_event`) answer only a read at offset 0 and return end-of-file for
+    /// any later read, so a small first read would truncate them.
     pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
         let path = self.path(rel);
-        let mut out = Vec::new();
-        std::fs::File::open(&path)
-            .and_then(|mut f| f.read_to_end(&mut out))
-            .map_err(|source| TracefsError::Read { path, source })?;
-        Ok(out)
+        read_all(&path).map_err(|source| TracefsError::Read { path, source })
     }
 
     /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's newest
@@ -256,6 +256,21 @@ pub fn words(value: &str) -> Vec<String> {
         .split_whitespace()
         .map(|w| w.trim_start_matches('[').trim_end_matches(']').to_string())
         .collect()
+}
+
+/// Reads `path` to the end with large reads (see [`Tracefs::read_bytes`]).
+pub fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
