@@ -198,7 +198,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     );
                     println!("plan (pid 0 stands for the workload's pid):");
                     for (i, step) in p.steps.iter().enumerate() {
-                        println!("{:>3}. {step}", i + 1);
+                        println!("{:>3}. {step:#}", i + 1);
                     }
                 }
                 Ok(exit::OK)

@@ -210,10 +210,17 @@ fn bit(on: bool) -> String {
 }
 
 impl fmt::Display for Step {
-    /// One line: the change, then its undo.
+    /// The change as a shell command (`echo "1" > .../enable`); the alternate form
+    /// (`{:#}`) adds its undo in parentheses.
     fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.op {
-            Op::Mkdir { dir } => write!(out, "mkdir {dir}    (undo: rmdir {dir})"),
+            Op::Mkdir { dir } => {
+                write!(out, "mkdir {dir}")?;
+                if out.alternate() {
+                    write!(out, "    (undo: rmdir {dir})")?;
+                }
+                Ok(())
+            }
             Op::Write {
                 file,
                 value,
@@ -225,12 +232,15 @@ impl fmt::Display for Step {
                 } else {
                     ">"
                 };
-                write!(out, "echo {value:?} {arrow} {file}    (undo: ")?;
+                write!(out, "echo {value:?} {arrow} {file}")?;
+                if !out.alternate() {
+                    return Ok(());
+                }
                 match undo {
-                    Undo::Nothing => write!(out, "removed with the instance)"),
-                    Undo::Restore => write!(out, "write back the value read before)"),
-                    Undo::Write(v) => write!(out, "echo {v:?} > {file})"),
-                    Undo::Append(v) => write!(out, "echo {v:?} >> {file})"),
+                    Undo::Nothing => write!(out, "    (undo: removed with the instance)"),
+                    Undo::Restore => write!(out, "    (undo: write back the value read before)"),
+                    Undo::Write(v) => write!(out, "    (undo: echo {v:?} > {file})"),
+                    Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),
                 }
             }
         }

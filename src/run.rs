@@ -121,7 +121,7 @@ fn apply_message(e: &ApplyError, source: &Source) -> String {
         let (l, c) = source.line_col(s.start);
         format!("{}:{l}:{c}: ", source.path.display())
     });
-    let mut msg = format!("{}error: the kernel refused {e}", place.unwrap_or_default());
+    let mut msg = format!("{}{e}", place.unwrap_or_default());
     msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
     for u in &e.undo_failures {
         msg.push_str(&format!(

@@ -32,7 +32,13 @@ fn reset_removes_only_instances_of_dead_runs() {
     );
 
     let reset = trace_recipe(&["reset"]);
-    assert!(reset.status.success(), "{}", text(&reset.stderr));
+    assert!(
+        reset.status.success(),
+        "{:?}\n{}{}",
+        reset.status,
+        text(&reset.stdout),
+        text(&reset.stderr)
+    );
     assert!(text(&reset.stdout).contains("removed instances/trace-recipe-stale-4194999"));
     assert!(!t.exists(stale), "reset must remove the stale instance");
     assert!(
