@@ -55,7 +55,7 @@ pub fn apply(
     tracefs: &Tracefs,
     plan: &Plan,
     mut on_step: impl FnMut(usize),
-) -> Result<Transaction, ApplyError> {
+) -> Result<Transaction, Box<ApplyError>> {
     let fail_at: Option<usize> = std::env::var(FAIL_STEP_ENV)
         .ok()
         .and_then(|v| v.parse().ok());
@@ -73,13 +73,13 @@ pub fn apply(
         };
         if let Err(source) = result {
             let undo_failures = tx.undo_all();
-            return Err(ApplyError {
+            return Err(Box::new(ApplyError {
                 number: i + 1,
                 total: plan.steps.len(),
                 step: step.clone(),
                 source,
                 undo_failures,
-            });
+            }));
         }
     }
     Ok(tx)

@@ -85,7 +85,7 @@ pub enum RunError {
     #[error("{}", apply_message(.error, .text))]
     Apply {
         /// The failure.
-        error: ApplyError,
+        error: Box<ApplyError>,
         /// The recipe text, for the line of the failing step.
         text: Source,
     },
@@ -209,16 +209,16 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     } else {
         opts.command.clone()
     };
-    if let Some(program) = command.first() {
-        if !crate::workload::resolvable(program) {
-            return Err(RunError::Workload {
-                command: command.join(" "),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such program (not a file, and not found in PATH)",
-                ),
-            });
-        }
+    if let Some(program) = command.first()
+        && !crate::workload::resolvable(program)
+    {
+        return Err(RunError::Workload {
+            command: command.join(" "),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such program (not a file, and not found in PATH)",
+            ),
+        });
     }
     let out_dir = opts
         .out_dir
@@ -293,11 +293,11 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         if sig != 0 {
             break format!("signal {}", signal_name(sig as i32));
         }
-        if let Some(w) = workload.as_mut() {
-            if let Ok(Some(exit)) = w.try_wait() {
-                workload_exit = Some(exit);
-                break "workload exited".to_string();
-            }
+        if let Some(w) = workload.as_mut()
+            && let Ok(Some(exit)) = w.try_wait()
+        {
+            workload_exit = Some(exit);
+            break "workload exited".to_string();
         }
         if valid.duration.is_some_and(|d| t0.elapsed() >= d) {
             break "duration".to_string();
@@ -323,10 +323,10 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     on_event(RunEvent::Stopped {
         reason: stop_reason.clone(),
     });
-    if let Some(w) = workload.as_mut() {
-        if workload_exit.is_none() {
-            workload_exit = w.terminate(Duration::from_secs(2)).ok();
-        }
+    if let Some(w) = workload.as_mut()
+        && workload_exit.is_none()
+    {
+        workload_exit = w.terminate(Duration::from_secs(2)).ok();
     }
     let captures = recorder.finish();
     let meta = captures

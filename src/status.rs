@@ -187,17 +187,16 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
     for sys in list_dir(tracefs, "events") {
         for ev in list_dir(tracefs, &format!("events/{sys}")) {
             let base = format!("events/{sys}/{ev}");
-            if let Ok(f) = tracefs.read(&format!("{base}/filter")) {
-                if f.trim() != "none" {
-                    differs.push(format!("  {base}/filter: {}", one_line(&f)));
-                }
+            if let Ok(f) = tracefs.read(&format!("{base}/filter"))
+                && f.trim() != "none"
+            {
+                differs.push(format!("  {base}/filter: {}", one_line(&f)));
             }
-            if let Ok(t) = tracefs.read(&format!("{base}/trigger")) {
-                if t.lines()
+            if let Ok(t) = tracefs.read(&format!("{base}/trigger"))
+                && t.lines()
                     .any(|l| !l.starts_with('#') && !l.trim().is_empty())
-                {
-                    differs.push(format!("  {base}/trigger: {}", one_line(&t)));
-                }
+            {
+                differs.push(format!("  {base}/trigger: {}", one_line(&t)));
             }
         }
     }

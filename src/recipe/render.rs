@@ -145,12 +145,12 @@ fn raw_params(raw: &str) -> (BTreeMap<String, ParamValue>, Option<String>) {
         if in_params {
             section.push_str(line);
             section.push('\n');
-        } else if !seen_table && t.starts_with("name") {
-            if let Ok(v) = toml::from_str::<BTreeMap<String, ParamValue>>(t) {
-                if let Some(ParamValue::Str(s)) = v.get("name") {
-                    name = Some(s.clone());
-                }
-            }
+        } else if !seen_table
+            && t.starts_with("name")
+            && let Ok(v) = toml::from_str::<BTreeMap<String, ParamValue>>(t)
+            && let Some(ParamValue::Str(s)) = v.get("name")
+        {
+            name = Some(s.clone());
         }
     }
     (toml::from_str(&section).unwrap_or_default(), name)

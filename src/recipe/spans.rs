@@ -6,6 +6,9 @@ use toml_edit::{Document, Item, Table, Value};
 
 use crate::diagnostic::Diagnostic;
 
+/// Spans of a key and of its value, where known.
+type KeyValueSpans = (Option<Range<usize>>, Option<Range<usize>>);
+
 /// One step of a key path: a table key or an array index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathSeg {
@@ -56,17 +59,17 @@ impl SpanIndex {
     /// nearest enclosing entry that has one.
     pub fn key_span(&self, path: &[PathSeg]) -> Option<Range<usize>> {
         for n in (1..=path.len()).rev() {
-            if let Some((key, value)) = self.lookup(&path[..n]) {
-                if let Some(s) = key.or(value) {
-                    return Some(s);
-                }
+            if let Some((key, value)) = self.lookup(&path[..n])
+                && let Some(s) = key.or(value)
+            {
+                return Some(s);
             }
         }
         None
     }
 
     /// Like [`Self::span`] with segments written inline: `at(&["events".into(), 0.into()])`.
-    fn lookup(&self, path: &[PathSeg]) -> Option<(Option<Range<usize>>, Option<Range<usize>>)> {
+    fn lookup(&self, path: &[PathSeg]) -> Option<KeyValueSpans> {
         let mut node = Node::Table(self.doc.as_table());
         let mut key_span = None;
         for seg in path {

@@ -183,18 +183,18 @@ pub fn validate(
     check_not_yet_supported(&mut cx, r);
     check_name(&mut cx, r);
     for value_path in string_values(r) {
-        if let Some((path, value)) = value_path {
-            if value.chars().any(char::is_control) {
-                let span = cx.span(&path);
-                cx.recipe(
-                    span,
-                    "value contains a control character (newline, tab, NUL, ...)",
-                    Some(
-                        "values reach tracefs files as one line each: remove the control character"
-                            .into(),
-                    ),
-                );
-            }
+        if let Some((path, value)) = value_path
+            && value.chars().any(char::is_control)
+        {
+            let span = cx.span(&path);
+            cx.recipe(
+                span,
+                "value contains a control character (newline, tab, NUL, ...)",
+                Some(
+                    "values reach tracefs files as one line each: remove the control character"
+                        .into(),
+                ),
+            );
         }
     }
 
@@ -308,15 +308,15 @@ pub fn validate(
             cx.recipe(span, format!("no process with pid {pid} is running"), None);
         }
     }
-    if let Some(cmd) = r.scope.command.first() {
-        if cmd.is_empty() {
-            let span = cx.span(&p(["scope".into(), "command".into()]));
-            cx.recipe(
-                span,
-                "`scope.command` starts with an empty program name",
-                None,
-            );
-        }
+    if let Some(cmd) = r.scope.command.first()
+        && cmd.is_empty()
+    {
+        let span = cx.span(&p(["scope".into(), "command".into()]));
+        cx.recipe(
+            span,
+            "`scope.command` starts with an empty program name",
+            None,
+        );
     }
     if let Some(reports) = &r.output.reports {
         for (i, rep) in reports.iter().enumerate() {
