@@ -164,8 +164,9 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
     Some(map)
 }
 
-fn p<const N: usize>(segs: [PathSeg; N]) -> [PathSeg; N] {
-    segs
+/// A key path: `path!("events", i, "filter")`.
+macro_rules! path {
+    ($($seg:expr),* $(,)?) => { [$(PathSeg::from($seg)),*] };
 }
 
 /// Checks `loaded` against `facts`. Returns the [`ValidRecipe`], or every problem.
@@ -182,10 +183,8 @@ pub fn validate(
 
     check_not_yet_supported(&mut cx, r);
     check_name(&mut cx, r);
-    for value_path in string_values(r) {
-        if let Some((path, value)) = value_path
-            && value.chars().any(char::is_control)
-        {
+    for (path, value) in string_values(r) {
+        if value.chars().any(char::is_control) {
             let span = cx.span(&path);
             cx.recipe(
                 span,
@@ -199,7 +198,7 @@ pub fn validate(
     }
 
     let duration = r.duration.as_ref().and_then(|d| {
-        let span = cx.span(&p(["duration".into()]));
+        let span = cx.span(&path!("duration"));
         match parse_duration(d) {
             Ok(v) => Some(v),
             Err(msg) => {
@@ -231,7 +230,7 @@ pub fn validate(
     }
 
     let buffer_size_kb = r.buffer.size_kb.and_then(|kb| {
-        let span = cx.span(&p(["buffer".into(), "size_kb".into()]));
+        let span = cx.span(&path!("buffer", "size_kb"));
         let ncpu = facts.cpus.len().max(1) as u64;
         let max = facts.mem_total_kb / 2 / ncpu;
         if kb < 4 {
@@ -245,7 +244,7 @@ pub fn validate(
         }
     });
     let clock = r.buffer.clock.as_ref().and_then(|c| {
-        let span = cx.span(&p(["buffer".into(), "clock".into()]));
+        let span = cx.span(&path!("buffer", "clock"));
         if facts.clocks.iter().any(|k| k == c) {
             Some((c.clone(), span))
         } else {
@@ -264,7 +263,7 @@ pub fn validate(
         }
     });
     let cpumask = r.buffer.cpus.as_ref().and_then(|list| {
-        let span = cx.span(&p(["buffer".into(), "cpus".into()]));
+        let span = cx.span(&path!("buffer", "cpus"));
         match parse_cpu_list(list) {
             Err(msg) => {
                 cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
@@ -300,18 +299,18 @@ pub fn validate(
     let overwrite = r
         .buffer
         .overwrite
-        .map(|o| (o, cx.span(&p(["buffer".into(), "overwrite".into()]))));
+        .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
 
     for (i, pid) in r.scope.pids.iter().enumerate() {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let span = cx.span(&p(["scope".into(), "pids".into(), i.into()]));
+            let span = cx.span(&path!("scope", "pids", i));
             cx.recipe(span, format!("no process with pid {pid} is running"), None);
         }
     }
     if let Some(cmd) = r.scope.command.first()
         && cmd.is_empty()
     {
-        let span = cx.span(&p(["scope".into(), "command".into()]));
+        let span = cx.span(&path!("scope", "command"));
         cx.recipe(
             span,
             "`scope.command` starts with an empty program name",
@@ -321,7 +320,7 @@ pub fn validate(
     if let Some(reports) = &r.output.reports {
         for (i, rep) in reports.iter().enumerate() {
             if !REPORTS.contains(&rep.as_str()) {
-                let span = cx.span(&p(["output".into(), "reports".into(), i.into()]));
+                let span = cx.span(&path!("output", "reports", i));
                 cx.recipe(
                     span,
                     format!("unknown report `{rep}`"),
@@ -331,7 +330,7 @@ pub fn validate(
         }
     }
     if r.stop.max_size_mb == Some(0) {
-        let span = cx.span(&p(["stop".into(), "max_size_mb".into()]));
+        let span = cx.span(&path!("stop", "max_size_mb"));
         cx.recipe(span, "`max_size_mb` must be at least 1", None);
     }
 
@@ -364,7 +363,7 @@ fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
             && t.options.is_empty()
             && t.thresh_us.is_none();
         if !only_nop {
-            let span = cx.key_span(&p(["tracer".into()]));
+            let span = cx.key_span(&path!("tracer"));
             cx.recipe(
                 span,
                 "`[tracer]` is not supported yet (only `name = \"nop\"`)",
@@ -392,7 +391,7 @@ fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
                     "CONFIG_UPROBE_EVENTS",
                 )
             };
-            let span = cx.key_span(&p([table.into()]));
+            let span = cx.key_span(&path!(table));
             cx.recipe(
                 span,
                 format!("`[[{table}]]` is not supported yet"),
@@ -400,7 +399,7 @@ fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
             );
             if !feature.0 {
                 cx.kernel(
-                    span_clone(&cx.key_span(&p([table.into()]))),
+                    cx.key_span(&path!(table)),
                     format!("this kernel has no `{}` file", feature.1),
                     Some(format!("it was built without {}", feature.2)),
                 );
@@ -409,7 +408,7 @@ fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
     }
     for (i, t) in r.triggers.iter().enumerate() {
         if t.function.is_some() {
-            let span = cx.key_span(&p(["triggers".into(), i.into(), "function".into()]));
+            let span = cx.key_span(&path!("triggers", i, "function"));
             cx.recipe(
                 span,
                 "function triggers (`function = ...`) are not supported yet",
@@ -419,10 +418,6 @@ fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
     }
 }
 
-fn span_clone(s: &Span) -> Span {
-    s.clone()
-}
-
 fn check_name(cx: &mut Ctx<'_>, r: &Recipe) {
     let ok = !r.name.is_empty()
         && r.name.len() <= 64
@@ -430,49 +425,38 @@ fn check_name(cx: &mut Ctx<'_>, r: &Recipe) {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if !ok {
-        let span = cx.span(&p(["name".into()]));
+        let span = cx.span(&path!("name"));
         cx.recipe(span, format!("recipe name {:?} is not of the form [a-z0-9_-]+ (1 to 64 characters)", r.name), Some("the name becomes part of an instance and a folder name; write e.g. \"openat-failures\"".into()));
     }
 }
 
 /// Every string value that reaches tracefs, with its key path.
-fn string_values(r: &Recipe) -> Vec<Option<(Vec<PathSeg>, String)>> {
-    let mut out = Vec::new();
+fn string_values(r: &Recipe) -> Vec<(Vec<PathSeg>, &str)> {
+    let mut out: Vec<(Vec<PathSeg>, &str)> = Vec::new();
     for (i, e) in r.events.iter().enumerate() {
-        out.push(Some((
-            vec!["events".into(), i.into(), "name".into()],
-            e.name.clone(),
-        )));
+        out.push((path!("events", i, "name").to_vec(), &e.name));
         if let Some(f) = &e.filter {
-            out.push(Some((
-                vec!["events".into(), i.into(), "filter".into()],
-                f.clone(),
-            )));
+            out.push((path!("events", i, "filter").to_vec(), f));
         }
     }
     for (i, t) in r.triggers.iter().enumerate() {
-        for (key, v) in [
+        let keys = [
             ("event", &t.event),
             ("target", &t.target),
             ("if", &t.condition),
             ("function", &t.function),
-        ] {
+        ];
+        for (key, v) in keys {
             if let Some(v) = v {
-                out.push(Some((
-                    vec!["triggers".into(), i.into(), key.into()],
-                    v.clone(),
-                )));
+                out.push((path!("triggers", i, key).to_vec(), v));
             }
         }
     }
     for (i, c) in r.scope.comms.iter().enumerate() {
-        out.push(Some((
-            vec!["scope".into(), "comms".into(), i.into()],
-            c.clone(),
-        )));
+        out.push((path!("scope", "comms", i).to_vec(), c));
     }
     if let Some(c) = &r.buffer.clock {
-        out.push(Some((vec!["buffer".into(), "clock".into()], c.clone())));
+        out.push((path!("buffer", "clock").to_vec(), c));
     }
     out
 }
@@ -480,7 +464,7 @@ fn string_values(r: &Recipe) -> Vec<Option<(Vec<PathSeg>, String)>> {
 fn comm_filter(cx: &mut Ctx<'_>, r: &Recipe) -> Option<String> {
     let mut parts = Vec::new();
     for (i, comm) in r.scope.comms.iter().enumerate() {
-        let span = cx.span(&p(["scope".into(), "comms".into(), i.into()]));
+        let span = cx.span(&path!("scope", "comms", i));
         if comm.is_empty()
             || comm.len() > MAX_COMM
             || comm.contains('"')
@@ -501,11 +485,9 @@ fn resolve_event(
     comm_filter: Option<&str>,
     out: &mut Vec<ResolvedEvent>,
 ) {
-    let name_path = p(["events".into(), i.into(), "name".into()]);
+    let name_path = path!("events", i, "name");
     let name_span = cx.span(&name_path);
-    let entry_span = cx
-        .span(&p(["events".into(), i.into()]))
-        .or_else(|| name_span.clone());
+    let entry_span = cx.span(&path!("events", i)).or_else(|| name_span.clone());
     if !valid_event_pattern(&ev.name) {
         cx.recipe(
             name_span,
@@ -548,7 +530,7 @@ fn resolve_event(
         );
         return;
     }
-    let filter_path = p(["events".into(), i.into(), "filter".into()]);
+    let filter_path = path!("events", i, "filter");
     let preds = match &ev.filter {
         None => None,
         Some(f) => match filter::parse(f) {
@@ -677,7 +659,7 @@ fn resolve_trigger(
     t: &crate::recipe::Trigger,
     out: &mut Vec<ResolvedTrigger>,
 ) {
-    let base = |k: &str| p(["triggers".into(), i.into(), k.into()]);
+    let base = |k: &str| path!("triggers", i, k);
     if t.function.is_some() {
         return; // reported as not supported yet
     }
@@ -705,7 +687,7 @@ fn resolve_trigger(
         return;
     }
     let Some(event) = &t.event else {
-        let span = cx.key_span(&p(["triggers".into(), i.into()]));
+        let span = cx.key_span(&path!("triggers", i));
         cx.recipe(
             span,
             "trigger has neither `event` nor `function`",
@@ -715,7 +697,7 @@ fn resolve_trigger(
     };
     let event_span = cx.span(&base("event"));
     let entry_span = cx
-        .span(&p(["triggers".into(), i.into()]))
+        .span(&path!("triggers", i))
         .or_else(|| event_span.clone());
     if !valid_event_pattern(event) || event.contains(['*', '?']) {
         cx.recipe(
@@ -745,7 +727,7 @@ fn resolve_trigger(
     let mut command = t.action.clone();
     match (t.action.as_str(), &t.target) {
         ("enable_event" | "disable_event", None) => {
-            let span = cx.key_span(&p(["triggers".into(), i.into(), "action".into()]));
+            let span = cx.key_span(&path!("triggers", i, "action"));
             cx.recipe(
                 span,
                 format!("`{}` needs `target = \"system:event\"`", t.action),
