@@ -32,7 +32,7 @@ pub enum TracefsError {
     },
     /// Not root: tracefs is writable only by root.
     #[error(
-        "trace-recipe needs root to write tracefs ({path} is writable by root only; CAP_SYS_ADMIN is missing)\n  = help: run it with sudo"
+        "trace-recipe needs root: tracefs ({path}) can be read and written by root only, and this process lacks CAP_SYS_ADMIN\n  = help: run it with sudo"
     )]
     NotRoot {
         /// The tracefs root.
@@ -95,12 +95,18 @@ impl Tracefs {
     /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
     /// `tracing`) when it is not mounted. Returns a note saying what was mounted.
     ///
-    /// Errors: [`TracefsError::NotMounted`] when neither place works.
+    /// Errors: [`TracefsError::NotRoot`] when it is not visible and we may not
+    /// mount it; [`TracefsError::NotMounted`] when mounting fails.
     pub fn locate_or_mount() -> Result<(Tracefs, Option<String>), TracefsError> {
         for place in [TRACEFS_MOUNT, DEBUGFS_TRACING] {
             if Path::new(place).join("trace").exists() {
                 return Ok((Tracefs::at(place), None));
             }
+        }
+        if !rustix::process::geteuid().is_root() {
+            return Err(TracefsError::NotRoot {
+                path: PathBuf::from(TRACEFS_MOUNT),
+            });
         }
         match mount("tracefs", TRACEFS_MOUNT) {
             Ok(()) => Ok((

@@ -51,3 +51,33 @@ fn reset_removes_only_instances_of_dead_runs() {
     assert!(text(&again.stdout).contains("nothing left behind by trace-recipe"));
     guard.assert_unchanged();
 }
+
+#[test]
+fn without_root_every_tracefs_command_says_what_is_missing() {
+    let guard = TracefsGuard::acquire();
+    let recipe = crate::common::repo().join("recipes/exec-tree.toml");
+    for args in [
+        vec!["run", recipe.to_str().unwrap()],
+        vec!["check", recipe.to_str().unwrap()],
+        vec!["reset"],
+    ] {
+        let out = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
+            .arg(crate::common::bin())
+            .args(&args)
+            .output()
+            .expect("setpriv (util-linux) runs the binary as nobody");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("needs root") && err.contains("CAP_SYS_ADMIN") && err.contains("sudo"),
+            "{args:?}: {err}"
+        );
+    }
+    guard.assert_unchanged();
+}

@@ -100,15 +100,15 @@ fn real_capture_matches_trace_cmd() {
         let Record::Event(e) = r.unwrap() else {
             continue;
         };
-        if e.format.name == "sched_process_exec" {
-            if let Some(tracedat::FieldValue::Str(s)) = e.field("filename") {
-                saw_exec |= s.ends_with(b"/ls");
-            }
+        if e.format.name == "sched_process_exec"
+            && let Some(tracedat::FieldValue::Str(s)) = e.field("filename")
+        {
+            saw_exec |= s.ends_with(b"/ls");
         }
-        if e.format.name == "print" {
-            if let Some(tracedat::FieldValue::Str(s)) = e.field("buf") {
-                saw_marker |= s.starts_with(b"hello from tracedat");
-            }
+        if e.format.name == "print"
+            && let Some(tracedat::FieldValue::Str(s)) = e.field("buf")
+        {
+            saw_marker |= s.starts_with(b"hello from tracedat");
         }
     }
     assert!(saw_exec && saw_marker, "{text}");

@@ -111,13 +111,13 @@ fn corrupt_synthetic_little_endian() {
         big: false,
         long: 8,
     });
-    torture("synthetic LE", &file.build(), 3000, 4000);
+    torture("synthetic LE", &file.build(), 2000, 2500);
 }
 
 #[test]
 fn corrupt_synthetic_big_endian_32bit() {
     let (file, _) = synth::standard(Endian { big: true, long: 4 });
-    torture("synthetic BE", &file.build(), 3000, 4000);
+    torture("synthetic BE", &file.build(), 2000, 2500);
 }
 
 #[test]

@@ -162,10 +162,10 @@ pub fn capture(
     let mut cpu_count = 0u32;
     for e in fs::read_dir(inst.path.join("per_cpu")).expect("per_cpu") {
         let e = e.expect("dirent");
-        if let Some(n) = e.file_name().to_str().and_then(|s| s.strip_prefix("cpu")) {
-            if let Ok(n) = n.parse::<u32>() {
-                cpu_count = cpu_count.max(n + 1);
-            }
+        if let Some(n) = e.file_name().to_str().and_then(|s| s.strip_prefix("cpu"))
+            && let Ok(n) = n.parse::<u32>()
+        {
+            cpu_count = cpu_count.max(n + 1);
         }
     }
     let dir = tempfile::tempdir().expect("tempdir");

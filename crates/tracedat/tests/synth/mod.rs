@@ -105,7 +105,7 @@ pub fn big(e: Endian, pid: i32, msg: &[u8]) -> Vec<u8> {
     v.extend(e.u32(12 | (len << 16)));
     v.extend(msg);
     v.push(0);
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push(0);
     }
     v
@@ -146,7 +146,7 @@ impl Page {
     /// An event; payloads up to 112 bytes use type_len 1..28, longer ones
     /// type_len 0 with a length word.
     pub fn event(&mut self, delta: u32, payload: &[u8]) {
-        assert!(payload.len() % 4 == 0);
+        assert!(payload.len().is_multiple_of(4));
         self.now += delta as u64;
         if payload.len() <= 112 && !payload.is_empty() {
             self.hdr(payload.len() as u32 / 4, delta);
@@ -405,7 +405,8 @@ pub fn standard(e: Endian) -> (File, Vec<Want>) {
         });
     }
     // Merge: by ts, then buffer, then cpu; a Lost stays glued to its event.
-    let mut groups: Vec<(u64, usize, u32, usize, Vec<Want>)> = Vec::new();
+    type Group = (u64, usize, u32, usize, Vec<Want>);
+    let mut groups: Vec<Group> = Vec::new();
     for (bi, cpu, wants) in per_stream {
         let mut seq = 0;
         let mut pending: Vec<Want> = Vec::new();
@@ -423,7 +424,7 @@ pub fn standard(e: Endian) -> (File, Vec<Want>) {
     }
     // Stable per stream (seq), then global order by (ts, buffer, cpu) is a
     // k-way merge; emulate it.
-    let mut heads: Vec<Vec<(u64, usize, u32, usize, Vec<Want>)>> = Vec::new();
+    let mut heads: Vec<Vec<Group>> = Vec::new();
     for g in groups {
         match heads.iter_mut().find(|h| h[0].1 == g.1 && h[0].2 == g.2) {
             Some(h) => h.push(g),
