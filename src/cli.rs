@@ -78,6 +78,12 @@ enum Command {
     Reset,
     /// Print the recipe's JSON Schema.
     Schema,
+    /// Internal: roll back JOURNAL if the run that started us dies.
+    #[command(name = "__guard", hide = true)]
+    Guard {
+        #[arg(last = true)]
+        journal: PathBuf,
+    },
     /// Internal: wait for the go byte on fd 3, then exec COMMAND.
     #[command(name = "__held-exec", hide = true)]
     HeldExec {
@@ -136,7 +142,9 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                 match r {
                     Ok(line) => println!("{line}"),
                     Err(e) => {
-                        eprintln!("trace-recipe: error: {e}");
+                        eprintln!(
+                            "trace-recipe: error: {e}\n  = help: see `trace-recipe status`; fix what it names by hand if it persists"
+                        );
                         code = exit::FAILED;
                     }
                 }
@@ -148,6 +156,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             exit::OK
         }
         Command::HeldExec { command } => crate::workload::held_exec(&command),
+        Command::Guard { journal } => crate::apply::guard::guard_main(&journal),
     }
 }
 
@@ -225,6 +234,7 @@ fn run_cmd(opts: RunOptions) -> i32 {
         RunEvent::Recording { until } => eprintln!("recording until {until}"),
         RunEvent::Stopped { reason } => eprintln!("stopped: {reason}"),
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
+        RunEvent::Swept(line) => eprintln!("{line}"),
     });
     match result {
         Ok(outcome) => {

@@ -28,6 +28,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod status;
+pub mod stub;
 pub mod suggest;
 pub mod tracefs;
 pub mod validate;

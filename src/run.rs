@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 
 use tracedat::{CaptureMeta, CpuData, TraceFile};
 
+use crate::apply::guard::Guard;
+use crate::apply::journal::{
+    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, process_start_time,
+};
+use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, apply};
 use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
@@ -62,6 +67,8 @@ pub enum RunEvent {
     },
     /// Everything the run changed in tracefs was undone.
     RolledBack,
+    /// A journal of an earlier run that died with its guard was rolled back.
+    Swept(String),
 }
 
 /// How a run failed.
@@ -111,6 +118,12 @@ pub enum RunError {
         /// Why.
         source: tracedat::Error,
     },
+    /// The journal could not be written, so nothing was applied.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The rollback guard could not be started, so nothing was applied.
+    #[error("cannot start the rollback guard: {0}")]
+    Guard(std::io::Error),
     /// A signal arrived before tracing started; everything was undone.
     #[error("interrupted by signal {0} before recording started; tracefs was rolled back")]
     Interrupted(i32),
@@ -199,6 +212,12 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         on_event(RunEvent::Mounted(m));
     }
     tracefs.require_root()?;
+    for swept in sweep(Path::new(JOURNAL_DIR)) {
+        on_event(RunEvent::Swept(match swept {
+            Ok(s) => s.to_string(),
+            Err(e) => format!("cannot roll back a stale journal: {e}"),
+        }));
+    }
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
     let (valid, source, facts) = load_and_validate(&tracefs, &opts.recipe, &opts.sets, &started)?;
@@ -246,7 +265,19 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         &instance_name(&recipe.name, std::process::id()),
         &pids,
     );
-    let tx = match apply(&tracefs, &the_plan, |_| {}) {
+    let journal = Journal::create(
+        Path::new(JOURNAL_DIR),
+        &Header {
+            format: "trace-recipe-journal".into(),
+            version: JOURNAL_VERSION,
+            pid: std::process::id(),
+            start_time: process_start_time(std::process::id()).unwrap_or(0),
+            tracefs: tracefs.root().to_path_buf(),
+            instance: the_plan.instance.clone(),
+        },
+    )?;
+    let guard = Guard::spawn(journal.path()).map_err(RunError::Guard)?;
+    let tx = match apply(&tracefs, &the_plan, Some(journal), |_| {}) {
         Ok(tx) => tx,
         Err(error) => {
             if let Some(w) = workload.as_mut() {
@@ -328,16 +359,17 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     {
         workload_exit = w.terminate(Duration::from_secs(2)).ok();
     }
-    let captures = recorder.finish();
-    let meta = captures
-        .as_ref()
-        .ok()
-        .map(|c| capture_meta(&tracefs, inst, &valid, &facts, &header_page, c));
+    // Everything read from the instance is read before it is removed.
+    let captured = recorder.finish().map(|c| {
+        let meta = capture_meta(&tracefs, inst, &valid, &facts, &header_page, &c);
+        (c, meta)
+    });
     let undo_failures = tx.rollback();
+    drop(guard);
     on_event(RunEvent::RolledBack);
     off?;
-    let captures = captures?;
-    let meta = meta.expect("meta is built whenever captures are Ok")?;
+    let (captures, meta) = captured?;
+    let meta = meta?;
 
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
         "trace.dat"

@@ -9,7 +9,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
+use std::path::Path;
+
+use crate::apply::journal::{JOURNAL_DIR, Undo};
+use crate::apply::sweep::sweep;
+use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError};
 
 /// Files compared in every buffer (top level and each instance).
 const BUFFER_FILES: &[&str] = &[
@@ -255,9 +259,17 @@ fn one_line(s: &str) -> String {
     }
 }
 
-/// Removes every instance of ours whose run is dead. Returns one line per action.
-pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, TracefsError>> {
-    let mut out = Vec::new();
+/// Rolls back the journals of dead runs, then removes every instance of ours whose
+/// run is dead. Returns one line per action; an `Err` line is a failure.
+pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+    let mut out: Vec<Result<String, String>> = sweep(Path::new(JOURNAL_DIR))
+        .into_iter()
+        .map(|r| match r {
+            Ok(s) if s.failures.is_empty() => Ok(s.to_string()),
+            Ok(s) => Err(s.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect();
     for i in our_instances(tracefs) {
         let dir = format!("instances/{}", i.name);
         if i.alive {
@@ -267,16 +279,12 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, TracefsError>> {
             )));
             continue;
         }
-        // Turn it off and disable its events first: rmdir is refused while a
-        // probe event of it is enabled.
-        let _ = tracefs.write(&format!("{dir}/tracing_on"), "0", WriteMode::Replace, &dir);
-        let _ = tracefs.write(
-            &format!("{dir}/events/enable"),
-            "0",
-            WriteMode::Replace,
-            &dir,
+        let undo = Undo::Rmdir { dir: dir.clone() };
+        out.push(
+            undo.perform(tracefs, &dir)
+                .map(|()| format!("removed {dir}"))
+                .map_err(|e| e.to_string()),
         );
-        out.push(tracefs.rmdir(&dir).map(|()| format!("removed {dir}")));
     }
     out
 }

@@ -1,18 +1,19 @@
 //! The workload: a command started held before `exec`, so its pid can be put in
 //! the instance's `set_event_pid` before it runs a single instruction of its own.
 //!
-//! We spawn ourselves with the hidden subcommand `__held-exec`, which waits for one
-//! byte on fd 3 and then `exec`s the command (keeping the pid). If we die before
-//! releasing it, fd 3 reads end-of-file and the stub exits without running anything.
+//! We spawn ourselves with the hidden subcommand `__held-exec` (see `stub`), which
+//! waits for one byte on fd 3 and then `exec`s the command (keeping the pid). If we
+//! die before releasing it, fd 3 reads end-of-file and the stub exits without
+//! running anything.
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-/// The file descriptor the held stub waits on.
-const GO_FD: i32 = 3;
+use crate::stub;
+
 /// Hidden subcommand name.
 pub const HELD_EXEC: &str = "__held-exec";
 
@@ -65,32 +66,12 @@ pub fn resolvable(program: &str) -> bool {
 impl Workload {
     /// Starts `command` held. Errors: the stub could not be spawned.
     pub fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let exe = std::env::current_exe()?;
-        let mut cmd = Command::new(exe);
-        cmd.arg(HELD_EXEC).arg("--").args(command);
-        let read_raw = read.as_raw_fd();
-        // SAFETY: dup2 is async-signal-safe; it runs in the forked child before exec
-        // and only renumbers an fd this process owns. dup2 clears FD_CLOEXEC on fd 3.
-        unsafe {
-            cmd.pre_exec(move || {
-                // dup2 onto itself keeps FD_CLOEXEC: clear it by hand in that case.
-                let rc = if read_raw == GO_FD {
-                    libc::fcntl(GO_FD, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(read_raw, GO_FD)
-                };
-                if rc < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn()?;
-        drop(read);
+        let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
+        args.extend(command.iter().map(OsStr::new));
+        let (child, go) = stub::spawn(&args, false, |_| {})?;
         Ok(Workload {
             child,
-            go: Some(write),
+            go: Some(go),
             command: command.to_vec(),
         })
     }
@@ -139,22 +120,10 @@ impl Workload {
 /// Body of the hidden `__held-exec -- COMMAND...` subcommand: wait for the go byte
 /// on fd 3, then exec. Returns only on failure, with the exit code to use.
 pub fn held_exec(command: &[String]) -> i32 {
-    // SAFETY: fcntl(F_GETFD) only queries whether fd 3 is open.
-    if unsafe { libc::fcntl(GO_FD, libc::F_GETFD) } < 0 {
-        eprintln!(
-            "trace-recipe: `{HELD_EXEC}` is internal: it runs only as a workload started by `trace-recipe run`"
-        );
+    if stub::wait_on_parent().is_none() {
+        // The run ended before releasing us (or we were run by hand): run nothing.
         return 125;
     }
-    // SAFETY: fd 3 is open (checked above); it was set up by `spawn_held` and
-    // nothing else in this process owns it.
-    let mut go = unsafe { std::fs::File::from_raw_fd(GO_FD) };
-    let mut byte = [0u8; 1];
-    match go.read(&mut byte) {
-        Ok(1) => {}
-        _ => return 125, // the run ended before releasing us: run nothing
-    }
-    drop(go);
     let Some((program, args)) = command.split_first() else {
         return 125;
     };

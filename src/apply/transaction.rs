@@ -1,12 +1,15 @@
-//! Applying a [`Plan`] as a transaction: each step is done in order, remembering
-//! how to undo it; the first failure undoes every step already done, in reverse,
-//! and reports the failing write with the kernel's `error_log` text.
+//! Applying a [`Plan`] as a transaction: each step is done in order, its undo
+//! journaled (fsync'd) before the step touches tracefs; the first failure undoes
+//! every step already done, in reverse, and reports the failing write with the
+//! kernel's `error_log` text.
 //!
 //! [`Transaction::rollback`] is the normal way out and returns every undo that
-//! failed; `Drop` rolls back as a last resort (e.g. on a panic).
+//! failed; `Drop` rolls back as a last resort (e.g. on a panic). If the process
+//! dies outright, the journal is what the guard or `reset` replays.
 
+use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, WriteMode, bracketed};
+use crate::tracefs::{Tracefs, TracefsError, bracketed};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -22,23 +25,22 @@ pub struct ApplyError {
     pub total: usize,
     /// The failing step (its span points at the recipe entry).
     pub step: Step,
-    /// What tracefs said.
+    /// What went wrong.
     #[source]
-    pub source: TracefsError,
+    pub source: StepError,
     /// Undo steps that failed too (tracefs may not be clean when this is non-empty).
     pub undo_failures: Vec<TracefsError>,
 }
 
-/// What undoes one applied step.
-#[derive(Debug)]
-enum Done {
-    Rmdir(String),
-    Write {
-        file: String,
-        value: String,
-        mode: WriteMode,
-    },
-    Nothing,
+/// Why one step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// tracefs refused it.
+    #[error(transparent)]
+    Tracefs(#[from] TracefsError),
+    /// Its undo could not be journaled, so it was not attempted.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
 }
 
 /// Applied steps, not yet undone.
@@ -46,14 +48,17 @@ enum Done {
 pub struct Transaction {
     tracefs: Tracefs,
     log_dir: String,
-    done: Vec<Done>,
+    done: Vec<Recorded>,
+    journal: Option<Journal>,
 }
 
-/// Applies `plan` step by step. On failure everything done so far is undone and
-/// the error names the step; `on_step(n)` is called before step `n` (1-based).
+/// Applies `plan` step by step, journaling each undo in `journal` first (when
+/// given). On failure everything done so far is undone and the error names the
+/// step; `on_step(n)` is called before step `n` (1-based).
 pub fn apply(
     tracefs: &Tracefs,
     plan: &Plan,
+    journal: Option<Journal>,
     mut on_step: impl FnMut(usize),
 ) -> Result<Transaction, Box<ApplyError>> {
     let fail_at: Option<usize> = std::env::var(FAIL_STEP_ENV)
@@ -63,11 +68,12 @@ pub fn apply(
         tracefs: tracefs.clone(),
         log_dir: plan.instance.clone(),
         done: Vec::new(),
+        journal,
     };
     for (i, step) in plan.steps.iter().enumerate() {
         on_step(i + 1);
         let result = if fail_at == Some(i + 1) {
-            Err(injected(step))
+            Err(injected(step).into())
         } else {
             tx.apply_one(step)
         };
@@ -99,43 +105,35 @@ fn injected(step: &Step) -> TracefsError {
 }
 
 impl Transaction {
-    fn apply_one(&mut self, step: &Step) -> Result<(), TracefsError> {
-        match &step.op {
-            Op::Mkdir { dir } => {
-                self.tracefs.mkdir(dir)?;
-                self.done.push(Done::Rmdir(dir.clone()));
-            }
-            Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            } => {
-                let done = match undo {
-                    Undo::Nothing => Done::Nothing,
-                    Undo::Restore => {
-                        let old = self.tracefs.read(file)?;
-                        Done::Write {
-                            file: file.clone(),
-                            value: restore_value(file, &old),
-                            mode: WriteMode::Replace,
-                        }
-                    }
-                    Undo::Write(v) => Done::Write {
+    fn apply_one(&mut self, step: &Step) -> Result<(), StepError> {
+        let undo = match &step.op {
+            Op::Mkdir { dir } => Some(Recorded::Rmdir { dir: dir.clone() }),
+            Op::Write { file, undo, .. } => {
+                let write = |value: String, append: bool| {
+                    Some(Recorded::Write {
                         file: file.clone(),
-                        value: v.clone(),
-                        mode: WriteMode::Replace,
-                    },
-                    Undo::Append(v) => Done::Write {
-                        file: file.clone(),
-                        value: v.clone(),
-                        mode: WriteMode::Append,
-                    },
+                        value,
+                        append,
+                    })
                 };
-                self.tracefs.write(file, value, *mode, &self.log_dir)?;
-                self.done.push(done);
+                match undo {
+                    Undo::Nothing => None,
+                    Undo::Restore => write(restore_value(file, &self.tracefs.read(file)?), false),
+                    Undo::Write(v) => write(v.clone(), false),
+                    Undo::Append(v) => write(v.clone(), true),
+                }
             }
+        };
+        if let (Some(undo), Some(journal)) = (&undo, self.journal.as_mut()) {
+            journal.record(undo)?;
         }
+        match &step.op {
+            Op::Mkdir { dir } => self.tracefs.mkdir(dir)?,
+            Op::Write {
+                file, value, mode, ..
+            } => self.tracefs.write(file, value, *mode, &self.log_dir)?,
+        }
+        self.done.extend(undo);
         Ok(())
     }
 
@@ -144,25 +142,23 @@ impl Transaction {
         &self.log_dir
     }
 
-    /// Undoes every applied step in reverse order. Returns the undos that failed
-    /// (empty when tracefs is back as it was). Safe to call once; `Drop` calls it
-    /// when it was not.
+    /// Undoes every applied step in reverse order and, when all undos succeeded,
+    /// deletes the journal. Returns the undos that failed (empty when tracefs is
+    /// back as it was; otherwise the journal is kept for `trace-recipe reset`).
     pub fn rollback(mut self) -> Vec<TracefsError> {
         self.undo_all()
     }
 
     fn undo_all(&mut self) -> Vec<TracefsError> {
         let mut failures = Vec::new();
-        while let Some(done) = self.done.pop() {
-            let r = match done {
-                Done::Rmdir(dir) => self.tracefs.rmdir(&dir),
-                Done::Write { file, value, mode } => {
-                    self.tracefs.write(&file, &value, mode, &self.log_dir)
-                }
-                Done::Nothing => Ok(()),
-            };
-            if let Err(e) = r {
+        while let Some(undo) = self.done.pop() {
+            if let Err(e) = undo.perform(&self.tracefs, &self.log_dir) {
                 failures.push(e);
+            }
+        }
+        if failures.is_empty() {
+            if let Some(j) = self.journal.take() {
+                let _ = j.remove();
             }
         }
         failures

@@ -1,0 +1,391 @@
+//! The journal: one file per run under [`JOURNAL_DIR`], JSON lines, fsync'd after
+//! every record. The first line is a [`Header`] naming the run (pid and process
+//! start time, so a reused pid is not mistaken for the run); every later line is
+//! an [`Undo`] recorded *before* the change it undoes is made. Replaying the
+//! undos in reverse returns tracefs to where it was; undoing a change that never
+//! happened (the run died between journaling and writing) is harmless, because
+//! every undo is idempotent: rmdir of a missing directory and writes into it are
+//! skipped, and restoring a before-image that is still in place changes nothing.
+//!
+//! A clean rollback deletes the journal. The format is versioned; a journal of a
+//! newer version is refused, never guessed at.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::tracefs::{Tracefs, TracefsError, WriteMode};
+
+/// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
+pub const JOURNAL_DIR: &str = "/run/trace-recipe";
+/// Journal format version written by this build.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// First line of a journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always `trace-recipe-journal`.
+    pub format: String,
+    /// [`JOURNAL_VERSION`] of the writer.
+    pub version: u32,
+    /// The run's pid.
+    pub pid: u32,
+    /// The run's start time (field 22 of /proc/PID/stat, clock ticks since boot).
+    pub start_time: u64,
+    /// The tracefs root the run used.
+    pub tracefs: PathBuf,
+    /// The run's instance directory (relative to tracefs).
+    pub instance: String,
+}
+
+/// How to undo one change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "undo", rename_all = "snake_case")]
+pub enum Undo {
+    /// Remove a directory (an instance) the run created.
+    Rmdir {
+        /// Relative to tracefs.
+        dir: String,
+    },
+    /// Write `value` to `file`.
+    Write {
+        /// Relative to tracefs.
+        file: String,
+        /// The before-image or the undo command.
+        value: String,
+        /// Replace or append.
+        append: bool,
+    },
+}
+
+impl Undo {
+    /// Performs the undo. A missing file or directory counts as already undone.
+    pub fn perform(&self, tracefs: &Tracefs, log_dir: &str) -> Result<(), TracefsError> {
+        let result = match self {
+            Undo::Rmdir { dir } => {
+                if !tracefs.exists(dir) {
+                    return Ok(());
+                }
+                // A probe event still enabled in it, or tracing on, would keep
+                // rmdir from succeeding on some kernels: switch it off first.
+                let _ = tracefs.write(&format!("{dir}/tracing_on"), "0", WriteMode::Replace, dir);
+                let _ = tracefs.write(
+                    &format!("{dir}/events/enable"),
+                    "0",
+                    WriteMode::Replace,
+                    dir,
+                );
+                tracefs.rmdir(dir)
+            }
+            Undo::Write {
+                file,
+                value,
+                append,
+            } => {
+                if !tracefs.exists(file) {
+                    return Ok(());
+                }
+                let mode = if *append {
+                    WriteMode::Append
+                } else {
+                    WriteMode::Replace
+                };
+                tracefs.write(file, value, mode, log_dir)
+            }
+        };
+        match result {
+            // The instance went away under us (an earlier undo, or `reset`).
+            Err(TracefsError::Write { source, .. } | TracefsError::Dir { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+/// Why a journal could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// I/O on the journal file.
+    #[error("journal {}: {source}", .path.display())]
+    Io {
+        /// The journal.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The journal is not one we can read.
+    #[error("journal {}: {reason}", .path.display())]
+    Unreadable {
+        /// The journal.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// An open journal being appended to by a run.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Journal {
+    /// Creates the journal of this process in `dir` (created 0700 if needed).
+    pub fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| JournalError::Io { path, source }
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io(dir))?;
+        let path = dir.join(format!("run-{}.journal", header.pid));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(io(&path))?;
+        // Held for the run's life: the guard and `reset` replay a journal only
+        // once they can lock it, that is once the run is gone.
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| JournalError::Io {
+                path: path.clone(),
+                source: e.into(),
+            },
+        )?;
+        let mut j = Journal { path, file };
+        let line = serde_json::to_string(header).unwrap_or_default();
+        j.append_line(&line)?;
+        Ok(j)
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records `undo` durably (write + fsync) before its change is made.
+    pub fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
+        let line = serde_json::to_string(undo).unwrap_or_default();
+        self.append_line(&line)
+    }
+
+    fn append_line(&mut self, line: &str) -> Result<(), JournalError> {
+        let path = self.path.clone();
+        let io = move |source| JournalError::Io { path, source };
+        self.file
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(io.clone())?;
+        self.file.sync_data().map_err(io)
+    }
+
+    /// Deletes the journal after a clean rollback.
+    pub fn remove(self) -> Result<(), JournalError> {
+        std::fs::remove_file(&self.path).map_err(|source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+/// A journal read back from disk.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The file.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: Header,
+    /// Its undos, in the order they were recorded.
+    pub undos: Vec<Undo>,
+}
+
+/// Locks the journal at `path` exclusively (waiting when `wait`), so that only one
+/// process replays it and never while its run is alive. `None` when it is locked
+/// by someone else (and `wait` is false) or no longer exists.
+pub fn lock(path: &Path, wait: bool) -> Option<File> {
+    let f = File::open(path).ok()?;
+    let op = if wait {
+        rustix::fs::FlockOperation::LockExclusive
+    } else {
+        rustix::fs::FlockOperation::NonBlockingLockExclusive
+    };
+    rustix::fs::flock(&f, op).ok()?;
+    // It may have been replayed and removed while we waited.
+    path.exists().then_some(f)
+}
+
+/// Reads a journal. A torn last line (the run died mid-write) is ignored.
+pub fn read(path: &Path) -> Result<Recorded, JournalError> {
+    let unreadable = |reason: String| JournalError::Unreadable {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let f = File::open(path).map_err(|source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut lines = BufReader::new(f).lines();
+    let first = lines
+        .next()
+        .ok_or_else(|| unreadable("empty".into()))?
+        .map_err(|source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let header: Header =
+        serde_json::from_str(&first).map_err(|e| unreadable(format!("bad header: {e}")))?;
+    if header.format != "trace-recipe-journal" {
+        return Err(unreadable(format!(
+            "not a trace-recipe journal ({})",
+            header.format
+        )));
+    }
+    if header.version > JOURNAL_VERSION {
+        return Err(unreadable(format!(
+            "written by a newer trace-recipe (journal version {}, this one reads up to {JOURNAL_VERSION}); roll it back with that version",
+            header.version
+        )));
+    }
+    let mut undos = Vec::new();
+    for line in lines {
+        let Ok(line) = line else { break };
+        match serde_json::from_str::<Undo>(&line) {
+            Ok(u) => undos.push(u),
+            Err(_) => break, // torn final record
+        }
+    }
+    Ok(Recorded {
+        path: path.to_path_buf(),
+        header,
+        undos,
+    })
+}
+
+impl Recorded {
+    /// Replays the undos in reverse order against tracefs, then deletes the journal
+    /// when every undo succeeded. Returns the number of undos replayed and the
+    /// failures (the journal is kept when there are any).
+    pub fn replay(&self) -> (usize, Vec<TracefsError>) {
+        let tracefs = Tracefs::at(&self.header.tracefs);
+        let mut failures = Vec::new();
+        for undo in self.undos.iter().rev() {
+            if let Err(e) = undo.perform(&tracefs, &self.header.instance) {
+                failures.push(e);
+            }
+        }
+        if failures.is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        (self.undos.len(), failures)
+    }
+}
+
+/// Start time of process `pid` (field 22 of /proc/PID/stat), or `None` when it does
+/// not exist.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The comm field (2) may contain spaces and parentheses: fields after the
+    // last ')' are well formed. Field 3 is the first of them.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the run that wrote `header` is still alive (same pid, same start time).
+pub fn owner_alive(header: &Header) -> bool {
+    process_start_time(header.pid) == Some(header.start_time)
+}
+
+/// Every journal in `dir`, sorted by path.
+pub fn list(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "journal"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_in_order_and_a_torn_line_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = Header {
+            format: "trace-recipe-journal".into(),
+            version: JOURNAL_VERSION,
+            pid: 42,
+            start_time: 7,
+            tracefs: "/nonexistent".into(),
+            instance: "instances/x".into(),
+        };
+        let mut j = Journal::create(dir.path(), &header).unwrap();
+        j.record(&Undo::Rmdir {
+            dir: "instances/x".into(),
+        })
+        .unwrap();
+        j.record(&Undo::Write {
+            file: "instances/x/buffer_size_kb".into(),
+            value: "1408".into(),
+            append: false,
+        })
+        .unwrap();
+        let path = j.path().to_path_buf();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"undo\":\"wri")
+            .unwrap();
+        let r = read(&path).unwrap();
+        assert_eq!(r.header, header);
+        assert_eq!(r.undos.len(), 2);
+        assert_eq!(
+            r.undos[0],
+            Undo::Rmdir {
+                dir: "instances/x".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_newer_journal_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run-1.journal");
+        std::fs::write(&p, "{\"format\":\"trace-recipe-journal\",\"version\":99,\"pid\":1,\"start_time\":1,\"tracefs\":\"/x\",\"instance\":\"i\"}\n").unwrap();
+        let e = read(&p).unwrap_err().to_string();
+        assert!(e.contains("newer trace-recipe"), "{e}");
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
+        let me = std::process::id();
+        let t = process_start_time(me).unwrap();
+        let h = |start_time| Header {
+            format: String::new(),
+            version: 1,
+            pid: me,
+            start_time,
+            tracefs: PathBuf::new(),
+            instance: String::new(),
+        };
+        assert!(owner_alive(&h(t)));
+        assert!(!owner_alive(&h(t + 1)));
+    }
+}

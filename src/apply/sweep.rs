@@ -1,0 +1,62 @@
+//! Sweeping: rolling back journals whose run and guard both died (a crash of the
+//! whole process tree, or a guard killed too). Runs at the start of every `run`
+//! and in `reset`. A journal still locked belongs to a live run or to a guard at
+//! work, and is left alone.
+
+use std::path::{Path, PathBuf};
+
+use super::journal::{self, JournalError};
+use crate::tracefs::TracefsError;
+
+/// What sweeping one stale journal did.
+#[derive(Debug)]
+pub struct Swept {
+    /// The journal.
+    pub path: PathBuf,
+    /// The run's pid.
+    pub pid: u32,
+    /// Its instance.
+    pub instance: String,
+    /// Undos replayed.
+    pub replayed: usize,
+    /// Undos that failed (the journal is kept).
+    pub failures: Vec<TracefsError>,
+}
+
+impl std::fmt::Display for Swept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rolled back {} change{} left by dead run {} ({})",
+            self.replayed,
+            if self.replayed == 1 { "" } else { "s" },
+            self.pid,
+            self.instance
+        )?;
+        for e in &self.failures {
+            write!(f, "\n  undo failed: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Replays every unlocked journal in `dir`.
+pub fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
+    let mut out = Vec::new();
+    for path in journal::list(dir) {
+        let Some(_lock) = journal::lock(&path, false) else {
+            continue;
+        };
+        out.push(journal::read(&path).map(|r| {
+            let (replayed, failures) = r.replay();
+            Swept {
+                path,
+                pid: r.header.pid,
+                instance: r.header.instance,
+                replayed,
+                failures,
+            }
+        }));
+    }
+    out
+}
