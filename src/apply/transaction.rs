@@ -156,10 +156,10 @@ impl Transaction {
                 failures.push(e);
             }
         }
-        if failures.is_empty() {
-            if let Some(j) = self.journal.take() {
-                let _ = j.remove();
-            }
+        if failures.is_empty()
+            && let Some(j) = self.journal.take()
+        {
+            let _ = j.remove();
         }
         failures
     }
