@@ -7,7 +7,7 @@
 
 use std::ffi::CString;
 use std::fs::OpenOptions;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -266,17 +266,10 @@ pub fn words(value: &str) -> Vec<String> {
 
 /// Reads `path` to the end with large reads (see [`Tracefs::read_bytes`]).
 pub fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open(path)?;
-    let mut out = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match f.read(&mut chunk) {
-            Ok(0) => return Ok(out),
-            Ok(n) => out.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    tracedat::read_tracefs_file(path).map_err(|e| match e {
+        tracedat::Error::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {

@@ -403,7 +403,7 @@ impl Field {
                 let mut start = (loc & 0xffff) as usize;
                 let len = (loc >> 16) as usize;
                 if self.layout == FieldLayout::RelLoc {
-                    start = start.checked_add(self.offset + 4)?;
+                    start = start.checked_add(self.offset.checked_add(4)?)?;
                 }
                 data.get(start..start.checked_add(len)?)
             }
@@ -518,6 +518,22 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         d[28..32].copy_from_slice(&(60u32 | (300 << 16)).to_le_bytes());
         assert_eq!(f.field("filename").unwrap().decode(&d, false), None);
         assert_eq!(f.field("prev_pid").unwrap().decode(&d[..10], false), None);
+    }
+
+    #[test]
+    fn huge_offsets_do_not_overflow() {
+        let t = format!(
+            "name: x\nID: 1\nformat:\n\tfield:int a;\toffset:{m};\tsize:{m};\tsigned:1;\n\
+\tfield:__rel_loc char[] b;\toffset:{m};\tsize:4;\tsigned:0;\n\
+\tfield:u32 c[{m}];\toffset:0;\tsize:{m};\tsigned:0;\n",
+            m = usize::MAX
+        );
+        let f = EventFormat::parse("x", &t).unwrap();
+        let d = [0xffu8; 64];
+        for fld in f.fields.iter().chain(&f.common_fields) {
+            let _ = fld.decode(&d, false);
+            let _ = fld.decode(&d, true);
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! length, offset and count read from a file is bounds-checked: corrupt input
 //! gives an [`Error`] naming the offset, never a panic.
 
+#![warn(missing_docs)]
+
 mod bytes;
 mod error;
 mod format;
@@ -24,7 +26,7 @@ pub use format::{EventFormat, Field, FieldLayout, FieldValue};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
 pub use records::{Event, EventData, Record, Records};
 pub use report::{clock_is_nanoseconds, format_record, format_ts};
-pub use writer::{CaptureMeta, CpuData, write_v6};
+pub use writer::{CaptureMeta, CpuData, read_tracefs_file, write_v6};
 
 /// The three magic bytes at the start of every trace.dat.
 pub(crate) const MAGIC: [u8; 3] = [0x17, 0x08, 0x44];

@@ -13,9 +13,9 @@ use crate::{Error, MAGIC};
 /// Largest page (sub-buffer) size accepted when reading.
 const MAX_PAGE_SIZE: u64 = 1 << 26;
 /// Largest decompressed size accepted for one metadata section.
-const MAX_SECTION_SIZE: u64 = 1 << 30;
+const MAX_SECTION_SIZE: u64 = 1 << 28;
 /// Largest decompressed size accepted for one ring-buffer data chunk.
-pub(crate) const MAX_CHUNK_SIZE: u64 = 1 << 28;
+pub(crate) const MAX_CHUNK_SIZE: u64 = 1 << 26;
 /// Limit on chained v7 option sections.
 const MAX_OPTION_SECTIONS: usize = 4096;
 
@@ -191,10 +191,14 @@ pub(crate) fn parse_header_page(
     } else {
         page_size
     };
-    if ts.offset + 8 > page_size
-        || commit.offset + commit.size > page_size
+    if page_size == 0 || page_size as u64 > MAX_PAGE_SIZE {
+        return Err(bad(format!("page size {page_size} out of range")));
+    }
+    let commit_end = commit.offset.saturating_add(commit.size);
+    if ts.offset.saturating_add(8) > page_size
+        || commit_end > page_size
         || data.offset > page_size
-        || data.offset < commit.offset + commit.size
+        || data.offset < commit_end
     {
         return Err(bad(format!(
             "fields do not fit a {page_size}-byte page (data offset {})",
@@ -429,9 +433,7 @@ impl TraceFile {
             let mut count = c.u32("cpu count")?;
             let toff = c.offset();
             let tag = c.take(10, "options/data tag")?;
-            let mut has_options = false;
             let tag = if tag == b"options  \0" {
-                has_options = true;
                 read_option_list(&mut c, false, &mut opts)?;
                 let toff = c.offset();
                 let t = c.take(10, "data tag")?;
@@ -443,7 +445,6 @@ impl TraceFile {
                 count = n;
             }
             cpu_count = count;
-            let _ = has_options;
             match tag.0 {
                 b"flyrecord\0" => {}
                 b"latency  \0" => {
@@ -1050,6 +1051,15 @@ mod tests {
 \tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
         assert_eq!(subbuffer_size(hp).unwrap(), 4096);
         assert!(subbuffer_size(b"garbage").is_err());
+        // Huge numbers are errors, not overflows.
+        let huge = format!(
+            "\tfield: u64 timestamp;\toffset:{m};\tsize:8;\tsigned:0;\n\
+\tfield: local_t commit;\toffset:{m};\tsize:8;\tsigned:1;\n\
+\tfield: char data;\toffset:{m};\tsize:{m};\tsigned:0;\n",
+            m = usize::MAX
+        );
+        assert!(subbuffer_size(huge.as_bytes()).is_err());
+        assert!(parse_header_page(huge.as_bytes(), 4096, false).is_err());
     }
 
     #[test]

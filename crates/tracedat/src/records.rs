@@ -341,7 +341,7 @@ impl<'a> CpuStream<'a> {
                     off,
                     format!(
                         "commit length {len} exceeds the page data area ({} bytes)",
-                        l.page_size - l.data_offset
+                        l.page_size.saturating_sub(l.data_offset)
                     ),
                 ));
             }

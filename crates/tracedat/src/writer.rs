@@ -253,3 +253,28 @@ pub fn write_v6(out: impl Write, meta: &CaptureMeta, cpus: &[CpuData]) -> Result
     o.w.flush().map_err(Error::Write)?;
     Ok(())
 }
+
+/// Read a tracefs or procfs file completely, with large reads.
+///
+/// Use this (not `std::fs::read`) for the texts that go into
+/// [`CaptureMeta`]: these files report size 0, so `std::fs::read` starts
+/// with a 32-byte probe read, and `events/header_page` (at least on Linux
+/// 6.18) returns end-of-file after the first read whatever its size; a small
+/// first read therefore truncates it (and [`write_v6`] then rejects it).
+pub fn read_tracefs_file(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(k) => out.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+}

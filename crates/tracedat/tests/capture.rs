@@ -357,25 +357,3 @@ fn kernel_stack_and_counter_clock_match_trace_cmd() {
     };
     assert_eq!(frames(&text), frames(&report));
 }
-
-#[test]
-#[ignore]
-fn dump_samples() {
-    let cap = {
-        let _lock = lock_tracefs();
-        capture(
-            "stack",
-            &[("sched", "sched_switch")],
-            |inst| {
-                inst.write("trace_clock", "counter");
-                inst.write("events/sched/sched_switch/trigger", "stacktrace");
-            },
-            load,
-        )
-    };
-    let p = write_file(&cap, "stack.dat");
-    fs::copy(&p, "/tmp/exp/stack.dat").unwrap();
-    let f = TraceFile::open(&p).unwrap();
-    let (text, _) = our_report(&f);
-    fs::write("/tmp/exp/stack.ours", text).unwrap();
-}

@@ -90,23 +90,8 @@ pub struct Capture {
     pub read_events: u64,
 }
 
-/// Read a tracefs/procfs file completely with large reads. (`std::fs::read`
-/// is not enough: it starts with a 32-byte probe read, and
-/// `events/header_page` returns EOF after the first read, whatever its
-/// size, so small first reads truncate it.)
 pub fn read_file(p: &Path) -> Vec<u8> {
-    let mut f = File::open(p).unwrap_or_else(|e| panic!("open {}: {e}", p.display()));
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(k) => out.extend_from_slice(&buf[..k]),
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => panic!("read {}: {e}", p.display()),
-        }
-    }
-    out
+    tracedat::read_tracefs_file(p).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Drain `per_cpu/cpuN/trace_pipe_raw` of an instance with non-blocking,
