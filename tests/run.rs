@@ -129,8 +129,8 @@ fn exec_of_a_unique_script_is_recorded_and_reports_match_trace_cmd() {
 
 /// Compares two listings line by line on comm-pid, CPU, timestamp and event name.
 pub fn assert_same_events(ours: &str, theirs: &str) {
-    let a = event_lines(ours);
-    let b = event_lines(theirs);
+    let a = crate::common::listing_lines(ours);
+    let b = crate::common::listing_lines(theirs);
     assert_eq!(
         a.len(),
         b.len(),
@@ -365,4 +365,33 @@ fn output_inside_tracefs_or_proc_is_refused_before_anything_is_written() {
         assert!(text(&o.stderr).contains("is inside"), "{}", text(&o.stderr));
     }
     guard.assert_unchanged();
+}
+
+#[test]
+fn report_text_agrees_with_trace_cmd_on_a_trace_cmd_v7_zstd_file() {
+    let fixture = crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let ours = trace_recipe(&["report", fixture.to_str().unwrap()]);
+    assert!(ours.status.success(), "{}", text(&ours.stderr));
+    let theirs = trace_cmd_report(&fixture);
+    assert!(event_lines(&theirs).len() > 10, "fixture has events");
+    assert_same_events(&text(&ours.stdout), &theirs);
+    let json = trace_recipe(&["report", fixture.to_str().unwrap(), "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["total_events"].as_u64().unwrap(), event_lines(&theirs).len() as u64);
+}
+
+#[test]
+fn report_on_a_corrupt_file_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let mut bytes = std::fs::read(&fixture).unwrap();
+    bytes.truncate(bytes.len() / 3);
+    let bad = dir.path().join("bad.dat");
+    std::fs::write(&bad, &bytes).unwrap();
+    for format in ["text", "summary", "json"] {
+        let o = trace_recipe(&["report", bad.to_str().unwrap(), "--format", format]);
+        assert_eq!(o.status.code(), Some(3), "{format}");
+        assert!(text(&o.stderr).contains("bad.dat"), "the error names the file: {}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("panicked"));
+    }
 }

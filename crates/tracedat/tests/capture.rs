@@ -29,8 +29,14 @@ fn load(inst: &common::Instance) {
     inst.write("trace_marker", "hello from tracedat");
 }
 
+/// Whether to skip: only outside CI, on a machine without tracefs or trace-cmd.
+/// Under CI (`CI` set) a missing prerequisite is a failure, never a silent pass.
 fn skip() -> bool {
     if !tracefs_usable() || !have_trace_cmd() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must provide tracefs (as root) and trace-cmd; scripts/test sets both up"
+        );
         eprintln!("skipping: needs tracefs with instances and trace-cmd");
         return true;
     }
