@@ -22,6 +22,12 @@ pub enum OutputError {
         /// `/sys`, `/proc` or tracefs.
         place: String,
     },
+    /// The folder is a symbolic link (never followed: it may point anywhere).
+    #[error("output folder {} is a symbolic link; trace-recipe never writes through one\n  = help: give the real folder with `-o DIR`", .path.display())]
+    Symlink {
+        /// The folder.
+        path: PathBuf,
+    },
     /// The folder exists and holds files.
     #[error("output folder {} already exists and is not empty\n  = help: choose another folder with `-o DIR`, or remove it", .path.display())]
     NotEmpty {
@@ -53,6 +59,21 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
     }
 }
 
+/// `path` with `.` and `..` folded lexically (no file system access).
+fn fold_dots(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// A fresh output folder.
 #[derive(Debug)]
 pub struct OutputDir {
@@ -68,6 +89,11 @@ impl OutputDir {
         } else {
             std::env::current_dir().map_err(io(path))?.join(path)
         };
+        if std::fs::symlink_metadata(&abs).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(OutputError::Symlink {
+                path: path.to_path_buf(),
+            });
+        }
         // Resolve the deepest existing ancestor, so `..` and symlinks cannot hide the place.
         let mut existing = abs.as_path();
         let mut rest = Vec::new();
@@ -95,12 +121,16 @@ impl OutputDir {
         let tracefs_real = tracefs_root
             .canonicalize()
             .unwrap_or_else(|_| tracefs_root.to_path_buf());
+        // Both the path as written (`..` folded) and where it really leads count:
+        // `/proc/self/cwd/x` leads elsewhere but names /proc.
+        let lexical = fold_dots(&abs);
         for (place, root) in [
+            ("tracefs", tracefs_real.as_path()),
+            ("tracefs", tracefs_root),
             ("/sys", Path::new("/sys")),
             ("/proc", Path::new("/proc")),
-            ("tracefs", tracefs_real.as_path()),
         ] {
-            if real.starts_with(root) {
+            if real.starts_with(root) || lexical.starts_with(root) {
                 return Err(OutputError::Forbidden {
                     path: path.to_path_buf(),
                     place: place.to_string(),

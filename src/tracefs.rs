@@ -47,7 +47,7 @@ pub enum TracefsError {
         source: std::io::Error,
     },
     /// The kernel refused a write.
-    #[error("writing {value:?} to {} failed: {source}{}", .path.display(), .error_log.as_ref().map(|l| format!("\n  error_log: {}", l.trim_end().replace('\n', "\n             "))).unwrap_or_default())]
+    #[error("writing {:?} to {} failed: {source}{}", abbreviate(.value), .path.display(), .error_log.as_ref().map(|l| format!("\n  error_log: {}", l.trim_end().replace('\n', "\n             "))).unwrap_or_default())]
     Write {
         /// The file.
         path: PathBuf,
@@ -68,6 +68,14 @@ pub enum TracefsError {
         /// The I/O error.
         source: std::io::Error,
     },
+}
+
+/// `value` cut to 200 characters for messages, with the full length said.
+fn abbreviate(value: &str) -> String {
+    match value.char_indices().nth(200) {
+        Some((at, _)) => format!("{}... ({} bytes)", &value[..at], value.len()),
+        None => value.to_string(),
+    }
 }
 
 /// How a write opens its file.

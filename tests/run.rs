@@ -369,7 +369,8 @@ fn output_inside_tracefs_or_proc_is_refused_before_anything_is_written() {
 
 #[test]
 fn report_text_agrees_with_trace_cmd_on_a_trace_cmd_v7_zstd_file() {
-    let fixture = crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let fixture =
+        crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
     let ours = trace_recipe(&["report", fixture.to_str().unwrap()]);
     assert!(ours.status.success(), "{}", text(&ours.stderr));
     let theirs = trace_cmd_report(&fixture);
@@ -377,13 +378,17 @@ fn report_text_agrees_with_trace_cmd_on_a_trace_cmd_v7_zstd_file() {
     assert_same_events(&text(&ours.stdout), &theirs);
     let json = trace_recipe(&["report", fixture.to_str().unwrap(), "--format", "json"]);
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(report["total_events"].as_u64().unwrap(), event_lines(&theirs).len() as u64);
+    assert_eq!(
+        report["total_events"].as_u64().unwrap(),
+        event_lines(&theirs).len() as u64
+    );
 }
 
 #[test]
 fn report_on_a_corrupt_file_fails_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let fixture =
+        crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
     let mut bytes = std::fs::read(&fixture).unwrap();
     bytes.truncate(bytes.len() / 3);
     let bad = dir.path().join("bad.dat");
@@ -391,7 +396,11 @@ fn report_on_a_corrupt_file_fails_cleanly() {
     for format in ["text", "summary", "json"] {
         let o = trace_recipe(&["report", bad.to_str().unwrap(), "--format", format]);
         assert_eq!(o.status.code(), Some(3), "{format}");
-        assert!(text(&o.stderr).contains("bad.dat"), "the error names the file: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("bad.dat"),
+            "the error names the file: {}",
+            text(&o.stderr)
+        );
         assert!(!text(&o.stderr).contains("panicked"));
     }
 }

@@ -4,5 +4,6 @@ mod common;
 
 mod check;
 mod docs;
+mod hostile;
 mod run;
 mod status;

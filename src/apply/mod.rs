@@ -14,4 +14,4 @@ pub mod journal;
 pub mod sweep;
 pub mod transaction;
 
-pub use transaction::{ApplyError, FAIL_STEP_ENV, Transaction, apply};
+pub use transaction::{ApplyError, FAIL_STEP_ENV, KILL_STEP_ENV, Transaction, apply};

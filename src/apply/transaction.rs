@@ -14,6 +14,10 @@ use crate::tracefs::{Tracefs, TracefsError, bracketed};
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
 pub const FAIL_STEP_ENV: &str = "TRACE_RECIPE_TEST_FAIL_STEP";
+/// Test-only: when set to N, the process SIGKILLs itself at step N (1-based),
+/// after journaling its undo and before writing, so tests can prove the guard
+/// (and `reset`) roll back a run killed at any step.
+pub const KILL_STEP_ENV: &str = "TRACE_RECIPE_TEST_KILL_STEP";
 
 /// A step that could not be applied, after everything before it was undone.
 #[derive(Debug, thiserror::Error)]
@@ -61,9 +65,12 @@ pub fn apply(
     journal: Option<Journal>,
     mut on_step: impl FnMut(usize),
 ) -> Result<Transaction, Box<ApplyError>> {
-    let fail_at: Option<usize> = std::env::var(FAIL_STEP_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let step_env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+    };
+    let (fail_at, kill_at) = (step_env(FAIL_STEP_ENV), step_env(KILL_STEP_ENV));
     let mut tx = Transaction {
         tracefs: tracefs.clone(),
         log_dir: plan.instance.clone(),
@@ -75,7 +82,7 @@ pub fn apply(
         let result = if fail_at == Some(i + 1) {
             Err(injected(step).into())
         } else {
-            tx.apply_one(step)
+            tx.apply_one(step, kill_at == Some(i + 1))
         };
         if let Err(source) = result {
             let undo_failures = tx.undo_all();
@@ -105,7 +112,7 @@ fn injected(step: &Step) -> TracefsError {
 }
 
 impl Transaction {
-    fn apply_one(&mut self, step: &Step) -> Result<(), StepError> {
+    fn apply_one(&mut self, step: &Step, kill_before_write: bool) -> Result<(), StepError> {
         let undo = match &step.op {
             Op::Mkdir { dir } => Some(Recorded::Rmdir { dir: dir.clone() }),
             Op::Write { file, undo, .. } => {
@@ -126,6 +133,12 @@ impl Transaction {
         };
         if let (Some(undo), Some(journal)) = (&undo, self.journal.as_mut()) {
             journal.record(undo)?;
+        }
+        if kill_before_write {
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
         }
         match &step.op {
             Op::Mkdir { dir } => self.tracefs.mkdir(dir)?,

@@ -84,6 +84,9 @@ const EVENT_ACTIONS: &[&str] = &[
 const LATER_ACTIONS: &[&str] = &["snapshot", "hist", "dump", "cpudump"];
 /// Reports `[output] reports` may name.
 pub const REPORTS: &[&str] = &["summary", "json"];
+/// Longest value written to a tracefs file: the kernel refuses a filter or
+/// trigger write of a page or more (kernel/trace/trace_events.c, `cnt >= PAGE_SIZE`).
+const MAX_VALUE: usize = 4095;
 /// `TASK_COMM_LEN - 1`.
 const MAX_COMM: usize = 15;
 
@@ -184,6 +187,14 @@ pub fn validate(
     check_not_yet_supported(&mut cx, r);
     check_name(&mut cx, r);
     for (path, value) in string_values(r) {
+        if value.len() > MAX_VALUE {
+            let span = cx.span(&path);
+            cx.recipe(
+                span,
+                format!("value is {} bytes, too long for one tracefs write (at most {MAX_VALUE})", value.len()),
+                Some("the kernel refuses filters and triggers of a page or more: split the work into several events or simplify the filter".into()),
+            );
+        }
         if value.chars().any(char::is_control) {
             let span = cx.span(&path);
             cx.recipe(

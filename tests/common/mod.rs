@@ -123,12 +123,18 @@ pub fn trace_cmd_report(file: &Path) -> String {
 /// Lines of a `trace-cmd report` listing after `cpus=N`, one per record plus the
 /// `=> symbol` lines of kernel stacks.
 pub fn listing_lines(listing: &str) -> Vec<&str> {
-    listing.lines().filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty()).collect()
+    listing
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty())
+        .collect()
 }
 
 /// The record lines of a listing: one per event, without stack lines.
 pub fn event_lines(listing: &str) -> Vec<&str> {
-    listing_lines(listing).into_iter().filter(|l| !l.trim_start().starts_with("=>")).collect()
+    listing_lines(listing)
+        .into_iter()
+        .filter(|l| !l.trim_start().starts_with("=>"))
+        .collect()
 }
 
 /// Event name of a report line: the word before the second `: ` (after the timestamp).
