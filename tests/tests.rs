@@ -5,5 +5,6 @@ mod common;
 mod check;
 mod docs;
 mod hostile;
+mod reliability;
 mod run;
 mod status;
