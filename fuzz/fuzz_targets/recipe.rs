@@ -1,0 +1,32 @@
+//! Recipe text → render → parse → validate against this machine's kernel facts.
+//! Any input must end in a recipe or in diagnostics, never in a panic.
+#![no_main]
+
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+use trace_recipe::kernel::KernelFacts;
+use trace_recipe::diagnostic::render_all;
+use trace_recipe::recipe::{Builtins, LoadError, load_str};
+use trace_recipe::tracefs::Tracefs;
+use trace_recipe::validate::validate;
+
+thread_local! {
+    static FACTS: Option<KernelFacts> = Tracefs::locate_or_mount().ok().and_then(|(t, _)| KernelFacts::read(&t).ok());
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let builtins = Builtins { started: "20260101-000000".into() };
+    match load_str(Path::new("fuzz.toml"), text, &[], &builtins) {
+        Ok(loaded) => FACTS.with(|facts| {
+            if let Some(Err(diags)) = facts.as_ref().map(|f| validate(&loaded, f)) {
+                let _ = render_all(&diags, &loaded.source);
+            }
+        }),
+        Err(LoadError::Invalid { text, diagnostics }) => {
+            let _ = render_all(&diagnostics, &text);
+        }
+        Err(_) => {}
+    }
+});
