@@ -60,5 +60,5 @@ fn every_hostile_recipe_is_refused_and_nothing_is_written() {
         "nothing written through the symlink"
     );
     std::fs::remove_file(SYMLINK).unwrap();
-    eprintln!("hostile inputs rejected: {refused}/{}", files.len());
+    eprintln!("FIGURE hostile inputs rejected: {refused}/{}", files.len());
 }

@@ -250,6 +250,7 @@ fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
         );
         guard.assert_unchanged();
     }
+    eprintln!("FIGURE steps fault-injected and clean: {n}/{n}");
     // And the whole plan applies and rolls back for real.
     let out = dir.path().join("full");
     run_ok(&recipe, &out, &[]);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Proves the rollback promise with numbers: fault injection at every step, SIGKILL
+# at every step, 200 randomized kill trials, 8 concurrent runs x 10 rounds, the
+# hostile-input corpus, and fuzzing of both parsers. Prints one line per figure.
+# Needs root (real tracefs). FUZZ_SECONDS (default 60) is the time per fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "scripts/reliability.sh needs root (it drives the real tracefs)" >&2; exit 1; }
+[ -e /sys/kernel/tracing/trace ] || mount -t tracefs nodev /sys/kernel/tracing
+command -v trace-cmd >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq trace-cmd >/dev/null; }
+
+log=$(mktemp)
+TRACE_RECIPE_TRIALS=${TRIALS:-200} TRACE_RECIPE_ROUNDS=${ROUNDS:-10} \
+  cargo test --release --test tests -- --nocapture --test-threads=1 \
+  reliability:: hostile:: run::a_failure_at_every_step >"$log" 2>&1 || { cat "$log"; exit 1; }
+
+echo "trace-recipe reliability, $(date -u +%Y-%m-%d), kernel $(uname -r), $(nproc) CPUs"
+grep '^FIGURE ' "$log" | sed 's/^FIGURE /  /'
+
+fuzz_seconds=${FUZZ_SECONDS:-60}
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "  fuzzing: cargo-fuzz is not installed (cargo install cargo-fuzz), not run"
+  exit 0
+fi
+for target in recipe tracedat; do
+  flog=$(mktemp)
+  # cargo-fuzz needs nightly flags (-Zsanitizer); RUSTC_BOOTSTRAP lets the stable
+  # toolchain accept them.
+  if (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "corpus/$target" -- \
+        -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 >"$flog" 2>&1); then
+    crashes=0
+  else
+    crashes=$(ls "fuzz/artifacts/$target" 2>/dev/null | wc -l)
+    [ "$crashes" -gt 0 ] || crashes="? (fuzzer failed, see $flog)"
+  fi
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$flog" | tail -1 | grep -o '[0-9]*$' || true)
+  echo "  fuzz $target: ${execs:-?} executions in ${fuzz_seconds} s, crashes: $crashes"
+done
