@@ -26,13 +26,15 @@ for target in recipe tracedat; do
   flog=$(mktemp)
   # cargo-fuzz needs nightly flags (-Zsanitizer); RUSTC_BOOTSTRAP lets the stable
   # toolchain accept them.
-  if (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "corpus/$target" -- \
+  # The first corpus folder receives new inputs: keep the checked-in seeds clean.
+  scratch=$(mktemp -d)
+  if (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "$scratch" "corpus/$target" -- \
         -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 >"$flog" 2>&1); then
     crashes=0
   else
     crashes=$(ls "fuzz/artifacts/$target" 2>/dev/null | wc -l)
     [ "$crashes" -gt 0 ] || crashes="? (fuzzer failed, see $flog)"
   fi
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$flog" | tail -1 | grep -o '[0-9]*$' || true)
+  execs=$(grep -o 'Done [0-9]* runs' "$flog" | tail -1 | grep -o '[0-9]*' || true)
   echo "  fuzz $target: ${execs:-?} executions in ${fuzz_seconds} s, crashes: $crashes"
 done
