@@ -75,7 +75,12 @@ enum Command {
     /// Show tracefs state that differs from a clean boot, and what runs left behind.
     Status,
     /// Remove what trace-recipe runs left behind (never touches what others own).
-    Reset,
+    Reset {
+        /// The hammer: reset ALL of tracefs to boot defaults, like `trace-cmd reset -a`,
+        /// including other tools' instances, filters, triggers and probes.
+        #[arg(long)]
+        all: bool,
+    },
     /// Print the recipe's JSON Schema.
     Schema,
     /// Internal: roll back JOURNAL if the run that started us dies.
@@ -131,9 +136,13 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             print!("{text}");
             Ok(exit::OK)
         }),
-        Command::Reset => with_tracefs(|t| {
+        Command::Reset { all } => with_tracefs(|t| {
             t.require_root().map_err(|e| e.to_string())?;
-            let results = status::reset(t);
+            let results = if all {
+                status::reset_all(t)
+            } else {
+                status::reset(t)
+            };
             let mut code = exit::OK;
             if results.is_empty() {
                 println!("nothing to reset: no trace-recipe run left anything behind");

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::apply::journal::{JOURNAL_DIR, Undo};
 use crate::apply::sweep::sweep;
-use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError};
+use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
 
 /// Files compared in every buffer (top level and each instance).
 const BUFFER_FILES: &[&str] = &[
@@ -239,6 +239,17 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             let _ = writeln!(o, "left behind by a trace-recipe run: instances/{}", i.name);
         }
     }
+    for j in crate::apply::journal::list(Path::new(JOURNAL_DIR)) {
+        // Unlocked means neither its run nor its guard is alive.
+        if crate::apply::journal::lock(&j, false).is_some() {
+            left = true;
+            let _ = writeln!(
+                o,
+                "journal of a dead run, not rolled back yet: {}",
+                j.display()
+            );
+        }
+    }
     if left {
         let _ = writeln!(
             o,
@@ -287,4 +298,132 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         );
     }
     out
+}
+
+/// The hammer: resets all of tracefs to boot defaults, like `trace-cmd reset -a`.
+/// Rolls back dead runs' journals, then removes EVERY instance (other tools'
+/// too), disables every event, clears every filter, trigger, pid list and
+/// function filter, sets the nop tracer, the local clock and all CPUs, removes
+/// every probe definition, and turns tracing on. Buffer sizes and options are
+/// left as they are. Files this kernel refuses (e.g. set_ftrace_pid without the
+/// function tracer) are skipped. Returns one line per action.
+pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+    let mut out = reset(tracefs);
+    let w = |rel: &str, value: &str, mode: WriteMode| {
+        tracefs
+            .write(rel, value, mode, "")
+            .map_err(|e| e.to_string())
+    };
+    for name in tracefs.instances() {
+        let dir = format!("instances/{name}");
+        let _ = w(&format!("{dir}/tracing_on"), "0", WriteMode::Replace);
+        let _ = w(&format!("{dir}/events/enable"), "0", WriteMode::Replace);
+        clear_event_settings(tracefs, &format!("{dir}/"));
+        out.push(
+            tracefs
+                .rmdir(&dir)
+                .map(|()| format!("removed {dir}"))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    let _ = w("tracing_on", "0", WriteMode::Replace);
+    let _ = w("events/enable", "0", WriteMode::Replace);
+    let cleared = clear_event_settings(tracefs, "");
+    out.push(Ok(format!(
+        "disabled every event; cleared {cleared} event filters and triggers"
+    )));
+    let max_cpu = list_dir(tracefs, "per_cpu")
+        .iter()
+        .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
+        .max();
+    let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
+    let settings: [(&str, String); 10] = [
+        ("current_tracer", "nop".into()),
+        ("set_event_pid", String::new()),
+        ("set_event_notrace_pid", String::new()),
+        ("set_ftrace_pid", String::new()),
+        ("set_ftrace_notrace_pid", String::new()),
+        ("set_ftrace_filter", String::new()),
+        ("set_ftrace_notrace", String::new()),
+        ("tracing_thresh", "0".into()),
+        ("trace_clock", "local".into()),
+        ("tracing_cpumask", crate::validate::cpumask_hex(&all_cpus)),
+    ];
+    for (file, value) in settings {
+        if tracefs.exists(file) && w(file, &value, WriteMode::Replace).is_ok() {
+            out.push(Ok(format!("reset {file}")));
+        }
+    }
+    for file in ["kprobe_events", "uprobe_events", "dynamic_events"] {
+        if tracefs.read(file).is_ok_and(|t| !t.trim().is_empty()) {
+            out.push(
+                w(file, "", WriteMode::Replace).map(|()| format!("removed every probe in {file}")),
+            );
+        }
+    }
+    out.push(w("tracing_on", "1", WriteMode::Replace).map(|()| "tracing_on = 1".to_string()));
+    out
+}
+
+/// Clears every event filter and trigger under `prefix` (`""` or `instances/X/`);
+/// returns how many were set.
+fn clear_event_settings(tracefs: &Tracefs, prefix: &str) -> usize {
+    let mut n = 0;
+    for sys in list_dir(tracefs, &format!("{prefix}events")) {
+        for ev in list_dir(tracefs, &format!("{prefix}events/{sys}")) {
+            let base = format!("{prefix}events/{sys}/{ev}");
+            if tracefs
+                .read(&format!("{base}/filter"))
+                .is_ok_and(|f| f.trim() != "none")
+            {
+                n += 1;
+                let _ = tracefs.write(&format!("{base}/filter"), "0", WriteMode::Replace, "");
+            }
+            let triggers = tracefs.read(&format!("{base}/trigger")).unwrap_or_default();
+            for line in triggers
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            {
+                n += 1;
+                let _ = tracefs.write(
+                    &format!("{base}/trigger"),
+                    &trigger_removal(line),
+                    WriteMode::Append,
+                    "",
+                );
+            }
+        }
+    }
+    n
+}
+
+/// The `!...` command that removes a trigger as its `trigger` file lists it
+/// (`traceoff:count=3 if prio > 0` → `!traceoff`; `hist:keys=pid:... [active]`
+/// → `!hist:keys=pid:...`), per Documentation/trace/events.rst section 6.
+fn trigger_removal(listed: &str) -> String {
+    let spec = listed.split(" [").next().unwrap_or(listed);
+    let spec = spec.split(" if ").next().unwrap_or(spec).trim();
+    let kept: Vec<&str> = spec
+        .split(':')
+        .filter(|part| !part.starts_with("count="))
+        .collect();
+    format!("!{}", kept.join(":"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trigger_removal;
+
+    #[test]
+    fn trigger_removals_follow_the_listing() {
+        assert_eq!(trigger_removal("traceoff:count=3 if prio > 0"), "!traceoff");
+        assert_eq!(
+            trigger_removal("enable_event:sched:sched_wakeup:unlimited"),
+            "!enable_event:sched:sched_wakeup:unlimited"
+        );
+        assert_eq!(
+            trigger_removal("hist:keys=pid:vals=hitcount:sort=hitcount:size=2048 [active]"),
+            "!hist:keys=pid:vals=hitcount:sort=hitcount:size=2048"
+        );
+    }
 }

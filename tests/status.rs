@@ -81,3 +81,153 @@ fn without_root_every_tracefs_command_says_what_is_missing() {
     }
     guard.assert_unchanged();
 }
+
+#[test]
+fn reset_all_returns_everything_to_boot_defaults() {
+    use trace_recipe::tracefs::WriteMode::{Append, Replace};
+    let guard = TracefsGuard::acquire();
+    let t = tracefs();
+    let (status_before, _) = trace_recipe::status::status(&t).unwrap();
+    assert!(
+        status_before.contains("top level: as after a clean boot"),
+        "this test needs a tracefs at boot defaults to compare with:\n{status_before}"
+    );
+    // What other tools might leave: top-level filter, trigger, pid list, clock,
+    // an enabled event, tracing off, and an instance of their own.
+    t.write(
+        "events/sched/sched_switch/filter",
+        "prev_pid == 1",
+        Replace,
+        "",
+    )
+    .unwrap();
+    t.write(
+        "events/sched/sched_process_exit/trigger",
+        "traceoff:3 if prio > 0",
+        Append,
+        "",
+    )
+    .unwrap();
+    t.write(
+        "events/sched/sched_process_fork/trigger",
+        "enable_event:sched:sched_wakeup",
+        Append,
+        "",
+    )
+    .unwrap();
+    t.write("events/sched/sched_wakeup/enable", "1", Replace, "")
+        .unwrap();
+    t.write("set_event_pid", "1", Replace, "").unwrap();
+    t.write("trace_clock", "mono", Replace, "").unwrap();
+    t.write("tracing_on", "0", Replace, "").unwrap();
+    t.mkdir("instances/other-tool-reset-all").unwrap();
+    t.write(
+        "instances/other-tool-reset-all/events/sched/sched_switch/filter",
+        "prev_pid == 2",
+        Replace,
+        "",
+    )
+    .unwrap();
+    let dirty = trace_recipe::status::status(&t).unwrap().0;
+    assert!(
+        dirty.contains("events/sched/sched_switch/filter: prev_pid == 1"),
+        "{dirty}"
+    );
+
+    let out = trace_recipe(&["reset", "--all"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("removed instances/other-tool-reset-all"),
+        "{}",
+        text(&out.stdout)
+    );
+    guard.assert_unchanged();
+}
+
+/// Leaves what a run killed together with its guard leaves: an instance and the
+/// journal that undoes it, owned by a pid that is not alive.
+fn plant_dead_run(t: &trace_recipe::tracefs::Tracefs, pid: u32) -> std::path::PathBuf {
+    use trace_recipe::apply::journal::{Header, JOURNAL_DIR, JOURNAL_VERSION, Undo};
+    let dir = format!("instances/trace-recipe-swept-{pid}");
+    t.mkdir(&dir).unwrap();
+    t.write(
+        &format!("{dir}/events/sched/sched_switch/enable"),
+        "1",
+        trace_recipe::tracefs::WriteMode::Replace,
+        &dir,
+    )
+    .unwrap();
+    let header = Header {
+        format: "trace-recipe-journal".into(),
+        version: JOURNAL_VERSION,
+        pid,
+        start_time: 1,
+        tracefs: t.root().to_path_buf(),
+        instance: dir.clone(),
+    };
+    let undos = [
+        Undo::Rmdir { dir: dir.clone() },
+        Undo::Write {
+            file: format!("{dir}/events/sched/sched_switch/enable"),
+            value: "0".into(),
+            append: false,
+        },
+    ];
+    let mut body = serde_json::to_string(&header).unwrap() + "\n";
+    for u in &undos {
+        body += &(serde_json::to_string(u).unwrap() + "\n");
+    }
+    std::fs::create_dir_all(JOURNAL_DIR).unwrap();
+    let path = std::path::Path::new(JOURNAL_DIR).join(format!("run-{pid}.journal"));
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+#[test]
+fn journals_of_runs_dead_with_their_guard_are_swept_by_reset_and_by_the_next_run() {
+    let guard = TracefsGuard::acquire();
+    let t = tracefs();
+    let journal = plant_dead_run(&t, 4194001);
+    let status = text(&trace_recipe(&["status"]).stdout);
+    assert!(
+        status.contains("journal of a dead run, not rolled back yet"),
+        "{status}"
+    );
+    let out = trace_recipe(&["reset"]);
+    assert!(
+        text(&out.stdout).contains("rolled back 2 changes left by dead run 4194001"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!journal.exists() && !t.exists("instances/trace-recipe-swept-4194001"));
+    guard.assert_unchanged();
+
+    let journal = plant_dead_run(&t, 4194002);
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = crate::common::write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"after-crash\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let run = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        dir.path().join("o").to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("rolled back 2 changes left by dead run 4194002"),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(!journal.exists());
+    guard.assert_unchanged();
+}
