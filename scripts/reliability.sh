@@ -15,7 +15,7 @@ TRACE_RECIPE_TRIALS=${TRIALS:-200} TRACE_RECIPE_ROUNDS=${ROUNDS:-10} \
   reliability:: hostile:: run::a_failure_at_every_step >"$log" 2>&1 || { cat "$log"; exit 1; }
 
 echo "trace-recipe reliability, $(date -u +%Y-%m-%d), kernel $(uname -r), $(nproc) CPUs"
-grep '^FIGURE ' "$log" | sed 's/^FIGURE /  /'
+grep -o 'FIGURE .*' "$log" | sed 's/^FIGURE /  /'
 
 fuzz_seconds=${FUZZ_SECONDS:-60}
 if ! command -v cargo-fuzz >/dev/null 2>&1; then

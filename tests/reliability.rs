@@ -104,18 +104,8 @@ fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
-    let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
     // `check --plan` has no workload here; the run adds its set_event_pid step.
-    let steps = text(&plan.stdout)
-        .lines()
-        .filter(|l| {
-            l.trim_start()
-                .split('.')
-                .next()
-                .is_some_and(|n| n.parse::<usize>().is_ok())
-        })
-        .count()
-        + 1;
+    let steps = crate::common::plan_len(&recipe) + 1;
     let before = Snapshot::take(&tracefs());
     let mut clean = 0;
     for step in 1..=steps {

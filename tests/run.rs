@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    TracefsGuard, bin, event_lines, event_name, text, trace_cmd_report, trace_recipe, write_recipe,
+    TracefsGuard, bin, event_lines, event_name, plan_len, run_recipe, text, trace_cmd_report,
+    trace_recipe, write_recipe,
 };
 
 fn unique(tag: &str) -> String {
@@ -36,12 +37,7 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 }
 
 fn run_ok(recipe: &Path, out: &Path, cmd: &[&str]) -> serde_json::Value {
-    let mut args = vec!["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()];
-    if !cmd.is_empty() {
-        args.push("--");
-        args.extend(cmd);
-    }
-    let o = trace_recipe(&args);
+    let o = run_recipe(recipe, out, cmd);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -214,20 +210,6 @@ action = "enable_event"
 target = "sched:sched_wakeup"
 "#;
 
-fn plan_len(recipe: &Path) -> usize {
-    let out = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stdout));
-    text(&out.stdout)
-        .lines()
-        .filter(|l| {
-            l.trim_start()
-                .split('.')
-                .next()
-                .is_some_and(|n| n.parse::<usize>().is_ok())
-        })
-        .count()
-}
-
 #[test]
 fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
     let guard = TracefsGuard::acquire();
@@ -266,14 +248,7 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
         "r.toml",
         "name = \"refused\"\n[buffer]\nsize_kb = 256\n[[events]]\nname = \"sched:sched_switch\"\nfilter = \"prev_pid.function == 1\"\n",
     );
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        dir.path().join("o").to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let o = run_recipe(&recipe, &dir.path().join("o"), &["true"]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(

@@ -214,14 +214,7 @@ fn journals_of_runs_dead_with_their_guard_are_swept_by_reset_and_by_the_next_run
         "r.toml",
         "name = \"after-crash\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
     );
-    let run = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        dir.path().join("o").to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let run = crate::common::run_recipe(&recipe, &dir.path().join("o"), &["true"]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     assert!(
         text(&run.stderr).contains("rolled back 2 changes left by dead run 4194002"),

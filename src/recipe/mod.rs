@@ -143,12 +143,8 @@ fn parse(text: &str) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnos
                 ),
             );
             if let Some(key) = key {
-                d = d.with_help(match crate::suggest::nearest(key, known.iter().copied()) {
-                    Some(near) => {
-                        format!("did you mean `{near}`? known keys: {}", known.join(", "))
-                    }
-                    None => format!("known keys: {}", known.join(", ")),
-                });
+                let hint = crate::suggest::did_you_mean(key, known.iter().copied(), 1);
+                d = d.with_help(format!("{hint}known keys: {}", known.join(", ")));
             }
             d
         })

@@ -259,14 +259,12 @@ pub fn validate(
         if facts.clocks.iter().any(|k| k == c) {
             Some((c.clone(), span))
         } else {
-            let near = suggest::nearest(c, facts.clocks.iter().map(String::as_str));
+            let hint = suggest::did_you_mean(c, facts.clocks.iter().map(String::as_str), 1);
             cx.kernel(
                 span,
                 format!("this kernel offers no trace clock `{c}`"),
                 Some(format!(
-                    "{}trace_clock offers: {}",
-                    near.map(|n| format!("did you mean `{n}`? "))
-                        .unwrap_or_default(),
+                    "{hint}trace_clock offers: {}",
                     facts.clocks.join(" ")
                 )),
             );
@@ -517,7 +515,7 @@ fn resolve_event(
         .map(str::to_string)
         .collect();
     if matched.is_empty() {
-        let near = suggest::nearest_n(&ev.name, cx.facts.events.iter().map(String::as_str), 3);
+        let hint = suggest::did_you_mean(&ev.name, cx.facts.events.iter().map(String::as_str), 3);
         let what = if ev.name.contains(['*', '?']) {
             "no event of this kernel matches"
         } else {
@@ -526,17 +524,11 @@ fn resolve_event(
         cx.kernel(
             name_span,
             format!("{what} `{}`", ev.name),
-            Some(if near.is_empty() {
+            Some(if hint.is_empty() {
                 "list this kernel's events with `cat /sys/kernel/tracing/available_events`"
                     .to_string()
             } else {
-                format!(
-                    "did you mean {}?",
-                    near.iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                hint.trim_end().to_string()
             }),
         );
         return;
@@ -624,11 +616,10 @@ fn check_predicates(
                 let key = format!("field:{base}:{event}");
                 if reported.insert(key) {
                     let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
-                    let near = suggest::nearest(base, names.iter().copied());
+                    let hint = suggest::did_you_mean(base, names.iter().copied(), 1);
                     let span = cx.inner_span(path, &pred.field_span);
                     cx.kernel(span, format!("event `{event}` has no field `{base}`"), Some(format!(
-                        "{}its fields are: {} (and common_pid, common_flags, common_preempt_count, comm, cpu)",
-                        near.map(|n| format!("did you mean `{n}`? ")).unwrap_or_default(),
+                        "{hint}its fields are: {} (and common_pid, common_flags, common_preempt_count, comm, cpu)",
                         names.join(", ")
                     )));
                 }
@@ -684,16 +675,11 @@ fn resolve_trigger(
         return;
     }
     if !EVENT_ACTIONS.contains(&t.action.as_str()) {
-        let near = suggest::nearest(&t.action, EVENT_ACTIONS.iter().copied());
+        let hint = suggest::did_you_mean(&t.action, EVENT_ACTIONS.iter().copied(), 1);
         cx.recipe(
             action_span,
             format!("unknown trigger action `{}`", t.action),
-            Some(format!(
-                "{}actions are: {}",
-                near.map(|n| format!("did you mean `{n}`? "))
-                    .unwrap_or_default(),
-                EVENT_ACTIONS.join(", ")
-            )),
+            Some(format!("{hint}actions are: {}", EVENT_ACTIONS.join(", "))),
         );
         return;
     }
@@ -719,19 +705,11 @@ fn resolve_trigger(
         return;
     }
     if !cx.facts.events.contains(event) {
-        let near = suggest::nearest_n(event, cx.facts.events.iter().map(String::as_str), 3);
+        let hint = suggest::did_you_mean(event, cx.facts.events.iter().map(String::as_str), 3);
         cx.kernel(
             event_span,
             format!("this kernel has no event `{event}`"),
-            (!near.is_empty()).then(|| {
-                format!(
-                    "did you mean {}?",
-                    near.iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }),
+            (!hint.is_empty()).then(|| hint.trim_end().to_string()),
         );
         return;
     }

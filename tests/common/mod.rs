@@ -142,3 +142,28 @@ pub fn event_name(line: &str) -> Option<&str> {
     let after_ts = line.split_once("]")?.1.split_once(": ")?.1;
     Some(after_ts.split(':').next()?.trim())
 }
+
+/// Number of steps `check --plan` prints for `recipe`.
+pub fn plan_len(recipe: &Path) -> usize {
+    let out = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .split('.')
+                .next()
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
+        .count()
+}
+
+/// `trace-recipe run RECIPE -o OUT -- CMD...` (no `--` when `cmd` is empty).
+pub fn run_recipe(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
+    let mut args = vec!["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    if !cmd.is_empty() {
+        args.push("--");
+        args.extend(cmd);
+    }
+    trace_recipe(&args)
+}
