@@ -15,7 +15,7 @@ use tracedat::{CaptureMeta, CpuData, TraceFile};
 
 use crate::apply::guard::Guard;
 use crate::apply::journal::{
-    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, process_start_time,
+    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for, process_start_time,
 };
 use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, apply};
@@ -265,6 +265,10 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         &instance_name(&recipe.name, std::process::id()),
         &pids,
     );
+    // The guard starts first: whenever the run dies after this point, someone
+    // is watching for the journal.
+    let guard = Guard::spawn(&path_for(Path::new(JOURNAL_DIR), std::process::id()))
+        .map_err(RunError::Guard)?;
     let journal = Journal::create(
         Path::new(JOURNAL_DIR),
         &Header {
@@ -276,7 +280,6 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             instance: the_plan.instance.clone(),
         },
     )?;
-    let guard = Guard::spawn(journal.path()).map_err(RunError::Guard)?;
     let tx = match apply(&tracefs, &the_plan, Some(journal), |_| {}) {
         Ok(tx) => tx,
         Err(error) => {

@@ -169,6 +169,10 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
         if settles_to(&before, Duration::from_secs(1)) {
             clean += 1;
         } else {
+            let left = before.diff(&Snapshot::take(&tracefs()));
+            let journals = trace_recipe::apply::journal::list(Path::new(
+                trace_recipe::apply::journal::JOURNAL_DIR,
+            ));
             let r = trace_recipe(&["reset"]);
             assert!(
                 settles_to(&before, Duration::from_secs(1)),
@@ -178,7 +182,8 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
             );
             assert!(
                 guard_pid.is_some(),
-                "trial {trial}: only a killed guard may leave work for reset"
+                "trial {trial} (signal {sig}): only a killed guard may leave work for reset; left: {left:?}, journals: {journals:?}, reset said: {}",
+                text(&r.stdout)
             );
             by_reset += 1;
         }

@@ -67,8 +67,16 @@ impl Drop for Guard {
 /// Body of `__guard -- JOURNAL`: wait for the run to end, then replay its journal
 /// if it is still there. Returns the exit code.
 pub fn guard_main(journal_path: &Path) -> i32 {
+    // Our parent is the run (setsid keeps the parent); remember it before it dies
+    // and we are reparented.
+    let run_pid = rustix::process::getppid();
     if stub::wait_on_parent().is_some() {
         return 0;
+    }
+    // The pipe closes while the run is still exiting; wait until it is a zombie
+    // or gone, so that all its files (trace_pipe_raw readers) are closed.
+    if let Some(pid) = run_pid {
+        wait_until_dead(pid.as_raw_nonzero().get(), Duration::from_secs(2));
     }
     let Some(_lock) = journal::lock(journal_path, true) else {
         return 0;
@@ -87,9 +95,34 @@ pub fn guard_main(journal_path: &Path) -> i32 {
             }
             i32::from(!failures.is_empty())
         }
+        Err(journal::JournalError::Headerless { .. }) => {
+            let _ = std::fs::remove_file(journal_path);
+            0
+        }
         Err(e) => {
             eprintln!("trace-recipe guard: {e}; run `trace-recipe reset`");
             1
         }
+    }
+}
+
+/// Waits until process `pid` has exited (gone, or a zombie whose files are all
+/// closed), at most `limit`.
+fn wait_until_dead(pid: i32, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            Ok(stat) => {
+                let state = stat
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next());
+                if matches!(state, Some("Z" | "X")) {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }

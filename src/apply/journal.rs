@@ -11,7 +11,7 @@
 //! newer version is refused, never guessed at.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -119,6 +119,12 @@ pub enum JournalError {
         /// Why.
         source: std::io::Error,
     },
+    /// The run died while creating the journal: it recorded nothing.
+    #[error("journal {} has no header: its run died before recording anything", .path.display())]
+    Headerless {
+        /// The journal.
+        path: PathBuf,
+    },
     /// The journal is not one we can read.
     #[error("journal {}: {reason}", .path.display())]
     Unreadable {
@@ -148,7 +154,7 @@ impl Journal {
             .mode(0o700)
             .create(dir)
             .map_err(io(dir))?;
-        let path = dir.join(format!("run-{}.journal", header.pid));
+        let path = path_for(dir, header.pid);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -226,25 +232,29 @@ pub fn lock(path: &Path, wait: bool) -> Option<File> {
 }
 
 /// Reads a journal. A torn last line (the run died mid-write) is ignored.
+///
+/// Errors: [`JournalError::Headerless`] for a journal whose run died while
+/// creating it (nothing was recorded, so nothing needs undoing: delete it);
+/// [`JournalError::Unreadable`] for one that is not ours or is too new.
 pub fn read(path: &Path) -> Result<Recorded, JournalError> {
     let unreadable = |reason: String| JournalError::Unreadable {
         path: path.to_path_buf(),
         reason,
     };
-    let f = File::open(path).map_err(|source| JournalError::Io {
+    let bytes = std::fs::read(path).map_err(|source| JournalError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut lines = BufReader::new(f).lines();
-    let first = lines
-        .next()
-        .ok_or_else(|| unreadable("empty".into()))?
-        .map_err(|source| JournalError::Io {
+    let text = String::from_utf8_lossy(&bytes);
+    // The header is written (and fsync'd) whole before any undo: without a
+    // complete first line, the run recorded nothing.
+    let Some((first, rest)) = text.split_once('\n') else {
+        return Err(JournalError::Headerless {
             path: path.to_path_buf(),
-            source,
-        })?;
+        });
+    };
     let header: Header =
-        serde_json::from_str(&first).map_err(|e| unreadable(format!("bad header: {e}")))?;
+        serde_json::from_str(first).map_err(|e| unreadable(format!("bad header: {e}")))?;
     if header.format != "trace-recipe-journal" {
         return Err(unreadable(format!(
             "not a trace-recipe journal ({})",
@@ -258,9 +268,8 @@ pub fn read(path: &Path) -> Result<Recorded, JournalError> {
         )));
     }
     let mut undos = Vec::new();
-    for line in lines {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Undo>(&line) {
+    for line in rest.lines() {
+        match serde_json::from_str::<Undo>(line) {
             Ok(u) => undos.push(u),
             Err(_) => break, // torn final record
         }
@@ -276,16 +285,27 @@ impl Recorded {
     /// Replays the undos in reverse order against tracefs, then deletes the journal
     /// when every undo succeeded. Returns the number of undos replayed and the
     /// failures (the journal is kept when there are any).
+    ///
+    /// A dying run's last file descriptors (trace_pipe_raw readers) can keep its
+    /// instance busy for a moment, so a replay with failures is tried again a few
+    /// times, 100 ms apart; every undo is idempotent.
     pub fn replay(&self) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
-        for undo in self.undos.iter().rev() {
-            if let Err(e) = undo.perform(&tracefs, &self.header.instance) {
-                failures.push(e);
+        for attempt in 0..5 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
             }
-        }
-        if failures.is_empty() {
-            let _ = std::fs::remove_file(&self.path);
+            failures.clear();
+            for undo in self.undos.iter().rev() {
+                if let Err(e) = undo.perform(&tracefs, &self.header.instance) {
+                    failures.push(e);
+                }
+            }
+            if failures.is_empty() {
+                let _ = std::fs::remove_file(&self.path);
+                break;
+            }
         }
         (self.undos.len(), failures)
     }
@@ -304,6 +324,11 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 /// Whether the run that wrote `header` is still alive (same pid, same start time).
 pub fn owner_alive(header: &Header) -> bool {
     process_start_time(header.pid) == Some(header.start_time)
+}
+
+/// The journal path of run `pid` in `dir`.
+pub fn path_for(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("run-{pid}.journal"))
 }
 
 /// Every journal in `dir`, sorted by path.

@@ -47,16 +47,24 @@ pub fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
         let Some(_lock) = journal::lock(&path, false) else {
             continue;
         };
-        out.push(journal::read(&path).map(|r| {
-            let (replayed, failures) = r.replay();
-            Swept {
-                path,
-                pid: r.header.pid,
-                instance: r.header.instance,
-                replayed,
-                failures,
+        match journal::read(&path) {
+            Ok(r) => {
+                let (replayed, failures) = r.replay();
+                let (pid, instance) = (r.header.pid, r.header.instance);
+                out.push(Ok(Swept {
+                    path,
+                    pid,
+                    instance,
+                    replayed,
+                    failures,
+                }));
             }
-        }));
+            // Its run died while creating it: nothing was recorded or changed.
+            Err(JournalError::Headerless { .. }) => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => out.push(Err(e)),
+        }
     }
     out
 }
