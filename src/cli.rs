@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::plan::{instance_name, plan};
+use crate::plan::{instance_name, plan, probe_group};
 use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -203,6 +203,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     let p = plan(
                         &valid,
                         &instance_name(&valid.recipe.name, std::process::id()),
+                        &probe_group(std::process::id()),
                         &pids,
                     );
                     println!("plan (pid 0 stands for the workload's pid):");
@@ -234,7 +235,7 @@ fn run_cmd(opts: RunOptions) -> i32 {
         RunEvent::Recording { until } => eprintln!("recording until {until}"),
         RunEvent::Stopped { reason } => eprintln!("stopped: {reason}"),
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
-        RunEvent::Swept(line) => eprintln!("{line}"),
+        RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
     });
     match result {
         Ok(outcome) => {

@@ -1,10 +1,18 @@
 //! Planning: a [`ValidRecipe`] becomes an ordered list of [`Step`]s, each a single
 //! tracefs change that knows how to undo itself. Pure: nothing here touches tracefs.
 //!
-//! Order (Documentation/trace/ftrace.rst, events.rst): create the instance, turn its
-//! tracing off, size and clock the ring buffer, set options and the pid scope, then
-//! per event filter → stacktrace trigger → enable, then the recipe's triggers.
-//! Tracing is turned on by `run` only after every step succeeded.
+//! Order (Documentation/trace/ftrace.rst, events.rst, kprobetrace.rst): create the
+//! instance, turn its tracing off, size and clock the ring buffer, set options and
+//! the pid scope; the tracer's function filters, options and global knobs, then the
+//! tracer; each probe's definition (appended to the global kprobe_events /
+//! uprobe_events in the run's own probe group) followed by its filter, stacktrace
+//! trigger and enable in the instance; per event filter → stacktrace trigger →
+//! enable; then the recipe's triggers. Tracing is turned on by `run` only after
+//! every step succeeded.
+//!
+//! Undo runs in reverse, which is the order the kernel needs: a probe event is
+//! disabled in the instance before its definition is removed (`-:GROUP/EVENT`), and
+//! the instance is removed last.
 
 use std::fmt;
 
@@ -59,8 +67,24 @@ pub struct Step {
 pub struct Plan {
     /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`.
     pub instance: String,
+    /// The probe group the run's probes are defined in: `trace_recipe_PID`.
+    pub probe_group: String,
+    /// Whether a step writes a global top-level knob (max_graph_depth,
+    /// tracing_thresh) that another run could also want: the run then holds
+    /// [`TOP_LEVEL_LOCK`] while applied.
+    pub touches_top_level: bool,
     /// The steps, in the order they are applied (undone in reverse).
     pub steps: Vec<Step>,
+}
+
+/// Prefix of every probe group a run defines: `trace_recipe_PID`.
+pub const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
+/// Lock file (flock, exclusive) held by a run while it holds top-level state.
+pub const TOP_LEVEL_LOCK: &str = "/run/trace-recipe/top-level.lock";
+
+/// The probe group of the run of process `pid`.
+pub fn probe_group(pid: u32) -> String {
+    format!("{PROBE_GROUP_PREFIX}{pid}")
 }
 
 /// The instance name for a run of recipe `name` by process `pid`.
@@ -68,9 +92,10 @@ pub fn instance_name(name: &str, pid: u32) -> String {
     format!("{INSTANCE_PREFIX}{name}-{pid}")
 }
 
-/// Builds the plan for `valid`, in instance `instance` (a bare name), scoping events
-/// to `pids` (the recipe's and the workload's).
-pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
+/// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
+/// in group `group`, scoping events (and function tracers) to `pids` (the
+/// recipe's and the workload's).
+pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> Plan {
     let dir = format!("instances/{instance}");
     let mut steps = Vec::new();
     let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
@@ -140,55 +165,133 @@ pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
         );
     }
     if !pids.is_empty() {
-        let list = pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(" ");
         write(
             f("set_event_pid"),
-            list,
+            pid_list(pids),
             WriteMode::Replace,
             Undo::Write(String::new()),
             None,
         );
     }
-    for ev in &valid.events {
-        let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let ef = |name: &str| format!("{dir}/events/{system}/{event}/{name}");
-        if let Some(filter) = &ev.filter {
+    let mut touches_top_level = false;
+    if let Some(t) = &valid.tracer {
+        for (file, list) in [
+            ("set_ftrace_filter", &t.functions),
+            ("set_ftrace_notrace", &t.notrace),
+            ("set_graph_function", &t.graph_functions),
+            ("set_graph_notrace", &t.graph_notrace),
+        ] {
+            if !list.is_empty() {
+                write(
+                    f(file),
+                    list.join(" "),
+                    WriteMode::Replace,
+                    Undo::Write(String::new()),
+                    t.span.clone(),
+                );
+            }
+        }
+        if t.is_function_tracer() {
+            if !pids.is_empty() {
+                write(
+                    f("set_ftrace_pid"),
+                    pid_list(pids),
+                    WriteMode::Replace,
+                    Undo::Write(String::new()),
+                    None,
+                );
+            }
+            if r.scope.follow_forks {
+                write(
+                    f("options/function-fork"),
+                    "1".into(),
+                    WriteMode::Replace,
+                    Undo::Restore,
+                    None,
+                );
+            }
+        }
+        for (opt, on) in &t.options {
             write(
-                ef("filter"),
-                filter.clone(),
+                f(&format!("options/{opt}")),
+                bit(*on),
                 WriteMode::Replace,
-                Undo::Write("0".into()),
-                ev.span.clone(),
+                Undo::Restore,
+                t.span.clone(),
             );
         }
-        if ev.stacktrace {
+        // Global knobs: top-level files, restored from their before-image.
+        if let Some(depth) = t.max_graph_depth {
+            touches_top_level = true;
             write(
-                ef("trigger"),
-                "stacktrace".into(),
-                WriteMode::Append,
-                Undo::Append("!stacktrace".into()),
-                ev.span.clone(),
+                "max_graph_depth".into(),
+                depth.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        if let Some(us) = t.thresh_us {
+            touches_top_level = true;
+            write(
+                "tracing_thresh".into(),
+                us.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
             );
         }
         write(
-            ef("enable"),
-            "1".into(),
+            f("current_tracer"),
+            t.name.clone(),
             WriteMode::Replace,
-            Undo::Write("0".into()),
-            ev.span.clone(),
+            Undo::Write("nop".into()),
+            t.span.clone(),
+        );
+    }
+    for p in &valid.probes {
+        write(
+            p.kind.events_file().into(),
+            p.definition(group),
+            WriteMode::Append,
+            Undo::Append(p.removal(group)),
+            p.span.clone(),
+        );
+        enable_event(
+            &mut write,
+            &dir,
+            group,
+            &p.event,
+            p.filter.as_deref(),
+            p.stacktrace,
+            &p.span,
+        );
+    }
+    for ev in &valid.events {
+        let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
+        enable_event(
+            &mut write,
+            &dir,
+            system,
+            event,
+            ev.filter.as_deref(),
+            ev.stacktrace,
+            &ev.span,
         );
     }
     for t in &valid.triggers {
-        let (system, event) = t.event.split_once(':').unwrap_or((&t.event, ""));
+        let file = match &t.event {
+            Some(event) => {
+                let (system, event) = event.split_once(':').unwrap_or((event, ""));
+                format!("{dir}/events/{system}/{event}/trigger")
+            }
+            None => f("set_ftrace_filter"),
+        };
         write(
-            format!("{dir}/events/{system}/{event}/trigger"),
+            file,
             t.command.clone(),
             WriteMode::Append,
-            Undo::Append(format!("!{}", t.command)),
+            Undo::Append(t.removal.clone()),
             t.span.clone(),
         );
     }
@@ -201,8 +304,55 @@ pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
     );
     Plan {
         instance: dir,
+        probe_group: group.to_string(),
+        touches_top_level,
         steps,
     }
+}
+
+/// Filter, stacktrace trigger and enable of `system/event` in instance `dir`.
+fn enable_event(
+    write: &mut impl FnMut(String, String, WriteMode, Undo, Span),
+    dir: &str,
+    system: &str,
+    event: &str,
+    filter: Option<&str>,
+    stacktrace: bool,
+    span: &Span,
+) {
+    let ef = |name: &str| format!("{dir}/events/{system}/{event}/{name}");
+    if let Some(filter) = filter {
+        write(
+            ef("filter"),
+            filter.to_string(),
+            WriteMode::Replace,
+            Undo::Write("0".into()),
+            span.clone(),
+        );
+    }
+    if stacktrace {
+        write(
+            ef("trigger"),
+            "stacktrace".into(),
+            WriteMode::Append,
+            Undo::Append("!stacktrace".into()),
+            span.clone(),
+        );
+    }
+    write(
+        ef("enable"),
+        "1".into(),
+        WriteMode::Replace,
+        Undo::Write("0".into()),
+        span.clone(),
+    );
+}
+
+fn pid_list(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn bit(on: bool) -> String {

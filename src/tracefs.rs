@@ -256,6 +256,15 @@ impl Tracefs {
     }
 }
 
+/// The directory whose `error_log` explains a failed write to `rel`: the instance
+/// (`instances/NAME`) for a file inside one, else "" (the top level, which also
+/// logs probe definition errors).
+pub fn error_log_dir(rel: &str) -> &str {
+    rel.strip_prefix("instances/")
+        .and_then(|rest| rest.find('/'))
+        .map_or("", |i| &rel[.."instances/".len() + i])
+}
+
 /// First line of `value` in `[brackets]` among words, e.g. the current clock of
 /// `trace_clock` (`"local global [mono]"` → `mono`).
 pub fn bracketed(value: &str) -> Option<&str> {

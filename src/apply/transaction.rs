@@ -9,7 +9,7 @@
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, bracketed};
+use crate::tracefs::{Tracefs, TracefsError, bracketed, error_log_dir};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -144,7 +144,9 @@ impl Transaction {
             Op::Mkdir { dir } => self.tracefs.mkdir(dir)?,
             Op::Write {
                 file, value, mode, ..
-            } => self.tracefs.write(file, value, *mode, &self.log_dir)?,
+            } => self
+                .tracefs
+                .write(file, value, *mode, error_log_dir(file))?,
         }
         self.done.extend(undo);
         Ok(())
@@ -165,7 +167,7 @@ impl Transaction {
     fn undo_all(&mut self) -> Vec<TracefsError> {
         let mut failures = Vec::new();
         while let Some(undo) = self.done.pop() {
-            if let Err(e) = undo.perform(&self.tracefs, &self.log_dir) {
+            if let Err(e) = undo.perform(&self.tracefs) {
                 failures.push(e);
             }
         }
