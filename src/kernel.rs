@@ -163,7 +163,7 @@ impl KernelFacts {
                     self.tracefs
                         .read("available_filter_functions")
                         .map_err(|e| match e {
-                            TracefsError::Read { source, .. } => source.to_string(),
+                            TracefsError::Read { source, .. } => errno_text(&source),
                             other => other.to_string(),
                         })?;
                 let mut f = FilterFunctions::default();
@@ -250,6 +250,19 @@ impl KernelFacts {
             .map(String::as_str)
             .filter(|e| glob_match(pattern, e))
             .collect()
+    }
+}
+
+/// `EPERM: Operation not permitted` for an OS error, else its text.
+fn errno_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+    match e.raw_os_error() {
+        Some(libc::EPERM) => format!("EPERM: {text}"),
+        Some(libc::EACCES) => format!("EACCES: {text}"),
+        Some(libc::ENODEV) => format!("ENODEV: {text}"),
+        Some(libc::ENOENT) => format!("ENOENT: {text}"),
+        _ => text,
     }
 }
 

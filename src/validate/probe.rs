@@ -253,6 +253,7 @@ pub(super) fn resolve_probes(
                 Ok(preds) => {
                     if let Some(format) = probe_format(kind, &p.event, &fields) {
                         let name = format!("{table}:{}", p.event);
+                        let fbefore = cx.diags.len();
                         check_predicates(
                             cx,
                             &fpath,
@@ -261,6 +262,10 @@ pub(super) fn resolve_probes(
                             &preds,
                             &mut Default::default(),
                         );
+                        // The fields are the recipe's own fetchargs, not the kernel's.
+                        for d in &mut cx.diags[fbefore..] {
+                            d.fault = crate::diagnostic::Fault::Recipe;
+                        }
                     }
                 }
             }

@@ -48,7 +48,7 @@ impl ResolvedTracer {
 /// The kernel fact reported when function tracing is refused: the message and help.
 pub(super) fn function_tracing_refused(why: &str) -> (String, String) {
     (
-        format!("this kernel refuses function tracing: reading available_filter_functions fails ({why})"),
+        format!("this kernel refuses the function tracer: reading available_filter_functions fails ({why})"),
         "the function tracer needs CONFIG_FUNCTION_TRACER and CONFIG_DYNAMIC_FTRACE, and no lockdown or security module denying tracefs; run this recipe on such a kernel (see the kernel lab in README.md)".into(),
     )
 }
