@@ -194,18 +194,33 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     valid.triggers.len(),
                     if valid.triggers.len() == 1 { "" } else { "s" },
                 );
-                if show_plan {
-                    let pids = if valid.recipe.scope.command.is_empty() {
-                        valid.recipe.scope.pids.clone()
-                    } else {
-                        [valid.recipe.scope.pids.clone(), vec![0]].concat()
-                    };
-                    let p = plan(
-                        &valid,
-                        &instance_name(&valid.recipe.name, std::process::id()),
-                        &probe_group(std::process::id()),
-                        &pids,
+                let pids = if valid.recipe.scope.command.is_empty() {
+                    valid.recipe.scope.pids.clone()
+                } else {
+                    [valid.recipe.scope.pids.clone(), vec![0]].concat()
+                };
+                let p = plan(
+                    &valid,
+                    &instance_name(&valid.recipe.name, std::process::id()),
+                    &probe_group(std::process::id()),
+                    &pids,
+                );
+                let top = p.top_level_files();
+                if !top.is_empty() {
+                    println!(
+                        "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
+                        top.join(", "),
+                        crate::plan::TOP_LEVEL_LOCK
                     );
+                }
+                if !valid.probes.is_empty() {
+                    println!(
+                        "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
+                        valid.probes.len(),
+                        if valid.probes.len() == 1 { "" } else { "s" }
+                    );
+                }
+                if show_plan {
                     println!("plan (pid 0 stands for the workload's pid):");
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);

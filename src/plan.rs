@@ -69,9 +69,10 @@ pub struct Plan {
     pub instance: String,
     /// The probe group the run's probes are defined in: `trace_recipe_PID`.
     pub probe_group: String,
-    /// Whether a step writes a global top-level knob (max_graph_depth,
-    /// tracing_thresh) that another run could also want: the run then holds
-    /// [`TOP_LEVEL_LOCK`] while applied.
+    /// Whether a step writes a global top-level file (max_graph_depth,
+    /// tracing_thresh, set_graph_function on kernels whose instances lack it)
+    /// that another run could also want: the run then holds [`TOP_LEVEL_LOCK`]
+    /// while applied, and restores each file's before-image.
     pub touches_top_level: bool,
     /// The steps, in the order they are applied (undone in reverse).
     pub steps: Vec<Step>,
@@ -178,8 +179,6 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
         for (file, list) in [
             ("set_ftrace_filter", &t.functions),
             ("set_ftrace_notrace", &t.notrace),
-            ("set_graph_function", &t.graph_functions),
-            ("set_graph_notrace", &t.graph_notrace),
         ] {
             if !list.is_empty() {
                 write(
@@ -190,6 +189,23 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
                     t.span.clone(),
                 );
             }
+        }
+        for (file, list) in [
+            ("set_graph_function", &t.graph_functions),
+            ("set_graph_notrace", &t.graph_notrace),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            // Global on kernels whose instances have no graph filter of their own:
+            // restored from its before-image.
+            let (file, undo) = if t.graph_filter_at_top {
+                touches_top_level = true;
+                (file.to_string(), Undo::Restore)
+            } else {
+                (f(file), Undo::Write(String::new()))
+            };
+            write(file, list.join(" "), WriteMode::Replace, undo, t.span.clone());
         }
         if t.is_function_tracer() {
             if !pids.is_empty() {
@@ -357,6 +373,24 @@ fn pid_list(pids: &[u32]) -> String {
 
 fn bit(on: bool) -> String {
     if on { "1" } else { "0" }.to_string()
+}
+
+impl Plan {
+    /// Top-level (global) files the plan writes, outside its instance and
+    /// besides probe definitions: these are restored from their before-image.
+    pub fn top_level_files(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Write {
+                    file,
+                    undo: Undo::Restore,
+                    ..
+                } if !file.starts_with("instances/") => Some(file.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for Step {

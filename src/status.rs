@@ -223,6 +223,12 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
         // Some files refuse reads on some kernels (set_ftrace_pid without the
         // function tracer): nothing to compare there.
         let Ok(v) = tracefs.read(file) else { continue };
+        // Function lists say `#### no functions disabled ####` when empty.
+        let v: String = v
+            .lines()
+            .filter(|l| !l.starts_with("####"))
+            .collect::<Vec<_>>()
+            .join("\n");
         if v.trim() != *default {
             differs.push(format!(
                 "  {file}: {} (boot default: {})",

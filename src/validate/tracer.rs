@@ -34,6 +34,9 @@ pub struct ResolvedTracer {
     pub thresh_us: Option<u64>,
     /// `options/NAME` values, sorted by name.
     pub options: Vec<(String, bool)>,
+    /// Whether set_graph_function / set_graph_notrace are global top-level files
+    /// on this kernel (instances have none), rather than the instance's own.
+    pub graph_filter_at_top: bool,
     /// The `[tracer]` table.
     pub span: Span,
 }
@@ -193,6 +196,9 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         max_graph_depth: t.max_graph_depth,
         thresh_us: t.thresh_us,
         options: opts,
+        graph_filter_at_top: instance
+            .as_ref()
+            .is_none_or(|i| !i.files.contains("set_graph_function")),
         span,
     })
 }
