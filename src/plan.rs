@@ -205,7 +205,13 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             } else {
                 (f(file), Undo::Write(String::new()))
             };
-            write(file, list.join(" "), WriteMode::Replace, undo, t.span.clone());
+            write(
+                file,
+                list.join(" "),
+                WriteMode::Replace,
+                undo,
+                t.span.clone(),
+            );
         }
         if t.is_function_tracer() {
             if !pids.is_empty() {

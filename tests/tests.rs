@@ -5,6 +5,7 @@ mod common;
 mod check;
 mod docs;
 mod hostile;
+mod lab;
 mod probes;
 mod reliability;
 mod run;

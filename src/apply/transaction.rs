@@ -195,12 +195,13 @@ fn restore_value(file: &str, old: &str) -> String {
         "trace_clock" => bracketed(old).unwrap_or("local").to_string(),
         // Function lists: one function per line; `#### all functions enabled ####`
         // (or any `#` comment) when empty.
-        "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function" | "set_graph_notrace" => old
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join(" "),
+        "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function" | "set_graph_notrace" => {
+            old.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
         _ => old.split_whitespace().next().unwrap_or("").to_string(),
     }
 }
@@ -211,7 +212,10 @@ mod tests {
 
     #[test]
     fn before_images_become_the_value_that_restores_them() {
-        assert_eq!(restore_value("i/trace_clock", "local [mono] global\n"), "mono");
+        assert_eq!(
+            restore_value("i/trace_clock", "local [mono] global\n"),
+            "mono"
+        );
         assert_eq!(restore_value("max_graph_depth", "0\n"), "0");
         assert_eq!(
             restore_value("set_graph_function", "#### all functions enabled ####\n"),

@@ -15,6 +15,26 @@ use crate::suggest;
 /// Tracers that trace kernel functions through ftrace (need available_filter_functions).
 pub const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
 
+/// The kernel config option that provides each tracer (kernel/trace/Kconfig).
+const TRACER_CONFIGS: &[(&str, &str)] = &[
+    ("function", "CONFIG_FUNCTION_TRACER"),
+    ("function_graph", "CONFIG_FUNCTION_GRAPH_TRACER"),
+    ("irqsoff", "CONFIG_IRQSOFF_TRACER"),
+    ("preemptoff", "CONFIG_PREEMPT_TRACER"),
+    (
+        "preemptirqsoff",
+        "CONFIG_IRQSOFF_TRACER and CONFIG_PREEMPT_TRACER",
+    ),
+    ("wakeup", "CONFIG_SCHED_TRACER"),
+    ("wakeup_rt", "CONFIG_SCHED_TRACER"),
+    ("wakeup_dl", "CONFIG_SCHED_TRACER"),
+    ("hwlat", "CONFIG_HWLAT_TRACER"),
+    ("osnoise", "CONFIG_OSNOISE_TRACER"),
+    ("timerlat", "CONFIG_TIMERLAT_TRACER"),
+    ("mmiotrace", "CONFIG_MMIOTRACE"),
+    ("blk", "CONFIG_BLK_DEV_IO_TRACE"),
+];
+
 /// A `[tracer]` that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedTracer {
@@ -65,9 +85,14 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
     let is_function = FUNCTION_TRACERS.contains(&name.as_str());
     if !cx.facts.tracers.contains(&name) {
         let near = suggest::nearest(&name, cx.facts.tracers.iter().map(String::as_str));
+        let config = TRACER_CONFIGS
+            .iter()
+            .find(|(t, _)| *t == name)
+            .map(|(_, c)| format!(" (it was built without {c})"))
+            .unwrap_or_default();
         cx.kernel(
             name_span.clone(),
-            format!("this kernel offers no tracer `{name}`"),
+            format!("this kernel offers no tracer `{name}`{config}"),
             Some(format!(
                 "{}available_tracers: {}",
                 near.map(|n| format!("did you mean `{n}`? "))
