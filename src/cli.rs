@@ -206,7 +206,14 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     &pids,
                 );
                 let top = p.top_level_files();
-                if !top.is_empty() {
+                if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
+                    println!(
+                        "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
+                        t.name,
+                        top.len(),
+                        crate::plan::TOP_LEVEL_LOCK
+                    );
+                } else if !top.is_empty() {
                     println!(
                         "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
                         top.join(", "),
@@ -245,7 +252,12 @@ fn run_cmd(opts: RunOptions) -> i32 {
     let result = run(&opts, |ev| match ev {
         RunEvent::Mounted(m) => eprintln!("{m}"),
         RunEvent::Applied { instance, steps } => {
-            eprintln!("applied {steps} steps to {instance} (tracing off)")
+            let place = if instance.is_empty() {
+                "the top level"
+            } else {
+                &instance
+            };
+            eprintln!("applied {steps} steps to {place} (tracing off)")
         }
         RunEvent::Recording { until } => eprintln!("recording until {until}"),
         RunEvent::Stopped { reason } => eprintln!("stopped: {reason}"),

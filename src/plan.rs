@@ -65,7 +65,8 @@ pub struct Step {
 /// Everything a run changes in tracefs, in order.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`.
+    /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`;
+    /// "" when the run works at the top level (a tracer offered only there).
     pub instance: String,
     /// The probe group the run's probes are defined in: `trace_recipe_PID`.
     pub probe_group: String,
@@ -97,7 +98,15 @@ pub fn instance_name(name: &str, pid: u32) -> String {
 /// in group `group`, scoping events (and function tracers) to `pids` (the
 /// recipe's and the workload's).
 pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> Plan {
-    let dir = format!("instances/{instance}");
+    // A tracer this kernel offers only at the top level: the run works in the
+    // top-level buffer, and every write there is undone from its before-image.
+    let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
+    let dir = if top {
+        String::new()
+    } else {
+        format!("instances/{instance}")
+    };
+    let local = |undo: Undo| if top { Undo::Restore } else { undo };
     let mut steps = Vec::new();
     let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
         steps.push(Step {
@@ -110,16 +119,32 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             span,
         });
     };
-    let f = |name: &str| format!("{dir}/{name}");
+    let f = |name: &str| {
+        if dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{dir}/{name}")
+        }
+    };
     let r = &valid.recipe;
 
     write(
         f("tracing_on"),
         "0".into(),
         WriteMode::Replace,
-        Undo::Nothing,
+        local(Undo::Nothing),
         None,
     );
+    if top {
+        // Whatever the top-level buffer held before is not this run's.
+        write(
+            "trace".into(),
+            String::new(),
+            WriteMode::Replace,
+            Undo::Nothing,
+            None,
+        );
+    }
     if let Some((kb, span)) = &valid.buffer_size_kb {
         write(
             f("buffer_size_kb"),
@@ -170,7 +195,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             f("set_event_pid"),
             pid_list(pids),
             WriteMode::Replace,
-            Undo::Write(String::new()),
+            local(Undo::Write(String::new())),
             None,
         );
     }
@@ -185,7 +210,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
                     f(file),
                     list.join(" "),
                     WriteMode::Replace,
-                    Undo::Write(String::new()),
+                    local(Undo::Write(String::new())),
                     t.span.clone(),
                 );
             }
@@ -219,7 +244,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
                     f("set_ftrace_pid"),
                     pid_list(pids),
                     WriteMode::Replace,
-                    Undo::Write(String::new()),
+                    local(Undo::Write(String::new())),
                     None,
                 );
             }
@@ -267,7 +292,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             f("current_tracer"),
             t.name.clone(),
             WriteMode::Replace,
-            Undo::Write("nop".into()),
+            local(Undo::Write("nop".into())),
             t.span.clone(),
         );
     }
@@ -281,11 +306,10 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
         );
         enable_event(
             &mut write,
-            &dir,
-            group,
-            &p.event,
+            &f(&format!("events/{group}/{}", p.event)),
             p.filter.as_deref(),
             p.stacktrace,
+            top,
             &p.span,
         );
     }
@@ -293,11 +317,10 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
         enable_event(
             &mut write,
-            &dir,
-            system,
-            event,
+            &f(&format!("events/{system}/{event}")),
             ev.filter.as_deref(),
             ev.stacktrace,
+            top,
             &ev.span,
         );
     }
@@ -305,7 +328,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
         let file = match &t.event {
             Some(event) => {
                 let (system, event) = event.split_once(':').unwrap_or((event, ""));
-                format!("{dir}/events/{system}/{event}/trigger")
+                f(&format!("events/{system}/{event}/trigger"))
             }
             None => f("set_ftrace_filter"),
         };
@@ -317,38 +340,48 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             t.span.clone(),
         );
     }
-    steps.insert(
-        0,
-        Step {
-            op: Op::Mkdir { dir: dir.clone() },
-            span: None,
-        },
-    );
+    if !top {
+        steps.insert(
+            0,
+            Step {
+                op: Op::Mkdir { dir: dir.clone() },
+                span: None,
+            },
+        );
+    }
     Plan {
         instance: dir,
         probe_group: group.to_string(),
-        touches_top_level,
+        touches_top_level: touches_top_level || top,
         steps,
     }
 }
 
-/// Filter, stacktrace trigger and enable of `system/event` in instance `dir`.
+/// Filter, stacktrace trigger and enable of the event directory `dir`
+/// (`instances/NAME/events/SYSTEM/EVENT`, or `events/SYSTEM/EVENT` at the top
+/// level, where the filter and enable are restored from their before-image).
 fn enable_event(
     write: &mut impl FnMut(String, String, WriteMode, Undo, Span),
     dir: &str,
-    system: &str,
-    event: &str,
     filter: Option<&str>,
     stacktrace: bool,
+    top: bool,
     span: &Span,
 ) {
-    let ef = |name: &str| format!("{dir}/events/{system}/{event}/{name}");
+    let ef = |name: &str| format!("{dir}/{name}");
+    let undo = |value: &str| {
+        if top {
+            Undo::Restore
+        } else {
+            Undo::Write(value.into())
+        }
+    };
     if let Some(filter) = filter {
         write(
             ef("filter"),
             filter.to_string(),
             WriteMode::Replace,
-            Undo::Write("0".into()),
+            undo("0"),
             span.clone(),
         );
     }
@@ -365,7 +398,7 @@ fn enable_event(
         ef("enable"),
         "1".into(),
         WriteMode::Replace,
-        Undo::Write("0".into()),
+        undo("0"),
         span.clone(),
     );
 }
@@ -427,7 +460,10 @@ impl fmt::Display for Step {
                     return Ok(());
                 }
                 match undo {
-                    Undo::Nothing => write!(out, "    (undo: removed with the instance)"),
+                    Undo::Nothing if file.starts_with("instances/") => {
+                        write!(out, "    (undo: removed with the instance)")
+                    }
+                    Undo::Nothing => write!(out, "    (no undo: what it cleared is not kept)"),
                     Undo::Restore => write!(out, "    (undo: write back the value read before)"),
                     Undo::Write(v) => write!(out, "    (undo: echo {v:?} > {file})"),
                     Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),

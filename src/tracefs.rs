@@ -153,9 +153,11 @@ impl Tracefs {
         &self.root
     }
 
-    /// Absolute path of `rel` (relative to the tracefs root).
+    /// Absolute path of `rel` (relative to the tracefs root; a leading `/` is
+    /// ignored, so `format!("{instance}/trace")` works for the top level too).
     pub fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
+        // `{instance}/file` with the top level's instance "" is `/file`.
+        self.root.join(rel.trim_start_matches('/'))
     }
 
     /// Reads a whole tracefs file as text.

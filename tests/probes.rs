@@ -115,16 +115,11 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
     guard.assert_unchanged();
 }
 
-#[test]
-fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = build_target(dir.path());
-    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
+/// Runs `recipe` once per step of its plan, SIGKILLing the run at that step, and
+/// asserts that the guard rolls every prefix back.
+fn sigkill_at_every_step(recipe: &Path) {
     let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
     let plan = text(&plan.stdout);
-    assert!(plan.contains(">> uprobe_events"), "{plan}");
-    assert!(plan.contains("(undo: echo \"-:trace_recipe_"), "{plan}");
     // Plus the set_event_pid step the workload adds.
     let steps = plan
         .lines()
@@ -137,10 +132,11 @@ fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
         .count()
         + 1;
     let before = Snapshot::take(&tracefs());
+    let dir = recipe.parent().unwrap();
     for step in 1..=steps {
-        let out = dir.path().join(format!("out{step}"));
+        let out = dir.join(format!("out{step}"));
         let mut child = spawn_run(
-            &recipe,
+            recipe,
             &out,
             &[(trace_recipe::apply::KILL_STEP_ENV, step.to_string())],
             &["sleep", "5"],
@@ -157,6 +153,95 @@ fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
             before.diff(&Snapshot::take(&tracefs())).join("\n")
         );
     }
+}
+
+#[test]
+fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_target(dir.path());
+    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
+    let plan = text(&trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]).stdout);
+    assert!(plan.contains(">> uprobe_events"), "{plan}");
+    assert!(plan.contains("(undo: echo \"-:trace_recipe_"), "{plan}");
+    sigkill_at_every_step(&recipe);
+    guard.assert_unchanged();
+}
+
+/// A recipe whose tracer this kernel offers only at the top level (`blk` here:
+/// instances offer `function nop`), with a filter and the workload's pid scope.
+const TOP_LEVEL: &str = r#"name = "top-level"
+description = "t"
+[tracer]
+name = "blk"
+[[events]]
+name = "sched:sched_process_exec"
+filter = 'comm != "no-such-comm"'
+"#;
+
+fn top_level_tracer_available() -> bool {
+    let t = tracefs();
+    let top = t.read("available_tracers").unwrap_or_default();
+    let ok = top.split_whitespace().any(|w| w == "blk");
+    if !ok {
+        eprintln!(
+            "!!!!!!!! this kernel has no `blk` tracer: the top-level tracer test cannot run here"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no blk tracer"
+        );
+    }
+    ok
+}
+
+#[test]
+fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored() {
+    let guard = TracefsGuard::acquire();
+    if !top_level_tracer_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
+    let check = text(&trace_recipe(&["check", recipe.to_str().unwrap()]).stdout);
+    assert!(check.contains("only at the top level"), "{check}");
+    let out = dir.path().join("out");
+    let o = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exec /bin/true",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("to the top level"),
+        "{}",
+        text(&o.stderr)
+    );
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    assert!(
+        event_lines(&listing)
+            .iter()
+            .any(|l| l.contains("sched_process_exec") && l.contains("/bin/true")),
+        "{listing}"
+    );
+    // The guard's snapshot covers every top-level file the run wrote.
+    guard.assert_unchanged();
+}
+
+#[test]
+fn sigkill_at_every_step_of_a_top_level_plan_restores_every_before_image() {
+    let guard = TracefsGuard::acquire();
+    if !top_level_tracer_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
+    sigkill_at_every_step(&recipe);
     guard.assert_unchanged();
 }
 

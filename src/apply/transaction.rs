@@ -202,6 +202,26 @@ fn restore_value(file: &str, old: &str) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         }
+        "set_event_pid" | "set_ftrace_pid" => old
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && *l != "no pid")
+            .collect::<Vec<_>>()
+            .join(" "),
+        // An event filter reads `none` when there is none; `0` clears it.
+        "filter" => match old.trim() {
+            "none" | "" => "0".into(),
+            f => f.to_string(),
+        },
+        // `7 (expanded: 1408)` before the buffer is first used.
+        "buffer_size_kb" => old
+            .split("expanded: ")
+            .nth(1)
+            .and_then(|e| e.split(')').next())
+            .unwrap_or_else(|| old.split_whitespace().next().unwrap_or(""))
+            .to_string(),
+        // An event's enable reads `0*` / `1*` when a trigger soft-disables it.
+        "enable" => old.trim().trim_end_matches('*').to_string(),
         _ => old.split_whitespace().next().unwrap_or("").to_string(),
     }
 }
@@ -225,5 +245,14 @@ mod tests {
             restore_value("set_graph_function", "vfs_read\nvfs_write\n"),
             "vfs_read vfs_write"
         );
+        assert_eq!(restore_value("set_ftrace_pid", "no pid\n"), "");
+        assert_eq!(restore_value("set_event_pid", "12\n34\n"), "12 34");
+        assert_eq!(restore_value("events/a/b/filter", "none\n"), "0");
+        assert_eq!(restore_value("events/a/b/filter", "ret < 0\n"), "ret < 0");
+        assert_eq!(
+            restore_value("buffer_size_kb", "7 (expanded: 1408)\n"),
+            "1408"
+        );
+        assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
     }
 }

@@ -54,6 +54,9 @@ pub struct ResolvedTracer {
     pub thresh_us: Option<u64>,
     /// `options/NAME` values, sorted by name.
     pub options: Vec<(String, bool)>,
+    /// Whether this kernel offers the tracer only at the top level (not in
+    /// instances): the run then works in the top-level buffer.
+    pub at_top_level: bool,
     /// Whether set_graph_function / set_graph_notrace are global top-level files
     /// on this kernel (instances have none), rather than the instance's own.
     pub graph_filter_at_top: bool,
@@ -116,15 +119,9 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         }
     }
     let instance = cx.facts.instance_facts().cloned();
-    if let Some(inst) = &instance
-        && !inst.tracers.contains(&name)
-    {
-        cx.kernel(
-            name_span.clone(),
-            format!("this kernel offers tracer `{name}` only at the top level, not in an instance (instances offer: {})", inst.tracers.join(" ")),
-            Some("trace-recipe runs every recipe in an instance of its own; on kernels whose instances offer it (function_graph: 6.12 and later) the recipe runs as written".into()),
-        );
-    }
+    let at_top_level = instance
+        .as_ref()
+        .is_some_and(|i| !i.tracers.contains(&name));
     let graph = name == "function_graph";
     for (key, list) in [
         ("functions", &t.functions),
@@ -185,6 +182,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
     }
     let options = instance
         .as_ref()
+        .filter(|_| !at_top_level)
         .map_or(&cx.facts.options, |i| &i.options)
         .clone();
     let mut opts = Vec::new();
@@ -221,9 +219,11 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         max_graph_depth: t.max_graph_depth,
         thresh_us: t.thresh_us,
         options: opts,
-        graph_filter_at_top: instance
-            .as_ref()
-            .is_none_or(|i| !i.files.contains("set_graph_function")),
+        at_top_level,
+        graph_filter_at_top: at_top_level
+            || instance
+                .as_ref()
+                .is_none_or(|i| !i.files.contains("set_graph_function")),
         span,
     })
 }
