@@ -106,17 +106,16 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         return None;
     }
     let mut functions_ok = true;
-    if is_function
+    if (is_function
         || !t.functions.is_empty()
         || !t.notrace.is_empty()
         || !t.graph_functions.is_empty()
-        || !t.graph_notrace.is_empty()
+        || !t.graph_notrace.is_empty())
+        && let Err(why) = cx.facts.filter_functions()
     {
-        if let Err(why) = cx.facts.filter_functions() {
-            let (msg, help) = function_tracing_refused(why);
-            cx.kernel(name_span.clone(), msg, Some(help));
-            functions_ok = false;
-        }
+        let (msg, help) = function_tracing_refused(why);
+        cx.kernel(name_span.clone(), msg, Some(help));
+        functions_ok = false;
     }
     let instance = cx.facts.instance_facts().cloned();
     let at_top_level = instance
