@@ -77,6 +77,7 @@ fn main() -> ExitCode {
         &instance_name(&valid.recipe.name, std::process::id()),
         &probe_group(std::process::id()),
         &valid.recipe.scope.pids,
+        &trace_recipe::workload::pids_with_comm(&valid.recipe.scope.comms),
     );
     for (i, step) in p.steps.iter().enumerate() {
         println!("{:>3}. {step:#}", i + 1);

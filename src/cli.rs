@@ -204,6 +204,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     &instance_name(&valid.recipe.name, std::process::id()),
                     &probe_group(std::process::id()),
                     &pids,
+                    &crate::workload::pids_with_comm(&valid.recipe.scope.comms),
                 );
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {

@@ -121,6 +121,15 @@ impl KernelFacts {
         })
     }
 
+    /// Whether this kernel has hist triggers (CONFIG_HIST_TRIGGERS): events have a
+    /// `hist` file. Looks at the first few events of `available_events`.
+    pub fn has_hist_triggers(&self) -> bool {
+        self.events.iter().take(8).any(|e| {
+            let (sys, ev) = e.split_once(':').unwrap_or((e, ""));
+            self.tracefs.exists(&format!("events/{sys}/{ev}/hist"))
+        })
+    }
+
     /// Whether top-level file `rel` exists (a feature probe, e.g. `set_graph_function`).
     pub fn has_file(&self, rel: &str) -> bool {
         self.tracefs.exists(rel)

@@ -96,8 +96,16 @@ pub fn instance_name(name: &str, pid: u32) -> String {
 
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
-/// recipe's and the workload's).
-pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> Plan {
+/// recipe's and the workload's). Function tracers are also scoped to
+/// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
+/// comm through their filters instead).
+pub fn plan(
+    valid: &ValidRecipe,
+    instance: &str,
+    group: &str,
+    pids: &[u32],
+    comm_pids: &[u32],
+) -> Plan {
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
     let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
@@ -239,10 +247,12 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
             );
         }
         if t.is_function_tracer() {
-            if !pids.is_empty() {
+            let mut ftrace_pids = pids.to_vec();
+            ftrace_pids.extend_from_slice(comm_pids);
+            if !ftrace_pids.is_empty() {
                 write(
                     f("set_ftrace_pid"),
-                    pid_list(pids),
+                    pid_list(&ftrace_pids),
                     WriteMode::Replace,
                     local(Undo::Write(String::new())),
                     None,
@@ -328,6 +338,7 @@ pub fn plan(valid: &ValidRecipe, instance: &str, group: &str, pids: &[u32]) -> P
         let file = match &t.event {
             Some(event) => {
                 let (system, event) = event.split_once(':').unwrap_or((event, ""));
+                let system = if t.on_probe { group } else { system };
                 f(&format!("events/{system}/{event}/trigger"))
             }
             None => f("set_ftrace_filter"),

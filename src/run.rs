@@ -267,6 +267,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         &instance_name(&recipe.name, std::process::id()),
         &probe_group(std::process::id()),
         &pids,
+        &crate::workload::pids_with_comm(&recipe.scope.comms),
     );
     let _top_level_lock = if the_plan.touches_top_level {
         Some(lock_top_level(&mut on_event)?)
@@ -372,7 +373,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         let meta = capture_meta(&tracefs, &the_plan, &valid, &facts, &header_page, &c);
         (c, meta)
     });
-    let saved = save_tables(&tracefs, inst, &valid, &out);
+    let saved = save_tables(&tracefs, &the_plan, &valid, &out);
     let undo_failures = tx.rollback();
     drop(guard);
     on_event(RunEvent::RolledBack);
@@ -475,23 +476,29 @@ fn lock_top_level(on_event: &mut impl FnMut(RunEvent)) -> Result<std::fs::File, 
 /// buffer as `snapshot.txt` when a snapshot trigger was set.
 fn save_tables(
     tracefs: &Tracefs,
-    inst: &str,
+    the_plan: &crate::plan::Plan,
     valid: &ValidRecipe,
     out: &OutputDir,
 ) -> Result<(), RunError> {
-    let mut hist_events: Vec<&str> = valid
+    let inst = the_plan.instance.as_str();
+    let mut hist_events: Vec<(&str, bool)> = valid
         .triggers
         .iter()
         .filter(|t| t.action == "hist")
-        .filter_map(|t| t.event.as_deref())
+        .filter_map(|t| Some((t.event.as_deref()?, t.on_probe)))
         .collect();
     hist_events.dedup();
     if !hist_events.is_empty() {
         out.create_dir("hist")?;
     }
-    for event in hist_events {
+    for (event, on_probe) in hist_events {
         let (sys, ev) = event.split_once(':').unwrap_or((event, ""));
-        let table = tracefs.read_bytes(&format!("{inst}/events/{sys}/{ev}/hist"))?;
+        let dir_sys = if on_probe {
+            the_plan.probe_group.as_str()
+        } else {
+            sys
+        };
+        let table = tracefs.read_bytes(&format!("{inst}/events/{dir_sys}/{ev}/hist"))?;
         out.write_new(&format!("hist/{sys}-{ev}.txt"), &table)?;
     }
     if valid.triggers.iter().any(|t| t.action == "snapshot")

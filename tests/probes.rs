@@ -52,6 +52,9 @@ kind = "uretprobe"
 target = "{exe}:tr_work"
 fetch = {{ ret = "$retval:s32" }}
 filter = "ret > 5"
+[[events]]
+name = "uprobes:work"
+filter = "x > 1"
 "#,
         exe = exe.display()
     )
@@ -87,7 +90,11 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
         .filter(|l| l.contains(" work: "))
         .filter_map(|l| l.split("x=").nth(1))
         .collect();
-    assert_eq!(args, ["1", "2", "3", "4", "5"], "{listing}");
+    assert_eq!(
+        args,
+        ["2", "3", "4", "5"],
+        "the [[events]] filter keeps x > 1:\n{listing}"
+    );
     let rets: Vec<&str> = lines
         .iter()
         .filter(|l| l.contains(" work_ret: "))
@@ -102,7 +109,7 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
     // Our reader agrees, and the report names the events by the recipe's names in
     // the run's own probe group.
     let ours = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
-    assert_eq!(text(&ours.stdout).matches(" work: ").count(), 5);
+    assert_eq!(text(&ours.stdout).matches(" work: ").count(), 4);
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let events = report["events"].as_object().unwrap();

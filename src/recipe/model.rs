@@ -91,10 +91,12 @@ pub struct Scope {
     /// Process ids written to `set_event_pid`.
     #[serde(default)]
     pub pids: Vec<u32>,
-    /// Task names: adds `comm == "NAME"` (or-ed) to every event filter.
+    /// Task names: adds `comm == "NAME"` (or-ed) to every event filter, and
+    /// scopes function tracers to the running tasks of those names (set_ftrace_pid).
     #[serde(default)]
     pub comms: Vec<String>,
-    /// `options/event-fork`: children of scoped pids are traced too.
+    /// `options/event-fork` (and `options/function-fork` for function tracers):
+    /// children of scoped pids are traced too.
     #[serde(default)]
     pub follow_forks: bool,
     /// The workload, started held, scoped by pid, released once tracing is on.

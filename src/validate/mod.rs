@@ -1,9 +1,13 @@
 //! Validation: every check a recipe can fail, against the recipe alone and against
 //! [`KernelFacts`], producing a [`ValidRecipe`] or every problem at once.
 //!
-//! Passes: keys that are not supported yet → names and values → events (globs
-//! must match) → fields and operators of each filter against the event's format →
-//! triggers → buffer, clock, CPUs, duration. A check that needs a fact an earlier
+//! Passes: names and values → events (globs must match) → fields and operators of
+//! each filter against the event's format → triggers (`trigger`: event and
+//! function triggers, hist keys) → probes (`probe`: target, fetchargs, filter) →
+//! tracer (`tracer`: available_tracers, function lists, options, where it can
+//! run) → buffer, clock, CPUs, duration. What this kernel lacks (kprobe_events,
+//! the function tracer, hist triggers, a snapshot buffer) is a kernel fault, found
+//! before anything is written. A check that needs a fact an earlier
 //! check found missing is skipped (no filter check for an event that does not exist).
 //! Only [`validate`] builds a [`ValidRecipe`], so nothing unchecked reaches `plan`.
 
@@ -86,6 +90,10 @@ struct Ctx<'a> {
     loaded: &'a LoadedRecipe,
     facts: &'a KernelFacts,
     diags: Vec<Diagnostic>,
+    /// The recipe's own probes as events (`kprobes:NAME`, `uprobes:NAME`), with
+    /// the format the kernel will give them; `[[events]]` and `[[triggers]]` may
+    /// name them.
+    probe_formats: std::collections::BTreeMap<String, EventFormat>,
 }
 
 impl Ctx<'_> {
@@ -169,6 +177,7 @@ pub fn validate(
         loaded,
         facts,
         diags: loaded.problems.clone(),
+        probe_formats: Default::default(),
     };
 
     check_name(&mut cx, r);
@@ -209,18 +218,20 @@ pub fn validate(
         }
     });
 
+    let mut probes = Vec::new();
+    probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
+    probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
     let comm_filter = comm_filter(&mut cx, r);
     let mut events = Vec::new();
     for (i, ev) in r.events.iter().enumerate() {
-        resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+        if !probe::fold_event_into_probe(&mut cx, i, ev, &mut probes) {
+            resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+        }
     }
     let mut triggers = Vec::new();
     for (i, t) in r.triggers.iter().enumerate() {
         trigger::resolve_trigger(&mut cx, i, t, &mut triggers);
     }
-    let mut probes = Vec::new();
-    probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
-    probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
     let tracer = r
         .tracer
         .as_ref()

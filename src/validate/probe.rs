@@ -270,6 +270,10 @@ pub(super) fn resolve_probes(
                 }
             }
         }
+        if let Some(format) = probe_format(kind, &p.event, &fields) {
+            cx.probe_formats
+                .insert(format!("{table}:{}", p.event), format);
+        }
         if cx.diags.len() == before {
             out.push(ResolvedProbe {
                 kind,
@@ -281,6 +285,63 @@ pub(super) fn resolve_probes(
             });
         }
     }
+}
+
+/// When `[[events]]` entry `i` names one of the recipe's own probes
+/// (`kprobes:NAME` / `uprobes:NAME`), checks its filter against the probe's
+/// format and folds its filter and stacktrace into that probe; returns whether it
+/// did (the entry is then no tracepoint).
+pub(super) fn fold_event_into_probe(
+    cx: &mut Ctx<'_>,
+    i: usize,
+    ev: &crate::recipe::Event,
+    probes: &mut [ResolvedProbe],
+) -> bool {
+    let Some(format) = cx.probe_formats.get(&ev.name).cloned() else {
+        return false;
+    };
+    let (table, name) = ev.name.split_once(':').unwrap_or_default();
+    let probe = probes
+        .iter_mut()
+        .find(|p| p.event == name && p.kind.is_kernel() == (table == "kprobes"));
+    if let Some(f) = &ev.filter {
+        let fpath = path!("events", i, "filter");
+        match filter::parse(f) {
+            Err(e) => {
+                let span = cx.inner_span(&fpath, &e.span);
+                cx.recipe(span, format!("filter syntax: {}", e.message), None);
+                return true;
+            }
+            Ok(preds) => {
+                let before = cx.diags.len();
+                check_predicates(
+                    cx,
+                    &fpath,
+                    &ev.name,
+                    &format,
+                    &preds,
+                    &mut Default::default(),
+                );
+                for d in &mut cx.diags[before..] {
+                    d.fault = crate::diagnostic::Fault::Recipe;
+                }
+            }
+        }
+    }
+    if let Some(p) = probe {
+        if ev.filter.is_some() && p.filter.is_some() {
+            let span = cx.span(&path!("events", i, "filter"));
+            cx.recipe(
+                span,
+                format!("probe `{}` has a filter already", ev.name),
+                Some("give the filter in one place: the probe's `filter` or this entry's".into()),
+            );
+        } else if ev.filter.is_some() {
+            p.filter = ev.filter.clone();
+        }
+        p.stacktrace |= ev.stacktrace;
+    }
+    true
 }
 
 /// `SYMBOL[+OFFS]` or `MODULE:SYMBOL`, checked against the kernel's symbols.
@@ -658,8 +719,7 @@ fn fetch_source(arg: &str, at: usize, kind: ProbeKind) -> Result<Source, (String
         };
     }
     // +|-[u]OFFS(FETCHARG)
-    if let Some(sign) = arg.chars().next().filter(|c| matches!(c, '+' | '-')) {
-        let _ = sign;
+    if arg.starts_with(['+', '-']) {
         let Some(open) = arg.find('(') else {
             return err(format!("`{arg}` is not +|-[u]OFFS(FETCHARG)"));
         };

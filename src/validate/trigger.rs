@@ -36,6 +36,9 @@ pub struct ResolvedTrigger {
     /// `system:event` the trigger sits on; `None` for a function trigger, whose
     /// command goes to `set_ftrace_filter`.
     pub event: Option<String>,
+    /// The event is one of the recipe's own probes (`kprobes:NAME` /
+    /// `uprobes:NAME`), which lives in the run's probe group.
+    pub on_probe: bool,
     /// The trigger command, e.g. `traceoff:1 if ret == -2`, or for a function
     /// trigger `do_bad_area:traceoff:1`.
     pub command: String,
@@ -184,6 +187,7 @@ fn function_trigger(
     }
     Some(ResolvedTrigger {
         event: None,
+        on_probe: false,
         removal: format!("!{func}:{}", t.action),
         command,
         target: None,
@@ -229,7 +233,9 @@ fn event_trigger(
         );
         return None;
     }
-    if !cx.facts.events.contains(event) {
+    let probe_format = cx.probe_formats.get(event).cloned();
+    let on_probe = probe_format.is_some();
+    if !on_probe && !cx.facts.events.contains(event) {
         let near = suggest::nearest_n(event, cx.facts.events.iter().map(String::as_str), 3);
         cx.kernel(
             event_span,
@@ -247,7 +253,7 @@ fn event_trigger(
         return None;
     }
     let (sys, ev) = event.split_once(':').unwrap_or((event, ""));
-    let format = cx.facts.format(event);
+    let format = probe_format.or_else(|| cx.facts.format(event));
     let mut command = t.action.clone();
     let before = cx.diags.len();
     if t.action != "hist" {
@@ -302,7 +308,12 @@ fn event_trigger(
             );
         }
         ("hist", None) => {
-            if !cx.facts.has_file(&format!("events/{sys}/{ev}/hist")) {
+            let has_hist = if on_probe {
+                cx.facts.has_hist_triggers()
+            } else {
+                cx.facts.has_file(&format!("events/{sys}/{ev}/hist"))
+            };
+            if !has_hist {
                 cx.kernel(
                     action_span.clone(),
                     format!("this kernel has no hist triggers (no events/{sys}/{ev}/hist file: CONFIG_HIST_TRIGGERS)"),
@@ -367,6 +378,7 @@ fn event_trigger(
     }
     Some(ResolvedTrigger {
         event: Some(event.to_string()),
+        on_probe,
         removal: format!("!{command}"),
         command,
         target: t.target.clone(),
