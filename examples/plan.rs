@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use trace_recipe::diagnostic::render_all;
 use trace_recipe::kernel::KernelFacts;
-use trace_recipe::plan::{instance_name, plan};
+use trace_recipe::plan::{instance_name, plan, probe_group};
 use trace_recipe::recipe::{Builtins, LoadError, load};
 use trace_recipe::tracefs::Tracefs;
 use trace_recipe::validate::validate;
@@ -75,7 +75,9 @@ fn main() -> ExitCode {
     let p = plan(
         &valid,
         &instance_name(&valid.recipe.name, std::process::id()),
+        &probe_group(std::process::id()),
         &valid.recipe.scope.pids,
+        &trace_recipe::workload::pids_with_comm(&valid.recipe.scope.comms),
     );
     for (i, step) in p.steps.iter().enumerate() {
         println!("{:>3}. {step:#}", i + 1);

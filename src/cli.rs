@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::plan::{instance_name, plan};
+use crate::plan::{instance_name, plan, probe_group};
 use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -203,17 +203,41 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     valid.triggers.len(),
                     if valid.triggers.len() == 1 { "" } else { "s" },
                 );
-                if show_plan {
-                    let pids = if valid.recipe.scope.command.is_empty() {
-                        valid.recipe.scope.pids.clone()
-                    } else {
-                        [valid.recipe.scope.pids.clone(), vec![0]].concat()
-                    };
-                    let p = plan(
-                        &valid,
-                        &instance_name(&valid.recipe.name, std::process::id()),
-                        &pids,
+                let pids = if valid.recipe.scope.command.is_empty() {
+                    valid.recipe.scope.pids.clone()
+                } else {
+                    [valid.recipe.scope.pids.clone(), vec![0]].concat()
+                };
+                let p = plan(
+                    &valid,
+                    &instance_name(&valid.recipe.name, std::process::id()),
+                    &probe_group(std::process::id()),
+                    &pids,
+                    &crate::workload::pids_with_comm(&valid.recipe.scope.comms),
+                );
+                let top = p.top_level_files();
+                if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
+                    println!(
+                        "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
+                        t.name,
+                        top.len(),
+                        crate::plan::TOP_LEVEL_LOCK
                     );
+                } else if !top.is_empty() {
+                    println!(
+                        "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
+                        top.join(", "),
+                        crate::plan::TOP_LEVEL_LOCK
+                    );
+                }
+                if !valid.probes.is_empty() {
+                    println!(
+                        "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
+                        valid.probes.len(),
+                        if valid.probes.len() == 1 { "" } else { "s" }
+                    );
+                }
+                if show_plan {
                     println!("plan (pid 0 stands for the workload's pid):");
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);
@@ -238,12 +262,17 @@ fn run_cmd(opts: RunOptions) -> i32 {
     let result = run(&opts, |ev| match ev {
         RunEvent::Mounted(m) => eprintln!("{m}"),
         RunEvent::Applied { instance, steps } => {
-            eprintln!("applied {steps} steps to {instance} (tracing off)")
+            let place = if instance.is_empty() {
+                "the top level"
+            } else {
+                &instance
+            };
+            eprintln!("applied {steps} steps to {place} (tracing off)")
         }
         RunEvent::Recording { until } => eprintln!("recording until {until}"),
         RunEvent::Stopped { reason } => eprintln!("stopped: {reason}"),
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
-        RunEvent::Swept(line) => eprintln!("{line}"),
+        RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
     });
     match result {
         Ok(outcome) => {

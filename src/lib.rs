@@ -20,6 +20,7 @@
 pub mod apply;
 pub mod cli;
 pub mod diagnostic;
+pub mod elf;
 pub mod kernel;
 pub mod output;
 pub mod plan;

@@ -182,6 +182,15 @@ impl OutputDir {
         Ok(p)
     }
 
+    /// Creates sub-folder `name` if it does not exist yet (e.g. `hist`).
+    pub fn create_dir(&self, name: &str) -> Result<PathBuf, OutputError> {
+        let p = self.path.join(name);
+        if !p.is_dir() {
+            std::fs::create_dir(&p).map_err(io(&p))?;
+        }
+        Ok(p)
+    }
+
     /// Creates the folder for raw per-CPU files.
     pub fn raw_dir(&self) -> Result<PathBuf, OutputError> {
         let p = self.path.join(RAW_DIR);

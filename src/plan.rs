@@ -1,10 +1,18 @@
 //! Planning: a [`ValidRecipe`] becomes an ordered list of [`Step`]s, each a single
 //! tracefs change that knows how to undo itself. Pure: nothing here touches tracefs.
 //!
-//! Order (Documentation/trace/ftrace.rst, events.rst): create the instance, turn its
-//! tracing off, size and clock the ring buffer, set options and the pid scope, then
-//! per event filter → stacktrace trigger → enable, then the recipe's triggers.
-//! Tracing is turned on by `run` only after every step succeeded.
+//! Order (Documentation/trace/ftrace.rst, events.rst, kprobetrace.rst): create the
+//! instance, turn its tracing off, size and clock the ring buffer, set options and
+//! the pid scope; the tracer's function filters, options and global knobs, then the
+//! tracer; each probe's definition (appended to the global kprobe_events /
+//! uprobe_events in the run's own probe group) followed by its filter, stacktrace
+//! trigger and enable in the instance; per event filter → stacktrace trigger →
+//! enable; then the recipe's triggers. Tracing is turned on by `run` only after
+//! every step succeeded.
+//!
+//! Undo runs in reverse, which is the order the kernel needs: a probe event is
+//! disabled in the instance before its definition is removed (`-:GROUP/EVENT`), and
+//! the instance is removed last.
 
 use std::fmt;
 
@@ -57,10 +65,28 @@ pub struct Step {
 /// Everything a run changes in tracefs, in order.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`.
+    /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`;
+    /// "" when the run works at the top level (a tracer offered only there).
     pub instance: String,
+    /// The probe group the run's probes are defined in: `trace_recipe_PID`.
+    pub probe_group: String,
+    /// Whether a step writes a global top-level file (max_graph_depth,
+    /// tracing_thresh, set_graph_function on kernels whose instances lack it)
+    /// that another run could also want: the run then holds [`TOP_LEVEL_LOCK`]
+    /// while applied, and restores each file's before-image.
+    pub touches_top_level: bool,
     /// The steps, in the order they are applied (undone in reverse).
     pub steps: Vec<Step>,
+}
+
+/// Prefix of every probe group a run defines: `trace_recipe_PID`.
+pub const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
+/// Lock file (flock, exclusive) held by a run while it holds top-level state.
+pub const TOP_LEVEL_LOCK: &str = "/run/trace-recipe/top-level.lock";
+
+/// The probe group of the run of process `pid`.
+pub fn probe_group(pid: u32) -> String {
+    format!("{PROBE_GROUP_PREFIX}{pid}")
 }
 
 /// The instance name for a run of recipe `name` by process `pid`.
@@ -68,10 +94,27 @@ pub fn instance_name(name: &str, pid: u32) -> String {
     format!("{INSTANCE_PREFIX}{name}-{pid}")
 }
 
-/// Builds the plan for `valid`, in instance `instance` (a bare name), scoping events
-/// to `pids` (the recipe's and the workload's).
-pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
-    let dir = format!("instances/{instance}");
+/// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
+/// in group `group`, scoping events (and function tracers) to `pids` (the
+/// recipe's and the workload's). Function tracers are also scoped to
+/// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
+/// comm through their filters instead).
+pub fn plan(
+    valid: &ValidRecipe,
+    instance: &str,
+    group: &str,
+    pids: &[u32],
+    comm_pids: &[u32],
+) -> Plan {
+    // A tracer this kernel offers only at the top level: the run works in the
+    // top-level buffer, and every write there is undone from its before-image.
+    let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
+    let dir = if top {
+        String::new()
+    } else {
+        format!("instances/{instance}")
+    };
+    let local = |undo: Undo| if top { Undo::Restore } else { undo };
     let mut steps = Vec::new();
     let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
         steps.push(Step {
@@ -84,16 +127,32 @@ pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
             span,
         });
     };
-    let f = |name: &str| format!("{dir}/{name}");
+    let f = |name: &str| {
+        if dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{dir}/{name}")
+        }
+    };
     let r = &valid.recipe;
 
     write(
         f("tracing_on"),
         "0".into(),
         WriteMode::Replace,
-        Undo::Nothing,
+        local(Undo::Nothing),
         None,
     );
+    if top {
+        // Whatever the top-level buffer held before is not this run's.
+        write(
+            "trace".into(),
+            String::new(),
+            WriteMode::Replace,
+            Undo::Nothing,
+            None,
+        );
+    }
     if let Some((kb, span)) = &valid.buffer_size_kb {
         write(
             f("buffer_size_kb"),
@@ -140,73 +199,248 @@ pub fn plan(valid: &ValidRecipe, instance: &str, pids: &[u32]) -> Plan {
         );
     }
     if !pids.is_empty() {
-        let list = pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(" ");
         write(
             f("set_event_pid"),
-            list,
+            pid_list(pids),
             WriteMode::Replace,
-            Undo::Write(String::new()),
+            local(Undo::Write(String::new())),
             None,
+        );
+    }
+    let mut touches_top_level = false;
+    if let Some(t) = &valid.tracer {
+        for (file, list) in [
+            ("set_ftrace_filter", &t.functions),
+            ("set_ftrace_notrace", &t.notrace),
+        ] {
+            if !list.is_empty() {
+                write(
+                    f(file),
+                    list.join(" "),
+                    WriteMode::Replace,
+                    local(Undo::Write(String::new())),
+                    t.span.clone(),
+                );
+            }
+        }
+        for (file, list) in [
+            ("set_graph_function", &t.graph_functions),
+            ("set_graph_notrace", &t.graph_notrace),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            // Global on kernels whose instances have no graph filter of their own:
+            // restored from its before-image.
+            let (file, undo) = if t.graph_filter_at_top {
+                touches_top_level = true;
+                (file.to_string(), Undo::Restore)
+            } else {
+                (f(file), Undo::Write(String::new()))
+            };
+            write(
+                file,
+                list.join(" "),
+                WriteMode::Replace,
+                undo,
+                t.span.clone(),
+            );
+        }
+        if t.is_function_tracer() {
+            let mut ftrace_pids = pids.to_vec();
+            ftrace_pids.extend_from_slice(comm_pids);
+            if !ftrace_pids.is_empty() {
+                write(
+                    f("set_ftrace_pid"),
+                    pid_list(&ftrace_pids),
+                    WriteMode::Replace,
+                    local(Undo::Write(String::new())),
+                    None,
+                );
+            }
+            if r.scope.follow_forks {
+                write(
+                    f("options/function-fork"),
+                    "1".into(),
+                    WriteMode::Replace,
+                    Undo::Restore,
+                    None,
+                );
+            }
+        }
+        for (opt, on) in &t.options {
+            write(
+                f(&format!("options/{opt}")),
+                bit(*on),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        // Global knobs: top-level files, restored from their before-image.
+        if let Some(depth) = t.max_graph_depth {
+            touches_top_level = true;
+            write(
+                "max_graph_depth".into(),
+                depth.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        if let Some(us) = t.thresh_us {
+            touches_top_level = true;
+            write(
+                "tracing_thresh".into(),
+                us.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        write(
+            f("current_tracer"),
+            t.name.clone(),
+            WriteMode::Replace,
+            local(Undo::Write("nop".into())),
+            t.span.clone(),
+        );
+    }
+    for p in &valid.probes {
+        write(
+            p.kind.events_file().into(),
+            p.definition(group),
+            WriteMode::Append,
+            Undo::Append(p.removal(group)),
+            p.span.clone(),
+        );
+        enable_event(
+            &mut write,
+            &f(&format!("events/{group}/{}", p.event)),
+            p.filter.as_deref(),
+            p.stacktrace,
+            top,
+            &p.span,
         );
     }
     for ev in &valid.events {
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let ef = |name: &str| format!("{dir}/events/{system}/{event}/{name}");
-        if let Some(filter) = &ev.filter {
-            write(
-                ef("filter"),
-                filter.clone(),
-                WriteMode::Replace,
-                Undo::Write("0".into()),
-                ev.span.clone(),
-            );
-        }
-        if ev.stacktrace {
-            write(
-                ef("trigger"),
-                "stacktrace".into(),
-                WriteMode::Append,
-                Undo::Append("!stacktrace".into()),
-                ev.span.clone(),
-            );
-        }
-        write(
-            ef("enable"),
-            "1".into(),
-            WriteMode::Replace,
-            Undo::Write("0".into()),
-            ev.span.clone(),
+        enable_event(
+            &mut write,
+            &f(&format!("events/{system}/{event}")),
+            ev.filter.as_deref(),
+            ev.stacktrace,
+            top,
+            &ev.span,
         );
     }
     for t in &valid.triggers {
-        let (system, event) = t.event.split_once(':').unwrap_or((&t.event, ""));
+        let file = match &t.event {
+            Some(event) => {
+                let (system, event) = event.split_once(':').unwrap_or((event, ""));
+                let system = if t.on_probe { group } else { system };
+                f(&format!("events/{system}/{event}/trigger"))
+            }
+            None => f("set_ftrace_filter"),
+        };
         write(
-            format!("{dir}/events/{system}/{event}/trigger"),
+            file,
             t.command.clone(),
             WriteMode::Append,
-            Undo::Append(format!("!{}", t.command)),
+            Undo::Append(t.removal.clone()),
             t.span.clone(),
         );
     }
-    steps.insert(
-        0,
-        Step {
-            op: Op::Mkdir { dir: dir.clone() },
-            span: None,
-        },
-    );
+    if !top {
+        steps.insert(
+            0,
+            Step {
+                op: Op::Mkdir { dir: dir.clone() },
+                span: None,
+            },
+        );
+    }
     Plan {
         instance: dir,
+        probe_group: group.to_string(),
+        touches_top_level: touches_top_level || top,
         steps,
     }
 }
 
+/// Filter, stacktrace trigger and enable of the event directory `dir`
+/// (`instances/NAME/events/SYSTEM/EVENT`, or `events/SYSTEM/EVENT` at the top
+/// level, where the filter and enable are restored from their before-image).
+fn enable_event(
+    write: &mut impl FnMut(String, String, WriteMode, Undo, Span),
+    dir: &str,
+    filter: Option<&str>,
+    stacktrace: bool,
+    top: bool,
+    span: &Span,
+) {
+    let ef = |name: &str| format!("{dir}/{name}");
+    let undo = |value: &str| {
+        if top {
+            Undo::Restore
+        } else {
+            Undo::Write(value.into())
+        }
+    };
+    if let Some(filter) = filter {
+        write(
+            ef("filter"),
+            filter.to_string(),
+            WriteMode::Replace,
+            undo("0"),
+            span.clone(),
+        );
+    }
+    if stacktrace {
+        write(
+            ef("trigger"),
+            "stacktrace".into(),
+            WriteMode::Append,
+            Undo::Append("!stacktrace".into()),
+            span.clone(),
+        );
+    }
+    write(
+        ef("enable"),
+        "1".into(),
+        WriteMode::Replace,
+        undo("0"),
+        span.clone(),
+    );
+}
+
+fn pid_list(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn bit(on: bool) -> String {
     if on { "1" } else { "0" }.to_string()
+}
+
+impl Plan {
+    /// Top-level (global) files the plan writes, outside its instance and
+    /// besides probe definitions: these are restored from their before-image.
+    pub fn top_level_files(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Write {
+                    file,
+                    undo: Undo::Restore,
+                    ..
+                } if !file.starts_with("instances/") => Some(file.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for Step {
@@ -237,7 +471,10 @@ impl fmt::Display for Step {
                     return Ok(());
                 }
                 match undo {
-                    Undo::Nothing => write!(out, "    (undo: removed with the instance)"),
+                    Undo::Nothing if file.starts_with("instances/") => {
+                        write!(out, "    (undo: removed with the instance)")
+                    }
+                    Undo::Nothing => write!(out, "    (no undo: what it cleared is not kept)"),
                     Undo::Restore => write!(out, "    (undo: write back the value read before)"),
                     Undo::Write(v) => write!(out, "    (undo: echo {v:?} > {file})"),
                     Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),

@@ -22,7 +22,7 @@ use crate::apply::{ApplyError, apply};
 use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
-use crate::plan::{instance_name, plan};
+use crate::plan::{TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, load};
 use crate::record::{RecordError, Recorder, subbuf_size};
 use crate::report::{JsonReport, RunInfo, WorkloadInfo, count};
@@ -69,6 +69,8 @@ pub enum RunEvent {
     RolledBack,
     /// A journal of an earlier run that died with its guard was rolled back.
     Swept(String),
+    /// The run waits for something another run holds.
+    Waiting(String),
 }
 
 /// How a run failed.
@@ -263,8 +265,15 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     let the_plan = plan(
         &valid,
         &instance_name(&recipe.name, std::process::id()),
+        &probe_group(std::process::id()),
         &pids,
+        &crate::workload::pids_with_comm(&recipe.scope.comms),
     );
+    let _top_level_lock = if the_plan.touches_top_level {
+        Some(lock_top_level(&mut on_event)?)
+    } else {
+        None
+    };
     // The guard starts first: whenever the run dies after this point, someone
     // is watching for the journal.
     let guard = Guard::spawn(&path_for(Path::new(JOURNAL_DIR), std::process::id()))
@@ -364,13 +373,15 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     }
     // Everything read from the instance is read before it is removed.
     let captured = recorder.finish().map(|c| {
-        let meta = capture_meta(&tracefs, inst, &valid, &facts, &header_page, &c);
+        let meta = capture_meta(&tracefs, &the_plan, &valid, &facts, &header_page, &c);
         (c, meta)
     });
+    let saved = save_tables(&tracefs, &the_plan, &valid, &out);
     let undo_failures = tx.rollback();
     drop(guard);
     on_event(RunEvent::RolledBack);
     off?;
+    saved?;
     let (captures, meta) = captured?;
     let meta = meta?;
 
@@ -438,6 +449,69 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     })
 }
 
+/// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.
+fn lock_top_level(on_event: &mut impl FnMut(RunEvent)) -> Result<std::fs::File, RunError> {
+    use rustix::fs::{FlockOperation, flock};
+    let io = |source: std::io::Error| {
+        RunError::Journal(JournalError::Io {
+            path: PathBuf::from(TOP_LEVEL_LOCK),
+            source,
+        })
+    };
+    std::fs::create_dir_all(JOURNAL_DIR).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(TOP_LEVEL_LOCK)
+        .map_err(io)?;
+    if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+        on_event(RunEvent::Waiting(format!(
+            "another trace-recipe run holds top-level tracefs state (max_graph_depth / tracing_thresh); waiting for it to end ({TOP_LEVEL_LOCK})"
+        )));
+        flock(&file, FlockOperation::LockExclusive).map_err(|e| io(e.into()))?;
+    }
+    Ok(file)
+}
+
+/// Saves what the kernel aggregated in the instance before it goes away: the
+/// table of every `hist` trigger as `hist/SYSTEM-EVENT.txt`, and the snapshot
+/// buffer as `snapshot.txt` when a snapshot trigger was set.
+fn save_tables(
+    tracefs: &Tracefs,
+    the_plan: &crate::plan::Plan,
+    valid: &ValidRecipe,
+    out: &OutputDir,
+) -> Result<(), RunError> {
+    let inst = the_plan.instance.as_str();
+    let mut hist_events: Vec<(&str, bool)> = valid
+        .triggers
+        .iter()
+        .filter(|t| t.action == "hist")
+        .filter_map(|t| Some((t.event.as_deref()?, t.on_probe)))
+        .collect();
+    hist_events.dedup();
+    if !hist_events.is_empty() {
+        out.create_dir("hist")?;
+    }
+    for (event, on_probe) in hist_events {
+        let (sys, ev) = event.split_once(':').unwrap_or((event, ""));
+        let dir_sys = if on_probe {
+            the_plan.probe_group.as_str()
+        } else {
+            sys
+        };
+        let table = tracefs.read_bytes(&format!("{inst}/events/{dir_sys}/{ev}/hist"))?;
+        out.write_new(&format!("hist/{sys}-{ev}.txt"), &table)?;
+    }
+    if valid.triggers.iter().any(|t| t.action == "snapshot")
+        && let Ok(snap) = tracefs.read_bytes(&format!("{inst}/snapshot"))
+    {
+        out.write_new("snapshot.txt", &snap)?;
+    }
+    Ok(())
+}
+
 fn until_text(valid: &ValidRecipe, has_workload: bool) -> String {
     let mut parts = Vec::new();
     if has_workload {
@@ -470,7 +544,7 @@ pub fn signal_name(sig: i32) -> String {
 /// recording (before rollback: the instance's header_page and trace_clock).
 fn capture_meta(
     tracefs: &Tracefs,
-    inst: &str,
+    the_plan: &crate::plan::Plan,
     valid: &ValidRecipe,
     facts: &KernelFacts,
     header_page: &str,
@@ -490,8 +564,15 @@ fn capture_meta(
         }
     }
     let mut systems: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+    let inst = the_plan.instance.as_str();
+    let probes: Vec<String> = valid
+        .probes
+        .iter()
+        .map(|p| format!("{}:{}", the_plan.probe_group, p.event))
+        .collect();
     let mut names: Vec<&str> = valid.events.iter().map(|e| e.name.as_str()).collect();
     names.extend(valid.triggers.iter().filter_map(|t| t.target.as_deref()));
+    names.extend(probes.iter().map(String::as_str));
     names.sort_unstable();
     names.dedup();
     for name in names {

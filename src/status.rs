@@ -4,7 +4,9 @@
 //! A run's instance is named `trace-recipe-NAME-PID`: `status` reports one whose
 //! PID is no longer a live trace-recipe process as left behind, and `reset`
 //! removes exactly those. Nothing else (other tools' instances, the top level) is
-//! ever touched by `reset`.
+//! ever touched by `reset`. Likewise a run's probes live in probe group
+//! `trace_recipe_PID` of kprobe_events / uprobe_events: `status` reports those of
+//! dead runs and `reset` removes exactly them (`-:GROUP/EVENT`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,6 +15,7 @@ use std::path::Path;
 
 use crate::apply::journal::{JOURNAL_DIR, Undo};
 use crate::apply::sweep::sweep;
+use crate::plan::PROBE_GROUP_PREFIX;
 use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
 
 /// Files compared in every buffer (top level and each instance).
@@ -140,6 +143,53 @@ pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
         .collect()
 }
 
+/// A probe of ours (group `trace_recipe_PID`) and whether its run is alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OurProbe {
+    /// `kprobe_events` or `uprobe_events`.
+    pub file: &'static str,
+    /// `trace_recipe_PID`.
+    pub group: String,
+    /// The event name.
+    pub event: String,
+    /// Whether the run of that pid is a live trace-recipe process.
+    pub alive: bool,
+}
+
+/// Probes defined in a `trace_recipe_PID` group, with their owner's liveness.
+pub fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
+    let mut out = Vec::new();
+    for file in ["kprobe_events", "uprobe_events"] {
+        let Ok(text) = tracefs.read(file) else {
+            continue;
+        };
+        for line in text.lines() {
+            // `p:GROUP/EVENT TARGET ...`
+            let Some(name) = line
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.split_once(':'))
+                .map(|(_, n)| n)
+            else {
+                continue;
+            };
+            let Some((group, event)) = name.split_once('/') else {
+                continue;
+            };
+            let Some(pid) = group.strip_prefix(PROBE_GROUP_PREFIX) else {
+                continue;
+            };
+            out.push(OurProbe {
+                file,
+                group: group.to_string(),
+                event: event.to_string(),
+                alive: pid.parse().is_ok_and(is_trace_recipe),
+            });
+        }
+    }
+    out
+}
+
 fn is_trace_recipe(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .is_ok_and(|c| c.trim().starts_with("trace-recipe"))
@@ -173,6 +223,12 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
         // Some files refuse reads on some kernels (set_ftrace_pid without the
         // function tracer): nothing to compare there.
         let Ok(v) = tracefs.read(file) else { continue };
+        // Function lists say `#### no functions disabled ####` when empty.
+        let v: String = v
+            .lines()
+            .filter(|l| !l.starts_with("####"))
+            .collect::<Vec<_>>()
+            .join("\n");
         if v.trim() != *default {
             differs.push(format!(
                 "  {file}: {} (boot default: {})",
@@ -250,6 +306,15 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             );
         }
     }
+    for p in our_probes(tracefs) {
+        let state = if p.alive {
+            "in use by a running trace-recipe"
+        } else {
+            left = true;
+            "left behind by a trace-recipe run"
+        };
+        let _ = writeln!(o, "{state}: probe {}/{} in {}", p.group, p.event, p.file);
+    }
     if left {
         let _ = writeln!(
             o,
@@ -292,8 +357,18 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         }
         let undo = Undo::Rmdir { dir: dir.clone() };
         out.push(
-            undo.perform(tracefs, &dir)
+            undo.perform(tracefs)
                 .map(|()| format!("removed {dir}"))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    // After the instances: a probe event still enabled in one cannot be removed.
+    for p in our_probes(tracefs).into_iter().filter(|p| !p.alive) {
+        let line = format!("-:{}/{}", p.group, p.event);
+        out.push(
+            tracefs
+                .write(p.file, &line, WriteMode::Append, "")
+                .map(|()| format!("removed probe {}/{} from {}", p.group, p.event, p.file))
                 .map_err(|e| e.to_string()),
         );
     }

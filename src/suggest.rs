@@ -1,5 +1,10 @@
 //! "Did you mean" suggestions by string similarity.
 
+/// The candidate nearest to `word` (Jaro-Winkler similarity of at least 0.8), if any.
+pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    nearest_n(word, candidates, 1).into_iter().next()
+}
+
 /// Up to `n` candidates nearest to `word`, best first, each at least 0.8 similar.
 pub fn nearest_n<'a>(
     word: &str,

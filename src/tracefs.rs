@@ -153,9 +153,11 @@ impl Tracefs {
         &self.root
     }
 
-    /// Absolute path of `rel` (relative to the tracefs root).
+    /// Absolute path of `rel` (relative to the tracefs root; a leading `/` is
+    /// ignored, so `format!("{instance}/trace")` works for the top level too).
     pub fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
+        // `{instance}/file` with the top level's instance "" is `/file`.
+        self.root.join(rel.trim_start_matches('/'))
     }
 
     /// Reads a whole tracefs file as text.
@@ -254,6 +256,15 @@ impl Tracefs {
         let start = lines.iter().rposition(|l| l.starts_with('['))?;
         Some(lines[start..].join("\n"))
     }
+}
+
+/// The directory whose `error_log` explains a failed write to `rel`: the instance
+/// (`instances/NAME`) for a file inside one, else "" (the top level, which also
+/// logs probe definition errors).
+pub fn error_log_dir(rel: &str) -> &str {
+    rel.strip_prefix("instances/")
+        .and_then(|rest| rest.find('/'))
+        .map_or("", |i| &rel[.."instances/".len() + i])
 }
 
 /// First line of `value` in `[brackets]` among words, e.g. the current clock of

@@ -131,3 +131,24 @@ pub fn held_exec(command: &[String]) -> i32 {
     eprintln!("trace-recipe: cannot run `{program}`: {err}");
     127
 }
+
+/// Pids of the running tasks whose name (`/proc/PID/comm`) is one of `comms`,
+/// sorted; empty when `comms` is. Used to scope function tracers by task name.
+pub fn pids_with_comm(comms: &[String]) -> Vec<u32> {
+    if comms.is_empty() {
+        return Vec::new();
+    }
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| comms.iter().any(|n| n == c.trim_end_matches('\n')))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}

@@ -2,10 +2,13 @@
 //! printed, and nothing else is reported. Each file lists its expectations as
 //! `# expect: LINE:COL TEXT` comments.
 
-use crate::common::{repo, text, trace_recipe};
+use crate::common::{TracefsGuard, repo, text, trace_recipe};
 
 #[test]
 fn every_bad_recipe_reports_its_expected_places() {
+    // `check` of a recipe with a `[tracer]` probes a scratch instance: keep it
+    // out of other tests' snapshots.
+    let _guard = TracefsGuard::acquire();
     let dir = repo().join("tests/bad-recipes");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

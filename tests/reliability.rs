@@ -47,7 +47,7 @@ fn env_count(name: &str, default: usize) -> usize {
 }
 
 /// Waits up to `limit` for tracefs to equal `before`; true when it does.
-fn settles_to(before: &Snapshot, limit: Duration) -> bool {
+pub(crate) fn settles_to(before: &Snapshot, limit: Duration) -> bool {
     let t = tracefs();
     let deadline = Instant::now() + limit;
     loop {
@@ -66,7 +66,7 @@ fn settles_to(before: &Snapshot, limit: Duration) -> bool {
     }
 }
 
-fn spawn_run(recipe: &Path, out: &Path, env: &[(&str, String)], cmd: &[&str]) -> Child {
+pub(crate) fn spawn_run(recipe: &Path, out: &Path, env: &[(&str, String)], cmd: &[&str]) -> Child {
     let mut c = Command::new(bin());
     c.args([
         "run",

@@ -5,6 +5,8 @@ mod common;
 mod check;
 mod docs;
 mod hostile;
+mod lab;
+mod probes;
 mod reliability;
 mod run;
 mod status;

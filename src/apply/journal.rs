@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tracefs::{Tracefs, TracefsError, WriteMode};
+use crate::tracefs::{Tracefs, TracefsError, WriteMode, error_log_dir};
 
 /// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
@@ -63,7 +63,7 @@ pub enum Undo {
 
 impl Undo {
     /// Performs the undo. A missing file or directory counts as already undone.
-    pub fn perform(&self, tracefs: &Tracefs, log_dir: &str) -> Result<(), TracefsError> {
+    pub fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
         let result = match self {
             Undo::Rmdir { dir } => {
                 if !tracefs.exists(dir) {
@@ -93,7 +93,7 @@ impl Undo {
                 } else {
                     WriteMode::Replace
                 };
-                tracefs.write(file, value, mode, log_dir)
+                tracefs.write(file, value, mode, error_log_dir(file))
             }
         };
         match result {
@@ -298,7 +298,7 @@ impl Recorded {
             }
             failures.clear();
             for undo in self.undos.iter().rev() {
-                if let Err(e) = undo.perform(&tracefs, &self.header.instance) {
+                if let Err(e) = undo.perform(&tracefs) {
                     failures.push(e);
                 }
             }

@@ -33,13 +33,13 @@ pub struct Recipe {
     /// Which tasks are traced, and the optional workload.
     #[serde(default)]
     pub scope: Scope,
-    /// The tracer of the instance (function tracers: not supported yet).
+    /// The tracer of the instance.
     #[serde(default)]
     pub tracer: Option<Tracer>,
-    /// Dynamic kernel probes (kprobe_events syntax; not supported yet).
+    /// Dynamic kernel probes (kprobe_events syntax), defined in the run's probe group.
     #[serde(default)]
     pub kprobes: Vec<Probe>,
-    /// Dynamic user-space probes (uprobe_events syntax; not supported yet).
+    /// Dynamic user-space probes (uprobe_events syntax), defined in the run's probe group.
     #[serde(default)]
     pub uprobes: Vec<Probe>,
     /// Static tracepoints to enable, with filters.
@@ -91,10 +91,12 @@ pub struct Scope {
     /// Process ids written to `set_event_pid`.
     #[serde(default)]
     pub pids: Vec<u32>,
-    /// Task names: adds `comm == "NAME"` (or-ed) to every event filter.
+    /// Task names: adds `comm == "NAME"` (or-ed) to every event filter, and
+    /// scopes function tracers to the running tasks of those names (set_ftrace_pid).
     #[serde(default)]
     pub comms: Vec<String>,
-    /// `options/event-fork`: children of scoped pids are traced too.
+    /// `options/event-fork` (and `options/function-fork` for function tracers):
+    /// children of scoped pids are traced too.
     #[serde(default)]
     pub follow_forks: bool,
     /// The workload, started held, scoped by pid, released once tracing is on.
@@ -102,7 +104,7 @@ pub struct Scope {
     pub command: Vec<String>,
 }
 
-/// `[tracer]` (parsed; only `name = "nop"` is supported yet).
+/// `[tracer]`: the instance's tracer and its function filters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Tracer {
@@ -129,7 +131,7 @@ pub struct Tracer {
     pub thresh_us: Option<u64>,
 }
 
-/// `[[kprobes]]` / `[[uprobes]]`: one dynamic probe (parsed; not supported yet).
+/// `[[kprobes]]` / `[[uprobes]]`: one dynamic probe.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct Probe {
@@ -168,10 +170,11 @@ pub struct Event {
 pub struct Trigger {
     /// The event the trigger sits on, `"system:event"`.
     pub event: Option<String>,
-    /// The function of a function trigger (not supported yet).
+    /// The function (or glob) of a function trigger (a set_ftrace_filter command).
     pub function: Option<String>,
-    /// `traceon` | `traceoff` | `stacktrace` | `enable_event` | `disable_event`
-    /// (`snapshot`, `hist`, `dump`, `cpudump`: not supported yet).
+    /// Event triggers: `traceon` | `traceoff` | `snapshot` | `stacktrace` |
+    /// `enable_event` | `disable_event` | `hist`. Function triggers: `traceon` |
+    /// `traceoff` | `stacktrace` | `snapshot` | `dump` | `cpudump`.
     pub action: String,
     /// For enable_event / disable_event: the `"system:event"` to switch.
     pub target: Option<String>,
@@ -180,6 +183,16 @@ pub struct Trigger {
     pub condition: Option<String>,
     /// Fire at most this many times.
     pub count: Option<u64>,
+    /// `hist` only: the fields to group by, with optional `.modifier`
+    /// (`.sym`, `.execname`, `.log2`, ...; Documentation/trace/histogram.rst).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// `hist` only: numeric fields to sum per key (`vals=`); `hitcount` is always kept.
+    #[serde(default)]
+    pub values: Vec<String>,
+    /// `hist` only: keys or values to sort by, with `.descending` / `.ascending`.
+    #[serde(default)]
+    pub sort: Vec<String>,
 }
 
 /// `[stop]`: conditions that end the run early.

@@ -1,19 +1,34 @@
 //! Validation: every check a recipe can fail, against the recipe alone and against
 //! [`KernelFacts`], producing a [`ValidRecipe`] or every problem at once.
 //!
-//! Passes: keys that are not supported yet → names and values → events (globs
-//! must match) → fields and operators of each filter against the event's format →
-//! triggers → buffer, clock, CPUs, duration. A check that needs a fact an earlier
+//! Passes: names and values → events (globs must match) → fields and operators of
+//! each filter against the event's format → triggers (`trigger`: event and
+//! function triggers, hist keys) → probes (`probe`: target, fetchargs, filter) →
+//! tracer (`tracer`: available_tracers, function lists, options, where it can
+//! run) → buffer, clock, CPUs, duration. What this kernel lacks (kprobe_events,
+//! the function tracer, hist triggers, a snapshot buffer) is a kernel fault, found
+//! before anything is written. A check that needs a fact an earlier
 //! check found missing is skipped (no filter check for an event that does not exist).
 //! Only [`validate`] builds a [`ValidRecipe`], so nothing unchecked reaches `plan`.
 
+/// A key path: `path!("events", i, "filter")`.
+macro_rules! path {
+    ($($seg:expr),* $(,)?) => { [$($crate::recipe::PathSeg::from($seg)),*] };
+}
+
 mod filter;
+mod probe;
+mod tracer;
+mod trigger;
 
 use std::ops::Range;
 use std::time::Duration;
 
 pub use filter::{Predicate, SyntaxError, Value as FilterValue};
+pub use probe::{ProbeKind, ResolvedProbe, is_good_name};
 use tracedat::{EventFormat, Field};
+pub use tracer::{FUNCTION_TRACERS, ResolvedTracer};
+pub use trigger::{EVENT_ACTIONS, FUNCTION_ACTIONS, ResolvedTrigger};
 
 use crate::diagnostic::Diagnostic;
 use crate::kernel::KernelFacts;
@@ -42,6 +57,10 @@ pub struct ValidRecipe {
     pub events: Vec<ResolvedEvent>,
     /// Every trigger line to write, in recipe order.
     pub triggers: Vec<ResolvedTrigger>,
+    /// `[[kprobes]]` then `[[uprobes]]`, each defined in the run's probe group.
+    pub probes: Vec<ResolvedProbe>,
+    /// `[tracer]`, unless absent or a bare `nop`.
+    pub tracer: Option<ResolvedTracer>,
     /// `[stop] max_size_mb` in bytes.
     pub max_size_bytes: Option<u64>,
 }
@@ -59,29 +78,6 @@ pub struct ResolvedEvent {
     pub span: Span,
 }
 
-/// One trigger line for an event's `trigger` file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedTrigger {
-    /// `system:event` the trigger sits on.
-    pub event: String,
-    /// The trigger command, e.g. `traceoff:1 if ret == -2`.
-    pub command: String,
-    /// The event an enable_event / disable_event trigger switches.
-    pub target: Option<String>,
-    /// The recipe entry it came from.
-    pub span: Span,
-}
-
-/// Trigger actions supported now (events.rst section 6).
-const EVENT_ACTIONS: &[&str] = &[
-    "traceon",
-    "traceoff",
-    "stacktrace",
-    "enable_event",
-    "disable_event",
-];
-/// Actions of the contract that are parsed but not supported yet.
-const LATER_ACTIONS: &[&str] = &["snapshot", "hist", "dump", "cpudump"];
 /// Reports `[output] reports` may name.
 pub const REPORTS: &[&str] = &["summary", "json"];
 /// Longest value written to a tracefs file: the kernel refuses a filter or
@@ -94,6 +90,10 @@ struct Ctx<'a> {
     loaded: &'a LoadedRecipe,
     facts: &'a KernelFacts,
     diags: Vec<Diagnostic>,
+    /// The recipe's own probes as events (`kprobes:NAME`, `uprobes:NAME`), with
+    /// the format the kernel will give them; `[[events]]` and `[[triggers]]` may
+    /// name them.
+    probe_formats: std::collections::BTreeMap<String, EventFormat>,
 }
 
 impl Ctx<'_> {
@@ -167,11 +167,6 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
     Some(map)
 }
 
-/// A key path: `path!("events", i, "filter")`.
-macro_rules! path {
-    ($($seg:expr),* $(,)?) => { [$(PathSeg::from($seg)),*] };
-}
-
 /// Checks `loaded` against `facts`. Returns the [`ValidRecipe`], or every problem.
 pub fn validate(
     loaded: &LoadedRecipe,
@@ -182,9 +177,9 @@ pub fn validate(
         loaded,
         facts,
         diags: loaded.problems.clone(),
+        probe_formats: Default::default(),
     };
 
-    check_not_yet_supported(&mut cx, r);
     check_name(&mut cx, r);
     for (path, value) in string_values(r) {
         if value.len() > MAX_VALUE {
@@ -223,16 +218,32 @@ pub fn validate(
         }
     });
 
+    let mut probes = Vec::new();
+    probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
+    probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
     let comm_filter = comm_filter(&mut cx, r);
     let mut events = Vec::new();
     for (i, ev) in r.events.iter().enumerate() {
-        resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+        if !probe::fold_event_into_probe(&mut cx, i, ev, &mut probes) {
+            resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+        }
     }
     let mut triggers = Vec::new();
     for (i, t) in r.triggers.iter().enumerate() {
-        resolve_trigger(&mut cx, i, t, &mut triggers);
+        trigger::resolve_trigger(&mut cx, i, t, &mut triggers);
     }
-    if r.events.is_empty() && r.triggers.is_empty() {
+    let tracer = r
+        .tracer
+        .as_ref()
+        .and_then(|t| tracer::resolve_tracer(&mut cx, t));
+    if r.events.is_empty()
+        && r.triggers.is_empty()
+        && r.kprobes.is_empty()
+        && r.uprobes.is_empty()
+        && r.tracer
+            .as_ref()
+            .is_none_or(|t| t.name.as_deref().is_none_or(|n| n == "nop"))
+    {
         cx.recipe(
             None,
             "the recipe enables no event",
@@ -357,74 +368,10 @@ pub fn validate(
         overwrite,
         events,
         triggers,
+        probes,
+        tracer,
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
     })
-}
-
-fn check_not_yet_supported(cx: &mut Ctx<'_>, r: &Recipe) {
-    if let Some(t) = &r.tracer {
-        let only_nop = t.name.as_deref().is_none_or(|n| n == "nop")
-            && t.functions.is_empty()
-            && t.notrace.is_empty()
-            && t.graph_functions.is_empty()
-            && t.graph_notrace.is_empty()
-            && t.max_graph_depth.is_none()
-            && t.options.is_empty()
-            && t.thresh_us.is_none();
-        if !only_nop {
-            let span = cx.key_span(&path!("tracer"));
-            cx.recipe(
-                span,
-                "`[tracer]` is not supported yet (only `name = \"nop\"`)",
-                Some("record tracepoints with `[[events]]` for now".into()),
-            );
-        }
-    }
-    for table in ["kprobes", "uprobes"] {
-        let n = if table == "kprobes" {
-            r.kprobes.len()
-        } else {
-            r.uprobes.len()
-        };
-        if n > 0 {
-            let feature = if table == "kprobes" {
-                (
-                    cx.facts.has_kprobe_events,
-                    "kprobe_events",
-                    "CONFIG_KPROBE_EVENTS",
-                )
-            } else {
-                (
-                    cx.facts.has_uprobe_events,
-                    "uprobe_events",
-                    "CONFIG_UPROBE_EVENTS",
-                )
-            };
-            let span = cx.key_span(&path!(table));
-            cx.recipe(
-                span,
-                format!("`[[{table}]]` is not supported yet"),
-                Some("use static tracepoints in `[[events]]` for now".into()),
-            );
-            if !feature.0 {
-                cx.kernel(
-                    cx.key_span(&path!(table)),
-                    format!("this kernel has no `{}` file", feature.1),
-                    Some(format!("it was built without {}", feature.2)),
-                );
-            }
-        }
-    }
-    for (i, t) in r.triggers.iter().enumerate() {
-        if t.function.is_some() {
-            let span = cx.key_span(&path!("triggers", i, "function"));
-            cx.recipe(
-                span,
-                "function triggers (`function = ...`) are not supported yet",
-                Some("put the trigger on an event with `event = \"system:event\"`".into()),
-            );
-        }
-    }
 }
 
 fn check_name(cx: &mut Ctx<'_>, r: &Recipe) {
@@ -458,6 +405,40 @@ fn string_values(r: &Recipe) -> Vec<(Vec<PathSeg>, &str)> {
         for (key, v) in keys {
             if let Some(v) = v {
                 out.push((path!("triggers", i, key).to_vec(), v));
+            }
+        }
+    }
+    for (i, t) in r.triggers.iter().enumerate() {
+        for (key, list) in [("keys", &t.keys), ("values", &t.values), ("sort", &t.sort)] {
+            for (j, v) in list.iter().enumerate() {
+                out.push((path!("triggers", i, key, j).to_vec(), v));
+            }
+        }
+    }
+    for (table, probes) in [("kprobes", &r.kprobes), ("uprobes", &r.uprobes)] {
+        for (i, p) in probes.iter().enumerate() {
+            out.push((path!(table, i, "event").to_vec(), &p.event));
+            out.push((path!(table, i, "target").to_vec(), &p.target));
+            if let Some(f) = &p.filter {
+                out.push((path!(table, i, "filter").to_vec(), f));
+            }
+            for (name, arg) in &p.fetch {
+                out.push((path!(table, i, "fetch", name.as_str()).to_vec(), arg));
+            }
+        }
+    }
+    if let Some(t) = &r.tracer {
+        if let Some(n) = &t.name {
+            out.push((path!("tracer", "name").to_vec(), n));
+        }
+        for (key, list) in [
+            ("functions", &t.functions),
+            ("notrace", &t.notrace),
+            ("graph_functions", &t.graph_functions),
+            ("graph_notrace", &t.graph_notrace),
+        ] {
+            for (j, v) in list.iter().enumerate() {
+                out.push((path!("tracer", key, j).to_vec(), v));
             }
         }
     }
@@ -653,157 +634,6 @@ fn check_predicates(
             }
         }
     }
-}
-
-fn resolve_trigger(
-    cx: &mut Ctx<'_>,
-    i: usize,
-    t: &crate::recipe::Trigger,
-    out: &mut Vec<ResolvedTrigger>,
-) {
-    let base = |k: &str| path!("triggers", i, k);
-    if t.function.is_some() {
-        return; // reported as not supported yet
-    }
-    let action_span = cx.span(&base("action"));
-    if LATER_ACTIONS.contains(&t.action.as_str()) {
-        cx.recipe(
-            action_span,
-            format!("trigger action `{}` is not supported yet", t.action),
-            Some(format!("supported actions: {}", EVENT_ACTIONS.join(", "))),
-        );
-        return;
-    }
-    if !EVENT_ACTIONS.contains(&t.action.as_str()) {
-        let hint = suggest::did_you_mean(&t.action, EVENT_ACTIONS.iter().copied(), 1);
-        cx.recipe(
-            action_span,
-            format!("unknown trigger action `{}`", t.action),
-            Some(format!("{hint}actions are: {}", EVENT_ACTIONS.join(", "))),
-        );
-        return;
-    }
-    let Some(event) = &t.event else {
-        let span = cx.key_span(&path!("triggers", i));
-        cx.recipe(
-            span,
-            "trigger has neither `event` nor `function`",
-            Some("add `event = \"system:event\"`".into()),
-        );
-        return;
-    };
-    let event_span = cx.span(&base("event"));
-    let entry_span = cx
-        .span(&path!("triggers", i))
-        .or_else(|| event_span.clone());
-    if !valid_event_pattern(event) || event.contains(['*', '?']) {
-        cx.recipe(
-            event_span,
-            format!("trigger event {event:?} is not of the form \"system:event\" (no globs)"),
-            None,
-        );
-        return;
-    }
-    if !cx.facts.events.contains(event) {
-        let hint = suggest::did_you_mean(event, cx.facts.events.iter().map(String::as_str), 3);
-        cx.kernel(
-            event_span,
-            format!("this kernel has no event `{event}`"),
-            (!hint.is_empty()).then(|| hint.trim_end().to_string()),
-        );
-        return;
-    }
-    let mut command = t.action.clone();
-    match (t.action.as_str(), &t.target) {
-        ("enable_event" | "disable_event", None) => {
-            let span = cx.key_span(&path!("triggers", i, "action"));
-            cx.recipe(
-                span,
-                format!("`{}` needs `target = \"system:event\"`", t.action),
-                None,
-            );
-            return;
-        }
-        ("enable_event" | "disable_event", Some(target)) => {
-            let span = cx.span(&base("target"));
-            if !valid_event_pattern(target)
-                || target.contains(['*', '?'])
-                || !cx.facts.events.contains(target)
-            {
-                cx.kernel(
-                    span,
-                    format!(
-                        "this kernel has no event `{target}` to {}",
-                        t.action.replace("_event", "")
-                    ),
-                    None,
-                );
-                return;
-            }
-            command.push(':');
-            command.push_str(target);
-        }
-        (_, Some(_)) => {
-            let span = cx.key_span(&base("target"));
-            cx.recipe(
-                span,
-                format!(
-                    "`target` is only for enable_event and disable_event, not `{}`",
-                    t.action
-                ),
-                None,
-            );
-            return;
-        }
-        (_, None) => {}
-    }
-    match t.count {
-        Some(0) => {
-            let span = cx.span(&base("count"));
-            cx.recipe(
-                span,
-                "`count` must be at least 1 (leave it out for no limit)",
-                None,
-            );
-            return;
-        }
-        Some(n) => command.push_str(&format!(":{n}")),
-        None => {}
-    }
-    if let Some(cond) = &t.condition {
-        match filter::parse(cond) {
-            Err(e) => {
-                let span = cx.inner_span(&base("if"), &e.span);
-                cx.recipe(span, format!("trigger filter syntax: {}", e.message), None);
-                return;
-            }
-            Ok(preds) => match cx.facts.format(event) {
-                Some(format) => {
-                    let before = cx.diags.len();
-                    check_predicates(
-                        cx,
-                        &base("if"),
-                        event,
-                        &format,
-                        &preds,
-                        &mut Default::default(),
-                    );
-                    if cx.diags.len() > before {
-                        return;
-                    }
-                }
-                None => return,
-            },
-        }
-        command.push_str(" if ");
-        command.push_str(cond);
-    }
-    out.push(ResolvedTrigger {
-        event: event.clone(),
-        command,
-        target: t.target.clone(),
-        span: entry_span,
-    });
 }
 
 /// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not

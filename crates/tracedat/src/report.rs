@@ -141,7 +141,12 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut impl Write) -> std::
             out.write_all(b" ")?;
         }
         write!(out, "{}=", fld.name)?;
-        write_value(out, &v, fld.is_pointer)?;
+        // Function tracer events carry code addresses: shown as symbols.
+        let code = f.system == "ftrace" && matches!(fld.name.as_str(), "ip" | "parent_ip" | "func");
+        match as_u64(&v).filter(|_| code) {
+            Some(addr) => write_symbol(file, out, addr)?,
+            None => write_value(out, &v, fld.is_pointer)?,
+        }
     }
     Ok(())
 }
@@ -156,7 +161,9 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut impl Write) -> std::
 /// * TIME is [`format_ts`] for the file's clock.
 /// * FIELDS are `name=value` pairs separated by spaces (strings as text,
 ///   integers in decimal, pointers in hex, arrays as `[a, b]`), not the
-///   event's print fmt; `print` (trace_marker) shows `SYMBOL: TEXT`, and
+///   event's print fmt; the code addresses of function tracer events
+///   (`ip`, `parent_ip`, `func` of `ftrace` events) are shown as symbols
+///   through kallsyms (hex when unresolved); `print` (trace_marker) shows `SYMBOL: TEXT`, and
 ///   `kernel_stack` shows `<stack trace >` then one `=> SYMBOL (ADDR)` line
 ///   per frame, resolved through kallsyms.
 /// * A lost-events record is `CPU:N [K EVENTS DROPPED]` (or

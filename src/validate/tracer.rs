@@ -1,0 +1,276 @@
+//! `[tracer]`: the tracer (available_tracers), its function filters
+//! (set_ftrace_filter / set_ftrace_notrace / set_graph_function /
+//! set_graph_notrace, globs and `:mod:NAME`, checked against
+//! available_filter_functions), `max_graph_depth`, `thresh_us` (tracing_thresh)
+//! and `options/NAME`.
+//!
+//! Source of truth: Documentation/trace/ftrace.rst ("The File System",
+//! "dynamic ftrace", "function graph tracer").
+
+use super::{Ctx, Span};
+use crate::kernel::glob_match;
+use crate::recipe::Tracer;
+use crate::suggest;
+
+/// Tracers that trace kernel functions through ftrace (need available_filter_functions).
+pub const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
+
+/// The kernel config option that provides each tracer (kernel/trace/Kconfig).
+const TRACER_CONFIGS: &[(&str, &str)] = &[
+    ("function", "CONFIG_FUNCTION_TRACER"),
+    ("function_graph", "CONFIG_FUNCTION_GRAPH_TRACER"),
+    ("irqsoff", "CONFIG_IRQSOFF_TRACER"),
+    ("preemptoff", "CONFIG_PREEMPT_TRACER"),
+    (
+        "preemptirqsoff",
+        "CONFIG_IRQSOFF_TRACER and CONFIG_PREEMPT_TRACER",
+    ),
+    ("wakeup", "CONFIG_SCHED_TRACER"),
+    ("wakeup_rt", "CONFIG_SCHED_TRACER"),
+    ("wakeup_dl", "CONFIG_SCHED_TRACER"),
+    ("hwlat", "CONFIG_HWLAT_TRACER"),
+    ("osnoise", "CONFIG_OSNOISE_TRACER"),
+    ("timerlat", "CONFIG_TIMERLAT_TRACER"),
+    ("mmiotrace", "CONFIG_MMIOTRACE"),
+    ("blk", "CONFIG_BLK_DEV_IO_TRACE"),
+];
+
+/// A `[tracer]` that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedTracer {
+    /// The tracer to write to `current_tracer`.
+    pub name: String,
+    /// `set_ftrace_filter` entries.
+    pub functions: Vec<String>,
+    /// `set_ftrace_notrace` entries.
+    pub notrace: Vec<String>,
+    /// `set_graph_function` entries.
+    pub graph_functions: Vec<String>,
+    /// `set_graph_notrace` entries.
+    pub graph_notrace: Vec<String>,
+    /// `max_graph_depth` (a top-level, global file).
+    pub max_graph_depth: Option<u32>,
+    /// `tracing_thresh` in µs (a top-level, global file).
+    pub thresh_us: Option<u64>,
+    /// `options/NAME` values, sorted by name.
+    pub options: Vec<(String, bool)>,
+    /// Whether this kernel offers the tracer only at the top level (not in
+    /// instances): the run then works in the top-level buffer.
+    pub at_top_level: bool,
+    /// Whether set_graph_function / set_graph_notrace are global top-level files
+    /// on this kernel (instances have none), rather than the instance's own.
+    pub graph_filter_at_top: bool,
+    /// The `[tracer]` table.
+    pub span: Span,
+}
+
+impl ResolvedTracer {
+    /// Whether the tracer traces functions (so set_ftrace_pid and function-fork apply).
+    pub fn is_function_tracer(&self) -> bool {
+        FUNCTION_TRACERS.contains(&self.name.as_str())
+    }
+}
+
+/// The kernel fact reported when function tracing is refused: the message and help.
+pub(super) fn function_tracing_refused(why: &str) -> (String, String) {
+    (
+        format!("this kernel refuses the function tracer: reading available_filter_functions fails ({why})"),
+        "the function tracer needs CONFIG_FUNCTION_TRACER and CONFIG_DYNAMIC_FTRACE, and no lockdown or security module denying tracefs; run this recipe on such a kernel (see the kernel lab in README.md)".into(),
+    )
+}
+
+/// Checks `[tracer]`; `None` when there is none or it is a bare `nop`.
+pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTracer> {
+    let span = cx.key_span(&path!("tracer"));
+    let name = t.name.clone().unwrap_or_else(|| "nop".into());
+    let name_span = cx.span(&path!("tracer", "name")).or(span.clone());
+    let before = cx.diags.len();
+    let is_function = FUNCTION_TRACERS.contains(&name.as_str());
+    if !cx.facts.tracers.contains(&name) {
+        let near = suggest::nearest(&name, cx.facts.tracers.iter().map(String::as_str));
+        let config = TRACER_CONFIGS
+            .iter()
+            .find(|(t, _)| *t == name)
+            .map(|(_, c)| format!(" (it was built without {c})"))
+            .unwrap_or_default();
+        cx.kernel(
+            name_span.clone(),
+            format!("this kernel offers no tracer `{name}`{config}"),
+            Some(format!(
+                "{}available_tracers: {}",
+                near.map(|n| format!("did you mean `{n}`? "))
+                    .unwrap_or_default(),
+                cx.facts.tracers.join(" ")
+            )),
+        );
+        return None;
+    }
+    let mut functions_ok = true;
+    if (is_function
+        || !t.functions.is_empty()
+        || !t.notrace.is_empty()
+        || !t.graph_functions.is_empty()
+        || !t.graph_notrace.is_empty())
+        && let Err(why) = cx.facts.filter_functions()
+    {
+        let (msg, help) = function_tracing_refused(why);
+        cx.kernel(name_span.clone(), msg, Some(help));
+        functions_ok = false;
+    }
+    let instance = cx.facts.instance_facts().cloned();
+    let at_top_level = instance
+        .as_ref()
+        .is_some_and(|i| !i.tracers.contains(&name));
+    let graph = name == "function_graph";
+    for (key, list) in [
+        ("functions", &t.functions),
+        ("notrace", &t.notrace),
+        ("graph_functions", &t.graph_functions),
+        ("graph_notrace", &t.graph_notrace),
+    ] {
+        if key.starts_with("graph") && !list.is_empty() && !graph {
+            let span = cx.key_span(&path!("tracer", key));
+            cx.recipe(
+                span,
+                format!("`{key}` applies to the function_graph tracer only, not `{name}`"),
+                Some("set name = \"function_graph\", or use `functions`".into()),
+            );
+            continue;
+        }
+        if !functions_ok {
+            continue;
+        }
+        for (i, entry) in list.iter().enumerate() {
+            let span = cx.span(&path!("tracer", key, i));
+            if let Some((msg, help)) = check_function_entry(cx, entry) {
+                cx.kernel(span, msg, help);
+            }
+        }
+    }
+    for (key, set) in [
+        ("max_graph_depth", t.max_graph_depth.is_some()),
+        ("thresh_us", t.thresh_us.is_some()),
+    ] {
+        if !set {
+            continue;
+        }
+        let file = if key == "thresh_us" {
+            "tracing_thresh"
+        } else {
+            key
+        };
+        let span = cx.key_span(&path!("tracer", key));
+        if key == "max_graph_depth" && !graph {
+            cx.recipe(
+                span,
+                "`max_graph_depth` applies to the function_graph tracer only",
+                None,
+            );
+        } else if !cx.facts.has_file(file) {
+            cx.kernel(
+                span,
+                format!("this kernel has no `{file}` file"),
+                Some(if key == "thresh_us" {
+                    "tracing_thresh needs CONFIG_TRACER_MAX_TRACE or the function_graph tracer"
+                        .into()
+                } else {
+                    "max_graph_depth needs CONFIG_FUNCTION_GRAPH_TRACER".into()
+                }),
+            );
+        }
+    }
+    let options = instance
+        .as_ref()
+        .filter(|_| !at_top_level)
+        .map_or(&cx.facts.options, |i| &i.options)
+        .clone();
+    let mut opts = Vec::new();
+    for (opt, on) in &t.options {
+        if options.contains(opt) {
+            opts.push((opt.clone(), *on));
+        } else {
+            let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
+            let near = suggest::nearest(opt, options.iter().map(String::as_str));
+            cx.kernel(
+                span,
+                format!(
+                    "this kernel has no trace option `{opt}` (no options/{opt} in an instance)"
+                ),
+                Some(
+                    near.map(|n| format!("did you mean `{n}`?"))
+                        .unwrap_or_else(|| {
+                            "see the options/ directory of an instance for what this kernel offers"
+                                .into()
+                        }),
+                ),
+            );
+        }
+    }
+    if cx.diags.len() > before || (name == "nop" && opts.is_empty() && t.thresh_us.is_none()) {
+        return None;
+    }
+    Some(ResolvedTracer {
+        name,
+        functions: t.functions.clone(),
+        notrace: t.notrace.clone(),
+        graph_functions: t.graph_functions.clone(),
+        graph_notrace: t.graph_notrace.clone(),
+        max_graph_depth: t.max_graph_depth,
+        thresh_us: t.thresh_us,
+        options: opts,
+        at_top_level,
+        graph_filter_at_top: at_top_level
+            || instance
+                .as_ref()
+                .is_none_or(|i| !i.files.contains("set_graph_function")),
+        span,
+    })
+}
+
+/// Checks one set_ftrace_filter-style entry (`GLOB`, `GLOB:mod:MODULE`,
+/// `:mod:MODULE`) against available_filter_functions. `None` when it is fine or
+/// the list cannot be read (reported elsewhere); else the message and help.
+pub(super) fn check_function_entry(cx: &Ctx<'_>, entry: &str) -> Option<(String, Option<String>)> {
+    let funcs = cx.facts.filter_functions().ok()?;
+    let (glob, module) = match entry.split_once(":mod:") {
+        Some((g, m)) => (if g.is_empty() { "*" } else { g }, Some(m)),
+        None => (entry, None),
+    };
+    let glob = glob.strip_prefix('!').unwrap_or(glob);
+    let pool: Vec<&str> = match module {
+        Some(m) => match funcs.modules.get(m) {
+            Some(set) => set.iter().map(String::as_str).collect(),
+            None => {
+                let near = suggest::nearest(m, funcs.modules.keys().map(String::as_str));
+                return Some((
+                    format!("no loaded module `{m}` has traceable functions"),
+                    near.map(|n| format!("did you mean `{n}`?")),
+                ));
+            }
+        },
+        None => funcs.names.iter().map(String::as_str).collect(),
+    };
+    if pool.iter().any(|f| glob_match(glob, f)) {
+        return None;
+    }
+    let near = suggest::nearest_n(glob, pool.iter().copied(), 3);
+    Some((
+        format!(
+            "no function of available_filter_functions matches `{glob}`{}",
+            module
+                .map(|m| format!(" in module `{m}`"))
+                .unwrap_or_default()
+        ),
+        Some(if near.is_empty() {
+            "functions the kernel can trace are listed in available_filter_functions".into()
+        } else {
+            format!(
+                "did you mean {}?",
+                near.iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }),
+    ))
+}

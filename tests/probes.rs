@@ -1,0 +1,356 @@
+//! Probes and the features this machine's kernel has: uprobes on a binary the test
+//! builds (recorded, filtered, rolled back however the run ends), probe groups of
+//! dead runs removed by `reset` and nothing else, features this kernel lacks
+//! refused before anything is written, and a traceoff trigger ending the run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use trace_recipe::status::Snapshot;
+
+use crate::common::{
+    TracefsGuard, bin, event_lines, repo, text, trace_cmd_report, trace_recipe, tracefs,
+    write_recipe,
+};
+use crate::reliability::{settles_to, spawn_run};
+
+/// Builds a small C program with a function `tr_work(x) = 2x + 1` called for
+/// x = 1..=5 (with no arguments), and returns its path.
+fn build_target(dir: &Path) -> PathBuf {
+    let src = dir.join("target.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n\
+         __attribute__((noinline)) int tr_work(int x) { __asm__ volatile(\"\"); return x * 2 + 1; }\n\
+         int main(int argc, char **argv) { int s = 0; for (int i = 0; i < 5; i++) s += tr_work(i + argc); printf(\"%d\\n\", s); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("uprobe-target");
+    let out = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) is installed");
+    assert!(out.status.success(), "cc failed: {}", text(&out.stderr));
+    exe
+}
+
+fn uprobe_recipe(exe: &Path) -> String {
+    format!(
+        r#"name = "uprobe-test"
+description = "arguments and return values of tr_work"
+[[uprobes]]
+event = "work"
+kind = "uprobe"
+target = "{exe}:tr_work"
+fetch = {{ x = "%di:s32" }}
+[[uprobes]]
+event = "work_ret"
+kind = "uretprobe"
+target = "{exe}:tr_work"
+fetch = {{ ret = "$retval:s32" }}
+filter = "ret > 5"
+[[events]]
+name = "uprobes:work"
+filter = "x > 1"
+"#,
+        exe = exe.display()
+    )
+}
+
+#[test]
+fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_target(dir.path());
+    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
+    let out = dir.path().join("out");
+    let o = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    let lines = event_lines(&listing);
+    let args: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains(" work: "))
+        .filter_map(|l| l.split("x=").nth(1))
+        .collect();
+    assert_eq!(
+        args,
+        ["2", "3", "4", "5"],
+        "the [[events]] filter keeps x > 1:\n{listing}"
+    );
+    let rets: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains(" work_ret: "))
+        .filter_map(|l| l.split("ret=").nth(1))
+        .collect();
+    assert_eq!(
+        rets,
+        ["7", "9", "11"],
+        "the filter keeps ret > 5:\n{listing}"
+    );
+
+    // Our reader agrees, and the report names the events by the recipe's names in
+    // the run's own probe group.
+    let ours = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
+    assert_eq!(text(&ours.stdout).matches(" work: ").count(), 4);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let events = report["events"].as_object().unwrap();
+    let key = events
+        .keys()
+        .find(|k| k.ends_with(":work_ret"))
+        .expect("work_ret in report.json");
+    assert!(key.starts_with("trace_recipe_"), "{key}");
+    assert_eq!(events[key], 3);
+    guard.assert_unchanged();
+}
+
+/// Runs `recipe` once per step of its plan, SIGKILLing the run at that step, and
+/// asserts that the guard rolls every prefix back.
+fn sigkill_at_every_step(recipe: &Path) {
+    let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+    let plan = text(&plan.stdout);
+    // Plus the set_event_pid step the workload adds.
+    let steps = plan
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .split('.')
+                .next()
+                .is_some_and(|n| n.parse::<usize>().is_ok())
+        })
+        .count()
+        + 1;
+    let before = Snapshot::take(&tracefs());
+    let dir = recipe.parent().unwrap();
+    for step in 1..=steps {
+        let out = dir.join(format!("out{step}"));
+        let mut child = spawn_run(
+            recipe,
+            &out,
+            &[(trace_recipe::apply::KILL_STEP_ENV, step.to_string())],
+            &["sleep", "5"],
+        );
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "step {step}: the run must have killed itself"
+        );
+        assert!(
+            settles_to(&before, Duration::from_secs(2)),
+            "step {step}: not rolled back:\n{}",
+            before.diff(&Snapshot::take(&tracefs())).join("\n")
+        );
+    }
+}
+
+#[test]
+fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_target(dir.path());
+    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
+    let plan = text(&trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]).stdout);
+    assert!(plan.contains(">> uprobe_events"), "{plan}");
+    assert!(plan.contains("(undo: echo \"-:trace_recipe_"), "{plan}");
+    sigkill_at_every_step(&recipe);
+    guard.assert_unchanged();
+}
+
+/// A recipe whose tracer this kernel offers only at the top level (`blk` here:
+/// instances offer `function nop`), with a filter and the workload's pid scope.
+const TOP_LEVEL: &str = r#"name = "top-level"
+description = "t"
+[tracer]
+name = "blk"
+[[events]]
+name = "sched:sched_process_exec"
+filter = 'comm != "no-such-comm"'
+"#;
+
+fn top_level_tracer_available() -> bool {
+    let t = tracefs();
+    let top = t.read("available_tracers").unwrap_or_default();
+    let ok = top.split_whitespace().any(|w| w == "blk");
+    if !ok {
+        eprintln!(
+            "!!!!!!!! this kernel has no `blk` tracer: the top-level tracer test cannot run here"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no blk tracer"
+        );
+    }
+    ok
+}
+
+#[test]
+fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored() {
+    let guard = TracefsGuard::acquire();
+    if !top_level_tracer_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
+    let check = text(&trace_recipe(&["check", recipe.to_str().unwrap()]).stdout);
+    assert!(check.contains("only at the top level"), "{check}");
+    let out = dir.path().join("out");
+    let o = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exec /bin/true",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("to the top level"),
+        "{}",
+        text(&o.stderr)
+    );
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    assert!(
+        event_lines(&listing)
+            .iter()
+            .any(|l| l.contains("sched_process_exec") && l.contains("/bin/true")),
+        "{listing}"
+    );
+    // The guard's snapshot covers every top-level file the run wrote.
+    guard.assert_unchanged();
+}
+
+#[test]
+fn sigkill_at_every_step_of_a_top_level_plan_restores_every_before_image() {
+    let guard = TracefsGuard::acquire();
+    if !top_level_tracer_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
+    sigkill_at_every_step(&recipe);
+    guard.assert_unchanged();
+}
+
+#[test]
+fn reset_removes_probes_of_dead_runs_and_nothing_else() {
+    let guard = TracefsGuard::acquire();
+    let t = tracefs();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_target(dir.path());
+    // A pid that is no live process: its group belongs to a dead run.
+    let dead = "trace_recipe_4194303";
+    let ours = format!("p:{dead}/left {}:0x100", exe.display());
+    let theirs = format!("p:someone_else/kept {}:0x100", exe.display());
+    for line in [&ours, &theirs] {
+        t.write(
+            "uprobe_events",
+            line,
+            trace_recipe::tracefs::WriteMode::Append,
+            "",
+        )
+        .unwrap();
+    }
+    let status = text(&trace_recipe(&["status"]).stdout);
+    assert!(
+        status.contains(&format!(
+            "left behind by a trace-recipe run: probe {dead}/left"
+        )),
+        "{status}"
+    );
+    let reset = trace_recipe(&["reset"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset.stderr));
+    let defs = t.read("uprobe_events").unwrap();
+    let kept = defs.contains("someone_else/kept");
+    t.write(
+        "uprobe_events",
+        "-:someone_else/kept",
+        trace_recipe::tracefs::WriteMode::Append,
+        "",
+    )
+    .unwrap();
+    assert!(!defs.contains(dead), "reset must remove {dead}: {defs}");
+    assert!(kept, "reset must keep probes it does not own: {defs}");
+    guard.assert_unchanged();
+}
+
+#[test]
+fn features_this_kernel_lacks_are_refused_before_anything_is_written() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = repo().join("tests/bad-recipes/kernel-lacks.toml");
+    let out = dir.path().join("out");
+    let o = trace_recipe(&["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error (this kernel)"), "{err}");
+    assert!(err.contains("nothing was written to tracefs"), "{err}");
+    assert!(!out.exists());
+    guard.assert_unchanged();
+}
+
+#[test]
+fn a_traceoff_trigger_ends_the_run_with_on_traceoff() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        r#"name = "traceoff-stop"
+description = "t"
+duration = "60s"
+[scope]
+follow_forks = true
+[[events]]
+name = "sched:sched_process_exit"
+[[triggers]]
+event = "sched:sched_process_exit"
+action = "traceoff"
+if = 'comm == "sleep"'
+count = 1
+[stop]
+on_traceoff = true
+"#,
+    );
+    let out = dir.path().join("out");
+    let started = std::time::Instant::now();
+    let o = Command::new(bin())
+        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--", "sh", "-c", "sleep 0.1; exec sleep 60"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["stop_reason"], "traceoff (tracing_on dropped to 0)");
+    // The run ended at the first sleep's exit, not with the 60 s one.
+    assert!(started.elapsed() < Duration::from_secs(50));
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    assert!(
+        event_lines(&listing)
+            .iter()
+            .any(|l| l.contains("comm=sleep")),
+        "{listing}"
+    );
+    guard.assert_unchanged();
+}
