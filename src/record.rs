@@ -126,6 +126,24 @@ impl Recorder {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Events recorded and lost so far, all CPUs, from per_cpu/cpuN/stats:
+    /// (`entries` + `read events`, `overrun` + `dropped events`). A CPU whose
+    /// stats cannot be read counts 0.
+    pub fn live_counts(&self) -> (u64, u64) {
+        self.threads
+            .iter()
+            .filter_map(|(cpu, _, _)| {
+                self.tracefs
+                    .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))
+                    .ok()
+            })
+            .fold((0, 0), |(ev, lost), stats| {
+                let (overrun, dropped) = lost_from_stats(&stats);
+                let (entries, read) = (stat(&stats, "entries:"), stat(&stats, "read events:"));
+                (ev + entries + read, lost + overrun + dropped)
+            })
+    }
+
     /// Drains what is left (call after tracing was turned off), stops the readers
     /// and reads each CPU's stats.
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
@@ -237,15 +255,17 @@ pub fn subbuf_size(header_page: &str) -> Option<usize> {
         })
 }
 
+/// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
+fn stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 /// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
 pub fn lost_from_stats(stats: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (field("overrun:"), field("dropped events:"))
+    (stat(stats, "overrun:"), stat(stats, "dropped events:"))
 }
 
 #[cfg(test)]

@@ -202,3 +202,21 @@ pub fn format_record(
         }
     }
 }
+
+/// Prints records like [`format_record`], reusing what is the same for every
+/// record of a file (clock kind, buffer prefixes).
+pub struct Printer<'a> {
+    file: &'a TraceFile,
+}
+
+impl<'a> Printer<'a> {
+    /// A printer for the records of `file`.
+    pub fn new(file: &'a TraceFile) -> Printer<'a> {
+        Printer { file }
+    }
+
+    /// Writes one record as [`format_record`] does.
+    pub fn write(&mut self, rec: &Record<'_>, out: &mut impl Write) -> std::io::Result<()> {
+        format_record(self.file, rec, out)
+    }
+}
