@@ -319,7 +319,10 @@ fn report(
     analyses: &[AnalysisName],
     template: Option<&std::path::Path>,
 ) -> i32 {
-    let template = match template.map(Template::load).transpose() {
+    let template = match template
+        .map(|p| Template::load(p).and_then(|t| t.check().map(|()| t)))
+        .transpose()
+    {
         Ok(t) => t.unwrap_or_else(Template::builtin),
         Err(e) => {
             eprintln!("trace-recipe: error: {e}");

@@ -6,5 +6,6 @@ mod check;
 mod docs;
 mod hostile;
 mod reliability;
+mod report;
 mod run;
 mod status;
