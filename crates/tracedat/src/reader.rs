@@ -83,7 +83,8 @@ pub struct TraceFile {
     pub(crate) layout: PageLayout,
     compression: Compression,
     formats: Vec<EventFormat>,
-    format_index: HashMap<u16, usize>,
+    /// Index into `formats` by id (`u32::MAX`: none); as long as the highest id + 1.
+    format_index: Vec<u32>,
     pub(crate) unknown_format: EventFormat,
     kallsyms: Vec<(u64, String)>,
     printk: HashMap<u64, String>,
@@ -535,9 +536,10 @@ impl TraceFile {
             .or_else(|| buffers.first().and_then(|b| b.clock.clone()))
             .unwrap_or_else(|| "local".to_string());
 
-        let mut format_index = HashMap::new();
-        for (i, f) in meta.formats.iter().enumerate() {
-            format_index.entry(f.id).or_insert(i);
+        let top = meta.formats.iter().map(|f| f.id as usize + 1).max();
+        let mut format_index = vec![u32::MAX; top.unwrap_or(0)];
+        for (i, f) in meta.formats.iter().enumerate().rev() {
+            format_index[f.id as usize] = i as u32;
         }
 
         let kallsyms = parse_kallsyms(&meta.kallsyms);
@@ -635,8 +637,8 @@ impl TraceFile {
     /// The format with this id, if stored.
     pub fn format_by_id(&self, id: u16) -> Option<&EventFormat> {
         self.format_index
-            .get(&id)
-            .and_then(|&i| self.formats.get(i))
+            .get(id as usize)
+            .and_then(|&i| self.formats.get(i as usize))
     }
 
     /// The format `system`/`name`, if stored.

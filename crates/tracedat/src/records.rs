@@ -124,6 +124,13 @@ impl Event<'_> {
     /// `common_pid` (the task that emitted the event); -1 if the record is
     /// too short.
     pub fn pid(&self) -> i32 {
+        if let Some(at) = self.format.pid_offset() {
+            return self
+                .data
+                .get(at..at + 4)
+                .and_then(|b| read_uint(b, self.big_endian))
+                .map_or(-1, |v| v as u32 as i32);
+        }
         match self.field("common_pid") {
             Some(FieldValue::Int(v)) => v as i32,
             Some(FieldValue::UInt(v)) => v as i32,
