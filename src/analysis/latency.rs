@@ -12,7 +12,7 @@
 //!   Group: F's symbol.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, TraceFile};
@@ -93,7 +93,7 @@ enum Role {
 #[derive(Default)]
 struct Groups {
     names: Vec<String>,
-    index: HashMap<String, usize>,
+    index: FxHashMap<String, usize>,
     hists: Vec<Histogram>,
     unpaired: u64,
 }
@@ -151,17 +151,17 @@ pub(super) struct Latencies {
     roles: Vec<Role>,
     selected: Vec<AnalysisName>,
     syscalls: Groups,
-    sys_pending: HashMap<(i32, bool), (usize, u64)>,
-    raw_ids: HashMap<i64, usize>,
+    sys_pending: FxHashMap<(i32, bool), (usize, u64)>,
+    raw_ids: FxHashMap<i64, usize>,
     wakeup: Groups,
     wake_all: usize,
-    wake_pending: HashMap<i32, u64>,
-    comm_ids: HashMap<Vec<u8>, usize>,
+    wake_pending: FxHashMap<i32, u64>,
+    comm_ids: FxHashMap<Vec<u8>, usize>,
     kretprobe: Groups,
-    probe_pending: HashMap<(i32, u64), Vec<u64>>,
-    probe_ids: HashMap<u64, usize>,
+    probe_pending: FxHashMap<(i32, u64), Vec<u64>>,
+    probe_ids: FxHashMap<u64, usize>,
     funcgraph: Groups,
-    func_ids: HashMap<u64, usize>,
+    func_ids: FxHashMap<u64, usize>,
 }
 
 fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
@@ -246,17 +246,17 @@ impl Latencies {
             roles,
             selected: sel.names().to_vec(),
             syscalls,
-            sys_pending: HashMap::new(),
-            raw_ids: HashMap::new(),
+            sys_pending: FxHashMap::default(),
+            raw_ids: FxHashMap::default(),
             wakeup,
             wake_all,
-            wake_pending: HashMap::new(),
-            comm_ids: HashMap::new(),
+            wake_pending: FxHashMap::default(),
+            comm_ids: FxHashMap::default(),
             kretprobe: Groups::default(),
-            probe_pending: HashMap::new(),
-            probe_ids: HashMap::new(),
+            probe_pending: FxHashMap::default(),
+            probe_ids: FxHashMap::default(),
             funcgraph: Groups::default(),
-            func_ids: HashMap::new(),
+            func_ids: FxHashMap::default(),
         }
     }
 
@@ -418,7 +418,7 @@ impl Latencies {
 /// syscall (`usize::MAX` for an unknown raw id).
 fn pair_syscall(
     groups: &mut Groups,
-    pending: &mut HashMap<(i32, bool), (usize, u64)>,
+    pending: &mut FxHashMap<(i32, bool), (usize, u64)>,
     key: (i32, bool),
     group: Option<usize>,
     ts: u64,

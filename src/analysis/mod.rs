@@ -18,7 +18,9 @@ mod histogram;
 mod latency;
 mod timeline;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
@@ -146,9 +148,9 @@ pub struct Counts {
     /// Per CPU.
     pub cpus: BTreeMap<u32, u64>,
     /// Per comm (from saved cmdlines; `<idle>` for pid 0, `<...>` when unknown).
-    pub comms: HashMap<String, u64>,
+    pub comms: FxHashMap<String, u64>,
     /// Per pid (`common_pid`).
-    pub pids: HashMap<i32, u64>,
+    pub pids: FxHashMap<i32, u64>,
     /// Lost events found in the pages, per CPU (the count the kernel stored, 0
     /// when it stored none).
     pub lost_records: BTreeMap<u32, u64>,
@@ -202,8 +204,6 @@ pub struct Analysis {
 struct Slot {
     /// Index into the per-event counts.
     counted: usize,
-    /// `common_pid` offset (the standard 4 bytes at 4 when absent).
-    pid_at: usize,
     /// `kernel_stack`: where `caller` starts.
     stack_at: Option<usize>,
 }
@@ -219,10 +219,6 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         let s = &mut slots[f.id as usize];
         s.counted = event_names.len();
         event_names.push(format!("{}:{}", f.system, f.name));
-        s.pid_at = f
-            .field("common_pid")
-            .filter(|p| p.size == 4)
-            .map_or(4, |p| p.offset);
         if f.system == "ftrace" && f.name == "kernel_stack" {
             s.stack_at = f.field("caller").map(|c| c.offset);
         }
@@ -231,13 +227,16 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let long = usize::from(file.long_size()).clamp(4, 8);
     let mut per_event = vec![0u64; event_names.len()];
     let mut per_cpu: Vec<u64> = Vec::new();
+    // Pids in order of first event, with their counts; `pid_slots` finds a pid's place.
+    let mut pids: Vec<(i32, u64)> = Vec::new();
+    let mut pid_slots: FxHashMap<i32, usize> = FxHashMap::default();
     let mut counts = Counts::default();
     let mut timeline = selection
         .has(AnalysisName::Counts)
         .then(|| timeline::Builder::new(event_names.len()));
     let mut latencies = Latencies::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
-    let mut stacks: HashMap<(usize, Vec<u64>), u64> = HashMap::new();
+    let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
     let mut last_on_cpu: Vec<usize> = Vec::new();
 
@@ -252,11 +251,12 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         let id = ev.type_id() as usize;
         let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
         let counted = slot.map_or(0, |s| s.counted);
-        let pid_at = slot.map_or(4, |s| s.pid_at);
-        let pid = ev
-            .data
-            .get(pid_at..pid_at + 4)
-            .map_or(-1, |b| read_i32(b, big));
+        let pid = ev.pid();
+        let pid_slot = *pid_slots.entry(pid).or_insert_with(|| {
+            pids.push((pid, 0));
+            pids.len() - 1
+        });
+        pids[pid_slot].1 += 1;
         let cpu = ev.cpu as usize;
         counts.total += 1;
         per_event[counted] += 1;
@@ -265,10 +265,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             last_on_cpu.resize(cpu + 1, 0);
         }
         per_cpu[cpu] += 1;
-        *counts.pids.entry(pid).or_default() += 1;
         counts.span = Some(counts.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
         if let Some(t) = timeline.as_mut() {
-            t.add(ev.ts, counted, cpu, pid);
+            t.add(ev.ts, counted, cpu, pid_slot);
         }
         latencies.add(file, &ev, pid);
         if want_stacks {
@@ -297,6 +296,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             counts.cpus.insert(cpu as u32, *n);
         }
     }
+    counts.pids = pids.iter().copied().collect();
     for (pid, n) in &counts.pids {
         *counts.comms.entry(comm_of(file, *pid)).or_default() += n;
     }
@@ -314,20 +314,11 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     }
     Ok(Analysis {
         selected,
-        timeline: timeline.map(|t| t.finish(file, &event_names, &counts)),
+        timeline: timeline.map(|t| t.finish(file, &event_names, &pids, &counts)),
         latencies,
         stacks,
         counts,
     })
-}
-
-fn read_i32(b: &[u8], big: bool) -> i32 {
-    let a = [b[0], b[1], b[2], b[3]];
-    if big {
-        i32::from_be_bytes(a)
-    } else {
-        i32::from_le_bytes(a)
-    }
 }
 
 fn read_word(b: &[u8], big: bool) -> u64 {
@@ -370,7 +361,7 @@ pub(crate) fn symbolize(file: &TraceFile, addr: u64) -> String {
 fn top_stacks(
     file: &TraceFile,
     event_names: &[String],
-    stacks: HashMap<(usize, Vec<u64>), u64>,
+    stacks: FxHashMap<(usize, Vec<u64>), u64>,
     total: u64,
 ) -> Stacks {
     let distinct = stacks.len() as u64;

@@ -4,7 +4,7 @@
 //! 1 ms wide and double (merging pairs) whenever more than [`MAX_BUCKETS`]
 //! would be needed: one pass, memory bounded by keys × [`MAX_BUCKETS`].
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 use tracedat::TraceFile;
@@ -50,7 +50,8 @@ pub(super) struct Builder {
     width: u64,
     events: Vec<Vec<u64>>,
     cpus: Vec<Vec<u64>>,
-    pids: HashMap<i32, Vec<u64>>,
+    /// By pid slot (see `analyze`).
+    pids: Vec<Vec<u64>>,
 }
 
 fn bump(v: &mut Vec<u64>, i: usize) {
@@ -72,18 +73,19 @@ impl Builder {
             width: FIRST_WIDTH_NS,
             events: vec![Vec::new(); events],
             cpus: Vec::new(),
-            pids: HashMap::new(),
+            pids: Vec::new(),
         }
     }
 
-    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: i32) {
+    /// Counts one event; `pid` is the pid's slot in `analyze`'s pid list.
+    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
         let start = *self.start.get_or_insert(ts);
         let mut i = (ts.saturating_sub(start) / self.width) as usize;
         while i >= MAX_BUCKETS {
             self.width *= 2;
             self.events.iter_mut().for_each(halve);
             self.cpus.iter_mut().for_each(halve);
-            self.pids.values_mut().for_each(halve);
+            self.pids.iter_mut().for_each(halve);
             i = (ts.saturating_sub(start) / self.width) as usize;
         }
         bump(&mut self.events[event], i);
@@ -91,10 +93,20 @@ impl Builder {
             self.cpus.resize(cpu + 1, Vec::new());
         }
         bump(&mut self.cpus[cpu], i);
-        bump(self.pids.entry(pid).or_default(), i);
+        if pid >= self.pids.len() {
+            self.pids.resize(pid + 1, Vec::new());
+        }
+        bump(&mut self.pids[pid], i);
     }
 
-    pub(super) fn finish(self, file: &TraceFile, event_names: &[String], c: &Counts) -> Timeline {
+    /// The timeline; `pids` is `analyze`'s pid list (pid, events) by slot.
+    pub(super) fn finish(
+        self,
+        file: &TraceFile,
+        event_names: &[String],
+        pids: &[(i32, u64)],
+        c: &Counts,
+    ) -> Timeline {
         let n = c
             .span
             .map_or(0, |(a, b)| ((b - a) / self.width) as usize + 1);
@@ -129,8 +141,8 @@ impl Builder {
             .filter(|(_, v)| !v.is_empty())
             .map(|(i, v)| series(format!("cpu{i}"), v))
             .collect();
-        let mut by_comm: HashMap<String, Vec<u64>> = HashMap::new();
-        for (pid, v) in &self.pids {
+        let mut by_comm: FxHashMap<String, Vec<u64>> = FxHashMap::default();
+        for ((pid, _), v) in pids.iter().zip(&self.pids) {
             let acc = by_comm.entry(comm_of(file, *pid)).or_default();
             if acc.len() < v.len() {
                 acc.resize(v.len(), 0);
@@ -145,10 +157,10 @@ impl Builder {
             v
         };
         let comms = top(by_comm.iter().map(|(k, v)| series(k.clone(), v)).collect());
-        let pids = top(self
-            .pids
+        let pids = top(pids
             .iter()
-            .map(|(pid, v)| series(format!("{}-{pid}", comm_of(file, *pid)), v))
+            .zip(&self.pids)
+            .map(|((pid, _), v)| series(format!("{}-{pid}", comm_of(file, *pid)), v))
             .collect());
         Timeline {
             start_ns: self.start.unwrap_or(0),

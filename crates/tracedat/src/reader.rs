@@ -573,6 +573,26 @@ impl TraceFile {
         self.backing.bytes()
     }
 
+    /// Drops the mapped bytes `start..end` from this process's resident set,
+    /// so reading a file from start to end keeps RSS flat: the kernel keeps
+    /// them in its page cache, and touching them again maps them back with
+    /// the same contents. Does nothing for in-memory files; errors are
+    /// ignored (the advice is only an optimisation).
+    pub(crate) fn release(&self, start: usize, end: usize) {
+        if let Backing::Map(m) = &self.backing
+            && end > start
+            && end <= m.len()
+        {
+            // SAFETY: the mapping is a read-only, never-written file mapping.
+            // MADV_DONTNEED only unmaps its pages from this process; any later
+            // access (through slices still borrowed from it) faults them back
+            // in from the file, unchanged, so no reference sees different bytes.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+
     /// File format version: 6 or 7.
     pub fn version(&self) -> u32 {
         self.version
