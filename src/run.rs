@@ -26,7 +26,9 @@ use crate::output::{OutputDir, OutputError};
 use crate::plan::{instance_name, plan};
 use crate::recipe::{Builtins, LoadError, load};
 use crate::record::{RecordError, Recorder, subbuf_size};
-use crate::report::{JsonReport, RunInfo, Template, TemplateError, WorkloadInfo, render_html};
+use crate::report::{
+    JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
+};
 use crate::tracefs::{Tracefs, TracefsError, WriteMode};
 use crate::validate::{ValidRecipe, validate};
 use crate::workload::Workload;
@@ -431,6 +433,10 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             path: dat_path.clone(),
             source,
         })?;
+    let recorder_info = RecorderInfo {
+        bytes: captures.iter().map(|c| c.bytes).sum(),
+        cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
+    };
     let info = RunInfo {
         recipe: recipe.name.clone(),
         kernel_release: facts.release.clone(),
@@ -438,6 +444,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         ended: ended_at.to_string(),
         duration_s: elapsed.as_secs_f64(),
         stop_reason,
+        recorder: recorder_info,
         workload: workload
             .as_ref()
             .zip(workload_exit)

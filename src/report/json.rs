@@ -36,6 +36,17 @@ pub struct RunInfo {
     pub stop_reason: String,
     /// The workload, if any.
     pub workload: Option<WorkloadInfo>,
+    /// What the recorder read.
+    pub recorder: RecorderInfo,
+}
+
+/// What the per-CPU readers of a run read, and what it cost them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RecorderInfo {
+    /// Raw ring-buffer bytes read from trace_pipe_raw, all CPUs.
+    pub bytes: u64,
+    /// CPU time of the reader threads together (user + system), seconds.
+    pub cpu_s: f64,
 }
 
 /// The workload of a run.
@@ -68,6 +79,8 @@ pub struct JsonReport {
     pub stop_reason: Option<String>,
     /// The workload.
     pub workload: Option<WorkloadInfo>,
+    /// What the recorder read and its CPU time (`null` for `report` on a file).
+    pub recorder: Option<RecorderInfo>,
     /// Trace clock of the file.
     pub clock: String,
     /// Number of events.
@@ -165,6 +178,7 @@ impl JsonReport {
             duration_s: run.map(|r| r.duration_s),
             stop_reason: run.map(|r| r.stop_reason.clone()),
             workload: run.and_then(|r| r.workload.clone()),
+            recorder: run.map(|r| r.recorder.clone()),
             clock: file.clock().to_string(),
             total_events: c.total,
             events: c.events.clone(),

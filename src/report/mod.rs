@@ -8,6 +8,7 @@ mod text;
 
 pub use html::render_html;
 pub use json::{
-    CommCount, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RunInfo, WorkloadInfo, lost_percent,
+    CommCount, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RecorderInfo, RunInfo,
+    WorkloadInfo, lost_percent,
 };
 pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};
