@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::analysis::{AnalysisName, Selection, analyze};
 use crate::plan::{instance_name, plan, probe_group};
+use crate::report::{JsonReport, Template, render_html};
 use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -23,6 +25,9 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// The tool failed: tracefs, the kernel, the workload, the output folder or a trace.dat.
     pub const FAILED: i32 = 3;
+    /// The run finished and wrote everything, but lost more events than
+    /// `[output] max_lost_percent` allows.
+    pub const LOST_LIMIT: i32 = 4;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
     pub const SIGNAL_BASE: i32 = 128;
 }
@@ -68,9 +73,18 @@ enum Command {
     Report {
         /// The trace.dat file.
         file: PathBuf,
-        /// `text`: one line per event like `trace-cmd report`; `summary`; `json`.
+        /// `text`: one line per event like `trace-cmd report`; `summary`: the
+        /// analyses through a template; `json`: report.json; `html`: a
+        /// self-contained page with charts.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Analyses to run (repeatable or comma-separated); default: every one
+        /// whose events the file holds.
+        #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME")]
+        analysis: Vec<AnalysisName>,
+        /// A minijinja template for `--format summary` (context: report.json).
+        #[arg(long, value_name = "FILE")]
+        template: Option<PathBuf>,
     },
     /// Show tracefs state that differs from a clean boot, and what runs left behind.
     Status,
@@ -81,8 +95,12 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Print the recipe's JSON Schema.
-    Schema,
+    /// Print the recipe's JSON Schema (or report.json's, with `--report`).
+    Schema {
+        /// The schema of report.json instead.
+        #[arg(long)]
+        report: bool,
+    },
     /// Internal: roll back JOURNAL if the run that started us dies.
     #[command(name = "__guard", hide = true)]
     Guard {
@@ -102,6 +120,7 @@ enum Format {
     Text,
     Summary,
     Json,
+    Html,
 }
 
 /// Parses `args` and runs the command; returns the exit code.
@@ -130,7 +149,12 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             out_dir: out,
             command,
         }),
-        Command::Report { file, format } => report(&file, format),
+        Command::Report {
+            file,
+            format,
+            analysis,
+            template,
+        } => report(&file, format, &analysis, template.as_deref()),
         Command::Status => with_tracefs(|t| {
             let (text, _) = status::status(t).map_err(|e| e.to_string())?;
             print!("{text}");
@@ -160,8 +184,12 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
-        Command::Schema => {
-            println!("{}", crate::schema_json());
+        Command::Schema { report } => {
+            if report {
+                println!("{}", crate::report_schema_json());
+            } else {
+                println!("{}", crate::schema_json());
+            }
             exit::OK
         }
         Command::HeldExec { command } => crate::workload::held_exec(&command),
@@ -259,6 +287,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
 }
 
 fn run_cmd(opts: RunOptions) -> i32 {
+    let mut progress = crate::progress::ProgressDisplay::new();
     let result = run(&opts, |ev| match ev {
         RunEvent::Mounted(m) => eprintln!("{m}"),
         RunEvent::Applied { instance, steps } => {
@@ -270,13 +299,18 @@ fn run_cmd(opts: RunOptions) -> i32 {
             eprintln!("applied {steps} steps to {place} (tracing off)")
         }
         RunEvent::Recording { until } => eprintln!("recording until {until}"),
-        RunEvent::Stopped { reason } => eprintln!("stopped: {reason}"),
+        RunEvent::Progress(p) => progress.update(&p),
+        RunEvent::Stopped { reason } => {
+            progress.finish();
+            eprintln!("stopped: {reason}")
+        }
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
         RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
     });
+    progress.finish();
     match result {
         Ok(outcome) => {
-            print!("{}", outcome.report.summary_text());
+            print!("{}", outcome.summary);
             println!("\noutput: {}", outcome.dir.display());
             for e in &outcome.undo_failures {
                 eprintln!(
@@ -289,7 +323,16 @@ fn run_cmd(opts: RunOptions) -> i32 {
                     exit::SIGNAL_BASE + sig
                 }
                 None if !outcome.undo_failures.is_empty() => exit::FAILED,
-                None => exit::OK,
+                None => match outcome.lost_limit_exceeded {
+                    Some(max) => {
+                        eprintln!(
+                            "trace-recipe: error: lost {} events ({:.3} % of recorded + lost), more than `[output] max_lost_percent = {max}`\n  = help: raise `[buffer] size_kb`, trace fewer events or add filters",
+                            outcome.report.lost_total, outcome.report.lost_percent
+                        );
+                        exit::LOST_LIMIT
+                    }
+                    None => exit::OK,
+                },
             }
         }
         Err(e @ (RunError::Invalid { .. } | RunError::Load(_))) => {
@@ -308,7 +351,22 @@ fn run_cmd(opts: RunOptions) -> i32 {
     }
 }
 
-fn report(path: &std::path::Path, format: Format) -> i32 {
+fn report(
+    path: &std::path::Path,
+    format: Format,
+    analyses: &[AnalysisName],
+    template: Option<&std::path::Path>,
+) -> i32 {
+    let template = match template
+        .map(|p| Template::load(p).and_then(|t| t.check().map(|()| t)))
+        .transpose()
+    {
+        Ok(t) => t.unwrap_or_else(Template::builtin),
+        Err(e) => {
+            eprintln!("trace-recipe: error: {e}");
+            return exit::INVALID;
+        }
+    };
     let file = match tracedat::TraceFile::open(path) {
         Ok(f) => f,
         Err(e) => {
@@ -317,26 +375,30 @@ fn report(path: &std::path::Path, format: Format) -> i32 {
         }
     };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result: Result<(), String> = match format {
         Format::Text => (|| {
             writeln!(out, "cpus={}", file.cpu_count()).map_err(|e| e.to_string())?;
+            let mut printer = tracedat::Printer::new(&file);
             for rec in file.records() {
                 let rec = rec.map_err(|e| e.to_string())?;
-                tracedat::format_record(&file, &rec, &mut out).map_err(|e| e.to_string())?;
+                printer.write(&rec, &mut out).map_err(|e| e.to_string())?;
             }
             Ok(())
         })(),
-        Format::Summary | Format::Json => crate::report::count(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|c| {
-                let r = crate::report::JsonReport::new(&file, &c, None);
-                let text = match format {
-                    Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
-                    _ => r.summary_text(),
-                };
-                out.write_all(text.as_bytes()).map_err(|e| e.to_string())
-            }),
+        Format::Summary | Format::Json | Format::Html => {
+            analyze(&file, &Selection::new(&file, analyses))
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    let r = JsonReport::new(&file, &a, None);
+                    let text = match format {
+                        Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
+                        Format::Html => render_html(&r),
+                        _ => template.render(&r).map_err(|e| e.to_string())?,
+                    };
+                    out.write_all(text.as_bytes()).map_err(|e| e.to_string())
+                })
+        }
     };
     let result = result.and_then(|()| out.flush().map_err(|e| e.to_string()));
     match result {

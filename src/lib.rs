@@ -17,6 +17,7 @@
 //! arguments and prints.
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod apply;
 pub mod cli;
 pub mod diagnostic;
@@ -24,6 +25,7 @@ pub mod elf;
 pub mod kernel;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod recipe;
 pub mod record;
 pub mod report;
@@ -38,5 +40,11 @@ pub mod workload;
 /// The recipe's JSON Schema (draft 2020-12), generated from the serde model.
 pub fn schema_json() -> String {
     let schema = schemars::schema_for!(recipe::Recipe);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
+/// report.json's JSON Schema (draft 2020-12), generated from [`report::JsonReport`].
+pub fn report_schema_json() -> String {
+    let schema = schemars::schema_for!(report::JsonReport);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

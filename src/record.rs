@@ -1,10 +1,15 @@
 //! Recording: one reader thread per CPU on the instance's
 //! `per_cpu/cpuN/trace_pipe_raw`, writing whole sub-buffers to a raw file per CPU.
 //!
-//! Readers use `O_NONBLOCK` reads of one sub-buffer each and `poll(2)` with a short
-//! timeout while tracing is on. After tracing is turned off, [`Recorder::finish`]
-//! lets every reader drain what is left (until `EAGAIN`), then reads each CPU's
-//! `stats` (overrun, dropped events). See the spec's section 10 and
+//! While tracing is on, a reader moves full sub-buffers with `splice(2)` from
+//! trace_pipe_raw through a pipe into its file (the kernel hands over whole
+//! pages; nothing is copied through user space), many per call, and sleeps in
+//! `poll(2)` with a short timeout when none is ready. Kernels that refuse to
+//! splice it get `O_NONBLOCK` reads of one sub-buffer each instead. After
+//! tracing is turned off, [`Recorder::finish`] lets every reader drain what is
+//! left, the last partly filled sub-buffers included (splice only moves full
+//! ones, so the drain reads), until `EAGAIN`; then reads each CPU's `stats`
+//! (overrun, dropped events). See the spec's section 10 and
 //! Documentation/trace/ftrace.rst (trace_pipe_raw, per_cpu/cpuN/stats).
 
 use std::fs::File;
@@ -14,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::{Mode, OFlags, open};
@@ -32,12 +38,17 @@ pub struct CpuCapture {
     pub bytes: u64,
     /// The CPU's `stats` text, read after draining.
     pub stats: String,
+    /// CPU time the reader thread used (user + system).
+    pub cpu_time: Duration,
 }
+
+/// One CPU's reader thread: it returns the bytes it wrote and its CPU time.
+type Reader = JoinHandle<std::io::Result<(u64, Duration)>>;
 
 /// Per-CPU readers running in the background.
 #[derive(Debug)]
 pub struct Recorder {
-    threads: Vec<(u32, PathBuf, JoinHandle<std::io::Result<u64>>)>,
+    threads: Vec<(u32, PathBuf, Reader)>,
     draining: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
     tracefs: Tracefs,
@@ -110,7 +121,7 @@ impl Recorder {
             let (draining, bytes) = (draining.clone(), bytes.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("record-cpu{cpu}"))
-                .spawn(move || read_cpu(fd, BufWriter::new(out), subbuf, &draining, &bytes))
+                .spawn(move || read_cpu(fd, out, subbuf, &draining, &bytes))
                 .map_err(|source| RecordError::Open {
                     cpu,
                     path: pipe,
@@ -126,6 +137,24 @@ impl Recorder {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Events recorded and lost so far, all CPUs, from per_cpu/cpuN/stats:
+    /// (`entries` + `read events`, `overrun` + `dropped events`). A CPU whose
+    /// stats cannot be read counts 0.
+    pub fn live_counts(&self) -> (u64, u64) {
+        self.threads
+            .iter()
+            .filter_map(|(cpu, _, _)| {
+                self.tracefs
+                    .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))
+                    .ok()
+            })
+            .fold((0, 0), |(ev, lost), stats| {
+                let (overrun, dropped) = lost_from_stats(&stats);
+                let (entries, read) = (stat(&stats, "entries:"), stat(&stats, "read events:"));
+                (ev + entries + read, lost + overrun + dropped)
+            })
+    }
+
     /// Drains what is left (call after tracing was turned off), stops the readers
     /// and reads each CPU's stats.
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
@@ -134,7 +163,7 @@ impl Recorder {
         let mut first_err = None;
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
             match handle.join() {
-                Ok(Ok(bytes)) => {
+                Ok(Ok((bytes, cpu_time))) => {
                     let stats = self
                         .tracefs
                         .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))?;
@@ -143,6 +172,7 @@ impl Recorder {
                         path,
                         bytes,
                         stats,
+                        cpu_time,
                     });
                 }
                 Ok(Err(source)) => {
@@ -173,37 +203,96 @@ impl Drop for Recorder {
     }
 }
 
+/// Bytes a pipe between trace_pipe_raw and the file may hold (pages moved per splice).
+const PIPE_BYTES: usize = 1 << 20;
+
 fn read_cpu(
     fd: std::os::fd::OwnedFd,
-    mut out: impl Write,
+    out: File,
+    subbuf: usize,
+    draining: &AtomicBool,
+    bytes: &AtomicU64,
+) -> std::io::Result<(u64, Duration)> {
+    let mut total = splice_cpu(&fd, &out, subbuf, draining, bytes)?;
+    total += read_pages(&fd, &out, subbuf, draining, bytes)?;
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Ok((total, Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
+}
+
+/// Moves full sub-buffers trace_pipe_raw → pipe → `out` until draining is
+/// asked for and none is ready, or until the kernel refuses to splice (then
+/// [`read_pages`] does the work). Returns the bytes moved.
+fn splice_cpu(
+    fd: &std::os::fd::OwnedFd,
+    out: &File,
     subbuf: usize,
     draining: &AtomicBool,
     bytes: &AtomicU64,
 ) -> std::io::Result<u64> {
+    use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
+    let Ok((rd, wr)) = pipe_with(PipeFlags::CLOEXEC) else {
+        return Ok(0);
+    };
+    let cap = fcntl_setpipe_size(&wr, PIPE_BYTES).unwrap_or(64 * 1024);
+    let chunk = (cap / subbuf).max(1) * subbuf;
+    let mut total = 0u64;
+    loop {
+        let drain = draining.load(Ordering::SeqCst);
+        match splice(fd, None, &wr, None, chunk, SpliceFlags::NONBLOCK) {
+            Ok(0) | Err(Errno::AGAIN) => {
+                if drain {
+                    return Ok(total);
+                }
+                wait(fd);
+            }
+            Ok(n) => {
+                let mut left = n;
+                while left > 0 {
+                    match splice(&rd, None, out, None, left, SpliceFlags::MOVE) {
+                        Ok(0) => return Err(std::io::Error::other("pipe emptied early")),
+                        Ok(m) => left -= m,
+                        Err(Errno::INTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                total += n as u64;
+                bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(Errno::INTR) => {}
+            Err(_) if total == 0 => return Ok(0),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Reads one sub-buffer at a time (zero-filled to its full size) into `out`
+/// until draining is asked for and the CPU's buffer is empty.
+fn read_pages(
+    fd: &std::os::fd::OwnedFd,
+    out: &File,
+    subbuf: usize,
+    draining: &AtomicBool,
+    bytes: &AtomicU64,
+) -> std::io::Result<u64> {
+    let mut out = BufWriter::new(out);
     let mut page = vec![0u8; subbuf];
     let mut total = 0u64;
     loop {
         // Read the flag before reading, so that a page that arrives after the
         // drain request is still read before we stop at EAGAIN.
         let drain = draining.load(Ordering::SeqCst);
-        match rustix::io::read(&fd, &mut page) {
-            Ok(0) => {
+        match rustix::io::read(fd, &mut page) {
+            Ok(0) | Err(Errno::AGAIN) => {
                 if drain {
                     break;
                 }
-                wait(&fd);
+                wait(fd);
             }
             Ok(n) => {
                 page[n..].fill(0);
                 out.write_all(&page)?;
                 total += subbuf as u64;
                 bytes.fetch_add(subbuf as u64, Ordering::Relaxed);
-            }
-            Err(Errno::AGAIN) => {
-                if drain {
-                    break;
-                }
-                wait(&fd);
             }
             Err(Errno::INTR) => {}
             Err(e) => return Err(e.into()),
@@ -237,15 +326,17 @@ pub fn subbuf_size(header_page: &str) -> Option<usize> {
         })
 }
 
+/// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
+fn stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
 /// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
 pub fn lost_from_stats(stats: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    (field("overrun:"), field("dropped events:"))
+    (stat(stats, "overrun:"), stat(stats, "dropped events:"))
 }
 
 #[cfg(test)]

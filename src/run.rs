@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tracedat::{CaptureMeta, CpuData, TraceFile};
 
+use crate::analysis::{Selection, analyze};
 use crate::apply::guard::Guard;
 use crate::apply::journal::{
     Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for, process_start_time,
@@ -25,7 +26,9 @@ use crate::output::{OutputDir, OutputError};
 use crate::plan::{TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, load};
 use crate::record::{RecordError, Recorder, subbuf_size};
-use crate::report::{JsonReport, RunInfo, WorkloadInfo, count};
+use crate::report::{
+    JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
+};
 use crate::tracefs::{Tracefs, TracefsError, WriteMode};
 use crate::validate::{ValidRecipe, validate};
 use crate::workload::Workload;
@@ -60,6 +63,8 @@ pub enum RunEvent {
         /// Human description of what ends the run.
         until: String,
     },
+    /// What was captured so far; sent about four times a second while recording.
+    Progress(Progress),
     /// Recording stopped.
     Stopped {
         /// Why.
@@ -71,6 +76,21 @@ pub enum RunEvent {
     Swept(String),
     /// The run waits for something another run holds.
     Waiting(String),
+}
+
+/// A snapshot of a recording in progress.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Time since tracing was turned on.
+    pub elapsed: Duration,
+    /// The recipe's `duration`, if it has one.
+    pub duration: Option<Duration>,
+    /// Raw ring-buffer bytes written to disk so far, all CPUs.
+    pub bytes: u64,
+    /// Events the kernel recorded so far (per_cpu/cpuN/stats `entries` + `read events`).
+    pub events: u64,
+    /// Events lost so far (stats `overrun` + `dropped events`).
+    pub lost: u64,
 }
 
 /// How a run failed.
@@ -112,6 +132,9 @@ pub enum RunError {
     /// The output folder could not be written.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// summary.txt's template failed (trace.dat and report.json were written).
+    #[error(transparent)]
+    Template(#[from] TemplateError),
     /// The trace.dat we wrote could not be read back.
     #[error("cannot read back {}: {source}", .path.display())]
     ReadBack {
@@ -153,6 +176,10 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     /// The report (as written to report.json).
     pub report: JsonReport,
+    /// The report rendered through the summary template (summary.txt).
+    pub summary: String,
+    /// `[output] max_lost_percent`, when the run lost more than that.
+    pub lost_limit_exceeded: Option<f64>,
     /// The signal that ended the run, if one did.
     pub signal: Option<i32>,
     /// Undo steps that failed (tracefs may need `trace-recipe reset`).
@@ -331,6 +358,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     });
 
     let mut workload_exit = None;
+    let mut last_progress = Instant::now();
     let stop_reason = loop {
         let sig = signal.load(Ordering::SeqCst);
         if sig != 0 {
@@ -357,6 +385,17 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             .is_some_and(|max| recorder.bytes() >= max)
         {
             break "max_size_mb".to_string();
+        }
+        if last_progress.elapsed() >= Duration::from_millis(250) {
+            last_progress = Instant::now();
+            let (events, lost) = recorder.live_counts();
+            on_event(RunEvent::Progress(Progress {
+                elapsed: t0.elapsed(),
+                duration: valid.duration,
+                bytes: recorder.bytes(),
+                events,
+                lost,
+            }));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -403,10 +442,15 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         path: dat_path.clone(),
         source,
     })?;
-    let counts = count(&file).map_err(|source| RunError::ReadBack {
-        path: dat_path.clone(),
-        source,
-    })?;
+    let analysis =
+        analyze(&file, &Selection::for_file(&file)).map_err(|source| RunError::ReadBack {
+            path: dat_path.clone(),
+            source,
+        })?;
+    let recorder_info = RecorderInfo {
+        bytes: captures.iter().map(|c| c.bytes).sum(),
+        cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
+    };
     let info = RunInfo {
         recipe: recipe.name.clone(),
         kernel_release: facts.release.clone(),
@@ -414,6 +458,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         ended: ended_at.to_string(),
         duration_s: elapsed.as_secs_f64(),
         stop_reason,
+        recorder: recorder_info,
         workload: workload
             .as_ref()
             .zip(workload_exit)
@@ -423,7 +468,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
                 exit,
             }),
     };
-    let report = JsonReport::new(&file, &counts, Some(&info));
+    let report = JsonReport::new(&file, &analysis, Some(&info));
     drop(file);
     let reports = recipe
         .output
@@ -434,16 +479,30 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
         out.write_new("report.json", format!("{json}\n").as_bytes())?;
     }
+    if reports.iter().any(|r| r == "html") {
+        out.write_new("report.html", render_html(&report).as_bytes())?;
+    }
+    let summary = valid
+        .template
+        .clone()
+        .unwrap_or_else(Template::builtin)
+        .render(&report)?;
     if reports.iter().any(|r| r == "summary") {
-        out.write_new("summary.txt", report.summary_text().as_bytes())?;
+        out.write_new("summary.txt", summary.as_bytes())?;
     }
     if dat_name != "trace.dat" {
         out.remove(dat_name)?;
     }
     let sig = signal.load(Ordering::SeqCst);
+    let lost_limit_exceeded = recipe
+        .output
+        .max_lost_percent
+        .filter(|max| report.lost_percent > *max);
     Ok(RunOutcome {
         dir: out.path().to_path_buf(),
         report,
+        summary,
+        lost_limit_exceeded,
         signal: (sig != 0).then_some(sig as i32),
         undo_failures,
     })

@@ -27,7 +27,7 @@ pub struct Workload {
 }
 
 /// How the workload ended.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, schemars::JsonSchema)]
 pub struct WorkloadExit {
     /// Exit code, when it exited.
     pub exit_code: Option<i32>,

@@ -115,3 +115,30 @@ fn readme_names_the_commands_ci_and_users_run() {
         "README shows a run of a recipe from recipes/"
     );
 }
+
+#[test]
+fn checked_in_report_schema_is_what_schema_report_prints() {
+    let out = trace_recipe(&["schema", "--report"]);
+    assert!(out.status.success());
+    let checked_in = std::fs::read_to_string(repo().join("schema/report.schema.json")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        checked_in.trim_end(),
+        "schema/report.schema.json is stale: run `cargo run -- schema --report > schema/report.schema.json`"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&checked_in).unwrap();
+    for key in [
+        "format_version",
+        "events",
+        "lost_total",
+        "lost_percent",
+        "timeline",
+        "latency",
+        "stacks",
+    ] {
+        assert!(
+            schema["properties"].get(key).is_some(),
+            "report schema lacks `{key}`"
+        );
+    }
+}

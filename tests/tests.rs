@@ -8,5 +8,6 @@ mod hostile;
 mod lab;
 mod probes;
 mod reliability;
+mod report;
 mod run;
 mod status;

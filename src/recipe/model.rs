@@ -215,6 +215,13 @@ pub struct Output {
     pub dir: Option<String>,
     /// Write `trace.dat` (default true).
     pub trace_dat: Option<bool>,
-    /// Reports to render: `"summary"` (summary.txt), `"json"` (report.json). Default both.
+    /// Reports to render: `"summary"` (summary.txt), `"json"` (report.json), `"html"`
+    /// (report.html, self-contained with inline SVG charts). Default summary and json.
     pub reports: Option<Vec<String>>,
+    /// A minijinja template for summary.txt instead of the built-in one, as a path
+    /// relative to the recipe's folder. Its context is report.json.
+    pub template: Option<String>,
+    /// Fail the run (exit code 4, after writing everything) when lost events exceed
+    /// this percentage (0 to 100) of recorded plus lost events.
+    pub max_lost_percent: Option<f64>,
 }

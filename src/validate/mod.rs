@@ -63,6 +63,8 @@ pub struct ValidRecipe {
     pub tracer: Option<ResolvedTracer>,
     /// `[stop] max_size_mb` in bytes.
     pub max_size_bytes: Option<u64>,
+    /// `[output] template`, read and compiled (resolved against the recipe's folder).
+    pub template: Option<crate::report::Template>,
 }
 
 /// One concrete event to enable.
@@ -79,7 +81,7 @@ pub struct ResolvedEvent {
 }
 
 /// Reports `[output] reports` may name.
-pub const REPORTS: &[&str] = &["summary", "json"];
+pub const REPORTS: &[&str] = &["summary", "json", "html"];
 /// Longest value written to a tracefs file: the kernel refuses a filter or
 /// trigger write of a page or more (kernel/trace/trace_events.c, `cnt >= PAGE_SIZE`).
 const MAX_VALUE: usize = 4095;
@@ -353,6 +355,33 @@ pub fn validate(
         let span = cx.span(&path!("stop", "max_size_mb"));
         cx.recipe(span, "`max_size_mb` must be at least 1", None);
     }
+    if let Some(p) = r.output.max_lost_percent
+        && !(0.0..=100.0).contains(&p)
+    {
+        let span = cx.span(&path!("output", "max_lost_percent"));
+        cx.recipe(
+            span,
+            format!("`max_lost_percent` is {p}, not a percentage"),
+            Some("give a number from 0 to 100".into()),
+        );
+    }
+    let template = r.output.template.as_ref().and_then(|t| {
+        let dir = loaded
+            .source
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new("."));
+        let loaded_template =
+            crate::report::Template::load(&dir.join(t)).and_then(|tpl| tpl.check().map(|()| tpl));
+        match loaded_template {
+            Ok(tpl) => Some(tpl),
+            Err(e) => {
+                let span = cx.span(&path!("output", "template"));
+                cx.recipe(span, e.to_string(), None);
+                None
+            }
+        }
+    });
 
     if !cx.diags.is_empty() {
         let mut diags = cx.diags;
@@ -371,6 +400,7 @@ pub fn validate(
         probes,
         tracer,
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
+        template,
     })
 }
 

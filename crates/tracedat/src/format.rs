@@ -84,6 +84,8 @@ pub struct EventFormat {
     pub common_fields: Vec<Field>,
     /// The text after `print fmt: `.
     pub print_fmt: String,
+    /// Offset of a 4-byte `common_pid`, looked up once at parse.
+    pid_offset: Option<usize>,
 }
 
 fn format_err(system: &str, name: &str, line: usize, detail: impl Into<String>) -> Error {
@@ -283,6 +285,7 @@ impl EventFormat {
                 }
             }
         }
+        let pid_offset = pid_offset(&common);
         Ok(EventFormat {
             id,
             system: system.to_string(),
@@ -290,6 +293,7 @@ impl EventFormat {
             fields,
             common_fields: common,
             print_fmt,
+            pid_offset,
         })
     }
 
@@ -327,8 +331,21 @@ impl EventFormat {
                 mk("common_pid", "int", 4, 4, true),
             ],
             print_fmt: String::new(),
+            pid_offset: Some(4),
         }
     }
+
+    /// Offset of `common_pid` when it is a 4-byte field.
+    pub(crate) fn pid_offset(&self) -> Option<usize> {
+        self.pid_offset
+    }
+}
+
+fn pid_offset(common: &[Field]) -> Option<usize> {
+    common
+        .iter()
+        .find(|f| f.name == "common_pid" && f.size == 4 && f.layout == FieldLayout::Inline)
+        .map(|f| f.offset)
 }
 
 /// Read an unsigned integer of `size` (1, 2, 4 or 8) bytes.

@@ -25,7 +25,7 @@ pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
 pub use records::{Event, EventData, Record, Records};
-pub use report::{clock_is_nanoseconds, format_record, format_ts};
+pub use report::{Printer, clock_is_nanoseconds, format_record, format_ts};
 pub use writer::{CaptureMeta, CpuData, read_tracefs_file, write_v6};
 
 /// The three magic bytes at the start of every trace.dat.

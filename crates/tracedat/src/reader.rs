@@ -83,7 +83,8 @@ pub struct TraceFile {
     pub(crate) layout: PageLayout,
     compression: Compression,
     formats: Vec<EventFormat>,
-    format_index: HashMap<u16, usize>,
+    /// Index into `formats` by id (`u32::MAX`: none); as long as the highest id + 1.
+    format_index: Vec<u32>,
     pub(crate) unknown_format: EventFormat,
     kallsyms: Vec<(u64, String)>,
     printk: HashMap<u64, String>,
@@ -535,9 +536,10 @@ impl TraceFile {
             .or_else(|| buffers.first().and_then(|b| b.clock.clone()))
             .unwrap_or_else(|| "local".to_string());
 
-        let mut format_index = HashMap::new();
-        for (i, f) in meta.formats.iter().enumerate() {
-            format_index.entry(f.id).or_insert(i);
+        let top = meta.formats.iter().map(|f| f.id as usize + 1).max();
+        let mut format_index = vec![u32::MAX; top.unwrap_or(0)];
+        for (i, f) in meta.formats.iter().enumerate().rev() {
+            format_index[f.id as usize] = i as u32;
         }
 
         let kallsyms = parse_kallsyms(&meta.kallsyms);
@@ -569,6 +571,26 @@ impl TraceFile {
 
     pub(crate) fn data(&self) -> &[u8] {
         self.backing.bytes()
+    }
+
+    /// Drops the mapped bytes `start..end` from this process's resident set,
+    /// so reading a file from start to end keeps RSS flat: the kernel keeps
+    /// them in its page cache, and touching them again maps them back with
+    /// the same contents. Does nothing for in-memory files; errors are
+    /// ignored (the advice is only an optimisation).
+    pub(crate) fn release(&self, start: usize, end: usize) {
+        if let Backing::Map(m) = &self.backing
+            && end > start
+            && end <= m.len()
+        {
+            // SAFETY: the mapping is a read-only, never-written file mapping.
+            // MADV_DONTNEED only unmaps its pages from this process; any later
+            // access (through slices still borrowed from it) faults them back
+            // in from the file, unchanged, so no reference sees different bytes.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
     }
 
     /// File format version: 6 or 7.
@@ -635,8 +657,8 @@ impl TraceFile {
     /// The format with this id, if stored.
     pub fn format_by_id(&self, id: u16) -> Option<&EventFormat> {
         self.format_index
-            .get(&id)
-            .and_then(|&i| self.formats.get(i))
+            .get(id as usize)
+            .and_then(|&i| self.formats.get(i as usize))
     }
 
     /// The format `system`/`name`, if stored.

@@ -115,15 +115,23 @@ pub struct Event<'a> {
 impl Event<'_> {
     /// `common_type` of the record (0 if the record is too short).
     pub fn type_id(&self) -> u16 {
-        self.data
-            .get(0..2)
-            .and_then(|b| read_uint(b, self.big_endian))
-            .unwrap_or(0) as u16
+        match self.data.get(0..2) {
+            Some(&[a, b]) if self.big_endian => u16::from_be_bytes([a, b]),
+            Some(&[a, b]) => u16::from_le_bytes([a, b]),
+            _ => 0,
+        }
     }
 
     /// `common_pid` (the task that emitted the event); -1 if the record is
     /// too short.
     pub fn pid(&self) -> i32 {
+        if let Some(at) = self.format.pid_offset() {
+            return self
+                .data
+                .get(at..at + 4)
+                .and_then(|b| read_uint(b, self.big_endian))
+                .map_or(-1, |v| v as u32 as i32);
+        }
         match self.field("common_pid") {
             Some(FieldValue::Int(v)) => v as i32,
             Some(FieldValue::UInt(v)) => v as i32,
@@ -172,11 +180,17 @@ struct CurPage<'a> {
     lost: Option<Option<u64>>,
 }
 
+/// Bytes of uncompressed data a stream reads between two releases of what it
+/// has read ([`TraceFile::release`]).
+const RELEASE_EVERY: usize = 8 << 20;
+
 enum Source<'a> {
     Plain {
         data: &'a [u8],
         file_off: u64,
         next: usize,
+        /// `data[..released]` was handed back to the kernel.
+        released: usize,
     },
     Zstd {
         cursor: Cursor<'a>,
@@ -192,6 +206,7 @@ pub(crate) struct Item<'a> {
 }
 
 pub(crate) struct CpuStream<'a> {
+    file: &'a TraceFile,
     buffer: &'a str,
     cpu: u32,
     layout: PageLayout,
@@ -237,9 +252,11 @@ impl<'a> CpuStream<'a> {
                 data: region,
                 file_off: r.offset,
                 next: 0,
+                released: 0,
             }
         };
         Ok(CpuStream {
+            file,
             buffer: &b.name,
             cpu: r.cpu,
             layout,
@@ -268,11 +285,17 @@ impl<'a> CpuStream<'a> {
                 data,
                 file_off,
                 next,
+                released,
             } => {
                 let Some(p) = data.get(*next..*next + ps) else {
                     return Ok(None);
                 };
                 let off = *file_off + *next as u64;
+                if *next - *released >= RELEASE_EVERY {
+                    let start = *file_off as usize + *released;
+                    self.file.release(start, start + (*next - *released));
+                    *released = *next;
+                }
                 *next += ps;
                 Ok(Some((PageBytes::Mapped(p), off)))
             }

@@ -1,8 +1,15 @@
 //! `trace-cmd report`-like text output.
+//!
+//! [`Printer`] is the one implementation: it keeps per-file work (the line
+//! head of each pid, the name column of each event, buffer prefixes) in caches
+//! and writes digits by hand, because a listing prints every record of files
+//! with tens of millions of them. [`format_record`] is a one-off `Printer`.
 
 use std::io::Write;
 
-use crate::format::FieldValue;
+use rustc_hash::FxHashMap;
+
+use crate::format::{Field, FieldLayout, FieldValue, read_uint};
 use crate::{Event, Record, TraceFile};
 
 /// Whether trace-cmd prints timestamps of this clock as `secs.usecs`
@@ -84,7 +91,7 @@ fn write_symbol(file: &TraceFile, out: &mut impl Write, addr: u64) -> std::io::R
     }
 }
 
-fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut impl Write) -> std::io::Result<()> {
+fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<()> {
     let f = ev.format;
     if f.system == "ftrace" {
         match f.name.as_str() {
@@ -134,18 +141,26 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut impl Write) -> std::
         }
     }
     for (i, fld) in f.fields.iter().enumerate() {
-        let Some(v) = fld.decode(&ev.data, ev.big_endian) else {
-            continue;
-        };
+        let mark = out.len();
         if i > 0 {
-            out.write_all(b" ")?;
+            out.push(b' ');
         }
-        write!(out, "{}=", fld.name)?;
         // Function tracer events carry code addresses: shown as symbols.
         let code = f.system == "ftrace" && matches!(fld.name.as_str(), "ip" | "parent_ip" | "func");
-        match as_u64(&v).filter(|_| code) {
-            Some(addr) => write_symbol(file, out, addr)?,
-            None => write_value(out, &v, fld.is_pointer)?,
+        let written = match fld
+            .decode(&ev.data, ev.big_endian)
+            .as_ref()
+            .and_then(as_u64)
+        {
+            Some(addr) if code => {
+                write!(out, "{}=", fld.name)?;
+                write_symbol(file, out, addr)?;
+                true
+            }
+            _ => write_field(out, fld, &ev.data, ev.big_endian)?,
+        };
+        if !written {
+            out.truncate(mark);
         }
     }
     Ok(())
@@ -168,44 +183,188 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut impl Write) -> std::
 ///   per frame, resolved through kallsyms.
 /// * A lost-events record is `CPU:N [K EVENTS DROPPED]` (or
 ///   `CPU:N [EVENTS DROPPED]` when the count is unknown).
+///
+/// To print many records, keep one [`Printer`] instead.
 pub fn format_record(
     file: &TraceFile,
     rec: &Record<'_>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    match rec {
-        Record::Lost {
-            buffer, cpu, count, ..
-        } => {
-            let p = buffer_prefix(file, buffer);
-            match count {
-                Some(n) => writeln!(out, "{p}CPU:{cpu} [{n} EVENTS DROPPED]"),
-                None => writeln!(out, "{p}CPU:{cpu} [EVENTS DROPPED]"),
-            }
+    Printer::new(file).write(rec, out)
+}
+
+/// Prints records of one file as [`format_record`] describes, reusing what is
+/// the same for many records. Memory: one cached line head per pid and one
+/// name column per event format seen.
+pub struct Printer<'a> {
+    file: &'a TraceFile,
+    ns_clock: bool,
+    /// `{comm:>16}-{pid:<5} [` per pid.
+    heads: FxHashMap<i32, Box<[u8]>>,
+    /// `: {name}: {pad}` per format id (index = id; the unknown format at the end).
+    names: Vec<Option<Box<[u8]>>>,
+    line: Vec<u8>,
+}
+
+impl<'a> Printer<'a> {
+    /// A printer for the records of `file`.
+    pub fn new(file: &'a TraceFile) -> Printer<'a> {
+        Printer {
+            file,
+            ns_clock: clock_is_nanoseconds(file.clock()),
+            heads: FxHashMap::default(),
+            names: Vec::new(),
+            line: Vec::with_capacity(256),
         }
-        Record::Event(ev) => {
-            let p = buffer_prefix(file, ev.buffer);
-            let pid = ev.pid();
+    }
+
+    /// Writes one record. Errors: only those of `out`.
+    pub fn write(&mut self, rec: &Record<'_>, out: &mut impl Write) -> std::io::Result<()> {
+        self.line.clear();
+        match rec {
+            Record::Lost {
+                buffer, cpu, count, ..
+            } => {
+                self.line
+                    .extend_from_slice(buffer_prefix(self.file, buffer).as_bytes());
+                match count {
+                    Some(n) => writeln!(self.line, "CPU:{cpu} [{n} EVENTS DROPPED]")?,
+                    None => writeln!(self.line, "CPU:{cpu} [EVENTS DROPPED]")?,
+                }
+            }
+            Record::Event(ev) => self.event(ev)?,
+        }
+        out.write_all(&self.line)
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+        let file = self.file;
+        if file.buffers.len() > 1 {
+            self.line
+                .extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
+        }
+        let pid = ev.pid();
+        let head = self.heads.entry(pid).or_insert_with(|| {
             let comm = match file.comm(pid) {
                 Some(c) => c,
                 None if pid == 0 => "<idle>",
                 None => "<...>",
             };
-            let name = if ev.format.id == 0 && ev.format.name == "UNKNOWN" {
+            format!("{comm:>16}-{pid:<5} [")
+                .into_bytes()
+                .into_boxed_slice()
+        });
+        self.line.extend_from_slice(head);
+        let mut ibuf = itoa::Buffer::new();
+        let cpu = ibuf.format(ev.cpu).as_bytes();
+        self.line
+            .extend_from_slice(&b"000"[..3usize.saturating_sub(cpu.len())]);
+        self.line.extend_from_slice(cpu);
+        self.line.push(b']');
+        write_ts(&mut self.line, ev.ts, self.ns_clock);
+        let unknown = ev.format.id == 0 && ev.format.name == "UNKNOWN";
+        let slot = if unknown {
+            u16::MAX as usize + 1
+        } else {
+            ev.format.id as usize
+        };
+        if slot >= self.names.len() {
+            self.names.resize(slot + 1, None);
+        }
+        let name = self.names[slot].get_or_insert_with(|| {
+            let name = if unknown {
                 "[UNKNOWN EVENT]"
             } else {
                 ev.format.name.as_str()
             };
             let pad = 20usize.saturating_sub(name.len());
-            write!(
-                out,
-                "{p}{comm:>16}-{pid:<5} [{:03}]{}: {name}: {:pad$}",
-                ev.cpu,
-                format_ts(ev.ts, file.clock()),
-                ""
-            )?;
-            write_fields(file, ev, out)?;
-            out.write_all(b"\n")
-        }
+            format!(": {name}: {:pad$}", "")
+                .into_bytes()
+                .into_boxed_slice()
+        });
+        self.line.extend_from_slice(name);
+        write_fields(file, ev, &mut self.line)?;
+        self.line.push(b'\n');
+        Ok(())
     }
+}
+
+/// Appends [`format_ts`]'s text without allocating.
+fn write_ts(line: &mut Vec<u8>, ts: u64, ns_clock: bool) {
+    let mut ibuf = itoa::Buffer::new();
+    if ns_clock {
+        let mut secs = ts / 1_000_000_000;
+        let mut usecs = (ts % 1_000_000_000 + 500) / 1000;
+        if usecs >= 1_000_000 {
+            usecs -= 1_000_000;
+            secs += 1;
+        }
+        let s = ibuf.format(secs).as_bytes();
+        line.push(b' ');
+        line.extend(std::iter::repeat_n(b' ', 5usize.saturating_sub(s.len())));
+        line.extend_from_slice(s);
+        line.push(b'.');
+        let u = ibuf.format(usecs).as_bytes();
+        line.extend(std::iter::repeat_n(b'0', 6usize.saturating_sub(u.len())));
+        line.extend_from_slice(u);
+    } else {
+        let s = ibuf.format(ts).as_bytes();
+        line.extend(std::iter::repeat_n(b' ', 12usize.saturating_sub(s.len())));
+        line.extend_from_slice(s);
+    }
+}
+
+fn write_hex(line: &mut Vec<u8>, v: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    line.extend_from_slice(b"0x");
+    let digits = (64 - v.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        line.push(HEX[((v >> (i * 4)) & 0xf) as usize]);
+    }
+}
+
+/// Appends one scalar as [`write_value`] prints its [`FieldValue`]; false if
+/// `raw` is not 1, 2, 4 or 8 bytes (then the caller prints it as bytes).
+fn write_scalar(line: &mut Vec<u8>, raw: &[u8], f: &Field, big: bool) -> bool {
+    let Some(v) = read_uint(raw, big) else {
+        return false;
+    };
+    let mut ibuf = itoa::Buffer::new();
+    if f.signed {
+        let v = match raw.len() {
+            1 => v as u8 as i8 as i64,
+            2 => v as u16 as i16 as i64,
+            4 => v as u32 as i32 as i64,
+            _ => v as i64,
+        };
+        line.extend_from_slice(ibuf.format(v).as_bytes());
+    } else if f.is_pointer {
+        write_hex(line, v);
+    } else {
+        line.extend_from_slice(ibuf.format(v).as_bytes());
+    }
+    true
+}
+
+/// Appends `name=value`; the common cases (inline scalars, strings) without
+/// building a [`FieldValue`], the rest through [`Field::decode`].
+fn write_field(line: &mut Vec<u8>, f: &Field, data: &[u8], big: bool) -> std::io::Result<bool> {
+    if f.layout == FieldLayout::Inline && f.array_len.is_none() && !f.is_string {
+        let Some(raw) = f.raw(data, big) else {
+            return Ok(false);
+        };
+        line.extend_from_slice(f.name.as_bytes());
+        line.push(b'=');
+        if !write_scalar(line, raw, f, big) {
+            write_value(line, &FieldValue::Bytes(raw), f.is_pointer)?;
+        }
+        return Ok(true);
+    }
+    let Some(v) = f.decode(data, big) else {
+        return Ok(false);
+    };
+    line.extend_from_slice(f.name.as_bytes());
+    line.push(b'=');
+    write_value(line, &v, f.is_pointer)?;
+    Ok(true)
 }

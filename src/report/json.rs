@@ -1,79 +1,26 @@
-//! Reports: counts computed from a trace.dat (ours or trace-cmd's), rendered as
-//! `summary.txt` for a person and `report.json` for a machine.
+//! report.json: the numbers of one trace.dat (ours or trace-cmd's) plus what
+//! the run knew, for a machine. Every other format (summary.txt through its
+//! template, report.html) renders this same value, so they show the same numbers.
 //!
-//! The numbers come from reading the trace.dat back, so they are exactly what
-//! `trace-cmd report` shows for the same file. `report.json` is a contract: its
-//! layout is [`JsonReport`], versioned by [`JSON_FORMAT_VERSION`].
+//! The layout is a contract, versioned by [`JSON_FORMAT_VERSION`] and described
+//! field by field by `schema/report.schema.json` (`trace-recipe schema --report`).
+//! Fields are only ever added; a rename or removal bumps the version.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
-use tracedat::{Record, TraceFile};
+use tracedat::TraceFile;
 
+use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
 use crate::record::lost_from_stats;
 use crate::workload::WorkloadExit;
 
 /// Version of the report.json layout; bumped on any incompatible change.
 pub const JSON_FORMAT_VERSION: u32 = 1;
-/// How many comms and pids the "top" lists keep.
-const TOP: usize = 10;
-
-/// Counts over every record of a trace.dat.
-#[derive(Debug, Clone, Default)]
-pub struct Counts {
-    /// All events.
-    pub total: u64,
-    /// Per `system:event`.
-    pub events: BTreeMap<String, u64>,
-    /// Per CPU.
-    pub cpus: BTreeMap<u32, u64>,
-    /// Per comm (from saved cmdlines; `<...>` when unknown).
-    pub comms: HashMap<String, u64>,
-    /// Per pid (common_pid).
-    pub pids: HashMap<i32, u64>,
-    /// Lost-event records seen in the pages, per CPU (count when the kernel stored it).
-    pub lost_records: BTreeMap<u32, u64>,
-    /// First and last timestamp (trace clock units).
-    pub span: Option<(u64, u64)>,
-}
-
-/// Reads every record of `file`. Errors: a corrupt file.
-pub fn count(file: &TraceFile) -> Result<Counts, tracedat::Error> {
-    let mut c = Counts::default();
-    for rec in file.records() {
-        match rec? {
-            Record::Event(ev) => {
-                c.total += 1;
-                *c.events
-                    .entry(format!("{}:{}", ev.format.system, ev.format.name))
-                    .or_default() += 1;
-                *c.cpus.entry(ev.cpu).or_default() += 1;
-                let pid = ev.pid();
-                *c.pids.entry(pid).or_default() += 1;
-                c.span = Some(c.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
-            }
-            Record::Lost { cpu, count, .. } => {
-                *c.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
-            }
-        }
-    }
-    for (pid, n) in &c.pids {
-        let comm = comm_of(file, *pid);
-        *c.comms.entry(comm).or_default() += n;
-    }
-    Ok(c)
-}
-
-fn comm_of(file: &TraceFile, pid: i32) -> String {
-    if pid == 0 {
-        return "<idle>".to_string();
-    }
-    file.comm(pid).unwrap_or("<...>").to_string()
-}
 
 /// What a run adds to the counts: recipe, kernel, times and the workload.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunInfo {
     /// Recipe name.
     pub recipe: String,
@@ -89,10 +36,21 @@ pub struct RunInfo {
     pub stop_reason: String,
     /// The workload, if any.
     pub workload: Option<WorkloadInfo>,
+    /// What the recorder read.
+    pub recorder: RecorderInfo,
+}
+
+/// What the per-CPU readers of a run read, and what it cost them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RecorderInfo {
+    /// Raw ring-buffer bytes read from trace_pipe_raw, all CPUs.
+    pub bytes: u64,
+    /// CPU time of the reader threads together (user + system), seconds.
+    pub cpu_s: f64,
 }
 
 /// The workload of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WorkloadInfo {
     /// Command line.
     pub command: Vec<String>,
@@ -103,7 +61,7 @@ pub struct WorkloadInfo {
 }
 
 /// report.json, version [`JSON_FORMAT_VERSION`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct JsonReport {
     /// Layout version.
     pub format_version: u32,
@@ -121,6 +79,8 @@ pub struct JsonReport {
     pub stop_reason: Option<String>,
     /// The workload.
     pub workload: Option<WorkloadInfo>,
+    /// What the recorder read and its CPU time (`null` for `report` on a file).
+    pub recorder: Option<RecorderInfo>,
     /// Trace clock of the file.
     pub clock: String,
     /// Number of events.
@@ -137,10 +97,21 @@ pub struct JsonReport {
     pub lost_events: BTreeMap<String, Lost>,
     /// Sum of all lost events.
     pub lost_total: u64,
+    /// `lost_total` as a percentage of recorded plus lost events (0 when none).
+    pub lost_percent: f64,
+    /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
+    /// `funcgraph`, `stacks`).
+    pub analyses: Vec<String>,
+    /// Counts over time (analysis `counts`).
+    pub timeline: Option<Timeline>,
+    /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
+    pub latency: Vec<LatencyReport>,
+    /// Top kernel stacks (analysis `stacks`).
+    pub stacks: Option<Stacks>,
 }
 
 /// A comm and its event count.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CommCount {
     /// Task name.
     pub comm: String,
@@ -149,7 +120,7 @@ pub struct CommCount {
 }
 
 /// A pid and its event count.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PidCount {
     /// Process id (common_pid).
     pub pid: i32,
@@ -160,7 +131,7 @@ pub struct PidCount {
 }
 
 /// Lost events of one CPU.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Lost {
     /// `overrun` from per_cpu/cpuN/stats: events overwritten.
     pub overrun: u64,
@@ -171,8 +142,10 @@ pub struct Lost {
 }
 
 impl JsonReport {
-    /// Builds the report from counts, the file (for stats and clock) and run info.
-    pub fn new(file: &TraceFile, c: &Counts, run: Option<&RunInfo>) -> JsonReport {
+    /// Builds the report from an analysis pass, the file (for stats, clock and
+    /// comms) and, for `run`, what the run knew.
+    pub fn new(file: &TraceFile, a: &Analysis, run: Option<&RunInfo>) -> JsonReport {
+        let c = &a.counts;
         let mut comms: Vec<(&String, &u64)> = c.comms.iter().collect();
         comms.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let mut pids: Vec<(&i32, &u64)> = c.pids.iter().collect();
@@ -205,6 +178,7 @@ impl JsonReport {
             duration_s: run.map(|r| r.duration_s),
             stop_reason: run.map(|r| r.stop_reason.clone()),
             workload: run.and_then(|r| r.workload.clone()),
+            recorder: run.map(|r| r.recorder.clone()),
             clock: file.clock().to_string(),
             total_events: c.total,
             events: c.events.clone(),
@@ -228,68 +202,20 @@ impl JsonReport {
                 .collect(),
             lost_events: lost,
             lost_total,
+            lost_percent: lost_percent(c.total, lost_total),
+            analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
+            timeline: a.timeline.clone(),
+            latency: a.latencies.clone(),
+            stacks: a.stacks.clone(),
         }
     }
+}
 
-    /// The report for a person (summary.txt).
-    pub fn summary_text(&self) -> String {
-        let mut o = String::new();
-        if let Some(r) = &self.recipe {
-            let _ = writeln!(o, "recipe:   {r}");
-        }
-        if let Some(k) = &self.kernel_release {
-            let _ = writeln!(o, "kernel:   {k}");
-        }
-        if let (Some(s), Some(e), Some(d)) = (&self.started, &self.ended, self.duration_s) {
-            let _ = writeln!(o, "run:      {s} .. {e} ({d:.3} s)");
-        }
-        if let Some(reason) = &self.stop_reason {
-            let _ = writeln!(o, "ended by: {reason}");
-        }
-        if let Some(w) = &self.workload {
-            let _ = writeln!(
-                o,
-                "workload: {} (pid {}): {}",
-                w.command.join(" "),
-                w.pid,
-                w.exit
-            );
-        }
-        let _ = writeln!(o, "events:   {} (clock {})", self.total_events, self.clock);
-        let lost: Vec<String> = self
-            .lost_events
-            .iter()
-            .filter(|(_, l)| l.overrun + l.dropped + l.in_pages > 0)
-            .map(|(cpu, l)| format!("cpu{cpu} {}", l.overrun + l.dropped + l.in_pages))
-            .collect();
-        let _ = writeln!(
-            o,
-            "lost events: {}{}",
-            self.lost_total,
-            if lost.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", lost.join(", "))
-            }
-        );
-        let _ = writeln!(o, "\nper event:");
-        let width = self.events.keys().map(String::len).max().unwrap_or(0);
-        for (name, n) in &self.events {
-            let _ = writeln!(o, "  {name:<width$}  {n:>10}");
-        }
-        let _ = writeln!(o, "\nper CPU:");
-        for (cpu, n) in &self.cpus {
-            let _ = writeln!(o, "  cpu{cpu:<4} {n:>10}");
-        }
-        let _ = writeln!(o, "\ntop comms:");
-        for c in &self.top_comms {
-            let _ = writeln!(o, "  {:<16} {:>10}", c.comm, c.count);
-        }
-        let _ = writeln!(o, "\ntop pids:");
-        for p in &self.top_pids {
-            let _ = writeln!(o, "  {:>8} {:<16} {:>10}", p.pid, p.comm, p.count);
-        }
-        o
+/// `lost` as a percentage of `recorded + lost` (0 when both are 0).
+pub fn lost_percent(recorded: u64, lost: u64) -> f64 {
+    match recorded + lost {
+        0 => 0.0,
+        all => lost as f64 * 100.0 / all as f64,
     }
 }
 

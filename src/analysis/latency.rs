@@ -1,0 +1,430 @@
+//! Latency analyses: a start record paired with an end record, the duration
+//! added to a [`Histogram`] per group.
+//!
+//! * `syscalls`: `sys_enter_X` then `sys_exit_X` of the same task (`common_pid`);
+//!   `raw_syscalls:sys_enter`/`sys_exit` pair on the task and `id`. Group: the syscall.
+//! * `wakeup`: the first `sched_wakeup`/`sched_waking`/`sched_wakeup_new` of a
+//!   `pid` since it last ran, then the `sched_switch` with that `next_pid`.
+//!   A task switched out after the wakeup (it was running) drops the wakeup.
+//!   Groups: `(all)`, then the woken `next_comm`.
+//! * `kretprobe`: a kprobe hit (`__probe_ip` = F) then a kretprobe hit
+//!   (`__probe_func` = F) of the same task, nested calls paired innermost first.
+//!   Group: F's symbol.
+//! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
+
+use rustc_hash::FxHashMap;
+
+use serde::Serialize;
+use tracedat::{Event, Field, FieldValue, TraceFile};
+
+use super::histogram::{HistRow, Histogram};
+use super::{AnalysisName, Selection, symbolize};
+
+/// Groups a report keeps (most samples first); the rest are counted in `groups_total`.
+const MAX_GROUPS: usize = 40;
+/// Deepest nesting of one function per task that `kretprobe` tracks.
+const MAX_NESTING: usize = 64;
+
+/// One latency analysis.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LatencyReport {
+    /// Analysis name (`syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
+    pub analysis: String,
+    /// What is measured, for a person.
+    pub title: String,
+    /// What a group key is (`syscall`, `comm`, `function`).
+    pub group_by: String,
+    /// End records with no start (their start was before the trace or lost).
+    pub unpaired: u64,
+    /// Groups there were in all (only the first 40 by count are listed).
+    pub groups_total: usize,
+    /// Groups, most samples first.
+    pub groups: Vec<LatencyGroup>,
+}
+
+/// The distribution of one group. Durations in ns (trace-clock units for
+/// non-nanosecond clocks); percentiles are nearest-rank, within 0.8 %.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LatencyGroup {
+    /// The syscall, comm or function.
+    pub key: String,
+    /// Samples.
+    pub count: u64,
+    /// Shortest.
+    pub min_ns: u64,
+    /// Mean.
+    pub mean_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+    /// Power-of-two rows from min to max.
+    pub histogram: Vec<HistRow>,
+}
+
+#[derive(Clone, Default)]
+enum Role {
+    #[default]
+    None,
+    SysEnter(usize),
+    SysExit(usize),
+    RawEnter(Field),
+    RawExit(Field),
+    Wake(Field),
+    Switch {
+        prev_pid: Field,
+        next_pid: Field,
+        next_comm: Field,
+    },
+    ProbeEntry(Field),
+    ProbeReturn(Field),
+    Funcgraph {
+        func: Field,
+        calltime: Field,
+        rettime: Field,
+    },
+}
+
+/// Histograms by key.
+#[derive(Default)]
+struct Groups {
+    names: Vec<String>,
+    index: FxHashMap<String, usize>,
+    hists: Vec<Histogram>,
+    unpaired: u64,
+}
+
+impl Groups {
+    fn id(&mut self, key: &str) -> usize {
+        if let Some(i) = self.index.get(key) {
+            return *i;
+        }
+        let i = self.names.len();
+        self.names.push(key.to_string());
+        self.index.insert(key.to_string(), i);
+        self.hists.push(Histogram::default());
+        i
+    }
+
+    fn report(self, name: AnalysisName, title: &str, group_by: &str) -> LatencyReport {
+        let mut v: Vec<(String, Histogram)> = self.names.into_iter().zip(self.hists).collect();
+        v.retain(|(_, h)| h.count() > 0);
+        v.sort_by(|a, b| {
+            let all = |k: &str| k != "(all)";
+            all(&a.0)
+                .cmp(&all(&b.0))
+                .then(b.1.count().cmp(&a.1.count()))
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        let groups_total = v.len();
+        LatencyReport {
+            analysis: name.as_str().to_string(),
+            title: title.to_string(),
+            group_by: group_by.to_string(),
+            unpaired: self.unpaired,
+            groups_total,
+            groups: v
+                .into_iter()
+                .take(MAX_GROUPS)
+                .map(|(key, h)| LatencyGroup {
+                    key,
+                    count: h.count(),
+                    min_ns: h.min(),
+                    mean_ns: h.mean(),
+                    p50_ns: h.quantile(0.5),
+                    p90_ns: h.quantile(0.9),
+                    p99_ns: h.quantile(0.99),
+                    max_ns: h.max(),
+                    histogram: h.rows(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The latency analyses of one pass.
+pub(super) struct Latencies {
+    roles: Vec<Role>,
+    selected: Vec<AnalysisName>,
+    syscalls: Groups,
+    sys_pending: FxHashMap<(i32, bool), (usize, u64)>,
+    raw_ids: FxHashMap<i64, usize>,
+    wakeup: Groups,
+    wake_all: usize,
+    wake_pending: FxHashMap<i32, u64>,
+    comm_ids: FxHashMap<Vec<u8>, usize>,
+    kretprobe: Groups,
+    probe_pending: FxHashMap<(i32, u64), Vec<u64>>,
+    probe_ids: FxHashMap<u64, usize>,
+    funcgraph: Groups,
+    func_ids: FxHashMap<u64, usize>,
+}
+
+fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
+    match f.decode(&ev.data, ev.big_endian)? {
+        FieldValue::UInt(v) => Some(v),
+        FieldValue::Int(v) => Some(v as u64),
+        _ => None,
+    }
+}
+
+impl Latencies {
+    pub(super) fn new(file: &TraceFile, sel: &Selection) -> Latencies {
+        let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
+        let mut roles = vec![Role::None; max_id + 1];
+        let mut syscalls = Groups::default();
+        let field = |f: &tracedat::EventFormat, n: &str| f.field(n).cloned();
+        for f in file.formats() {
+            let (sys, name) = (f.system.as_str(), f.name.as_str());
+            let role = if sel.has(AnalysisName::Syscalls) && sys == "syscalls" {
+                if let Some(x) = name.strip_prefix("sys_enter_") {
+                    Role::SysEnter(syscalls.id(x))
+                } else if let Some(x) = name.strip_prefix("sys_exit_") {
+                    Role::SysExit(syscalls.id(x))
+                } else {
+                    Role::None
+                }
+            } else if sel.has(AnalysisName::Syscalls) && sys == "raw_syscalls" {
+                match (name, field(f, "id")) {
+                    ("sys_enter", Some(id)) => Role::RawEnter(id),
+                    ("sys_exit", Some(id)) => Role::RawExit(id),
+                    _ => Role::None,
+                }
+            } else if sel.has(AnalysisName::Wakeup) && sys == "sched" {
+                match name {
+                    "sched_wakeup" | "sched_waking" | "sched_wakeup_new" => {
+                        field(f, "pid").map_or(Role::None, Role::Wake)
+                    }
+                    "sched_switch" => {
+                        match (
+                            field(f, "prev_pid"),
+                            field(f, "next_pid"),
+                            field(f, "next_comm"),
+                        ) {
+                            (Some(prev_pid), Some(next_pid), Some(next_comm)) => Role::Switch {
+                                prev_pid,
+                                next_pid,
+                                next_comm,
+                            },
+                            _ => Role::None,
+                        }
+                    }
+                    _ => Role::None,
+                }
+            } else if sel.has(AnalysisName::Funcgraph)
+                && sys == "ftrace"
+                && name == "funcgraph_exit"
+            {
+                match (field(f, "func"), field(f, "calltime"), field(f, "rettime")) {
+                    (Some(func), Some(calltime), Some(rettime)) => Role::Funcgraph {
+                        func,
+                        calltime,
+                        rettime,
+                    },
+                    _ => Role::None,
+                }
+            } else if sel.has(AnalysisName::Kretprobe) {
+                match (field(f, "__probe_ip"), field(f, "__probe_func")) {
+                    (Some(ip), _) => Role::ProbeEntry(ip),
+                    (None, Some(func)) if f.field("__probe_ret_ip").is_some() => {
+                        Role::ProbeReturn(func)
+                    }
+                    _ => Role::None,
+                }
+            } else {
+                Role::None
+            };
+            roles[f.id as usize] = role;
+        }
+        let mut wakeup = Groups::default();
+        let wake_all = wakeup.id("(all)");
+        Latencies {
+            roles,
+            selected: sel.names().to_vec(),
+            syscalls,
+            sys_pending: FxHashMap::default(),
+            raw_ids: FxHashMap::default(),
+            wakeup,
+            wake_all,
+            wake_pending: FxHashMap::default(),
+            comm_ids: FxHashMap::default(),
+            kretprobe: Groups::default(),
+            probe_pending: FxHashMap::default(),
+            probe_ids: FxHashMap::default(),
+            funcgraph: Groups::default(),
+            func_ids: FxHashMap::default(),
+        }
+    }
+
+    /// Feeds one event (`pid` is its `common_pid`).
+    pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>, pid: i32) {
+        let id = ev.type_id() as usize;
+        if ev.format.id as usize != id {
+            return;
+        }
+        let Some(role) = self.roles.get(id) else {
+            return;
+        };
+        match role {
+            Role::None => {}
+            Role::SysEnter(g) => {
+                self.sys_pending.insert((pid, false), (*g, ev.ts));
+            }
+            Role::RawEnter(f) => {
+                if let Some(nr) = uint(f, ev) {
+                    let g = *self
+                        .raw_ids
+                        .entry(nr as i64)
+                        .or_insert_with(|| self.syscalls.id(&format!("NR {}", nr as i64)));
+                    self.sys_pending.insert((pid, true), (g, ev.ts));
+                }
+            }
+            Role::SysExit(g) => pair_syscall(
+                &mut self.syscalls,
+                &mut self.sys_pending,
+                (pid, false),
+                Some(*g),
+                ev.ts,
+            ),
+            Role::RawExit(f) => {
+                let g = uint(f, ev).and_then(|nr| self.raw_ids.get(&(nr as i64)).copied());
+                let g = g.or(Some(usize::MAX));
+                pair_syscall(
+                    &mut self.syscalls,
+                    &mut self.sys_pending,
+                    (pid, true),
+                    g,
+                    ev.ts,
+                );
+            }
+            Role::Wake(f) => {
+                if let Some(p) = uint(f, ev) {
+                    self.wake_pending.entry(p as i32).or_insert(ev.ts);
+                }
+            }
+            Role::Switch {
+                prev_pid,
+                next_pid,
+                next_comm,
+            } => {
+                if let Some(p) = uint(prev_pid, ev) {
+                    self.wake_pending.remove(&(p as i32));
+                }
+                let Some(next) = uint(next_pid, ev) else {
+                    return;
+                };
+                if let Some(t) = self.wake_pending.remove(&(next as i32)) {
+                    let d = ev.ts.saturating_sub(t);
+                    self.wakeup.hists[self.wake_all].add(d);
+                    let comm = match next_comm.decode(&ev.data, ev.big_endian) {
+                        Some(FieldValue::Str(s)) => s,
+                        _ => b"?",
+                    };
+                    let g = match self.comm_ids.get(comm) {
+                        Some(g) => *g,
+                        None => {
+                            let g = self.wakeup.id(&String::from_utf8_lossy(comm));
+                            self.comm_ids.insert(comm.to_vec(), g);
+                            g
+                        }
+                    };
+                    self.wakeup.hists[g].add(d);
+                }
+            }
+            Role::ProbeEntry(f) => {
+                if let Some(ip) = uint(f, ev) {
+                    let stack = self.probe_pending.entry((pid, ip)).or_default();
+                    if stack.len() < MAX_NESTING {
+                        stack.push(ev.ts);
+                    }
+                }
+            }
+            Role::ProbeReturn(f) => {
+                let Some(func) = uint(f, ev) else { return };
+                match self
+                    .probe_pending
+                    .get_mut(&(pid, func))
+                    .and_then(|s| s.pop())
+                {
+                    Some(t) => {
+                        let g = *self
+                            .probe_ids
+                            .entry(func)
+                            .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)));
+                        self.kretprobe.hists[g].add(ev.ts.saturating_sub(t));
+                    }
+                    None => self.kretprobe.unpaired += 1,
+                }
+            }
+            Role::Funcgraph {
+                func,
+                calltime,
+                rettime,
+            } => {
+                if let (Some(fun), Some(a), Some(b)) =
+                    (uint(func, ev), uint(calltime, ev), uint(rettime, ev))
+                {
+                    let g = *self
+                        .func_ids
+                        .entry(fun)
+                        .or_insert_with(|| self.funcgraph.id(&symbolize(file, fun)));
+                    self.funcgraph.hists[g].add(b.saturating_sub(a));
+                }
+            }
+        }
+    }
+
+    /// The reports of the selected latency analyses.
+    pub(super) fn finish(self) -> Vec<LatencyReport> {
+        let selected = self.selected;
+        [
+            (
+                AnalysisName::Syscalls,
+                self.syscalls,
+                "syscall latency (sys_enter → sys_exit, per task)",
+                "syscall",
+            ),
+            (
+                AnalysisName::Wakeup,
+                self.wakeup,
+                "wakeup-to-run latency (sched_wakeup/sched_waking → sched_switch in)",
+                "comm",
+            ),
+            (
+                AnalysisName::Kretprobe,
+                self.kretprobe,
+                "kprobe → kretprobe latency (per task and function)",
+                "function",
+            ),
+            (
+                AnalysisName::Funcgraph,
+                self.funcgraph,
+                "function duration (function_graph, rettime - calltime)",
+                "function",
+            ),
+        ]
+        .into_iter()
+        .filter(|(name, ..)| selected.contains(name))
+        .map(|(name, groups, title, by)| groups.report(name, title, by))
+        .collect()
+    }
+}
+
+/// Pairs a syscall exit with the pending enter of `key`; `group` is the exit's
+/// syscall (`usize::MAX` for an unknown raw id).
+fn pair_syscall(
+    groups: &mut Groups,
+    pending: &mut FxHashMap<(i32, bool), (usize, u64)>,
+    key: (i32, bool),
+    group: Option<usize>,
+    ts: u64,
+) {
+    match pending.remove(&key) {
+        Some((g, t)) if Some(g) == group => groups.hists[g].add(ts.saturating_sub(t)),
+        _ => groups.unpaired += 1,
+    }
+}

@@ -1,0 +1,391 @@
+//! Analyses of a trace.dat, computed in one streaming pass over its records
+//! (merged in timestamp order, so memory does not grow with the file).
+//!
+//! | name | needs | gives |
+//! |---|---|---|
+//! | `counts` | any event | per event, CPU, comm and pid totals, and the same over time ([`Timeline`]) |
+//! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
+//! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
+//! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
+//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`) |
+//! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
+//!
+//! By default every analysis whose events the file holds formats for runs
+//! ([`Selection::for_file`]). Durations are in trace-clock units: ns for the
+//! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
+
+mod histogram;
+mod latency;
+mod timeline;
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use serde::Serialize;
+use tracedat::{Record, TraceFile};
+
+pub use histogram::{HistRow, Histogram};
+pub use latency::{LatencyGroup, LatencyReport};
+pub use timeline::{Series, Timeline};
+
+use latency::Latencies;
+
+/// The analyses, by the name `report --analysis NAME` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum AnalysisName {
+    /// Per event, CPU, comm and pid counts, in total and over time.
+    Counts,
+    /// Syscall latency (sys_enter_X → sys_exit_X per task).
+    Syscalls,
+    /// Wakeup-to-run latency (sched_wakeup/sched_waking → sched_switch in).
+    Wakeup,
+    /// kprobe → kretprobe latency per task and function.
+    Kretprobe,
+    /// function_graph duration per function (funcgraph_exit).
+    Funcgraph,
+    /// Most frequent kernel stacks (ftrace kernel_stack records).
+    Stacks,
+}
+
+impl AnalysisName {
+    /// Every analysis, in report order.
+    pub const ALL: [AnalysisName; 6] = [
+        AnalysisName::Counts,
+        AnalysisName::Syscalls,
+        AnalysisName::Wakeup,
+        AnalysisName::Kretprobe,
+        AnalysisName::Funcgraph,
+        AnalysisName::Stacks,
+    ];
+
+    /// The name as typed on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnalysisName::Counts => "counts",
+            AnalysisName::Syscalls => "syscalls",
+            AnalysisName::Wakeup => "wakeup",
+            AnalysisName::Kretprobe => "kretprobe",
+            AnalysisName::Funcgraph => "funcgraph",
+            AnalysisName::Stacks => "stacks",
+        }
+    }
+}
+
+/// Which analyses a pass runs. A default selection ([`Selection::for_file`])
+/// drops, after the pass, the analyses whose events never occurred; an explicit
+/// one ([`Selection::new`] with names) reports them with no samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    names: Vec<AnalysisName>,
+    explicit: bool,
+}
+
+impl Selection {
+    /// Exactly these (an empty list means [`Selection::for_file`]).
+    pub fn new(file: &TraceFile, names: &[AnalysisName]) -> Selection {
+        if names.is_empty() {
+            return Selection::for_file(file);
+        }
+        let mut v = names.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        Selection {
+            names: v,
+            explicit: true,
+        }
+    }
+
+    /// `counts`, plus every analysis whose events have a format in `file`
+    /// (a recorded event always has one).
+    pub fn for_file(file: &TraceFile) -> Selection {
+        let has = |sys: &str, pred: &dyn Fn(&tracedat::EventFormat) -> bool| {
+            file.formats().any(|f| f.system == sys && pred(f))
+        };
+        let any = |pred: &dyn Fn(&tracedat::EventFormat) -> bool| file.formats().any(pred);
+        let mut v = vec![AnalysisName::Counts];
+        if has("syscalls", &|f| f.name.starts_with("sys_exit_")) || has("raw_syscalls", &|_| true) {
+            v.push(AnalysisName::Syscalls);
+        }
+        if has("sched", &|f| f.name == "sched_switch")
+            && has("sched", &|f| f.name.starts_with("sched_wak"))
+        {
+            v.push(AnalysisName::Wakeup);
+        }
+        if any(&|f| f.field("__probe_ret_ip").is_some()) {
+            v.push(AnalysisName::Kretprobe);
+        }
+        if has("ftrace", &|f| f.name == "funcgraph_exit") {
+            v.push(AnalysisName::Funcgraph);
+        }
+        if has("ftrace", &|f| f.name == "kernel_stack") {
+            v.push(AnalysisName::Stacks);
+        }
+        Selection {
+            names: v,
+            explicit: false,
+        }
+    }
+
+    /// Whether `name` is selected.
+    pub fn has(&self, name: AnalysisName) -> bool {
+        self.names.contains(&name)
+    }
+
+    /// The selected names, in report order.
+    pub fn names(&self) -> &[AnalysisName] {
+        &self.names
+    }
+}
+
+/// Totals over every record of a trace.dat.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    /// All events.
+    pub total: u64,
+    /// Per `system:event`.
+    pub events: BTreeMap<String, u64>,
+    /// Per CPU.
+    pub cpus: BTreeMap<u32, u64>,
+    /// Per comm (from saved cmdlines; `<idle>` for pid 0, `<...>` when unknown).
+    pub comms: FxHashMap<String, u64>,
+    /// Per pid (`common_pid`).
+    pub pids: FxHashMap<i32, u64>,
+    /// Lost events found in the pages, per CPU (the count the kernel stored, 0
+    /// when it stored none).
+    pub lost_records: BTreeMap<u32, u64>,
+    /// First and last timestamp (trace-clock units).
+    pub span: Option<(u64, u64)>,
+}
+
+/// The most frequent kernel stacks.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct Stacks {
+    /// kernel_stack records seen.
+    pub total: u64,
+    /// Distinct stacks seen.
+    pub distinct: u64,
+    /// The most frequent, most first (at most [`TOP`]).
+    pub top: Vec<StackCount>,
+}
+
+/// One kernel stack and how often it was recorded.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct StackCount {
+    /// Times recorded.
+    pub count: u64,
+    /// `system:event` of the record the stack followed on its CPU (the event
+    /// whose stacktrace trigger or option took it); `""` if none.
+    pub event: String,
+    /// Frames, innermost first: `symbol+0xoff` through kallsyms, else the address in hex.
+    pub frames: Vec<String>,
+}
+
+/// How many entries the "top" lists keep.
+pub const TOP: usize = 10;
+
+/// Everything one pass computes.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// The analyses that ran.
+    pub selected: Vec<AnalysisName>,
+    /// Totals (always computed).
+    pub counts: Counts,
+    /// Counts over time (`counts`).
+    pub timeline: Option<Timeline>,
+    /// Latency analyses, in [`AnalysisName::ALL`] order.
+    pub latencies: Vec<LatencyReport>,
+    /// Top stacks (`stacks`).
+    pub stacks: Option<Stacks>,
+}
+
+/// What a format id means to the pass.
+#[derive(Default)]
+struct Slot {
+    /// Index into the per-event counts.
+    counted: usize,
+    /// `kernel_stack`: where `caller` starts.
+    stack_at: Option<usize>,
+}
+
+/// Runs the `selection` over every record of `file` in one pass.
+/// Errors: a corrupt page or chunk ([`tracedat::Error`]).
+pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, tracedat::Error> {
+    let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
+    let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
+    // Counted index 0 is "an id with no format".
+    let mut event_names = vec![String::new()];
+    for f in file.formats() {
+        let s = &mut slots[f.id as usize];
+        s.counted = event_names.len();
+        event_names.push(format!("{}:{}", f.system, f.name));
+        if f.system == "ftrace" && f.name == "kernel_stack" {
+            s.stack_at = f.field("caller").map(|c| c.offset);
+        }
+    }
+    let big = file.big_endian();
+    let long = usize::from(file.long_size()).clamp(4, 8);
+    let mut per_event = vec![0u64; event_names.len()];
+    let mut per_cpu: Vec<u64> = Vec::new();
+    // Pids in order of first event, with their counts; `pid_slots` finds a pid's place.
+    let mut pids: Vec<(i32, u64)> = Vec::new();
+    let mut pid_slots: FxHashMap<i32, usize> = FxHashMap::default();
+    let mut counts = Counts::default();
+    let mut timeline = selection
+        .has(AnalysisName::Counts)
+        .then(|| timeline::Builder::new(event_names.len()));
+    let mut latencies = Latencies::new(file, selection);
+    let want_stacks = selection.has(AnalysisName::Stacks);
+    let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
+    let mut stack_total = 0u64;
+    let mut last_on_cpu: Vec<usize> = Vec::new();
+
+    for rec in file.records() {
+        let ev = match rec? {
+            Record::Event(ev) => ev,
+            Record::Lost { cpu, count, .. } => {
+                *counts.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
+                continue;
+            }
+        };
+        let id = ev.type_id() as usize;
+        let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
+        let counted = slot.map_or(0, |s| s.counted);
+        let pid = ev.pid();
+        let pid_slot = *pid_slots.entry(pid).or_insert_with(|| {
+            pids.push((pid, 0));
+            pids.len() - 1
+        });
+        pids[pid_slot].1 += 1;
+        let cpu = ev.cpu as usize;
+        counts.total += 1;
+        per_event[counted] += 1;
+        if cpu >= per_cpu.len() {
+            per_cpu.resize(cpu + 1, 0);
+            last_on_cpu.resize(cpu + 1, 0);
+        }
+        per_cpu[cpu] += 1;
+        counts.span = Some(counts.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
+        if let Some(t) = timeline.as_mut() {
+            t.add(ev.ts, counted, cpu, pid_slot);
+        }
+        latencies.add(file, &ev, pid);
+        if want_stacks {
+            if let Some(at) = slot.and_then(|s| s.stack_at) {
+                stack_total += 1;
+                let frames = stack_frames(&ev.data, at, long, big);
+                *stacks.entry((last_on_cpu[cpu], frames)).or_default() += 1;
+            } else {
+                last_on_cpu[cpu] = counted;
+            }
+        }
+    }
+
+    for (i, n) in per_event.iter().enumerate() {
+        if *n > 0 {
+            let name = if i == 0 {
+                "[UNKNOWN EVENT]"
+            } else {
+                &event_names[i]
+            };
+            counts.events.insert(name.to_string(), *n);
+        }
+    }
+    for (cpu, n) in per_cpu.iter().enumerate() {
+        if *n > 0 {
+            counts.cpus.insert(cpu as u32, *n);
+        }
+    }
+    counts.pids = pids.iter().copied().collect();
+    for (pid, n) in &counts.pids {
+        *counts.comms.entry(comm_of(file, *pid)).or_default() += n;
+    }
+    let mut stacks = want_stacks.then(|| top_stacks(file, &event_names, stacks, stack_total));
+    let mut latencies = latencies.finish();
+    let mut selected = selection.names().to_vec();
+    if !selection.explicit {
+        latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
+        stacks = stacks.filter(|s| s.total > 0);
+        selected.retain(|n| match n {
+            AnalysisName::Counts => true,
+            AnalysisName::Stacks => stacks.is_some(),
+            n => latencies.iter().any(|l| l.analysis == n.as_str()),
+        });
+    }
+    Ok(Analysis {
+        selected,
+        timeline: timeline.map(|t| t.finish(file, &event_names, &pids, &counts)),
+        latencies,
+        stacks,
+        counts,
+    })
+}
+
+fn read_word(b: &[u8], big: bool) -> u64 {
+    let mut a = [0u8; 8];
+    if big {
+        a[8 - b.len()..].copy_from_slice(b);
+        u64::from_be_bytes(a)
+    } else {
+        a[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(a)
+    }
+}
+
+/// The addresses of a kernel_stack record: words from `at` to the end of the
+/// record, up to the first all-ones word, zeros skipped.
+fn stack_frames(data: &[u8], at: usize, long: usize, big: bool) -> Vec<u64> {
+    let end_marker = if long == 8 {
+        u64::MAX
+    } else {
+        u64::from(u32::MAX)
+    };
+    data.get(at..)
+        .unwrap_or(&[])
+        .chunks_exact(long)
+        .map(|c| read_word(c, big))
+        .take_while(|a| *a != end_marker)
+        .filter(|a| *a != 0)
+        .collect()
+}
+
+/// `symbol+0xoff` through kallsyms, else `0xADDR`.
+pub(crate) fn symbolize(file: &TraceFile, addr: u64) -> String {
+    match file.symbol(addr) {
+        Some((name, 0)) => name.to_string(),
+        Some((name, off)) => format!("{name}+0x{off:x}"),
+        None => format!("0x{addr:x}"),
+    }
+}
+
+fn top_stacks(
+    file: &TraceFile,
+    event_names: &[String],
+    stacks: FxHashMap<(usize, Vec<u64>), u64>,
+    total: u64,
+) -> Stacks {
+    let distinct = stacks.len() as u64;
+    let mut v: Vec<((usize, Vec<u64>), u64)> = stacks.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Stacks {
+        total,
+        distinct,
+        top: v
+            .into_iter()
+            .take(TOP)
+            .map(|((ev, frames), count)| StackCount {
+                count,
+                event: event_names[ev].clone(),
+                frames: frames.iter().map(|a| symbolize(file, *a)).collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The comm of `pid`: saved cmdlines, `<idle>` for pid 0, else `<...>`.
+pub fn comm_of(file: &TraceFile, pid: i32) -> String {
+    if pid == 0 {
+        return "<idle>".to_string();
+    }
+    file.comm(pid).unwrap_or("<...>").to_string()
+}

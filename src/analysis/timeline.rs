@@ -1,0 +1,175 @@
+//! Counts over time: per event, CPU, comm and pid, in equal time buckets.
+//!
+//! The span of a file is not known before its last record, so buckets start
+//! 1 ms wide and double (merging pairs) whenever more than [`MAX_BUCKETS`]
+//! would be needed: one pass, memory bounded by keys × [`MAX_BUCKETS`].
+
+use rustc_hash::FxHashMap;
+
+use serde::Serialize;
+use tracedat::TraceFile;
+
+use super::{Counts, TOP, comm_of};
+
+/// Most buckets a timeline has.
+pub const MAX_BUCKETS: usize = 64;
+const FIRST_WIDTH_NS: u64 = 1_000_000;
+
+/// Counts over time. Bucket `i` covers `start_ns + i * bucket_ns` up to the next.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Timeline {
+    /// Timestamp of the first event (trace-clock units).
+    pub start_ns: u64,
+    /// Width of one bucket (trace-clock units).
+    pub bucket_ns: u64,
+    /// Number of buckets (every series has this many values).
+    pub buckets: usize,
+    /// Per `system:event`, in name order.
+    pub events: Vec<Series>,
+    /// Per CPU (`cpuN`), in CPU order.
+    pub cpus: Vec<Series>,
+    /// The most frequent comms (at most 10), most first.
+    pub comms: Vec<Series>,
+    /// The most frequent pids (at most 10, named `COMM-PID`), most first.
+    pub pids: Vec<Series>,
+}
+
+/// One key's counts per bucket.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Series {
+    /// The key: `system:event`, `cpuN`, a comm, or `COMM-PID`.
+    pub name: String,
+    /// Events in the whole file.
+    pub total: u64,
+    /// Events per bucket.
+    pub counts: Vec<u64>,
+}
+
+pub(super) struct Builder {
+    start: Option<u64>,
+    width: u64,
+    events: Vec<Vec<u64>>,
+    cpus: Vec<Vec<u64>>,
+    /// By pid slot (see `analyze`).
+    pids: Vec<Vec<u64>>,
+}
+
+fn bump(v: &mut Vec<u64>, i: usize) {
+    if i >= v.len() {
+        v.resize(i + 1, 0);
+    }
+    v[i] += 1;
+}
+
+fn halve(v: &mut Vec<u64>) {
+    let merged: Vec<u64> = v.chunks(2).map(|c| c.iter().sum()).collect();
+    *v = merged;
+}
+
+impl Builder {
+    pub(super) fn new(events: usize) -> Builder {
+        Builder {
+            start: None,
+            width: FIRST_WIDTH_NS,
+            events: vec![Vec::new(); events],
+            cpus: Vec::new(),
+            pids: Vec::new(),
+        }
+    }
+
+    /// Counts one event; `pid` is the pid's slot in `analyze`'s pid list.
+    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
+        let start = *self.start.get_or_insert(ts);
+        let mut i = (ts.saturating_sub(start) / self.width) as usize;
+        while i >= MAX_BUCKETS {
+            self.width *= 2;
+            self.events.iter_mut().for_each(halve);
+            self.cpus.iter_mut().for_each(halve);
+            self.pids.iter_mut().for_each(halve);
+            i = (ts.saturating_sub(start) / self.width) as usize;
+        }
+        bump(&mut self.events[event], i);
+        if cpu >= self.cpus.len() {
+            self.cpus.resize(cpu + 1, Vec::new());
+        }
+        bump(&mut self.cpus[cpu], i);
+        if pid >= self.pids.len() {
+            self.pids.resize(pid + 1, Vec::new());
+        }
+        bump(&mut self.pids[pid], i);
+    }
+
+    /// The timeline; `pids` is `analyze`'s pid list (pid, events) by slot.
+    pub(super) fn finish(
+        self,
+        file: &TraceFile,
+        event_names: &[String],
+        pids: &[(i32, u64)],
+        c: &Counts,
+    ) -> Timeline {
+        let n = c
+            .span
+            .map_or(0, |(a, b)| ((b - a) / self.width) as usize + 1);
+        let series = |name: String, counts: &[u64]| {
+            let mut v = counts.to_vec();
+            v.resize(n, 0);
+            Series {
+                name,
+                total: v.iter().sum(),
+                counts: v,
+            }
+        };
+        let mut events: Vec<Series> = self
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(i, v)| {
+                let name = if i == 0 {
+                    "[UNKNOWN EVENT]"
+                } else {
+                    &event_names[i]
+                };
+                series(name.to_string(), v)
+            })
+            .collect();
+        events.sort_by(|a, b| a.name.cmp(&b.name));
+        let cpus = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(i, v)| series(format!("cpu{i}"), v))
+            .collect();
+        let mut by_comm: FxHashMap<String, Vec<u64>> = FxHashMap::default();
+        for ((pid, _), v) in pids.iter().zip(&self.pids) {
+            let acc = by_comm.entry(comm_of(file, *pid)).or_default();
+            if acc.len() < v.len() {
+                acc.resize(v.len(), 0);
+            }
+            for (a, x) in acc.iter_mut().zip(v) {
+                *a += x;
+            }
+        }
+        let top = |mut v: Vec<Series>| {
+            v.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.name.cmp(&b.name)));
+            v.truncate(TOP);
+            v
+        };
+        let comms = top(by_comm.iter().map(|(k, v)| series(k.clone(), v)).collect());
+        let pids = top(pids
+            .iter()
+            .zip(&self.pids)
+            .map(|((pid, _), v)| series(format!("{}-{pid}", comm_of(file, *pid)), v))
+            .collect());
+        Timeline {
+            start_ns: self.start.unwrap_or(0),
+            bucket_ns: self.width,
+            buckets: n,
+            events,
+            cpus,
+            comms,
+            pids,
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! Reports of a trace.dat: [`JsonReport`] (report.json) holds every number;
+//! [`Template`] renders it as text (summary.txt) and [`render_html`] as a
+//! self-contained page (report.html).
+
+mod html;
+mod json;
+mod text;
+
+pub use html::render_html;
+pub use json::{
+    CommCount, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RecorderInfo, RunInfo,
+    WorkloadInfo, lost_percent,
+};
+pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};

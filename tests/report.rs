@@ -1,0 +1,448 @@
+//! Analyses and report formats on recorded traces: latency numbers agree with
+//! numbers computed independently from `trace-cmd report -t`, templates render
+//! the same numbers as report.json, report.html loads in headless Chromium and
+//! shows its charts, and `[output] max_lost_percent` decides the exit code.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{TracefsGuard, repo, text, trace_recipe, write_recipe};
+
+const LATENCY_RECIPE: &str = r#"name = "lat"
+description = "syscall and wakeup latency"
+duration = "30s"
+[buffer]
+size_kb = 4096
+[scope]
+follow_forks = true
+[[events]]
+name = "syscalls:sys_enter_read"
+[[events]]
+name = "syscalls:sys_exit_read"
+[[events]]
+name = "syscalls:sys_enter_clock_nanosleep"
+[[events]]
+name = "syscalls:sys_exit_clock_nanosleep"
+[[events]]
+name = "sched:sched_wakeup"
+[[events]]
+name = "sched:sched_switch"
+[output]
+reports = ["summary", "json", "html"]
+"#;
+
+const WORKLOAD: &str =
+    "for i in 1 2 3 4 5 6 7 8; do sleep 0.01; head -c 200000 /dev/zero > /dev/null; done";
+
+/// Runs `recipe` with `sh -c WORKLOAD` into `out`; returns the exit code and stderr.
+fn run(recipe: &Path, out: &Path, workload: &str) -> (Option<i32>, String) {
+    let o = trace_recipe(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        workload,
+    ]);
+    (o.status.code(), text(&o.stderr))
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// One line of `trace-cmd report -t`: pid, ns timestamp, event name, the rest.
+struct Line<'a> {
+    pid: i32,
+    ts: u64,
+    event: &'a str,
+    rest: &'a str,
+}
+
+fn parse_line(l: &str) -> Option<Line<'_>> {
+    let (head, tail) = l.split_once(" [")?;
+    let pid = head.trim().rsplit_once('-')?.1.parse().ok()?;
+    let (_, after_cpu) = tail.split_once("] ")?;
+    let (ts, after_ts) = after_cpu.trim_start().split_once(": ")?;
+    let (secs, frac) = ts.split_once('.')?;
+    assert_eq!(frac.len(), 9, "`-t` prints nanoseconds: {l}");
+    let ts = secs.parse::<u64>().ok()? * 1_000_000_000 + frac.parse::<u64>().ok()?;
+    let (event, rest) = after_ts.split_once(':')?;
+    Some(Line {
+        pid,
+        ts,
+        event: event.trim(),
+        rest: rest.trim(),
+    })
+}
+
+/// `comm:pid [prio]` (trace-cmd's sched plugin) → pid.
+fn sched_pid(s: &str) -> i32 {
+    let who = s.trim().split(" [").next().unwrap();
+    who.rsplit_once(':').unwrap().1.parse().unwrap()
+}
+
+/// Nearest-rank quantile of sorted values.
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Compares one JSON latency group with exact values.
+fn assert_group(g: &serde_json::Value, mut exact: Vec<u64>, what: &str) {
+    exact.sort_unstable();
+    assert!(
+        !exact.is_empty(),
+        "{what}: no samples in trace-cmd's listing"
+    );
+    assert_eq!(g["count"], exact.len() as u64, "{what}: count");
+    assert_eq!(g["min_ns"], exact[0], "{what}: min");
+    assert_eq!(g["max_ns"], *exact.last().unwrap(), "{what}: max");
+    for (key, q) in [("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99)] {
+        let want = quantile(&exact, q);
+        let got = g[key].as_u64().unwrap();
+        assert!(
+            got.abs_diff(want) <= want / 128 + 1,
+            "{what}: {key} {got} vs exact {want}"
+        );
+    }
+    let rows: u64 = g["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows, exact.len() as u64, "{what}: histogram rows add up");
+}
+
+#[test]
+fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
+    let out = dir.path().join("out");
+    let (code, stderr) = run(&recipe, &out, WORKLOAD);
+    assert_eq!(code, Some(0), "{stderr}");
+    guard.assert_unchanged();
+    let dat = out.join("trace.dat");
+
+    let listing = Command::new("trace-cmd")
+        .args(["report", "-t", "-i"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(listing.status.success());
+    let listing = text(&listing.stdout);
+    // Independent pairing on trace-cmd's text.
+    let mut syscalls: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut sys_open: HashMap<i32, (String, u64)> = HashMap::new();
+    let mut wakeups = Vec::new();
+    let mut woken: HashMap<i32, u64> = HashMap::new();
+    for l in listing.lines().filter_map(parse_line) {
+        if let Some(name) = l.event.strip_prefix("sys_enter_") {
+            sys_open.insert(l.pid, (name.to_string(), l.ts));
+        } else if let Some(name) = l.event.strip_prefix("sys_exit_") {
+            if let Some((n, t)) = sys_open.remove(&l.pid)
+                && n == name
+            {
+                syscalls.entry(n).or_default().push(l.ts - t);
+            }
+        } else if l.event == "sched_wakeup" {
+            woken.entry(sched_pid(l.rest)).or_insert(l.ts);
+        } else if l.event == "sched_switch" {
+            let (prev, next) = l.rest.split_once(" ==> ").unwrap();
+            woken.remove(&sched_pid(prev));
+            if let Some(t) = woken.remove(&sched_pid(next)) {
+                wakeups.push(l.ts - t);
+            }
+        }
+    }
+
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--format",
+        "json",
+        "--analysis",
+        "syscalls,wakeup",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        report["analyses"],
+        serde_json::json!(["syscalls", "wakeup"])
+    );
+    let latency = report["latency"].as_array().unwrap();
+    let by_name = |n: &str| latency.iter().find(|l| l["analysis"] == n).unwrap();
+    let sys = by_name("syscalls");
+    for name in ["read", "clock_nanosleep"] {
+        let g = sys["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == name)
+            .unwrap_or_else(|| panic!("no `{name}` group: {sys:#}"));
+        assert_group(g, syscalls[name].clone(), name);
+    }
+    // Eight `sleep 0.01`: each clock_nanosleep lasts at least 10 ms.
+    assert!(syscalls["clock_nanosleep"].iter().all(|d| *d >= 10_000_000));
+    let all = &by_name("wakeup")["groups"][0];
+    assert_eq!(all["key"], "(all)");
+    assert_group(all, wakeups, "wakeup (all)");
+
+    // The run's own report.json chose the same analyses by itself, and its
+    // summary shows the same numbers.
+    let run_report = json(&out.join("report.json"));
+    assert_eq!(
+        run_report["analyses"],
+        serde_json::json!(["counts", "syscalls", "wakeup"])
+    );
+    assert_eq!(run_report["latency"], report["latency"]);
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("syscalls: syscall latency"), "{summary}");
+    let read = &sys["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "read")
+        .unwrap();
+    let line = summary
+        .lines()
+        .find(|l| l.trim_start().starts_with("read "))
+        .unwrap();
+    assert!(
+        line.contains(&format!(" {} ", read["count"])),
+        "summary line `{line}` vs {read}"
+    );
+}
+
+#[test]
+fn a_user_template_renders_the_numbers_of_report_json() {
+    let fixture = repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let dir = tempfile::tempdir().unwrap();
+    let tpl = dir.path().join("t.j2");
+    std::fs::write(
+        &tpl,
+        "total={{ total_events }} lost={{ lost_total }}\n{% for n, c in events|items %}{{ n }}={{ c }}\n{% endfor %}",
+    )
+    .unwrap();
+    let o = trace_recipe(&[
+        "report",
+        fixture.to_str().unwrap(),
+        "--format",
+        "summary",
+        "--template",
+        tpl.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j = trace_recipe(&["report", fixture.to_str().unwrap(), "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let mut want = format!(
+        "total={} lost={}\n",
+        report["total_events"], report["lost_total"]
+    );
+    for (n, c) in report["events"].as_object().unwrap() {
+        want.push_str(&format!("{n}={c}\n"));
+    }
+    assert_eq!(text(&o.stdout), want);
+
+    // A broken template: what, where, what to do; nothing on stdout.
+    std::fs::write(&tpl, "ok\n{% for x in %}\n").unwrap();
+    let o = trace_recipe(&[
+        "report",
+        fixture.to_str().unwrap(),
+        "--format",
+        "summary",
+        "--template",
+        tpl.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(tpl.to_str().unwrap()) && err.contains("line 2") && err.contains("help:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_recipe_template_that_does_not_compile_is_refused_by_check_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.j2"), "{{ unclosed\n").unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"t\"\ndescription = \"t\"\n[[events]]\nname = \"sched:sched_switch\"\n[output]\ntemplate = \"bad.j2\"\nmax_lost_percent = 150\n",
+    );
+    let o = trace_recipe(&["check", recipe.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    assert!(out.contains("r.toml:6:"), "{out}");
+    assert!(out.contains("bad.j2"), "{out}");
+    assert!(
+        out.contains("r.toml:7:") && out.contains("max_lost_percent"),
+        "{out}"
+    );
+}
+
+/// Chromium's binary, or None (then a test fails under CI=true).
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+fn headless(chrome: &str, profile: &Path) -> Command {
+    let mut c = Command::new(chrome);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--enable-logging=stderr",
+        "--window-size=1000,1400",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+#[test]
+fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
+    let Some(chrome) = chromium() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "chromium is missing: scripts/test installs it"
+        );
+        eprintln!("skipped: chromium is not installed (scripts/test installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    {
+        let guard = TracefsGuard::acquire();
+        let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
+        let (code, stderr) = run(&recipe, &out, WORKLOAD);
+        assert_eq!(code, Some(0), "{stderr}");
+        guard.assert_unchanged();
+    }
+    let html_path = out.join("report.html");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    // Self-contained: nothing is fetched from anywhere.
+    for needle in ["<script", "<link", "<img", "src=", "url(", "@import"] {
+        assert!(!html.contains(needle), "report.html uses `{needle}`");
+    }
+    let url = format!("file://{}", html_path.display());
+
+    let profile = tempfile::tempdir().unwrap();
+    let dom = headless(chrome, profile.path())
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let dom_text = text(&dom.stdout);
+    let log = text(&dom.stderr);
+    assert!(
+        !log.contains("CONSOLE") && !log.contains("Uncaught"),
+        "the page logged errors:\n{log}"
+    );
+    // One timeline row per CPU with events, one histogram per latency analysis.
+    let report = json(&out.join("report.json"));
+    assert!(dom_text.contains(r#"class="timeline""#), "{dom_text}");
+    let cpus = report["cpus"].as_object().unwrap().len();
+    let timeline = dom_text.split(r#"class="timeline""#).nth(1).unwrap();
+    let timeline = timeline.split("</svg>").next().unwrap();
+    assert_eq!(timeline.matches(r##"fill="#f0f0f0""##).count(), cpus);
+    assert!(timeline.matches("fill-opacity").count() >= cpus);
+    let latencies = report["latency"].as_array().unwrap().len();
+    assert_eq!(latencies, 2);
+    assert_eq!(
+        dom_text.matches(r#"class="histogram""#).count(),
+        2 * latencies
+    );
+    assert!(dom_text.contains(&format!(
+        ">{} ({:.3} %)<",
+        report["lost_total"],
+        report["lost_percent"].as_f64().unwrap()
+    )));
+
+    // The screenshot shows the charts: the timeline's blue and the histograms' orange.
+    let shot = dir.path().join("shot.png");
+    let s = headless(chrome, profile.path())
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    let mut colors = std::collections::HashSet::new();
+    let (mut orange, mut blue) = (0, 0);
+    for px in buf[..info.buffer_size()].chunks_exact(channels) {
+        let (r, g, b) = (px[0], px[1], px[2]);
+        colors.insert((r, g, b));
+        if r.abs_diff(0xd0) < 8 && g.abs_diff(0x70) < 8 && b.abs_diff(0x2a) < 8 {
+            orange += 1;
+        }
+        if b > 150 && r < 120 && g < 160 {
+            blue += 1;
+        }
+    }
+    assert!(
+        colors.len() > 50,
+        "blank screenshot: {} colours",
+        colors.len()
+    );
+    assert!(orange > 500, "no histogram bars on screen ({orange} px)");
+    assert!(blue > 100, "no timeline on screen ({blue} px)");
+}
+
+#[test]
+fn losing_more_than_max_lost_percent_exits_4_after_writing_everything() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    // A tiny buffer that keeps the oldest events, and a burst of syscalls.
+    let recipe = write_recipe(
+        dir.path(),
+        "lossy.toml",
+        "name = \"lossy\"\ndescription = \"t\"\nduration = \"30s\"\n[buffer]\nsize_kb = 8\noverwrite = false\n[scope]\nfollow_forks = true\n[[events]]\nname = \"syscalls:sys_enter_read\"\n[[events]]\nname = \"syscalls:sys_exit_read\"\n[output]\nmax_lost_percent = 1\n",
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(
+        &recipe,
+        &out,
+        "dd if=/dev/zero of=/dev/null bs=1 count=300000 2>/dev/null",
+    );
+    guard.assert_unchanged();
+    let report = json(&out.join("report.json"));
+    let pct = report["lost_percent"].as_f64().unwrap();
+    assert!(out.join("trace.dat").is_file() && out.join("summary.txt").is_file());
+    if pct > 1.0 {
+        assert_eq!(code, Some(4), "{stderr}");
+        assert!(stderr.contains("max_lost_percent"), "{stderr}");
+    } else {
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    assert!(
+        report["lost_total"].as_u64().unwrap() > 0,
+        "300000 reads into 8 KiB should lose events: {report:#}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains(&format!("lost events: {}", report["lost_total"])),
+        "{summary}"
+    );
+}
