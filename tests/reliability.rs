@@ -21,6 +21,10 @@ clock = "mono"
 overwrite = false
 [scope]
 follow_forks = true
+[[uprobes]]
+event = "getpid_call"
+kind = "uprobe"
+target = "/lib/x86_64-linux-gnu/libc.so.6:getpid"
 [[events]]
 name = "sched:sched_process_exec"
 filter = 'filename ~ "*"'

@@ -182,7 +182,8 @@ fn filters_and_comm_scope_keep_only_matching_events() {
 }
 
 /// A recipe touching every kind of step: buffer, clock, cpumask, options, pid
-/// scope, filters, stacktrace, enable, triggers.
+/// scope, a uprobe (defined globally in its own probe group), filters,
+/// stacktrace, enable, triggers.
 const FULL: &str = r#"name = "every-step"
 duration = "5s"
 [buffer]
@@ -193,6 +194,10 @@ overwrite = false
 [scope]
 follow_forks = true
 command = ["true"]
+[[uprobes]]
+event = "getpid_call"
+kind = "uprobe"
+target = "/lib/x86_64-linux-gnu/libc.so.6:getpid"
 [[events]]
 name = "sched:sched_process_exec"
 filter = 'filename ~ "*"'
