@@ -222,7 +222,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
         match load_and_validate(tracefs, recipe, sets, &started) {
             Ok((valid, _, facts)) => {
                 println!(
-                    "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{})",
+                    "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
                     recipe.display(),
                     valid.recipe.name,
                     facts.release,
@@ -230,6 +230,9 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                     if valid.events.len() == 1 { "" } else { "s" },
                     valid.triggers.len(),
                     if valid.triggers.len() == 1 { "" } else { "s" },
+                    valid.probes.len(),
+                    if valid.probes.len() == 1 { "" } else { "s" },
+                    valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
                 let pids = if valid.recipe.scope.command.is_empty() {
                     valid.recipe.scope.pids.clone()

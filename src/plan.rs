@@ -483,3 +483,104 @@ impl fmt::Display for Step {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{ProbeKind, ResolvedProbe, ResolvedTracer};
+
+    fn valid() -> ValidRecipe {
+        ValidRecipe {
+            recipe: Default::default(),
+            duration: None,
+            buffer_size_kb: None,
+            clock: None,
+            cpumask: None,
+            overwrite: None,
+            events: Vec::new(),
+            triggers: Vec::new(),
+            probes: vec![ResolvedProbe {
+                kind: ProbeKind::Kretprobe,
+                event: "open_ret".into(),
+                spec: "do_sys_openat2 ret=$retval:s32".into(),
+                filter: Some("ret < 0".into()),
+                stacktrace: false,
+                span: None,
+            }],
+            tracer: None,
+            max_size_bytes: None,
+        }
+    }
+
+    fn files(p: &Plan) -> Vec<String> {
+        p.steps
+            .iter()
+            .map(|s| match &s.op {
+                Op::Mkdir { dir } => format!("mkdir {dir}"),
+                Op::Write { file, .. } => file.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_probe_is_defined_before_it_is_enabled_and_removed_exactly() {
+        let p = plan(&valid(), "trace-recipe-x-1", "trace_recipe_1", &[], &[]);
+        assert_eq!(
+            files(&p),
+            [
+                "mkdir instances/trace-recipe-x-1",
+                "instances/trace-recipe-x-1/tracing_on",
+                "kprobe_events",
+                "instances/trace-recipe-x-1/events/trace_recipe_1/open_ret/filter",
+                "instances/trace-recipe-x-1/events/trace_recipe_1/open_ret/enable",
+            ]
+        );
+        let Op::Write {
+            value, mode, undo, ..
+        } = &p.steps[2].op
+        else {
+            panic!("not a write")
+        };
+        assert_eq!(
+            value,
+            "r:trace_recipe_1/open_ret do_sys_openat2 ret=$retval:s32"
+        );
+        assert_eq!(*mode, WriteMode::Append);
+        assert_eq!(*undo, Undo::Append("-:trace_recipe_1/open_ret".into()));
+        assert!(!p.touches_top_level);
+    }
+
+    #[test]
+    fn a_top_level_tracer_restores_every_file_it_writes() {
+        let mut v = valid();
+        v.tracer = Some(ResolvedTracer {
+            name: "function_graph".into(),
+            functions: Vec::new(),
+            notrace: Vec::new(),
+            graph_functions: vec!["vfs_read".into()],
+            graph_notrace: Vec::new(),
+            max_graph_depth: Some(3),
+            thresh_us: None,
+            options: Vec::new(),
+            at_top_level: true,
+            graph_filter_at_top: true,
+            span: None,
+        });
+        let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[]);
+        assert_eq!(p.instance, "");
+        assert!(p.touches_top_level);
+        for s in &p.steps {
+            match &s.op {
+                Op::Mkdir { .. } => panic!("no instance at the top level"),
+                Op::Write { file, undo, .. } => {
+                    assert!(!file.starts_with("instances/"), "{file}");
+                    let ok =
+                        matches!(undo, Undo::Restore) || file == "trace" || file == "kprobe_events";
+                    assert!(ok, "{file}: {undo:?}");
+                }
+            }
+        }
+        assert!(files(&p).contains(&"set_ftrace_pid".to_string()));
+        assert!(files(&p).contains(&"set_graph_function".to_string()));
+    }
+}

@@ -304,3 +304,18 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::error_log_dir;
+
+    #[test]
+    fn errors_are_logged_in_the_instance_or_at_the_top_level() {
+        assert_eq!(
+            error_log_dir("instances/trace-recipe-x-1/events/a/b/filter"),
+            "instances/trace-recipe-x-1"
+        );
+        assert_eq!(error_log_dir("kprobe_events"), "");
+        assert_eq!(error_log_dir("events/a/b/filter"), "");
+    }
+}

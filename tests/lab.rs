@@ -94,7 +94,7 @@ fn payload(dir: &Path) -> PathBuf {
 fn boot(dir: &Path, payload: &Path, tag: &str, package: Option<&str>) -> PathBuf {
     let out = dir.join(tag);
     let mut c = Command::new(lab_script());
-    c.args(["--timeout", "480", "--out"]).arg(&out);
+    c.args(["--timeout", "900", "--out"]).arg(&out);
     if let Some(p) = package {
         c.args(["--kernel-package", p]);
     }
@@ -219,6 +219,11 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         );
     }
 
+    assert!(
+        report.contains(" kernel_stack: ") && report.contains("=> "),
+        "{tag}: `stacktrace = true` records a kernel stack with each hit:\n{report}"
+    );
+
     // kretprobe with a filter on $retval.
     let report = ran(out, "kretprobe-filter");
     let rets = lines_of(&report, "open_ret");
@@ -227,8 +232,9 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: no failed open recorded:\n{report}"
     );
     let hist = read(&out.join("kretprobe-filter/run/hist/kprobes-open_ret.txt"));
+    // The kernel prints signed keys as unsigned 64-bit numbers: -2 is 2^64 - 2.
     assert!(
-        hist.contains("ret:") && hist.contains("-2"),
+        hist.contains("{ ret: 18446744073709551614 }") || hist.contains("{ ret: -2 }"),
         "{tag}: hist of the kretprobe's ret:\n{hist}"
     );
     for l in &rets {
@@ -241,6 +247,8 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     // hist trigger: the table is saved before rollback.
     ran(out, "hist-trigger");
     let hist = read(&out.join("hist-trigger/run/hist/kmem-kmalloc.txt"));
+    let snapshot = read(&out.join("hist-trigger/run/snapshot.txt"));
+    assert!(snapshot.starts_with("# tracer:"), "{tag}: {snapshot}");
     assert!(
         hist.contains("bytes_req") && hist.contains("Totals:"),
         "{tag}: {hist}"
