@@ -624,14 +624,20 @@ fn capture_meta(
     }
     let mut systems: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     let inst = the_plan.instance.as_str();
-    let probes: Vec<String> = valid
-        .probes
-        .iter()
-        .map(|p| format!("{}:{}", the_plan.probe_group, p.event))
-        .collect();
+    // The run's own probes are stored under `kprobes` / `uprobes`, the names the
+    // recipe uses, not under the per-run group, so reports read the same every run.
+    for p in &valid.probes {
+        let text = tracefs.read_bytes(&format!(
+            "events/{}/{}/format",
+            the_plan.probe_group, p.event
+        ))?;
+        systems
+            .entry(p.kind.recipe_system().to_string())
+            .or_default()
+            .push(text);
+    }
     let mut names: Vec<&str> = valid.events.iter().map(|e| e.name.as_str()).collect();
     names.extend(valid.triggers.iter().filter_map(|t| t.target.as_deref()));
-    names.extend(probes.iter().map(String::as_str));
     names.sort_unstable();
     names.dedup();
     for name in names {

@@ -40,6 +40,15 @@ impl ProbeKind {
     pub fn is_return(self) -> bool {
         matches!(self, ProbeKind::Kretprobe | ProbeKind::Uretprobe)
     }
+    /// The system name recipes and reports use for the run's own probes of this
+    /// kind: `kprobes` or `uprobes` (the kernel's group is `trace_recipe_PID`).
+    pub fn recipe_system(self) -> &'static str {
+        if self.is_kernel() {
+            "kprobes"
+        } else {
+            "uprobes"
+        }
+    }
     /// A kernel probe (kprobe_events) rather than a user one (uprobe_events).
     pub fn is_kernel(self) -> bool {
         matches!(self, ProbeKind::Kprobe | ProbeKind::Kretprobe)
