@@ -509,6 +509,7 @@ mod tests {
             }],
             tracer: None,
             max_size_bytes: None,
+            template: None,
         }
     }
 
