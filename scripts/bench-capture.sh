@@ -21,6 +21,9 @@ T=/sys/kernel/tracing
 cargo build --release -q
 BIN=$PWD/target/release/trace-recipe
 WORK=$(mktemp -d /var/tmp/trace-recipe-capture.XXXXXX)
+# Hold the lock the test suites hold, so no test sees the bench's instances.
+exec 9>/tmp/trace-recipe-tracefs.lock
+flock 9
 I=$T/instances/bench-cat-$$
 cleanup() {
   if [ -d "$I" ]; then

@@ -30,8 +30,13 @@ record() { # NAME MAX_MB
   fi
   echo "$dir/trace.dat"
 }
+# Recording touches tracefs: hold the lock the test suites hold, so no test
+# sees this bench's instance in its before/after snapshots.
+exec 9>/tmp/trace-recipe-tracefs.lock
+flock 9
 BIG=$(record big 600)
 SMALL=$(record small 120)
+flock -u 9
 
 # measure LABEL CMD... → "wall user sys maxrss_kb"
 measure() {
