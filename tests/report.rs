@@ -127,6 +127,11 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     let (code, stderr) = run(&recipe, &out, WORKLOAD);
     assert_eq!(code, Some(0), "{stderr}");
     guard.assert_unchanged();
+    // stderr is a pipe here: no progress display, only the run's own lines.
+    assert!(
+        !stderr.contains("MiB  lost") && !stderr.contains('\r'),
+        "progress drawn off a terminal:\n{stderr}"
+    );
     let dat = out.join("trace.dat");
 
     let listing = Command::new("trace-cmd")
