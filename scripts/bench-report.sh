@@ -19,7 +19,9 @@ for tool in trace-cmd /usr/bin/time; do
 done
 cargo build --release -q
 BIN=$PWD/target/release/trace-recipe
-LOAD='n=$(nproc); i=0; while [ $i -lt $n ]; do dd if=/dev/zero of=/dev/null bs=64 count=50000000 2>/dev/null & i=$((i+1)); done; wait'
+# Each dd ends by itself within 60 s: stopping the run ends the workload's
+# shell, not its children.
+LOAD='n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 dd if=/dev/zero of=/dev/null bs=64 count=50000000 2>/dev/null & i=$((i+1)); done; wait'
 
 record() { # NAME MAX_MB
   local dir=$BENCH_DIR/$1
@@ -30,8 +32,13 @@ record() { # NAME MAX_MB
   fi
   echo "$dir/trace.dat"
 }
+# Recording touches tracefs: hold the lock the test suites hold, so no test
+# sees this bench's instance in its before/after snapshots.
+exec 9>/tmp/trace-recipe-tracefs.lock
+flock 9
 BIG=$(record big 600)
 SMALL=$(record small 120)
+flock -u 9
 
 # measure LABEL CMD... → "wall user sys maxrss_kb"
 measure() {

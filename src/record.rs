@@ -42,13 +42,13 @@ pub struct CpuCapture {
     pub cpu_time: Duration,
 }
 
-/// One CPU's reader thread: it returns the bytes it wrote and its CPU time.
-type Reader = JoinHandle<std::io::Result<(u64, Duration)>>;
+/// A reader thread; it returns the bytes it wrote and its CPU time.
+type ReaderThread = JoinHandle<std::io::Result<(u64, Duration)>>;
 
 /// Per-CPU readers running in the background.
 #[derive(Debug)]
 pub struct Recorder {
-    threads: Vec<(u32, PathBuf, Reader)>,
+    threads: Vec<(u32, PathBuf, ReaderThread)>,
     draining: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
     tracefs: Tracefs,

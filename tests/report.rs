@@ -127,6 +127,11 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     let (code, stderr) = run(&recipe, &out, WORKLOAD);
     assert_eq!(code, Some(0), "{stderr}");
     guard.assert_unchanged();
+    // stderr is a pipe here: no progress display, only the run's own lines.
+    assert!(
+        !stderr.contains("MiB  lost") && !stderr.contains('\r'),
+        "progress drawn off a terminal:\n{stderr}"
+    );
     let dat = out.join("trace.dat");
 
     let listing = Command::new("trace-cmd")
@@ -445,4 +450,41 @@ fn losing_more_than_max_lost_percent_exits_4_after_writing_everything() {
         summary.contains(&format!("lost events: {}", report["lost_total"])),
         "{summary}"
     );
+}
+
+#[test]
+fn top_stacks_of_a_trace_cmd_file_match_its_listing() {
+    let fixture = repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
+    let listing = std::fs::read_to_string(
+        repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.report"),
+    )
+    .unwrap();
+    // trace-cmd prints each kernel_stack as `<stack trace >` then `=> SYMBOL (ADDR)` lines.
+    let mut stacks: Vec<Vec<&str>> = Vec::new();
+    for l in listing.lines() {
+        if l.contains("<stack trace >") {
+            stacks.push(Vec::new());
+        } else if let Some(frame) = l.strip_prefix("=> ") {
+            stacks
+                .last_mut()
+                .unwrap()
+                .push(frame.split(' ').next().unwrap());
+        }
+    }
+    let o = trace_recipe(&["report", fixture.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &report["stacks"];
+    assert_eq!(s["total"], stacks.len() as u64);
+    let top = &s["top"][0];
+    let same = stacks.iter().filter(|st| **st == stacks[0]).count();
+    assert_eq!(top["count"], same as u64);
+    let frames: Vec<&str> = top["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().split('+').next().unwrap())
+        .collect();
+    assert_eq!(frames, stacks[0]);
+    assert_eq!(top["event"], "sched:sched_process_exec");
 }
