@@ -101,19 +101,63 @@ impl Workload {
         if let Some(s) = self.child.try_wait()? {
             return Ok(s.into());
         }
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        // The workload's children too (a shell's pipeline, `make -j`): the whole
+        // tree as it stands now, so none of it outlives the run.
+        let tree = process_tree(self.child.id());
+        signal_all(&tree, rustix::process::Signal::TERM);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(s) = self.child.try_wait()? {
+                signal_all(&tree[1..], rustix::process::Signal::KILL);
                 return Ok(s.into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
+        signal_all(&tree, rustix::process::Signal::KILL);
         Ok(self.child.wait()?.into())
+    }
+}
+
+/// `root` and every process descending from it (from the parent pids in
+/// /proc/PID/stat), root first.
+fn process_tree(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(|pid| {
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                    // Fields after the last ')' (the comm may hold anything): state, ppid.
+                    let ppid = stat[stat.rfind(')')? + 1..]
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()?;
+                    Some((pid, ppid))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    tree
+}
+
+fn signal_all(pids: &[u32], sig: rustix::process::Signal) {
+    for pid in pids {
+        if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
     }
 }
 

@@ -385,3 +385,34 @@ fn report_on_a_corrupt_file_fails_cleanly() {
         assert!(!text(&o.stderr).contains("panicked"));
     }
 }
+
+#[test]
+fn a_run_that_ends_by_duration_ends_the_workload_and_its_children() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"tree\"\nduration = \"1s\"\n[[events]]\nname = \"sched:sched_process_exit\"\n",
+    );
+    // Odd durations mark our sleeps among whatever else runs on the machine.
+    let report = run_ok(
+        &recipe,
+        &dir.path().join("out"),
+        &["sh", "-c", "sleep 3131.25 & sleep 3132.25; true"],
+    );
+    assert_eq!(report["stop_reason"], "duration");
+    assert_eq!(report["workload"]["exit"]["signal"], 15);
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("sleep 3131.25") || c.contains("sleep 3132.25"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "workload processes outlived the run: {left:?}"
+    );
+    guard.assert_unchanged();
+}
