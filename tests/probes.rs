@@ -7,13 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use trace_recipe::status::Snapshot;
-
 use crate::common::{
     TracefsGuard, bin, event_lines, repo, text, trace_cmd_report, trace_recipe, tracefs,
     write_recipe,
 };
-use crate::reliability::{settles_to, spawn_run};
 
 /// Builds a small C program with a function `tr_work(x) = 2x + 1` called for
 /// x = 1..=5 (with no arguments), and returns its path.
@@ -120,41 +117,7 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
 /// Runs `recipe` once per step of its plan, SIGKILLing the run at that step, and
 /// asserts that the guard rolls every prefix back.
 fn sigkill_at_every_step(recipe: &Path) {
-    let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
-    let plan = text(&plan.stdout);
-    // Plus the set_event_pid step the workload adds.
-    let steps = plan
-        .lines()
-        .filter(|l| {
-            l.trim_start()
-                .split('.')
-                .next()
-                .is_some_and(|n| n.parse::<usize>().is_ok())
-        })
-        .count()
-        + 1;
-    let before = Snapshot::take(&tracefs());
-    let dir = recipe.parent().unwrap();
-    for step in 1..=steps {
-        let out = dir.join(format!("out{step}"));
-        let mut child = spawn_run(
-            recipe,
-            &out,
-            &[(trace_recipe::apply::KILL_STEP_ENV, step.to_string())],
-            &["sleep", "5"],
-        );
-        let status = child.wait().unwrap();
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(9),
-            "step {step}: the run must have killed itself"
-        );
-        assert!(
-            settles_to(&before, Duration::from_secs(2)),
-            "step {step}: not rolled back:\n{}",
-            before.diff(&Snapshot::take(&tracefs())).join("\n")
-        );
-    }
+    crate::reliability::sigkill_at_every_step(recipe, Duration::from_secs(2));
 }
 
 #[test]

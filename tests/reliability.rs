@@ -103,19 +103,17 @@ fn guard_of(pid: u32) -> Option<u32> {
         })
 }
 
-#[test]
-fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
-    // `check --plan` has no workload here; the run adds its set_event_pid step.
-    let steps = crate::common::plan_len(&recipe) + 1;
+/// Runs `recipe` once per step of its plan (plus the set_event_pid step its
+/// workload adds), SIGKILLing the run at that step, and asserts that tracefs is
+/// back as it was within `limit` each time. Returns the number of steps.
+pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> usize {
+    let steps = crate::common::plan_len(recipe) + 1;
     let before = Snapshot::take(&tracefs());
-    let mut clean = 0;
+    let dir = recipe.parent().unwrap();
     for step in 1..=steps {
-        let out = dir.path().join(format!("out{step}"));
+        let out = dir.join(format!("out{step}"));
         let mut child = spawn_run(
-            &recipe,
+            recipe,
             &out,
             &[(trace_recipe::apply::KILL_STEP_ENV, step.to_string())],
             &["sleep", "5"],
@@ -127,12 +125,21 @@ fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
             "step {step}: the run must have killed itself"
         );
         assert!(
-            settles_to(&before, Duration::from_secs(1)),
-            "step {step}: not rolled back within 1 s:\n{}",
+            settles_to(&before, limit),
+            "step {step}: not rolled back within {limit:?}:\n{}",
             before.diff(&Snapshot::take(&tracefs())).join("\n")
         );
-        clean += 1;
     }
+    steps
+}
+
+#[test]
+fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let steps = sigkill_at_every_step(&recipe, Duration::from_secs(1));
+    let clean = steps;
     eprintln!("FIGURE steps killed and clean: {clean}/{steps}");
     guard.assert_unchanged();
 }
