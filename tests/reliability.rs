@@ -12,36 +12,8 @@ use trace_recipe::status::Snapshot;
 
 use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
 
-/// A recipe with every kind of step that this kernel supports.
-const RECIPE: &str = r#"name = "reliability"
-duration = "20s"
-[buffer]
-size_kb = 256
-clock = "mono"
-overwrite = false
-[scope]
-follow_forks = true
-[[uprobes]]
-event = "getpid_call"
-kind = "uprobe"
-target = "/lib/x86_64-linux-gnu/libc.so.6:getpid"
-[[events]]
-name = "sched:sched_process_exec"
-filter = 'filename ~ "*"'
-stacktrace = true
-[[events]]
-name = "sched:sched_switch"
-[[events]]
-name = "sched:sched_process_exit"
-[[triggers]]
-event = "sched:sched_process_exit"
-action = "stacktrace"
-if = "prio > 0"
-[[triggers]]
-event = "sched:sched_process_fork"
-action = "enable_event"
-target = "sched:sched_wakeup"
-"#;
+/// The recipe with every kind of step this kernel supports (see tests/run.rs).
+use crate::run::FULL as RECIPE;
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)

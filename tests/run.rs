@@ -184,7 +184,7 @@ fn filters_and_comm_scope_keep_only_matching_events() {
 /// A recipe touching every kind of step: buffer, clock, cpumask, options, pid
 /// scope, a uprobe (defined globally in its own probe group), filters,
 /// stacktrace, enable, triggers.
-const FULL: &str = r#"name = "every-step"
+pub(crate) const FULL: &str = r#"name = "every-step"
 duration = "5s"
 [buffer]
 size_kb = 512
