@@ -18,6 +18,7 @@ echo "trace-recipe reliability, $(date -u +%Y-%m-%d), kernel $(uname -r), $(npro
 grep -o 'FIGURE .*' "$log" | sed 's/^FIGURE /  /'
 
 fuzz_seconds=${FUZZ_SECONDS:-60}
+status=0
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "  fuzzing: cargo-fuzz is not installed (cargo install cargo-fuzz), not run"
   exit 0
@@ -34,7 +35,9 @@ for target in recipe tracedat; do
   else
     crashes=$(ls "fuzz/artifacts/$target" 2>/dev/null | wc -l)
     [ "$crashes" -gt 0 ] || crashes="? (fuzzer failed, see $flog)"
+    status=1
   fi
   execs=$(grep -o 'Done [0-9]* runs' "$flog" | tail -1 | grep -o '[0-9]*' || true)
   echo "  fuzz $target: ${execs:-?} executions in ${fuzz_seconds} s, crashes: $crashes"
 done
+exit $status

@@ -14,5 +14,5 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
-    let _ = trace_recipe::report::count(&file);
+    let _ = trace_recipe::analysis::analyze(&file, &trace_recipe::analysis::Selection::new(&file, &[]));
 });
