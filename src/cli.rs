@@ -104,6 +104,9 @@ enum Command {
     /// Internal: roll back JOURNAL if the run that started us dies.
     #[command(name = "__guard", hide = true)]
     Guard {
+        /// The run's pid (our parent may already be gone when we start).
+        #[arg(long)]
+        run_pid: i32,
         #[arg(last = true)]
         journal: PathBuf,
     },
@@ -193,7 +196,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             exit::OK
         }
         Command::HeldExec { command } => crate::workload::held_exec(&command),
-        Command::Guard { journal } => crate::apply::guard::guard_main(&journal),
+        Command::Guard { run_pid, journal } => crate::apply::guard::guard_main(&journal, run_pid),
     }
 }
 

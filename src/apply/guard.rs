@@ -29,8 +29,15 @@ pub struct Guard {
 impl Guard {
     /// Starts the guard for the journal at `journal`.
     pub fn spawn(journal: &Path) -> std::io::Result<Guard> {
+        let pid = std::process::id().to_string();
         let (child, pipe) = stub::spawn(
-            &[OsStr::new(GUARD), OsStr::new("--"), journal.as_os_str()],
+            &[
+                OsStr::new(GUARD),
+                OsStr::new("--run-pid"),
+                OsStr::new(&pid),
+                OsStr::new("--"),
+                journal.as_os_str(),
+            ],
             true,
             |c| {
                 c.stdin(Stdio::null()).stdout(Stdio::null());
@@ -64,20 +71,16 @@ impl Drop for Guard {
     }
 }
 
-/// Body of `__guard -- JOURNAL`: wait for the run to end, then replay its journal
+/// Body of `__guard --run-pid PID -- JOURNAL`: wait for the run to end, then replay its journal
 /// if it is still there. Returns the exit code.
-pub fn guard_main(journal_path: &Path) -> i32 {
-    // Our parent is the run (setsid keeps the parent); remember it before it dies
-    // and we are reparented.
-    let run_pid = rustix::process::getppid();
+pub fn guard_main(journal_path: &Path, run_pid: i32) -> i32 {
     if stub::wait_on_parent().is_some() {
         return 0;
     }
     // The pipe closes while the run is still exiting; wait until it is a zombie
-    // or gone, so that all its files (trace_pipe_raw readers) are closed.
-    if let Some(pid) = run_pid {
-        wait_until_dead(pid.as_raw_nonzero().get(), Duration::from_secs(2));
-    }
+    // or gone, so that all its files (trace_pipe_raw readers) are closed. The pid
+    // comes from the run itself: it may have died before we could ask getppid.
+    wait_until_dead(run_pid, Duration::from_secs(2));
     let Some(_lock) = journal::lock(journal_path, true) else {
         return 0;
     };
