@@ -253,7 +253,7 @@ pub(super) fn check_function_entry(cx: &Ctx<'_>, entry: &str) -> Option<(String,
     if pool.iter().any(|f| glob_match(glob, f)) {
         return None;
     }
-    let near = suggest::nearest_n(glob, pool.iter().copied(), 3);
+    let hint = suggest::did_you_mean(glob, pool.iter().copied(), 3);
     Some((
         format!(
             "no function of available_filter_functions matches `{glob}`{}",
@@ -261,16 +261,10 @@ pub(super) fn check_function_entry(cx: &Ctx<'_>, entry: &str) -> Option<(String,
                 .map(|m| format!(" in module `{m}`"))
                 .unwrap_or_default()
         ),
-        Some(if near.is_empty() {
+        Some(if hint.is_empty() {
             "functions the kernel can trace are listed in available_filter_functions".into()
         } else {
-            format!(
-                "did you mean {}?",
-                near.iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            hint.trim_end().to_string()
         }),
     ))
 }

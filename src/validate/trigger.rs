@@ -236,19 +236,11 @@ fn event_trigger(
     let probe_format = cx.probe_formats.get(event).cloned();
     let on_probe = probe_format.is_some();
     if !on_probe && !cx.facts.events.contains(event) {
-        let near = suggest::nearest_n(event, cx.facts.events.iter().map(String::as_str), 3);
+        let hint = suggest::did_you_mean(event, cx.facts.events.iter().map(String::as_str), 3);
         cx.kernel(
             event_span,
             format!("this kernel has no event `{event}`"),
-            (!near.is_empty()).then(|| {
-                format!(
-                    "did you mean {}?",
-                    near.iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            }),
+            (!hint.is_empty()).then(|| hint.trim_end().to_string()),
         );
         return None;
     }
