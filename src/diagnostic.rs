@@ -59,40 +59,48 @@ impl Diagnostic {
         self
     }
 
-    /// Renders the diagnostic against its source: `FILE:LINE:COL: error: ...` and context.
+    /// Renders the diagnostic against its source: a `FILE:LINE:COL: error (FAULT):
+    /// MESSAGE` line (the form editors and CI jump to), then the offending line
+    /// with the span underlined and the `help:` line, drawn by annotate-snippets
+    /// (which measures tabs and wide characters in display columns).
     pub fn render(&self, source: &Source) -> String {
-        let mut out = String::new();
+        use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
         let fault = match self.fault {
             Fault::Recipe => "recipe",
             Fault::Kernel => "this kernel",
         };
-        let place = match &self.span {
+        let span = self.span.as_ref().map(|s| {
+            let start = floor_char_boundary(&source.text, s.start.min(source.text.len()));
+            // One line at most: the first line of the span, and never empty.
+            let line_end = source.text[start..]
+                .find('\n')
+                .map_or(source.text.len(), |i| start + i);
+            let end = floor_char_boundary(&source.text, s.end.clamp(start, line_end));
+            start..end
+        });
+        let place = match &span {
             Some(span) => {
                 let (line, col) = source.line_col(span.start);
                 format!("{}:{line}:{col}", source.path.display())
             }
             None => source.path.display().to_string(),
         };
-        let _ = writeln!(out, "{place}: error ({fault}): {}", self.message);
-        if let Some(span) = &self.span {
-            let (line, col) = source.line_col(span.start);
-            let text = source.line_text(line);
-            let width = source.text.get(span.clone()).map_or(1, |s| {
-                s.lines().next().map_or(1, |l| l.chars().count().max(1))
-            });
-            let gutter = line.to_string().len();
-            let _ = writeln!(out, "{:gutter$} |", "");
-            let _ = writeln!(out, "{line} | {text}");
-            let _ = writeln!(
-                out,
-                "{:gutter$} | {}{}",
-                "",
-                " ".repeat(col - 1),
-                "^".repeat(width)
+        let mut out = format!("{place}: error ({fault}): {}\n", self.message);
+        let mut group = Group::with_level(Level::ERROR);
+        if let Some(span) = span {
+            group = group.element(
+                Snippet::source(source.text.as_str())
+                    .line_start(1)
+                    .fold(true)
+                    .annotation(AnnotationKind::Primary.span(span)),
             );
         }
         if let Some(help) = &self.help {
-            let _ = writeln!(out, "  = help: {help}");
+            group = group.element(Level::HELP.message(help.as_str()));
+        }
+        if self.span.is_some() || self.help.is_some() {
+            out.push_str(&Renderer::plain().render(&[group]));
+            out.push('\n');
         }
         out
     }
@@ -168,5 +176,26 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("2 | bb = \"x\"\n  |      ^^^\n"), "{text}");
+    }
+
+    #[test]
+    fn carets_line_up_under_tabs_and_wide_characters() {
+        let text = "\tname = \"日本:x\"\n".to_string();
+        let start = text.find('"').unwrap();
+        let src = Source {
+            path: "r.toml".into(),
+            text: text.clone(),
+        };
+        let out = Diagnostic::kernel(Some(start..text.len() - 1), "no such event").render(&src);
+        assert!(
+            out.starts_with("r.toml:1:9: error (this kernel): no such event\n"),
+            "{out}"
+        );
+        // The tab is drawn as four columns and each CJK character as two, so the
+        // carets start under the quote and cover the 8 display columns of `"日本:x"`.
+        assert!(
+            out.contains("1 |     name = \"日本:x\"\n  |            ^^^^^^^^\n"),
+            "{out}"
+        );
     }
 }
