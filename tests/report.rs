@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{TracefsGuard, repo, text, trace_recipe, write_recipe};
+use crate::common::{ReportLine, TracefsGuard, repo, text, trace_recipe, write_recipe};
 
 const LATENCY_RECIPE: &str = r#"name = "lat"
 description = "syscall and wakeup latency"
@@ -52,31 +52,6 @@ fn run(recipe: &Path, out: &Path, workload: &str) -> (Option<i32>, String) {
 
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// One line of `trace-cmd report -t`: pid, ns timestamp, event name, the rest.
-struct Line<'a> {
-    pid: i32,
-    ts: u64,
-    event: &'a str,
-    rest: &'a str,
-}
-
-fn parse_line(l: &str) -> Option<Line<'_>> {
-    let (head, tail) = l.split_once(" [")?;
-    let pid = head.trim().rsplit_once('-')?.1.parse().ok()?;
-    let (_, after_cpu) = tail.split_once("] ")?;
-    let (ts, after_ts) = after_cpu.trim_start().split_once(": ")?;
-    let (secs, frac) = ts.split_once('.')?;
-    assert_eq!(frac.len(), 9, "`-t` prints nanoseconds: {l}");
-    let ts = secs.parse::<u64>().ok()? * 1_000_000_000 + frac.parse::<u64>().ok()?;
-    let (event, rest) = after_ts.split_once(':')?;
-    Some(Line {
-        pid,
-        ts,
-        event: event.trim(),
-        rest: rest.trim(),
-    })
 }
 
 /// `comm:pid [prio]` (trace-cmd's sched plugin) → pid.
@@ -146,22 +121,23 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     let mut sys_open: HashMap<i32, (String, u64)> = HashMap::new();
     let mut wakeups = Vec::new();
     let mut woken: HashMap<i32, u64> = HashMap::new();
-    for l in listing.lines().filter_map(parse_line) {
+    for l in listing.lines().filter_map(ReportLine::parse) {
+        let (pid, ts) = (l.pid(), l.ns());
         if let Some(name) = l.event.strip_prefix("sys_enter_") {
-            sys_open.insert(l.pid, (name.to_string(), l.ts));
+            sys_open.insert(pid, (name.to_string(), ts));
         } else if let Some(name) = l.event.strip_prefix("sys_exit_") {
-            if let Some((n, t)) = sys_open.remove(&l.pid)
+            if let Some((n, t)) = sys_open.remove(&pid)
                 && n == name
             {
-                syscalls.entry(n).or_default().push(l.ts - t);
+                syscalls.entry(n).or_default().push(ts - t);
             }
         } else if l.event == "sched_wakeup" {
-            woken.entry(sched_pid(l.rest)).or_insert(l.ts);
+            woken.entry(sched_pid(l.fields)).or_insert(ts);
         } else if l.event == "sched_switch" {
-            let (prev, next) = l.rest.split_once(" ==> ").unwrap();
+            let (prev, next) = l.fields.split_once(" ==> ").unwrap();
             woken.remove(&sched_pid(prev));
             if let Some(t) = woken.remove(&sched_pid(next)) {
-                wakeups.push(l.ts - t);
+                wakeups.push(ts - t);
             }
         }
     }
@@ -487,4 +463,78 @@ fn top_stacks_of_a_trace_cmd_file_match_its_listing() {
         .collect();
     assert_eq!(frames, stacks[0]);
     assert_eq!(top["event"], "sched:sched_process_exec");
+}
+
+#[test]
+fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "stacks.toml",
+        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(
+        &recipe,
+        &out,
+        "for i in 1 2 3 4 5 6; do sleep 0.01; ls / > /dev/null; done; cat /proc/version > /dev/null",
+    );
+    guard.assert_unchanged();
+    assert_eq!(code, Some(0), "{stderr}");
+    let dat = out.join("trace.dat");
+    // Count each distinct stack (its frames' symbols and addresses) in trace-cmd's listing.
+    let listing = crate::common::trace_cmd_report(&dat);
+    let mut stacks: Vec<Vec<&str>> = Vec::new();
+    for l in listing.lines() {
+        if l.contains("<stack trace >") {
+            stacks.push(Vec::new());
+        } else if let Some(frame) = l.trim_start().strip_prefix("=> ") {
+            stacks.last_mut().unwrap().push(frame.trim());
+        }
+    }
+    let mut counts: std::collections::BTreeMap<&[&str], u64> = Default::default();
+    for st in &stacks {
+        *counts.entry(st.as_slice()).or_default() += 1;
+    }
+    let distinct_counts: std::collections::BTreeSet<u64> = counts.values().copied().collect();
+    assert!(
+        distinct_counts.len() >= 2,
+        "the workload must give stacks of different frequencies, or ranking is untested: {counts:#?}"
+    );
+    let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &report["stacks"];
+    assert_eq!(s["total"], stacks.len() as u64);
+    assert_eq!(s["distinct"], counts.len() as u64);
+    let top = s["top"].as_array().unwrap();
+    assert_eq!(top[0]["count"], *distinct_counts.last().unwrap(), "{s:#}");
+    let mut previous = u64::MAX;
+    for entry in top {
+        let n = entry["count"].as_u64().unwrap();
+        assert!(n <= previous, "top stacks are not ranked by count: {s:#}");
+        previous = n;
+        let symbols: Vec<&str> = entry["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().split('+').next().unwrap())
+            .collect();
+        // trace-cmd prints a frame as `SYMBOL (ADDRESS)`. Where several kernel
+        // symbols share an address (`__do_sys_vfork` / `__x64_sys_vfork`) the two
+        // readers may name it differently, so frames are matched on the tracepoint
+        // frame and the syscall entry frame at the two ends, and on their number.
+        let same = counts.iter().any(|(frames, c)| {
+            let name = |f: &&str| f.split(' ').next().unwrap_or("").to_string();
+            *c == n
+                && frames.len() == symbols.len()
+                && frames.first().map(name).as_deref() == symbols.first().copied()
+                && frames.last().map(name).as_deref() == symbols.last().copied()
+        });
+        assert!(
+            same,
+            "no stack seen {n} times with frames {symbols:?} in trace-cmd's listing: {counts:#?}"
+        );
+    }
 }

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    TracefsGuard, bin, event_lines, event_name, plan_len, run_recipe, text, trace_cmd_report,
-    trace_recipe, write_recipe,
+    ReportLine, TracefsGuard, bin, event_lines, event_name, plan_len, run_recipe, text,
+    trace_cmd_report, trace_recipe, write_recipe,
 };
 
 fn unique(tag: &str) -> String {
@@ -123,7 +123,8 @@ fn exec_of_a_unique_script_is_recorded_and_reports_match_trace_cmd() {
     guard.assert_unchanged();
 }
 
-/// Compares two listings line by line on comm-pid, CPU, timestamp and event name.
+/// Compares two listings line by line on instance, task (comm-pid), CPU,
+/// timestamp and event name.
 pub fn assert_same_events(ours: &str, theirs: &str) {
     let a = crate::common::listing_lines(ours);
     let b = crate::common::listing_lines(theirs);
@@ -134,11 +135,9 @@ pub fn assert_same_events(ours: &str, theirs: &str) {
     );
     for (x, y) in a.iter().zip(&b) {
         let key = |l: &str| {
-            let (head, _) = l.split_once(": ").unwrap_or((l, ""));
-            (
-                head.split_whitespace().collect::<Vec<_>>().join(" "),
-                event_name(l).map(str::to_string),
-            )
+            ReportLine::parse(l)
+                .map(|r| r.key())
+                .unwrap_or_else(|| l.trim().to_string())
         };
         assert_eq!(key(x), key(y), "\nours:      {x}\ntrace-cmd: {y}");
     }
@@ -152,32 +151,43 @@ fn filters_and_comm_scope_keep_only_matching_events() {
     let no = dir.path().join("tra-no");
     std::fs::copy("/bin/true", &yes).unwrap();
     std::fs::copy("/bin/true", &no).unwrap();
+    // Comm scope admits tra-yes and tra-no (never `sh`); the exec filter then
+    // admits only tra-yes. Each mechanism removes events the other lets through,
+    // so ignoring either one changes a count below.
     let recipe = write_recipe(
         dir.path(),
         "r.toml",
-        "name = \"scope\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ncomms = [\"tra-yes\"]\n[[events]]\nname = \"sched:sched_process_exit\"\n\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename ~ \"*tra-no\"'\n",
+        "name = \"scope\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ncomms = [\"tra-yes\", \"tra-no\"]\n[[events]]\nname = \"sched:sched_process_exit\"\n\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename ~ \"*tra-yes\"'\n",
     );
     let out = dir.path().join("out");
     let shell = format!("{} ; {} ; {}", yes.display(), no.display(), yes.display());
     let report = run_ok(&recipe, &out, &["sh", "-c", &shell]);
     let listing = trace_cmd_report(&out.join("trace.dat"));
-    let exits: Vec<&str> = event_lines(&listing)
+    let lines: Vec<ReportLine> = event_lines(&listing)
         .into_iter()
-        .filter(|l| l.contains("sched_process_exit"))
+        .filter_map(ReportLine::parse)
         .collect();
+    let tasks = |event: &str| -> Vec<&str> {
+        let mut t: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.event == event)
+            .map(|l| l.comm())
+            .collect();
+        t.sort_unstable();
+        t
+    };
     assert_eq!(
-        exits.len(),
-        2,
-        "only tra-yes exits (twice) pass the comm scope:\n{listing}"
+        tasks("sched_process_exit"),
+        ["tra-no", "tra-yes", "tra-yes"],
+        "the comm scope passes exits of tra-yes and tra-no, not of sh:\n{listing}"
     );
-    assert!(exits.iter().all(|l| l.contains("tra-yes")), "{listing}");
-    // The exec filter passes tra-no's exec only, but the comm scope is and-ed in:
-    // at exec time the comm is already the new one (tra-no), so nothing passes.
-    assert!(
-        !listing.contains("tra-no"),
-        "tra-no must be filtered out:\n{listing}"
+    assert_eq!(
+        tasks("sched_process_exec"),
+        ["tra-yes", "tra-yes"],
+        "the exec filter passes tra-yes, not tra-no (which the comm scope admits):\n{listing}"
     );
-    assert_eq!(report["events"]["sched:sched_process_exit"], 2);
+    assert_eq!(report["events"]["sched:sched_process_exit"], 3);
+    assert_eq!(report["events"]["sched:sched_process_exec"], 2);
     guard.assert_unchanged();
 }
 

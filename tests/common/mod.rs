@@ -137,10 +137,97 @@ pub fn event_lines(listing: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Event name of a report line: the word before the second `: ` (after the timestamp).
+/// One event line of a `trace-cmd report` listing (ours or trace-cmd's), split
+/// into its columns:
+/// `[INSTANCE: ]COMM-PID [CPU] TIMESTAMP: EVENT: FIELDS`.
+/// The only parser of report lines in the tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportLine<'a> {
+    /// The instance name trace-cmd prints first in a file with several buffers.
+    pub instance: Option<&'a str>,
+    /// `comm-pid` (the comm may hold spaces and dashes; the pid follows the last `-`).
+    pub task: &'a str,
+    /// The CPU number in brackets.
+    pub cpu: u32,
+    /// The timestamp as printed (seconds.micros, or raw ns).
+    pub timestamp: &'a str,
+    /// The event name (`sched_switch`).
+    pub event: &'a str,
+    /// What follows the event name.
+    pub fields: &'a str,
+}
+
+impl<'a> ReportLine<'a> {
+    /// Splits one listing line; `None` for lines that are not events (stack
+    /// frames `=> ...`, `cpus=N`, blank lines).
+    pub fn parse(line: &'a str) -> Option<ReportLine<'a>> {
+        // The CPU column is the first ` [digits]` group.
+        let mut search = 0;
+        let (open, close, cpu) = loop {
+            let open = search + line[search..].find(" [")?;
+            let close = open + line[open..].find(']')?;
+            if let Ok(cpu) = line[open + 2..close].parse::<u32>() {
+                break (open, close, cpu);
+            }
+            search = open + 2;
+        };
+        let head = line[..open].trim();
+        let (instance, task) = match head.split_once(": ") {
+            Some((inst, task)) if !inst.contains(' ') => (Some(inst), task.trim()),
+            _ => (None, head),
+        };
+        let (timestamp, rest) = line[close + 1..].split_once(": ")?;
+        let (event, fields) = rest.split_once(':').unwrap_or((rest, ""));
+        Some(ReportLine {
+            instance,
+            task,
+            cpu,
+            timestamp: timestamp.trim(),
+            event: event.trim(),
+            fields: fields.trim(),
+        })
+    }
+
+    /// The comm part of `comm-pid`.
+    pub fn comm(&self) -> &'a str {
+        self.task.rsplit_once('-').map_or(self.task, |(c, _)| c)
+    }
+
+    /// The pid part of `comm-pid`.
+    pub fn pid(&self) -> i32 {
+        let pid = self.task.rsplit_once('-').map(|(_, p)| p.parse());
+        pid.and_then(Result::ok)
+            .unwrap_or_else(|| panic!("no pid in task `{}`", self.task))
+    }
+
+    /// The timestamp in nanoseconds; the listing must come from `report -t`
+    /// (nine decimals).
+    pub fn ns(&self) -> u64 {
+        let (secs, frac) = self
+            .timestamp
+            .split_once('.')
+            .unwrap_or((self.timestamp, ""));
+        assert_eq!(frac.len(), 9, "`-t` prints nanoseconds: {}", self.timestamp);
+        secs.parse::<u64>().unwrap() * 1_000_000_000 + frac.parse::<u64>().unwrap()
+    }
+
+    /// Every column but the fields, whitespace-normalised: what two readers of
+    /// the same file must agree on.
+    pub fn key(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.instance.unwrap_or(""),
+            self.task,
+            self.cpu,
+            self.timestamp,
+            self.event
+        )
+    }
+}
+
+/// Event name of a report line (`sched_switch`).
 pub fn event_name(line: &str) -> Option<&str> {
-    let after_ts = line.split_once("]")?.1.split_once(": ")?.1;
-    Some(after_ts.split(':').next()?.trim())
+    ReportLine::parse(line).map(|l| l.event)
 }
 
 /// Number of steps `check --plan` prints for `recipe`.
