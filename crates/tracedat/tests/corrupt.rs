@@ -68,15 +68,32 @@ fn torture(name: &str, good: &[u8], dense: usize, sparse: usize) {
         exercise(good.to_vec()),
         "{name}: the intact file must read cleanly"
     );
-    let mut truncated_ok = 0;
+    // Everything before the flyrecord section (header, formats, kallsyms,
+    // printk formats, cmdlines, options) is metadata: a file cut there must be
+    // refused. Cuts inside the CPU data may still read (with fewer records or an
+    // error while iterating), but must not panic or hang.
+    // v7 files keep their sections anywhere, listed from the fixed-size header
+    // (magic, version, endianness, long size, page size): only that is known to
+    // come first.
+    let flyrecord = good
+        .windows(10)
+        .position(|w| w == b"flyrecord\0")
+        .unwrap_or(17);
+    let mut metadata_cuts = 0;
     for at in offsets(good.len(), dense, sparse) {
-        if exercise(good[..at].to_vec()) {
-            truncated_ok += 1;
+        let read = exercise(good[..at].to_vec());
+        if at <= flyrecord {
+            metadata_cuts += 1;
+            assert!(
+                !read,
+                "{name}: a file cut at {at}, inside its metadata, was accepted"
+            );
         }
     }
-    // Cutting inside metadata must fail; only cuts inside trailing data can
-    // still read (with fewer records or an error while iterating).
-    assert!(truncated_ok < good.len(), "{name}");
+    assert!(
+        metadata_cuts >= flyrecord.min(dense),
+        "{name}: too few cuts inside the metadata ({metadata_cuts}, flyrecord at {flyrecord})"
+    );
     for at in offsets(good.len(), dense, sparse) {
         for v in [0x00u8, 0xff, good[at] ^ 0x80, good[at].wrapping_add(1)] {
             let mut b = good.to_vec();
