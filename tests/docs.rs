@@ -98,21 +98,47 @@ fn every_recipe_points_at_the_schema_and_checks_clean_on_this_kernel() {
     }
 }
 
+/// README's "Two commands on a fresh machine": the test command is the line CI
+/// runs, and the run command names a recipe that exists and checks clean here.
 #[test]
 fn readme_names_the_commands_ci_and_users_run() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
-    let test_cmd = readme
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Two commands on a fresh machine"))
+        .expect("README has a `Two commands on a fresh machine` section");
+    let commands: Vec<&str> = section
         .lines()
-        .find(|l| l.contains("scripts/test"))
+        .filter_map(|l| l.strip_prefix("    "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(commands.len(), 2, "two commands, indented: {commands:?}");
+    let test_cmd = commands
+        .iter()
+        .find(|c| c.contains("scripts/test"))
         .expect("README gives the test command");
     assert!(
-        ci.contains("scripts/test"),
-        "CI must run the README's test command ({test_cmd})"
+        ci.lines().any(|l| l.trim() == *test_cmd),
+        "CI must run the README's test command `{test_cmd}` as it is written"
     );
+    let run_cmd = commands
+        .iter()
+        .find(|c| c.contains(" run "))
+        .expect("README gives a run command");
+    let recipe = run_cmd
+        .strip_prefix("cargo run --release -- run ")
+        .unwrap_or_else(|| panic!("`{run_cmd}` is not `cargo run --release -- run RECIPE`"));
     assert!(
-        readme.contains("trace-recipe run recipes/"),
-        "README shows a run of a recipe from recipes/"
+        recipe.starts_with("recipes/"),
+        "{run_cmd} runs a recipe from recipes/"
+    );
+    let out = trace_recipe(&["check", repo().join(recipe).to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "README's recipe `{recipe}` must check clean:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
     );
 }
 

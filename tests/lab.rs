@@ -347,7 +347,7 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_
             "\n!!!!!!!! KERNEL LAB NOT RUN: {why}.\n!!!!!!!! kprobes, the function tracers, hist and function triggers are UNTESTED on this machine.\n"
         );
         eprintln!("{msg}");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+        assert!(!crate::common::in_ci(), "{msg}");
         return;
     }
     // QEMU under TCG keeps both CPUs busy: the tracefs tests that bound how fast

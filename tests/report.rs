@@ -300,7 +300,7 @@ fn headless(chrome: &str, profile: &Path) -> Command {
 fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
     let Some(chrome) = chromium() else {
         assert!(
-            std::env::var("CI").is_err(),
+            !crate::common::in_ci(),
             "chromium is missing: scripts/test installs it"
         );
         eprintln!("skipped: chromium is not installed (scripts/test installs it)");

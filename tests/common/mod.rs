@@ -8,6 +8,13 @@ use std::process::Output;
 use trace_recipe::status::Snapshot;
 use trace_recipe::tracefs::{INSTANCE_PREFIX, Tracefs};
 
+/// Whether the tests run under CI: `CI` set to anything but empty, `0` or
+/// `false` (`.ci/run` runs with `CI=true`). Under CI a missing prerequisite is a
+/// failure, never a skip. The same rule as the other test crate's `in_ci`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"))
+}
+
 /// Lock file shared by every test suite of the repo that touches tracefs.
 pub const LOCK: &str = "/tmp/trace-recipe-tracefs.lock";
 

@@ -34,7 +34,7 @@ fn load(inst: &common::Instance) {
 fn skip() -> bool {
     if !tracefs_usable() || !have_trace_cmd() {
         assert!(
-            std::env::var_os("CI").is_none(),
+            !common::in_ci(),
             "CI must provide tracefs (as root) and trace-cmd; scripts/test sets both up"
         );
         eprintln!("skipping: needs tracefs with instances and trace-cmd");

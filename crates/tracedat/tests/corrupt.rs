@@ -166,6 +166,7 @@ fn corrupt_trace_cmd_v7_zstd_fixture() {
 #[test]
 fn corrupt_trace_cmd_v7_uncompressed_conversion() {
     if !common::have_trace_cmd() {
+        eprintln!("skipping: needs trace-cmd");
         return;
     }
     let (mut file, _) = synth::standard(Endian {

@@ -72,12 +72,26 @@ pub fn tracefs_usable() -> bool {
         && fs::metadata(Path::new(TRACEFS).join("events/sched/sched_switch")).is_ok()
 }
 
+/// Whether the tests run under CI: `CI` set to anything but empty, `0` or
+/// `false` (`.ci/run` runs with `CI=true`). Under CI a missing prerequisite is a
+/// failure, never a skip. The same rule as the main crate's tests' `in_ci`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"))
+}
+
+/// Whether `trace-cmd` runs. Under CI it must: a missing reference reader
+/// fails the test instead of skipping its comparison.
 pub fn have_trace_cmd() -> bool {
-    Command::new("trace-cmd")
+    let found = Command::new("trace-cmd")
         .arg("-h")
         .output()
         .map(|o| !o.stdout.is_empty() || !o.stderr.is_empty())
-        .unwrap_or(false)
+        .unwrap_or(false);
+    assert!(
+        found || !in_ci(),
+        "CI must provide trace-cmd (the reference reader); scripts/test installs it"
+    );
+    found
 }
 
 /// A finished capture: metadata plus raw per-CPU page files in `dir`.
