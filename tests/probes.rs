@@ -14,7 +14,7 @@ use crate::common::{
 
 /// Builds a small C program with a function `tr_work(x) = 2x + 1` called for
 /// x = 1..=5 (with no arguments), and returns its path.
-fn build_target(dir: &Path) -> PathBuf {
+pub fn build_target(dir: &Path) -> PathBuf {
     let src = dir.join("target.c");
     std::fs::write(
         &src,

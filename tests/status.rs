@@ -224,3 +224,79 @@ fn journals_of_runs_dead_with_their_guard_are_swept_by_reset_and_by_the_next_run
     assert!(!journal.exists());
     guard.assert_unchanged();
 }
+
+/// `reset` run while a run records must leave that run alone: its instance, its
+/// probe, its journal and its tracing all survive, and the run ends normally.
+#[test]
+fn reset_beside_a_live_run_leaves_it_alone() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let guard = TracefsGuard::acquire();
+    let t = tracefs();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = crate::probes::build_target(dir.path());
+    let recipe = crate::common::write_recipe(
+        dir.path(),
+        "live.toml",
+        &format!(
+            "name = \"live\"\nduration = \"3s\"\n[scope]\nfollow_forks = true\n[[uprobes]]\nevent = \"work\"\nkind = \"uprobe\"\ntarget = \"{}:tr_work\"\n[[events]]\nname = \"sched:sched_process_exec\"\n[[events]]\nname = \"uprobes:work\"\n",
+            exe.display()
+        ),
+    );
+    let out = dir.path().join("out");
+    let mut child = Command::new(crate::common::bin())
+        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--", "sh", "-c", &format!("sleep 1.5; {}", exe.display())])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("recording until") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("recording until"), "{seen}");
+    let instance = format!("instances/trace-recipe-live-{}", child.id());
+    let journal = trace_recipe::apply::journal::path_for(
+        std::path::Path::new(trace_recipe::apply::journal::JOURNAL_DIR),
+        child.id(),
+    );
+    assert!(t.exists(&instance), "{seen}");
+    let reset = trace_recipe(&["reset"]);
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+    assert!(
+        t.exists(&instance),
+        "reset removed a live run's instance:\n{}",
+        text(&reset.stdout)
+    );
+    assert_eq!(
+        t.read(&format!("{instance}/tracing_on")).unwrap().trim(),
+        "1"
+    );
+    assert!(
+        t.read("uprobe_events").unwrap().contains("/work "),
+        "reset removed a live run's probe: {}",
+        t.read("uprobe_events").unwrap()
+    );
+    assert!(
+        journal.is_file(),
+        "reset removed a live run's journal ({})",
+        journal.display()
+    );
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{seen}{rest}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(
+        report["events"]["uprobes:work"].as_u64() == Some(5),
+        "the probe kept firing after reset: {report:#}"
+    );
+    guard.assert_unchanged();
+}
