@@ -109,13 +109,12 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     );
     let dat = out.join("trace.dat");
 
-    let listing = Command::new("trace-cmd")
-        .args(["report", "-t", "-i"])
-        .arg(&dat)
-        .output()
-        .unwrap();
-    assert!(listing.status.success());
-    let listing = text(&listing.stdout);
+    let listing = crate::common::trace_cmd(&[
+        "report".as_ref(),
+        "-t".as_ref(),
+        "-i".as_ref(),
+        dat.as_os_str(),
+    ]);
     // Independent pairing on trace-cmd's text.
     let mut syscalls: HashMap<String, Vec<u64>> = HashMap::new();
     let mut sys_open: HashMap<i32, (String, u64)> = HashMap::new();

@@ -114,14 +114,21 @@ pub fn write_recipe(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 /// `trace-cmd report -i FILE` output (panics when it fails).
 pub fn trace_cmd_report(file: &Path) -> String {
-    let out = std::process::Command::new("trace-cmd")
-        .args(["report", "-i"])
-        .arg(file)
-        .output()
-        .expect("trace-cmd is installed");
+    trace_cmd(&["report".as_ref(), "-i".as_ref(), file.as_os_str()])
+}
+
+/// Runs `trace-cmd ARGS...` (through duct) and returns its stdout; panics with
+/// its stderr when it fails.
+pub fn trace_cmd(args: &[&std::ffi::OsStr]) -> String {
+    let out = duct::cmd("trace-cmd", args)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .expect("trace-cmd is installed (scripts/test installs it)");
     assert!(
         out.status.success(),
-        "trace-cmd report failed: {}",
+        "trace-cmd {args:?} failed: {}",
         text(&out.stderr)
     );
     text(&out.stdout)
