@@ -117,7 +117,9 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
 /// Runs `recipe` once per step of its plan, SIGKILLing the run at that step, and
 /// asserts that the guard rolls every prefix back.
 fn sigkill_at_every_step(recipe: &Path) {
-    crate::reliability::sigkill_at_every_step(recipe, Duration::from_secs(2));
+    let (_, _, failures) =
+        crate::reliability::sigkill_at_every_step(recipe, Duration::from_secs(2));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

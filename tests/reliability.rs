@@ -76,15 +76,17 @@ fn guard_of(pid: u32) -> Option<u32> {
 }
 
 /// Runs `recipe` once per step of its plan (with the workload's set_event_pid
-/// step), SIGKILLing the run at that step, and asserts that tracefs is
-/// back as it was within `limit` each time. Returns the number of steps.
-pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> usize {
+/// step), SIGKILLing the run at that step, and counts the steps after which
+/// tracefs is back as it was within `limit`. Returns `(clean, steps, failures)`;
+/// callers print the figure before they assert, so a failing step shows in it.
+pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> (usize, usize, Vec<String>) {
     // `check --plan` shows the workload's set_event_pid step only when the recipe
     // names its workload; the `-- sleep 5` below adds it otherwise.
     let plan = text(&trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]).stdout);
     let steps = crate::common::plan_len(recipe) + usize::from(!plan.contains("/set_event_pid"));
     let before = Snapshot::take(&tracefs());
     let dir = recipe.parent().unwrap();
+    let mut failures = Vec::new();
     for step in 1..=steps {
         let out = dir.join(format!("out{step}"));
         let mut child = spawn_run(
@@ -94,18 +96,28 @@ pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> usize {
             &["sleep", "5"],
         );
         let status = child.wait().unwrap();
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(9),
-            "step {step}: the run must have killed itself"
-        );
-        assert!(
-            settles_to(&before, limit),
-            "step {step}: not rolled back within {limit:?}:\n{}",
-            before.diff(&Snapshot::take(&tracefs())).join("\n")
-        );
+        if std::os::unix::process::ExitStatusExt::signal(&status) != Some(9) {
+            failures.push(format!(
+                "step {step}: the run did not kill itself ({status})"
+            ));
+        }
+        if !settles_to(&before, limit) {
+            failures.push(format!(
+                "step {step}: not rolled back within {limit:?}:\n{}",
+                before.diff(&Snapshot::take(&tracefs())).join("\n")
+            ));
+            // Leave tracefs clean for the next step, and for the suite.
+            trace_recipe(&["reset"]);
+        }
     }
-    steps
+    let failed_steps = (1..=steps)
+        .filter(|s| {
+            failures
+                .iter()
+                .any(|f| f.starts_with(&format!("step {s}:")))
+        })
+        .count();
+    (steps - failed_steps, steps, failures)
 }
 
 #[test]
@@ -113,10 +125,34 @@ fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
-    let steps = sigkill_at_every_step(&recipe, Duration::from_secs(1));
-    let clean = steps;
+    let (clean, steps, failures) = sigkill_at_every_step(&recipe, Duration::from_secs(1));
     eprintln!("FIGURE steps killed and clean: {clean}/{steps}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     guard.assert_unchanged();
+}
+
+/// Where a run was when a trial's signal reached it, read from the progress
+/// lines the run had written to stderr by then.
+fn phase_of(stderr: &str) -> &'static str {
+    if stderr.contains("rolled back") {
+        "writing output"
+    } else if stderr.contains("stopped:") {
+        "drain and rollback"
+    } else if stderr.contains("recording until") {
+        "recording"
+    } else if stderr.contains("applied ") {
+        "armed, before recording"
+    } else {
+        "validate and apply"
+    }
+}
+
+/// One random trial's outcome, for the per-phase figures.
+struct Trial {
+    phase: &'static str,
+    exit: String,
+    journal_existed: bool,
+    cleaned_by: &'static str,
 }
 
 #[test]
@@ -127,10 +163,19 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
     let trials = env_count("TRACE_RECIPE_TRIALS", 12);
     let before = Snapshot::take(&tracefs());
     let mut rng = fastrand::Rng::new();
-    let (mut clean, mut by_reset) = (0, 0);
+    let mut results: Vec<Trial> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    let journal_dir = Path::new(trace_recipe::apply::journal::JOURNAL_DIR);
     for trial in 0..trials {
         let out = dir.path().join(format!("out{trial}"));
-        let mut child = spawn_run(&recipe, &out, &[], &["sh", "-c", "sleep 0.05"]);
+        let log = dir.path().join(format!("stderr{trial}"));
+        let mut child = Command::new(bin())
+            .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args(["--", "sh", "-c", "sleep 0.05"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_micros(rng.u64(0..250_000)));
         let kind = rng.u8(0..10);
         let sig = if kind < 6 {
@@ -144,6 +189,9 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
         } else {
             None
         };
+        let journal = trace_recipe::apply::journal::path_for(journal_dir, child.id());
+        let journal_existed = journal.exists();
+        let phase = phase_of(&std::fs::read_to_string(&log).unwrap_or_default());
         // SAFETY: kill(2) on our own child and on its guard.
         unsafe {
             libc::kill(child.id() as i32, sig);
@@ -151,33 +199,65 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
                 libc::kill(g as i32, libc::SIGKILL);
             }
         }
-        child.wait().unwrap();
-        if settles_to(&before, Duration::from_secs(1)) {
-            clean += 1;
+        let status = child.wait().unwrap();
+        let exit = match std::os::unix::process::ExitStatusExt::signal(&status) {
+            Some(s) => format!("signal {s}"),
+            None => format!("exit {}", status.code().unwrap_or(-1)),
+        };
+        let what = format!(
+            "trial {trial} (signal {sig} in phase `{phase}`, guard killed: {guard_too}, {exit})"
+        );
+        let cleaned_by = if settles_to(&before, Duration::from_secs(1)) {
+            if journal_existed {
+                "the run or its guard"
+            } else {
+                "nothing to undo"
+            }
         } else {
             let left = before.diff(&Snapshot::take(&tracefs()));
-            let journals = trace_recipe::apply::journal::list(Path::new(
-                trace_recipe::apply::journal::JOURNAL_DIR,
-            ));
             let r = trace_recipe(&["reset"]);
-            assert!(
-                settles_to(&before, Duration::from_secs(1)),
-                "trial {trial} (signal {sig}, guard killed: {guard_too}): not clean even after reset:\n{}\n{}",
-                text(&r.stdout),
-                before.diff(&Snapshot::take(&tracefs())).join("\n")
-            );
-            assert!(
-                guard_pid.is_some(),
-                "trial {trial} (signal {sig}): only a killed guard may leave work for reset; left: {left:?}, journals: {journals:?}, reset said: {}",
-                text(&r.stdout)
-            );
-            by_reset += 1;
-        }
+            if !settles_to(&before, Duration::from_secs(1)) {
+                failures.push(format!(
+                    "{what}: not clean even after reset:\n{}\n{}",
+                    text(&r.stdout),
+                    before.diff(&Snapshot::take(&tracefs())).join("\n")
+                ));
+            } else if guard_pid.is_none() {
+                failures.push(format!(
+                    "{what}: only a killed guard may leave work for reset; left: {left:?}, reset said: {}",
+                    text(&r.stdout)
+                ));
+            }
+            "reset, after the guard was killed too"
+        };
+        results.push(Trial {
+            phase,
+            exit,
+            journal_existed,
+            cleaned_by,
+        });
     }
+    let clean = trials - failures.len();
+    eprintln!("FIGURE kill trials clean: {clean}/{trials}");
+    let mut by: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
+    for t in &results {
+        let e = by.entry((t.phase, t.cleaned_by)).or_default();
+        e.0 += 1;
+        e.1 += usize::from(t.journal_existed);
+    }
+    for ((phase, cleaned_by), (n, journals)) in &by {
+        eprintln!(
+            "FIGURE   kill trials in phase `{phase}`, cleaned by {cleaned_by}: {n} ({journals} with a journal at the kill)"
+        );
+    }
+    let signalled = results
+        .iter()
+        .filter(|t| t.exit.starts_with("signal"))
+        .count();
     eprintln!(
-        "FIGURE kill trials clean: {}/{trials} ({clean} by the run or its guard, {by_reset} by reset after the guard was killed too)",
-        clean + by_reset
+        "FIGURE   kill trials whose run died by the signal: {signalled}/{trials} (the rest rolled back and exited)"
     );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     guard.assert_unchanged();
 }
 
@@ -192,6 +272,7 @@ fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
     );
     let rounds = env_count("TRACE_RECIPE_ROUNDS", 1);
     let mut clean = 0;
+    let mut failures: Vec<String> = Vec::new();
     for round in 0..rounds {
         let runs: Vec<(std::path::PathBuf, String, Child)> = (0..8)
             .map(|i| {
@@ -224,22 +305,31 @@ fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
         let markers: Vec<String> = runs.iter().map(|r| r.1.clone()).collect();
         for (out, marker, child) in runs {
             let o = child.wait_with_output().unwrap();
-            assert!(o.status.success(), "{}", text(&o.stderr));
+            if !o.status.success() {
+                failures.push(format!("run {marker} failed: {}", text(&o.stderr)));
+                continue;
+            }
             let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-            assert!(
-                listing.contains(&marker),
-                "run {marker} recorded its own exec:\n{listing}"
-            );
-            for other in markers.iter().filter(|m| **m != marker) {
-                assert!(
-                    !listing.contains(other.as_str()),
+            if !listing.contains(&marker) {
+                failures.push(format!(
+                    "run {marker} did not record its own exec:\n{listing}"
+                ));
+                continue;
+            }
+            if let Some(other) = markers
+                .iter()
+                .find(|m| **m != marker && listing.contains(m.as_str()))
+            {
+                failures.push(format!(
                     "run {marker} recorded another run's workload {other}"
-                );
+                ));
+                continue;
             }
             ok += 1;
         }
-        guard.assert_unchanged();
         clean += ok;
     }
     eprintln!("FIGURE concurrent runs clean: {clean}/{}", rounds * 8);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    guard.assert_unchanged();
 }

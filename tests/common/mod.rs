@@ -50,6 +50,11 @@ impl TracefsGuard {
         }
     }
 
+    /// What differs from the snapshot taken at acquire (empty when nothing does).
+    pub fn changes(&self) -> Vec<String> {
+        self.before.diff(&Snapshot::take(&self.tracefs))
+    }
+
     /// Asserts tracefs equals the snapshot taken at acquire.
     pub fn assert_unchanged(&self) {
         let after = Snapshot::take(&self.tracefs);
