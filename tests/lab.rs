@@ -91,7 +91,14 @@ fn payload(dir: &Path) -> PathBuf {
 }
 
 /// Boots `package` (None: the lab's default, Debian 12's 6.1) and returns the output folder.
-fn boot(dir: &Path, payload: &Path, tag: &str, package: Option<&str>) -> PathBuf {
+/// `guest_args` go to tests/lab/guest.sh (`faults`: also run the fault and kill trials).
+fn boot(
+    dir: &Path,
+    payload: &Path,
+    tag: &str,
+    package: Option<&str>,
+    guest_args: &[&str],
+) -> PathBuf {
     let out = dir.join(tag);
     let mut c = Command::new(lab_script());
     // One emulated CPU: under TCG with two, patching the kernel's text for
@@ -102,7 +109,9 @@ fn boot(dir: &Path, payload: &Path, tag: &str, package: Option<&str>) -> PathBuf
     if let Some(p) = package {
         c.args(["--kernel-package", p]);
     }
-    c.arg(payload).args(["--", "sh", "/payload/guest.sh"]);
+    c.arg(payload)
+        .args(["--", "sh", "/payload/guest.sh"])
+        .args(guest_args);
     let t = Instant::now();
     let o = c.output().expect("run the kernel lab");
     eprintln!(
@@ -165,6 +174,14 @@ fn lines_of<'a>(report: &'a str, event: &str) -> Vec<&'a str> {
     report.lines().filter(|l| l.contains(&needle)).collect()
 }
 
+/// The `hitcount:` of one hist table row.
+fn hitcount(row: &str) -> u64 {
+    row.split("hitcount:")
+        .nth(1)
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     let release = read(&out.join("release.txt"));
     assert!(
@@ -186,6 +203,20 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         calls.iter().any(|l| l.contains("vfs_read")),
         "{tag}: {report}"
     );
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join("function-filter/run/report.json"))).unwrap();
+    let workload = json["workload"]["pid"]
+        .as_i64()
+        .expect("the workload's pid");
+    for l in &calls {
+        let task = crate::common::ReportLine::parse(l)
+            .unwrap_or_else(|| panic!("{tag}: not a report line: {l}"));
+        assert_eq!(
+            i64::from(task.pid()),
+            workload,
+            "{tag}: a call from another task than the workload: {l}"
+        );
+    }
 
     // function_graph with graph_functions and max_graph_depth: in an instance on
     // 6.12; 6.1 offers it at the top level only, which `check` says, and the run
@@ -237,9 +268,13 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     );
     let hist = read(&out.join("kretprobe-filter/run/hist/kprobes-open_ret.txt"));
     // The kernel prints signed keys as unsigned 64-bit numbers: -2 is 2^64 - 2.
+    let row = hist
+        .lines()
+        .find(|l| l.contains("{ ret: 18446744073709551614 }") || l.contains("{ ret: -2 }"))
+        .unwrap_or_else(|| panic!("{tag}: no row for ret -2 in the kretprobe's hist:\n{hist}"));
     assert!(
-        hist.contains("{ ret: 18446744073709551614 }") || hist.contains("{ ret: -2 }"),
-        "{tag}: hist of the kretprobe's ret:\n{hist}"
+        hitcount(row) >= 1,
+        "{tag}: the row for ret -2 counts no hit: {row}"
     );
     for l in &rets {
         assert!(
@@ -252,10 +287,27 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     ran(out, "hist-trigger");
     let hist = read(&out.join("hist-trigger/run/hist/kmem-kmalloc.txt"));
     let snapshot = read(&out.join("hist-trigger/run/snapshot.txt"));
-    assert!(snapshot.starts_with("# tracer:"), "{tag}: {snapshot}");
+    let snapped: Vec<&str> = snapshot
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
     assert!(
-        hist.contains("bytes_req") && hist.contains("Totals:"),
-        "{tag}: {hist}"
+        snapped.iter().any(|l| l.contains("sched_process_exec:")),
+        "{tag}: snapshot.txt does not hold the exec that fired the snapshot trigger:\n{snapshot}"
+    );
+    // Data rows, not the header (which names bytes_req too): `{ call_site: ... }
+    // hitcount: N  bytes_req: M` with N and M above zero.
+    let rows: Vec<&str> = hist
+        .lines()
+        .filter(|l| l.starts_with("{ call_site:"))
+        .collect();
+    assert!(
+        rows.iter().any(|r| hitcount(r) > 0
+            && r.split("bytes_req:")
+                .nth(1)
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .is_some_and(|b| b > 0)),
+        "{tag}: no kmalloc call site with hits and bytes:\n{hist}"
     );
 
     // function traceoff trigger ends the run at the fault, long before the workload.
@@ -301,6 +353,51 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
                 read(&d.join("check.txt"))
             );
         }
+    }
+
+    // Fault and kill trials at the steps of a kprobe, a function tracer and a
+    // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).
+    let faults = if six_twelve {
+        read(&out.join("faults.txt"))
+    } else {
+        String::new()
+    };
+    for recipe in ["kprobe-fetch", "function-filter", "hist-trigger"]
+        .into_iter()
+        .filter(|_| six_twelve)
+    {
+        let lines: Vec<Vec<&str>> = faults
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|w| w.first() == Some(&recipe))
+            .collect();
+        let want = if recipe == "kprobe-fetch" { 8 } else { 2 };
+        assert!(
+            lines.len() >= want,
+            "{tag}: {recipe}: fewer than {want} fault trials:\n{faults}"
+        );
+        for w in lines {
+            let (mode, step, rc, state) = (w[1], w[2], w[3], w[4]);
+            assert_eq!(
+                state,
+                "clean",
+                "{tag}: {recipe} {mode} at step {step} left tracefs changed:\n{}",
+                read(&out.join(format!(
+                    "fault-{recipe}-{mode}-{}.txt",
+                    step.split('/').next().unwrap()
+                )))
+            );
+            // A failed step exits 3 after rolling back; a killed run dies by SIGKILL (137).
+            let want = if mode == "FAIL" { "3" } else { "137" };
+            assert_eq!(rc, want, "{tag}: {recipe} {mode} at step {step}: exit {rc}");
+        }
+    }
+    if six_twelve {
+        eprintln!(
+            "FIGURE kernel lab {tag}: fault and kill trials clean: {}/{}",
+            faults.lines().filter(|l| l.contains(" clean ")).count(),
+            faults.lines().count()
+        );
     }
 
     // tracefs in the guest is as the boot left it.
@@ -356,9 +453,15 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_
     let dir = tempfile::tempdir().unwrap();
     let payload = payload(dir.path());
     let t = Instant::now();
-    let out61 = boot(dir.path(), &payload, "6.1", None);
+    let out61 = boot(dir.path(), &payload, "6.1", None, &[]);
     assert_lab(&out61, "6.1", false);
-    let out612 = boot(dir.path(), &payload, "6.12", Some(&kernel_612()));
+    let out612 = boot(
+        dir.path(),
+        &payload,
+        "6.12",
+        Some(&kernel_612()),
+        &["faults"],
+    );
     assert_lab(&out612, "6.12", true);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",

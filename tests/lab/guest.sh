@@ -22,6 +22,49 @@ for r in lab/*.toml recipes/*.toml; do
       ;;
   esac
 done
+# Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
+# fail each step of the plan (the run undoes what it did) and SIGKILL the run at
+# each step (its guard undoes it); after each, the global tracefs files must be
+# as before the trials. buffer_size_kb is left out: its first expansion cannot
+# be undone and is declared by the run.
+state() {
+  for f in current_tracer tracing_on trace_clock set_event set_event_pid set_ftrace_pid \
+      set_ftrace_filter set_ftrace_notrace set_graph_function set_graph_notrace \
+      max_graph_depth tracing_thresh kprobe_events uprobe_events dynamic_events; do
+    [ -r "$TRACEFS/$f" ] && echo "$f: $(grep -v '^#' "$TRACEFS/$f" 2>/dev/null | tr '\n' ' ')"
+  done
+  echo "instances: $(ls "$TRACEFS/instances")"
+  echo "journals: $(ls /run/trace-recipe 2>/dev/null | grep journal)"
+}
+# They run in one boot (guest.sh faults): under emulation a run takes ~10 s.
+# The kprobe run fails and is killed at every step; the function tracer and
+# hist runs at their last step (when every earlier step has to be undone).
+baseline=$(state)
+[ "$1" = faults ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
+  n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
+  s=1
+  while [ "$s" -le "$n" ]; do
+    modes=
+    case "$r" in
+      *kprobe*) modes="FAIL KILL" ;;
+      *) [ "$s" = "$n" ] && modes="FAIL KILL" ;;
+    esac
+    for mode in $modes; do
+      env "TRACE_RECIPE_TEST_${mode}_STEP=$s" ./trace-recipe run "$r" -o /tmp/fault-run > /tmp/fault.txt 2>&1
+      rc=$?
+      # A killed run is rolled back by its guard once it is gone: wait for the journal.
+      i=0
+      while ls /run/trace-recipe/*.journal > /dev/null 2>&1 && [ "$i" -lt 200 ]; do
+        sleep 0.1
+        i=$((i + 1))
+      done
+      rm -rf /tmp/fault-run
+      if [ "$(state)" = "$baseline" ]; then c=clean; else c=dirty; state > "$KLAB_OUT/fault-$(basename "$r" .toml)-$mode-$s.txt"; fi
+      echo "$(basename "$r" .toml) $mode $s/$n $rc $c $(cut -d' ' -f1 /proc/uptime)" >> "$KLAB_OUT/faults.txt"
+    done
+    s=$((s + 1))
+  done
+done
 ./trace-recipe status > "$KLAB_OUT/status.txt" 2>&1
 echo $? > "$KLAB_OUT/status.rc"
 {
