@@ -32,6 +32,9 @@ const BUFFER_FILES: &[&str] = &[
     "set_ftrace_notrace_pid",
     "set_ftrace_filter",
     "set_ftrace_notrace",
+    "set_graph_function",
+    "set_graph_notrace",
+    "max_graph_depth",
     "tracing_thresh",
 ];
 /// Global files, top level only.
@@ -83,6 +86,13 @@ impl Snapshot {
             }
         }
         map.insert("<instances>".into(), instances.join(" "));
+        // Rollback journals are state too: one left behind means a run was not
+        // finished, even when tracefs itself looks clean.
+        let journals: Vec<String> = crate::apply::journal::list(Path::new(JOURNAL_DIR))
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        map.insert("<journals>".into(), journals.join(" "));
         Snapshot(map)
     }
 
@@ -402,7 +412,12 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         );
     }
     let _ = w("tracing_on", "0", WriteMode::Replace);
-    let _ = w("events/enable", "0", WriteMode::Replace);
+    // Writing `events/enable` or `current_tracer` allocates a top-level ring
+    // buffer still unexpanded since boot, which nothing can undo: write them only
+    // when they differ from what reset wants.
+    if tracefs.read("events/enable").is_ok_and(|v| v.trim() != "0") {
+        let _ = w("events/enable", "0", WriteMode::Replace);
+    }
     let cleared = clear_event_settings(tracefs, "");
     out.push(Ok(format!(
         "disabled every event; cleared {cleared} event filters and triggers"
@@ -425,6 +440,9 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         ("tracing_cpumask", crate::validate::cpumask_hex(&all_cpus)),
     ];
     for (file, value) in settings {
+        if file == "current_tracer" && tracefs.read(file).is_ok_and(|v| v.trim() == "nop") {
+            continue;
+        }
         if tracefs.exists(file) && w(file, &value, WriteMode::Replace).is_ok() {
             out.push(Ok(format!("reset {file}")));
         }
