@@ -22,6 +22,7 @@ pub mod apply;
 pub mod cli;
 pub mod diagnostic;
 pub mod elf;
+pub mod expr;
 pub mod kernel;
 pub mod output;
 pub mod plan;

@@ -1,0 +1,484 @@
+//! The expression language shared by a recipe's `[[expect]] that = "..."` and
+//! `diff --fail-if RULE` (recipe-format.md, additions in 1.1):
+//!
+//! ```text
+//! EXPR    := METRIC OP VALUE
+//! METRIC  := count(SYSTEM:EVENT) | rate(SYSTEM:EVENT) | lost_events
+//!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
+//! OP      := == | != | < | <= | > | >=
+//! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER%       UNIT := ns | us | ms | s
+//! ```
+//!
+//! `count` is the number of events recorded, `rate` that number per second of
+//! recording, `lost_events` report.json's `lost_total`. `pNN` and `max` read the
+//! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
+//! group `openat`) and take a duration. A relative value (`+10%`) compares with
+//! the first run of a `diff` and is refused in `[[expect]]`.
+//!
+//! Parsing is pure; [`Expr::value`] reads a [`JsonReport`].
+
+use std::fmt;
+use std::ops::Range;
+
+use crate::report::JsonReport;
+
+/// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
+pub const LATENCY_ANALYSES: &[&str] = &["syscalls", "wakeup", "kretprobe", "funcgraph"];
+
+/// What an expression measures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// `count(SYSTEM:EVENT)`: events recorded.
+    Count(String),
+    /// `rate(SYSTEM:EVENT)`: events per second of recording.
+    Rate(String),
+    /// `lost_events`: events the kernel dropped or overwrote.
+    LostEvents,
+    /// `p50|p90|p99|max(ANALYSIS:KEY)`: a latency of one group, in ns.
+    Latency {
+        /// `p50`, `p90`, `p99` or `max`.
+        stat: Stat,
+        /// `syscalls`, `wakeup`, `kretprobe` or `funcgraph`.
+        analysis: String,
+        /// The group key (`openat`, a probe or function name, a comm).
+        key: String,
+    },
+}
+
+/// A latency statistic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Median.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 99th percentile.
+    P99,
+    /// Largest.
+    Max,
+}
+
+/// A comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// The right-hand side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A number; durations are converted to ns.
+    Absolute(f64),
+    /// `+N%` / `-N%`: relative to the first run (diff only).
+    Relative(f64),
+}
+
+/// A parsed expression, with the byte ranges of its parts in the text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    /// What is measured.
+    pub metric: Metric,
+    /// Where the metric's argument (`SYSTEM:EVENT`, `ANALYSIS:KEY`) is, or the whole
+    /// metric for `lost_events`.
+    pub metric_span: Range<usize>,
+    /// The comparison.
+    pub op: Op,
+    /// The value compared with.
+    pub value: Value,
+    /// Where the value is.
+    pub value_span: Range<usize>,
+}
+
+/// A syntax or type error, with the byte range it refers to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ExprError {
+    /// What is wrong, as a lowercase fragment.
+    pub message: String,
+    /// Where, in the expression's text.
+    pub span: Range<usize>,
+}
+
+fn err<T>(message: impl Into<String>, span: Range<usize>) -> Result<T, ExprError> {
+    Err(ExprError {
+        message: message.into(),
+        span,
+    })
+}
+
+/// Where an expression is used: `[[expect]]` refuses relative values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// `[[expect]] that`.
+    Expect,
+    /// `diff --fail-if`.
+    FailIf,
+}
+
+impl Expr {
+    /// Parses `text`. Errors name the offending part and its place.
+    pub fn parse(text: &str, context: Context) -> Result<Expr, ExprError> {
+        let b = text.as_bytes();
+        let mut i = skip_ws(b, 0);
+        let name_start = i;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+        }
+        let name = &text[name_start..i];
+        if name.is_empty() {
+            return err(
+                "expected `count(...)`, `rate(...)`, `lost_events`, `p50|p90|p99|max(...)`",
+                name_start..(name_start + 1).min(text.len()).max(name_start),
+            );
+        }
+        let (metric, metric_span) = if name == "lost_events" {
+            (Metric::LostEvents, name_start..i)
+        } else {
+            let j = skip_ws(b, i);
+            if b.get(j) != Some(&b'(') {
+                return err(format!("expected `(` after `{name}`"), name_start..i);
+            }
+            let arg_start = skip_ws(b, j + 1);
+            let Some(close) = text[arg_start..].find(')').map(|k| arg_start + k) else {
+                return err("missing `)`", j..text.len());
+            };
+            let arg = text[arg_start..close].trim_end();
+            let arg_span = arg_start..arg_start + arg.len();
+            let Some((left, right)) = arg.split_once(':') else {
+                return err(
+                    format!("expected `SYSTEM:EVENT` or `ANALYSIS:KEY` in `{name}(...)`"),
+                    arg_span,
+                );
+            };
+            if left.is_empty() || right.is_empty() || arg.contains(char::is_whitespace) {
+                return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
+            }
+            let metric = match name {
+                "count" => Metric::Count(arg.to_string()),
+                "rate" => Metric::Rate(arg.to_string()),
+                "p50" | "p90" | "p99" | "max" => {
+                    if !LATENCY_ANALYSES.contains(&left) {
+                        return err(
+                            format!(
+                                "no latency analysis `{left}`; there are {}",
+                                LATENCY_ANALYSES.join(", ")
+                            ),
+                            arg_start..arg_start + left.len(),
+                        );
+                    }
+                    Metric::Latency {
+                        stat: match name {
+                            "p50" => Stat::P50,
+                            "p90" => Stat::P90,
+                            "p99" => Stat::P99,
+                            _ => Stat::Max,
+                        },
+                        analysis: left.to_string(),
+                        key: right.to_string(),
+                    }
+                }
+                other => {
+                    return err(
+                        format!(
+                            "unknown measure `{other}`: use count, rate, lost_events, p50, p90, p99 or max"
+                        ),
+                        name_start..i,
+                    );
+                }
+            };
+            i = close + 1;
+            (metric, arg_span)
+        };
+        i = skip_ws(b, i);
+        let op_start = i;
+        let two = text.get(i..i + 2).unwrap_or("");
+        let (op, len) = match two {
+            "==" => (Op::Eq, 2),
+            "!=" => (Op::Ne, 2),
+            "<=" => (Op::Le, 2),
+            ">=" => (Op::Ge, 2),
+            _ => match b.get(i) {
+                Some(b'<') => (Op::Lt, 1),
+                Some(b'>') => (Op::Gt, 1),
+                _ => {
+                    return err(
+                        "expected a comparison: ==, !=, <, <=, >, >=",
+                        op_start..(op_start + 1).min(text.len()),
+                    );
+                }
+            },
+        };
+        i = skip_ws(b, i + len);
+        let value_start = i;
+        let value_text = text[i..].trim_end();
+        let value_span = value_start..value_start + value_text.len();
+        if value_text.is_empty() {
+            return err(
+                "expected a value after the comparison",
+                op_start..op_start + len,
+            );
+        }
+        let value = parse_value(value_text, &metric, context).map_err(|message| ExprError {
+            message,
+            span: value_span.clone(),
+        })?;
+        Ok(Expr {
+            metric,
+            metric_span,
+            op,
+            value,
+            value_span,
+        })
+    }
+
+    /// The measured value in `report` (ns for latencies); `None` when a latency
+    /// group does not exist there. An event the report never saw counts 0.
+    pub fn value(&self, report: &JsonReport) -> Option<f64> {
+        measure(&self.metric, report)
+    }
+
+    /// Whether `actual` satisfies the expression; `base` is the first run's value
+    /// for a relative rule (`+10%` holds when `actual > base * 1.10`).
+    pub fn holds(&self, actual: f64, base: Option<f64>) -> bool {
+        let rhs = match self.value {
+            Value::Absolute(v) => v,
+            Value::Relative(pct) => match base {
+                Some(b) => b * (1.0 + pct / 100.0),
+                None => return false,
+            },
+        };
+        match self.op {
+            Op::Eq => actual == rhs,
+            Op::Ne => actual != rhs,
+            Op::Lt => actual < rhs,
+            Op::Le => actual <= rhs,
+            Op::Gt => actual > rhs,
+            Op::Ge => actual >= rhs,
+        }
+    }
+
+    /// Whether the metric is a latency (its values are ns).
+    pub fn is_duration(&self) -> bool {
+        matches!(self.metric, Metric::Latency { .. })
+    }
+}
+
+/// The value of `metric` in `report`; see [`Expr::value`].
+pub fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
+    match metric {
+        Metric::Count(ev) => Some(*report.events.get(ev).unwrap_or(&0) as f64),
+        Metric::Rate(ev) => {
+            let n = *report.events.get(ev).unwrap_or(&0) as f64;
+            let secs = report.duration_s.filter(|d| *d > 0.0)?;
+            Some(n / secs)
+        }
+        Metric::LostEvents => Some(report.lost_total as f64),
+        Metric::Latency {
+            stat,
+            analysis,
+            key,
+        } => {
+            let group = report
+                .latency
+                .iter()
+                .filter(|l| l.analysis == *analysis)
+                .flat_map(|l| &l.groups)
+                .find(|g| g.key == *key)?;
+            Some(match stat {
+                Stat::P50 => group.p50_ns,
+                Stat::P90 => group.p90_ns,
+                Stat::P99 => group.p99_ns,
+                Stat::Max => group.max_ns,
+            } as f64)
+        }
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, String> {
+    if let Some(pct) = text.strip_suffix('%') {
+        if context == Context::Expect {
+            return Err(format!(
+                "`{text}` is relative to a first run, which only `diff --fail-if` has; write an absolute value"
+            ));
+        }
+        let signed = pct.starts_with('+') || pct.starts_with('-');
+        let n: f64 = pct
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && signed)
+            .ok_or_else(|| format!("`{text}` is not a relative change like `+10%` or `-5%`"))?;
+        return Ok(Value::Relative(n));
+    }
+    let digits_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(digits_end);
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite())
+        .ok_or_else(|| format!("`{text}` is not a number"))?;
+    let is_latency = matches!(metric, Metric::Latency { .. });
+    let scale = match unit.trim() {
+        "" if is_latency => {
+            return Err(format!(
+                "`{text}` needs a unit: latencies are durations (ns, us, ms, s)"
+            ));
+        }
+        "" => 1.0,
+        u @ ("ns" | "us" | "ms" | "s") if !is_latency => {
+            return Err(format!(
+                "the unit `{u}` does not fit a {}: compare it with a plain number",
+                match metric {
+                    Metric::Rate(_) => "rate (events per second)",
+                    Metric::LostEvents => "count of lost events",
+                    _ => "count",
+                }
+            ));
+        }
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
+    };
+    Ok(Value::Absolute(n * scale))
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Absolute(v) => write!(f, "{v}"),
+            Value::Relative(p) => write!(f, "{p:+}%"),
+        }
+    }
+}
+
+/// A measured value as text: ns become µs/ms/s for latencies.
+pub fn show(value: f64, duration: bool) -> String {
+    if !duration {
+        return if value.fract() == 0.0 {
+            format!("{value:.0}")
+        } else {
+            format!("{value:.3}")
+        };
+    }
+    match value {
+        v if v >= 1e9 => format!("{:.3}s", v / 1e9),
+        v if v >= 1e6 => format!("{:.3}ms", v / 1e6),
+        v if v >= 1e3 => format!("{:.3}us", v / 1e3),
+        v => format!("{v:.0}ns"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(t: &str) -> Expr {
+        Expr::parse(t, Context::FailIf).unwrap_or_else(|e| panic!("{t}: {e}"))
+    }
+
+    fn bad(t: &str, context: Context) -> ExprError {
+        Expr::parse(t, context).expect_err(t)
+    }
+
+    #[test]
+    fn parses_every_form_of_the_contract() {
+        let e = ok("lost_events == 0");
+        assert_eq!(
+            (e.metric, e.op, e.value),
+            (Metric::LostEvents, Op::Eq, Value::Absolute(0.0))
+        );
+        let e = ok("count(sched:sched_process_exec) >= 3");
+        assert_eq!(e.metric, Metric::Count("sched:sched_process_exec".into()));
+        assert_eq!(e.metric_span, 6..30);
+        let e = ok("p99(syscalls:openat) < 2ms");
+        assert_eq!(e.value, Value::Absolute(2e6));
+        assert_eq!(
+            e.metric,
+            Metric::Latency {
+                stat: Stat::P99,
+                analysis: "syscalls".into(),
+                key: "openat".into()
+            }
+        );
+        assert_eq!(
+            ok("rate(sched:sched_switch) < -5%").value,
+            Value::Relative(-5.0)
+        );
+        assert_eq!(
+            ok("p99(syscalls:openat) > +10%").value,
+            Value::Relative(10.0)
+        );
+        assert_eq!(ok("max(wakeup:bash)<=1.5us").value, Value::Absolute(1500.0));
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit_with_its_place() {
+        let e = bad("count(sched:x) >= 3ms", Context::Expect);
+        assert!(e.message.contains("does not fit a count"), "{e}");
+        assert_eq!(e.span, 18..21);
+        let e = bad("p99(syscalls:openat) < 2", Context::Expect);
+        assert!(e.message.contains("needs a unit"), "{e}");
+        let e = bad("p99(sched:openat) < 2ms", Context::Expect);
+        assert!(e.message.contains("no latency analysis `sched`"), "{e}");
+        assert_eq!(e.span, 4..9);
+        let e = bad("count(sched:x) > +10%", Context::Expect);
+        assert!(e.message.contains("only `diff --fail-if`"), "{e}");
+        assert!(
+            bad("count(sched) > 1", Context::FailIf)
+                .message
+                .contains("SYSTEM:EVENT")
+        );
+        assert!(
+            bad("cnt(a:b) > 1", Context::FailIf)
+                .message
+                .contains("unknown measure")
+        );
+        assert!(
+            bad("count(a:b) = 1", Context::FailIf)
+                .message
+                .contains("comparison")
+        );
+        assert!(
+            bad("count(a:b) > ", Context::FailIf)
+                .message
+                .contains("expected a value")
+        );
+        assert!(
+            bad("count(a:b > 1", Context::FailIf)
+                .message
+                .contains("missing `)`")
+        );
+        assert!(bad("", Context::FailIf).message.contains("expected"));
+    }
+
+    #[test]
+    fn relative_values_compare_with_the_first_run() {
+        let e = ok("count(a:b) > +10%");
+        assert!(e.holds(111.0, Some(100.0)));
+        assert!(!e.holds(110.0, Some(100.0)));
+        let e = ok("rate(a:b) < -50%");
+        assert!(e.holds(49.0, Some(100.0)));
+        assert!(!e.holds(51.0, Some(100.0)));
+    }
+}
