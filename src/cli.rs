@@ -28,6 +28,8 @@ pub mod exit {
     /// The run finished and wrote everything, but lost more events than
     /// `[output] max_lost_percent` allows.
     pub const LOST_LIMIT: i32 = 4;
+    /// The run finished and wrote everything, but an `[[expect]]` of the recipe failed.
+    pub const EXPECTATION_FAILED: i32 = 5;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
     pub const SIGNAL_BASE: i32 = 128;
 }
@@ -65,6 +67,9 @@ enum Command {
         /// Output folder (default `./trace-recipe-out/NAME-TIMESTAMP`).
         #[arg(short = 'o', long = "output", value_name = "DIR")]
         out: Option<PathBuf>,
+        /// Also write the `[[expect]]` results as JUnit XML to FILE (for CI).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
         /// The workload: started held, scoped by pid, released once tracing is on.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -145,13 +150,17 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             recipe,
             sets,
             out,
+            junit,
             command,
-        } => run_cmd(RunOptions {
-            recipe,
-            sets,
-            out_dir: out,
-            command,
-        }),
+        } => run_cmd(
+            RunOptions {
+                recipe,
+                sets,
+                out_dir: out,
+                command,
+            },
+            junit.as_deref(),
+        ),
         Command::Report {
             file,
             format,
@@ -292,7 +301,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
     })
 }
 
-fn run_cmd(opts: RunOptions) -> i32 {
+fn run_cmd(opts: RunOptions, junit: Option<&std::path::Path>) -> i32 {
     let mut progress = crate::progress::ProgressDisplay::new();
     let result = run(&opts, |ev| match ev {
         RunEvent::Mounted(m) => eprintln!("{m}"),
@@ -318,6 +327,18 @@ fn run_cmd(opts: RunOptions) -> i32 {
         Ok(outcome) => {
             print!("{}", outcome.summary);
             println!("\noutput: {}", outcome.dir.display());
+            if let Some(path) = junit
+                && let Err(e) = std::fs::write(path, crate::report::render_junit(&outcome.report))
+            {
+                eprintln!("trace-recipe: error: cannot write {}: {e}", path.display());
+                return exit::FAILED;
+            }
+            let failed_expectations = outcome
+                .report
+                .expectations
+                .iter()
+                .filter(|e| !e.passed)
+                .count();
             for e in &outcome.undo_failures {
                 eprintln!(
                     "trace-recipe: warning: undo failed: {e}\n  = help: run `trace-recipe reset`"
@@ -336,6 +357,13 @@ fn run_cmd(opts: RunOptions) -> i32 {
                             outcome.report.lost_total, outcome.report.lost_percent
                         );
                         exit::LOST_LIMIT
+                    }
+                    None if failed_expectations > 0 => {
+                        eprintln!(
+                            "trace-recipe: error: {failed_expectations} of {} expectations failed (see summary.txt and report.json)",
+                            outcome.report.expectations.len()
+                        );
+                        exit::EXPECTATION_FAILED
                     }
                     None => exit::OK,
                 },

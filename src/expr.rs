@@ -305,6 +305,25 @@ pub fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
     }
 }
 
+/// Checks each `(that, expr)` against `report`: the results report.json,
+/// summary.txt and `--junit` show.
+pub fn check_all<'a>(
+    expectations: impl IntoIterator<Item = (&'a str, &'a Expr)>,
+    report: &JsonReport,
+) -> Vec<crate::report::ExpectResult> {
+    expectations
+        .into_iter()
+        .map(|(that, expr)| {
+            let actual = expr.value(report);
+            crate::report::ExpectResult {
+                that: that.to_string(),
+                passed: actual.is_some_and(|v| expr.holds(v, None)),
+                actual: actual.map(|v| show(v, expr.is_duration())),
+            }
+        })
+        .collect()
+}
+
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && b[i].is_ascii_whitespace() {
         i += 1;

@@ -510,6 +510,7 @@ mod tests {
             tracer: None,
             max_size_bytes: None,
             template: None,
+            expectations: Vec::new(),
         }
     }
 

@@ -468,7 +468,14 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
                 exit,
             }),
     };
-    let report = JsonReport::new(&file, &analysis, Some(&info));
+    let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    report.expectations = crate::expr::check_all(
+        valid
+            .expectations
+            .iter()
+            .map(|e| (e.that.as_str(), &e.expr)),
+        &report,
+    );
     drop(file);
     let reports = recipe
         .output

@@ -4,6 +4,7 @@ mod common;
 
 mod check;
 mod docs;
+mod expect;
 mod hostile;
 mod lab;
 mod probes;

@@ -54,6 +54,20 @@ pub struct Recipe {
     /// What the run leaves behind.
     #[serde(default)]
     pub output: Output,
+    /// Expectations checked after the run (recipe-format 1.1): a failed one makes
+    /// the run exit 5 after writing everything.
+    #[serde(default)]
+    pub expect: Vec<Expect>,
+}
+
+/// `[[expect]]`: one expectation on the run's results.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Expect {
+    /// An expression: `count(SYSTEM:EVENT) >= 3`, `rate(SYSTEM:EVENT) < 100`,
+    /// `lost_events == 0`, `p99(ANALYSIS:KEY) < 2ms` (ANALYSIS: syscalls, wakeup,
+    /// kretprobe, funcgraph; durations in ns, us, ms, s).
+    pub that: String,
 }
 
 /// A template variable's value.

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
 use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
@@ -108,6 +108,20 @@ pub struct JsonReport {
     pub latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub stacks: Option<Stacks>,
+    /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
+    pub expectations: Vec<ExpectResult>,
+}
+
+/// One `[[expect]]` checked against this report.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ExpectResult {
+    /// The expression as written, e.g. `count(sched:sched_process_exec) >= 3`.
+    pub that: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// The measured value as text (`12`, `1.250ms`); `null` when the report has no
+    /// such latency group.
+    pub actual: Option<String>,
 }
 
 /// A comm and its event count.
@@ -207,6 +221,7 @@ impl JsonReport {
             timeline: a.timeline.clone(),
             latency: a.latencies.clone(),
             stacks: a.stacks.clone(),
+            expectations: Vec::new(),
         }
     }
 }

@@ -4,11 +4,13 @@
 
 mod html;
 mod json;
+mod junit;
 mod text;
 
 pub use html::render_html;
 pub use json::{
-    CommCount, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RecorderInfo, RunInfo,
-    WorkloadInfo, lost_percent,
+    CommCount, ExpectResult, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RecorderInfo,
+    RunInfo, WorkloadInfo, lost_percent,
 };
+pub use junit::render_junit;
 pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};

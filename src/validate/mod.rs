@@ -16,6 +16,7 @@ macro_rules! path {
     ($($seg:expr),* $(,)?) => { [$($crate::recipe::PathSeg::from($seg)),*] };
 }
 
+mod expect;
 mod filter;
 mod probe;
 mod tracer;
@@ -34,6 +35,8 @@ use crate::diagnostic::Diagnostic;
 use crate::kernel::KernelFacts;
 use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
 use crate::suggest;
+
+pub use expect::ValidExpect;
 
 /// A byte range in the rendered recipe text.
 pub type Span = Option<Range<usize>>;
@@ -65,6 +68,8 @@ pub struct ValidRecipe {
     pub max_size_bytes: Option<u64>,
     /// `[output] template`, read and compiled (resolved against the recipe's folder).
     pub template: Option<crate::report::Template>,
+    /// `[[expect]]`, parsed, checked after the run.
+    pub expectations: Vec<ValidExpect>,
 }
 
 /// One concrete event to enable.
@@ -365,6 +370,7 @@ pub fn validate(
             Some("give a number from 0 to 100".into()),
         );
     }
+    let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
     let template = r.output.template.as_ref().and_then(|t| {
         let dir = loaded
             .source
@@ -401,6 +407,7 @@ pub fn validate(
         tracer,
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
         template,
+        expectations,
     })
 }
 

@@ -1,0 +1,80 @@
+//! `[[expect]]`: each `that` parses in the [`crate::expr`] language, and names
+//! only events the run records (a count of an event it never enables would
+//! always be 0) and latency analyses that exist.
+
+use super::{Ctx, ResolvedEvent, ResolvedProbe};
+use crate::expr::{Context, Expr, Metric};
+use crate::suggest;
+
+/// One checked expectation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidExpect {
+    /// The expression as written.
+    pub that: String,
+    /// Parsed.
+    pub expr: Expr,
+}
+
+/// Parses every `[[expect]]`, reporting each problem at its place in the string.
+pub(super) fn resolve_expectations(
+    cx: &mut Ctx<'_>,
+    events: &[ResolvedEvent],
+    probes: &[ResolvedProbe],
+) -> Vec<ValidExpect> {
+    let mut out = Vec::new();
+    let recorded: Vec<String> = events
+        .iter()
+        .map(|e| e.name.clone())
+        .chain(
+            probes
+                .iter()
+                .map(|p| format!("{}:{}", p.kind.recipe_system(), p.event)),
+        )
+        .collect();
+    for (i, e) in cx.loaded.recipe.expect.clone().iter().enumerate() {
+        let key = path!("expect", i, "that");
+        let expr = match Expr::parse(&e.that, Context::Expect) {
+            Ok(x) => x,
+            Err(err) => {
+                let span = cx.inner_span(&key, &err.span);
+                cx.recipe(
+                    span,
+                    format!("expectation: {}", err.message),
+                    Some("write e.g. `count(sched:sched_process_exec) >= 3`, `lost_events == 0` or `p99(syscalls:openat) < 2ms`".into()),
+                );
+                continue;
+            }
+        };
+        if let Metric::Count(ev) | Metric::Rate(ev) = &expr.metric
+            && !recorded.iter().any(|r| r == ev)
+        {
+            let span = cx.inner_span(&key, &expr.metric_span);
+            let hint = suggest::did_you_mean(ev, recorded.iter().map(String::as_str), 3);
+            if ev.starts_with("kprobes:")
+                || ev.starts_with("uprobes:")
+                || cx.facts.events.contains(ev)
+            {
+                cx.recipe(
+                    span,
+                    format!("the recipe does not record `{ev}`, so its count is always 0"),
+                    Some(format!(
+                        "{hint}add it to `[[events]]`, or name one of: {}",
+                        recorded.join(", ")
+                    )),
+                );
+            } else {
+                cx.kernel(
+                    span,
+                    format!("this kernel has no event `{ev}`"),
+                    Some(format!("{hint}the recipe records: {}", recorded.join(", "))),
+                );
+            }
+            continue;
+        }
+        out.push(ValidExpect {
+            that: e.that.clone(),
+            expr,
+        });
+    }
+    out
+}
