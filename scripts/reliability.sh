@@ -23,7 +23,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "  fuzzing: cargo-fuzz is not installed (cargo install cargo-fuzz), not run"
   exit 0
 fi
-for target in recipe tracedat; do
+for target in recipe tracedat bundle expr; do
   flog=$(mktemp)
   # cargo-fuzz needs nightly flags (-Zsanitizer); RUSTC_BOOTSTRAP lets the stable
   # toolchain accept them.

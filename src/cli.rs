@@ -70,13 +70,16 @@ enum Command {
         /// Also write the `[[expect]]` results as JUnit XML to FILE (for CI).
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Also pack the output folder into one file, DIR.tar.zst (see `pack`).
+        #[arg(long)]
+        bundle: bool,
         /// The workload: started held, scoped by pid, released once tracing is on.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
     /// Read a trace.dat (ours, or trace-cmd's v6/v7) and print it.
     Report {
-        /// The trace.dat file.
+        /// A trace.dat, a run's output folder, or a bundle (checked first).
         file: PathBuf,
         /// `text`: one line per event like `trace-cmd report`; `summary`: the
         /// analyses through a template; `json`: report.json; `html`: a
@@ -91,6 +94,26 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         template: Option<PathBuf>,
     },
+    /// Pack a run's output folder into one file, DIR.tar.zst: manifest.json (the
+    /// run, the kernel, the sha256 of every member) and every artifact.
+    Pack {
+        /// The output folder of a run.
+        dir: PathBuf,
+        /// The bundle to write (default `DIR.tar.zst`).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Leave the host name out of the manifest.
+        #[arg(long)]
+        redact_host: bool,
+    },
+    /// Check a bundle and unpack it into a folder (nothing is written elsewhere).
+    Unpack {
+        /// The bundle.
+        bundle: PathBuf,
+        /// The folder to create (default: the bundle's name without `.tar.zst`, plus `.unpacked`).
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Show tracefs state that differs from a clean boot, and what runs left behind.
     Status,
     /// Remove what trace-recipe runs left behind (never touches what others own).
@@ -103,8 +126,11 @@ enum Command {
     /// Print the recipe's JSON Schema (or report.json's, with `--report`).
     Schema {
         /// The schema of report.json instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "manifest")]
         report: bool,
+        /// The schema of a bundle's manifest.json instead.
+        #[arg(long)]
+        manifest: bool,
     },
     /// Internal: roll back JOURNAL if the run that started us dies.
     #[command(name = "__guard", hide = true)]
@@ -151,6 +177,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             sets,
             out,
             junit,
+            bundle,
             command,
         } => run_cmd(
             RunOptions {
@@ -158,6 +185,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                 sets,
                 out_dir: out,
                 command,
+                bundle,
             },
             junit.as_deref(),
         ),
@@ -167,6 +195,36 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             analysis,
             template,
         } => report(&file, format, &analysis, template.as_deref()),
+        Command::Pack {
+            dir,
+            out,
+            redact_host,
+        } => match crate::bundle::pack(&dir, out.as_deref(), redact_host) {
+            Ok(path) => {
+                println!("{}", path.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
+        Command::Unpack { bundle, out } => match crate::bundle::unpack(&bundle, out.as_deref()) {
+            Ok((dir, manifest)) => {
+                println!(
+                    "{}: recipe `{}`, kernel {}, {} members checked",
+                    dir.display(),
+                    manifest.recipe.as_deref().unwrap_or("?"),
+                    manifest.kernel_release.as_deref().unwrap_or("?"),
+                    manifest.members.len()
+                );
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
         Command::Status => with_tracefs(|t| {
             let (text, _) = status::status(t).map_err(|e| e.to_string())?;
             print!("{text}");
@@ -196,8 +254,10 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
-        Command::Schema { report } => {
-            if report {
+        Command::Schema { report, manifest } => {
+            if manifest {
+                println!("{}", crate::bundle::manifest_schema_json());
+            } else if report {
                 println!("{}", crate::report_schema_json());
             } else {
                 println!("{}", crate::schema_json());
@@ -327,6 +387,9 @@ fn run_cmd(opts: RunOptions, junit: Option<&std::path::Path>) -> i32 {
         Ok(outcome) => {
             print!("{}", outcome.summary);
             println!("\noutput: {}", outcome.dir.display());
+            if let Some(b) = &outcome.bundle {
+                println!("bundle: {}", b.display());
+            }
             if let Some(path) = junit
                 && let Err(e) = std::fs::write(path, crate::report::render_junit(&outcome.report))
             {
@@ -401,6 +464,14 @@ fn report(
             return exit::INVALID;
         }
     };
+    let (path, _opened) = match crate::bundle::resolve_input(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("trace-recipe: error: {e}");
+            return exit::FAILED;
+        }
+    };
+    let path = path.as_path();
     let file = match tracedat::TraceFile::open(path) {
         Ok(f) => f,
         Err(e) => {

@@ -19,6 +19,7 @@
 
 pub mod analysis;
 pub mod apply;
+pub mod bundle;
 pub mod cli;
 pub mod diagnostic;
 pub mod elf;

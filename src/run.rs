@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// `-- COMMAND ARGS...` (overrides `[scope] command`).
     pub command: Vec<String>,
+    /// `--bundle`: also pack the output folder into `DIR.tar.zst`.
+    pub bundle: bool,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -149,6 +151,9 @@ pub enum RunError {
     /// The rollback guard could not be started, so nothing was applied.
     #[error("cannot start the rollback guard: {0}")]
     Guard(std::io::Error),
+    /// The bundle could not be written (the output folder was).
+    #[error(transparent)]
+    Bundle(Box<crate::bundle::BundleError>),
     /// A signal arrived before tracing started; everything was undone.
     #[error("interrupted by signal {0} before recording started; tracefs was rolled back")]
     Interrupted(i32),
@@ -184,6 +189,8 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     /// Undo steps that failed (tracefs may need `trace-recipe reset`).
     pub undo_failures: Vec<TracefsError>,
+    /// The bundle written beside the output folder (`--bundle`, `[output] bundle`).
+    pub bundle: Option<PathBuf>,
 }
 
 /// Registers SIGINT, SIGTERM and SIGHUP to set the returned cell to their number.
@@ -277,6 +284,10 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
     out.write_new("recipe.toml", source.text.as_bytes())?;
+    // The recipe as written, for the bundle's manifest and for `rerun`.
+    if let Ok(raw) = std::fs::read(&opts.recipe) {
+        out.write_new("recipe.source.toml", &raw)?;
+    }
 
     let mut workload = match command.is_empty() {
         true => None,
@@ -500,6 +511,14 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     if dat_name != "trace.dat" {
         out.remove(dat_name)?;
     }
+    let bundle = if opts.bundle || recipe.output.bundle == Some(true) {
+        Some(
+            crate::bundle::pack(out.path(), None, false)
+                .map_err(|e| RunError::Bundle(Box::new(e)))?,
+        )
+    } else {
+        None
+    };
     let sig = signal.load(Ordering::SeqCst);
     let lost_limit_exceeded = recipe
         .output
@@ -512,6 +531,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         lost_limit_exceeded,
         signal: (sig != 0).then_some(sig as i32),
         undo_failures,
+        bundle,
     })
 }
 

@@ -168,3 +168,16 @@ fn checked_in_report_schema_is_what_schema_report_prints() {
         );
     }
 }
+
+#[test]
+fn checked_in_manifest_schema_is_what_schema_manifest_prints() {
+    let out = trace_recipe(&["schema", "--manifest"]);
+    assert!(out.status.success());
+    let checked_in =
+        std::fs::read_to_string(repo().join("schema/bundle-manifest.schema.json")).unwrap();
+    assert_eq!(
+        text(&out.stdout).trim_end(),
+        checked_in.trim_end(),
+        "schema/bundle-manifest.schema.json is stale: run `cargo run -- schema --manifest > schema/bundle-manifest.schema.json`"
+    );
+}

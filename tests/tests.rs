@@ -2,6 +2,7 @@
 
 mod common;
 
+mod bundle;
 mod check;
 mod docs;
 mod expect;

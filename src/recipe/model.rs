@@ -238,4 +238,7 @@ pub struct Output {
     /// Fail the run (exit code 4, after writing everything) when lost events exceed
     /// this percentage (0 to 100) of recorded plus lost events.
     pub max_lost_percent: Option<f64>,
+    /// Also write the output folder as one bundle, `DIR.tar.zst` (manifest.json and
+    /// every artifact), as `run --bundle` does.
+    pub bundle: Option<bool>,
 }

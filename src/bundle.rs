@@ -1,0 +1,609 @@
+//! Bundles: one file that carries a run from one team to another.
+//!
+//! `pack` turns an output folder into `DIR.tar.zst`: a tar archive compressed
+//! with zstd (so `tar --zstd -xf` opens it too) holding `manifest.json` first and
+//! then every artifact of the folder. The manifest ([`Manifest`], versioned, its
+//! schema in `schema/bundle-manifest.schema.json`) records the tool version, the
+//! recipe and its hashes, the params, the workload, the host, the kernel, when
+//! and why the run ended, the recorder's statistics, lost events, the
+//! irreversible kernel effects the run declared, and the sha256 of every member.
+//!
+//! Reading a bundle ([`open`], [`unpack`]) treats it as hostile: only regular
+//! files with plain relative names are accepted (no `..`, no absolute path, no
+//! symlink, hard link, device or fifo), sizes and the compression ratio are
+//! bounded, a truncated or corrupt stream is refused, a manifest of a newer
+//! format is refused, and every member must be listed in the manifest with the
+//! hash it has. Members are written only into a fresh temporary folder, with
+//! `O_EXCL`, and moved into place only when the whole bundle checked out.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The manifest's format name.
+pub const MANIFEST_FORMAT: &str = "trace-recipe-bundle";
+/// Version of [`Manifest`] written by this build; a newer one is refused.
+///
+/// Changelog: 1, first version.
+pub const MANIFEST_VERSION: u32 = 1;
+/// The manifest's member name, always the archive's first member.
+pub const MANIFEST: &str = "manifest.json";
+/// Most members a bundle may hold.
+const MAX_MEMBERS: usize = 10_000;
+/// Most bytes one bundle may unpack to (16 GiB).
+const MAX_TOTAL: u64 = 16 << 30;
+/// Most bytes the manifest may have.
+const MAX_MANIFEST: u64 = 64 << 20;
+/// Largest unpacked / packed ratio accepted once past 64 MiB unpacked (a
+/// decompression bomb expands far more; trace data compresses about 5 to 20 times).
+const MAX_RATIO: u64 = 1000;
+/// Longest member name.
+const MAX_NAME: usize = 255;
+
+/// What `manifest.json` says about the run and its members.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Manifest {
+    /// Always `trace-recipe-bundle`.
+    pub format: String,
+    /// [`MANIFEST_VERSION`] of the writer.
+    pub format_version: u32,
+    /// `trace-recipe X.Y.Z` that packed it.
+    pub tool_version: String,
+    /// The recipe's name.
+    pub recipe: Option<String>,
+    /// sha256 of the recipe as written (`recipe.source.toml`), hex.
+    pub recipe_written_sha256: Option<String>,
+    /// sha256 of the recipe as rendered (`recipe.toml`), hex.
+    pub recipe_rendered_sha256: Option<String>,
+    /// `[params]` of the rendered recipe.
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// The workload's command line.
+    pub workload: Option<Vec<String>>,
+    /// Host name of the machine that packed it (`null` with `--redact-host`).
+    pub host: Option<String>,
+    /// Kernel release of the traced machine.
+    pub kernel_release: Option<String>,
+    /// The kernel facts of the traced machine (`facts.json`), when the folder has them.
+    pub kernel_facts: Option<serde_json::Value>,
+    /// Start of the run, RFC 3339.
+    pub started: Option<String>,
+    /// End of the run, RFC 3339.
+    pub ended: Option<String>,
+    /// Why the run ended.
+    pub stop_reason: Option<String>,
+    /// How the workload ended (report.json's `workload.exit`).
+    pub workload_exit: Option<serde_json::Value>,
+    /// The recorder's statistics (report.json's `recorder`).
+    pub recorder: Option<serde_json::Value>,
+    /// Events lost (report.json's `lost_total`).
+    pub lost_events: Option<u64>,
+    /// Kernel effects the run declared it could not undo (report.json's
+    /// `irreversible`), one sentence each.
+    pub irreversible: Vec<serde_json::Value>,
+    /// Every other member: name → size and sha256.
+    pub members: BTreeMap<String, Member>,
+}
+
+/// One member of a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Member {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// sha256, hex.
+    pub sha256: String,
+}
+
+/// Why a bundle could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// A file could not be read or written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The output folder to pack has no trace.dat or report.json.
+    #[error("{} is not a trace-recipe output folder: it has no {missing}\n  = help: pack the folder a `run` wrote (it holds trace.dat, report.json and recipe.toml)", .dir.display())]
+    NotOutputFolder {
+        /// The folder.
+        dir: PathBuf,
+        /// What is missing.
+        missing: &'static str,
+    },
+    /// The bundle is refused; nothing was written outside a temporary folder.
+    #[error("{}: refused: {reason}", .path.display())]
+    Refused {
+        /// The bundle.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The destination exists.
+    #[error("{} already exists\n  = help: choose another place with `-o`, or remove it", .path.display())]
+    Exists {
+        /// The destination.
+        path: PathBuf,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
+    move |source| BundleError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The members of an output folder, relative names sorted: regular files only
+/// (subfolders such as `hist/` are walked; links are skipped).
+fn folder_members(dir: &Path) -> Result<Vec<String>, BundleError> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let abs = dir.join(&rel);
+        for e in std::fs::read_dir(&abs).map_err(io(&abs))? {
+            let e = e.map_err(io(&abs))?;
+            let ty = e.file_type().map_err(io(&e.path()))?;
+            let name = rel.join(e.file_name());
+            if ty.is_dir() {
+                stack.push(name);
+            } else if ty.is_file() {
+                out.push(name.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out.retain(|m| m != MANIFEST && !m.starts_with('.'));
+    Ok(out)
+}
+
+/// Packs the output folder `dir` into `out` (default `DIR.tar.zst`); returns the
+/// bundle's path. `redact_host` leaves the host name out. Errors: the folder is
+/// not a run's output, a file cannot be read, `out` exists.
+pub fn pack(dir: &Path, out: Option<&Path>, redact_host: bool) -> Result<PathBuf, BundleError> {
+    for missing in ["trace.dat", "report.json", "recipe.toml"] {
+        if !dir.join(missing).is_file() {
+            return Err(BundleError::NotOutputFolder {
+                dir: dir.to_path_buf(),
+                missing,
+            });
+        }
+    }
+    let out = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        let name = dir
+            .file_name()
+            .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
+        dir.with_file_name(format!("{name}.tar.zst"))
+    });
+    let names = folder_members(dir)?;
+    let mut members = BTreeMap::new();
+    for name in &names {
+        let p = dir.join(name);
+        let bytes = std::fs::read(&p).map_err(io(&p))?;
+        members.insert(
+            name.clone(),
+            Member {
+                bytes: bytes.len() as u64,
+                sha256: sha256_hex(&bytes),
+            },
+        );
+    }
+    let manifest = manifest_for(dir, members, redact_host)?;
+    let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&out)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => BundleError::Exists { path: out.clone() },
+            _ => BundleError::Io {
+                path: out.clone(),
+                source: e,
+            },
+        })?;
+    let write = || -> std::io::Result<()> {
+        let enc = zstd::Encoder::new(file, 9)?;
+        let mut tar = tar::Builder::new(enc);
+        tar.mode(tar::HeaderMode::Deterministic);
+        append(&mut tar, MANIFEST, &json)?;
+        for name in &names {
+            let bytes = std::fs::read(dir.join(name))?;
+            append(&mut tar, name, &bytes)?;
+        }
+        tar.into_inner()?.finish()?.sync_all()
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&out);
+        return Err(BundleError::Io {
+            path: out,
+            source: e,
+        });
+    }
+    Ok(out)
+}
+
+fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let mut h = tar::Header::new_ustar();
+    h.set_size(bytes.len() as u64);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut h, name, bytes)
+}
+
+fn manifest_for(
+    dir: &Path,
+    members: BTreeMap<String, Member>,
+    redact_host: bool,
+) -> Result<Manifest, BundleError> {
+    let read = |name: &str| std::fs::read(dir.join(name)).ok();
+    let report: serde_json::Value = read("report.json")
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let rendered = read("recipe.toml").unwrap_or_default();
+    let recipe: toml::Table = std::str::from_utf8(&rendered)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_default();
+    let params = recipe
+        .get("params")
+        .and_then(|p| p.as_table())
+        .map(|t| {
+            t.iter()
+                .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let str_of = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    Ok(Manifest {
+        format: MANIFEST_FORMAT.into(),
+        format_version: MANIFEST_VERSION,
+        tool_version: format!("trace-recipe {}", env!("CARGO_PKG_VERSION")),
+        recipe: str_of(&report["recipe"]).or_else(|| {
+            recipe
+                .get("name")
+                .and_then(|n| n.as_str())
+                .map(str::to_string)
+        }),
+        recipe_written_sha256: read("recipe.source.toml").map(|b| sha256_hex(&b)),
+        recipe_rendered_sha256: Some(sha256_hex(&rendered)),
+        params,
+        workload: report["workload"]["command"].as_array().map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        }),
+        host: (!redact_host)
+            .then(|| hostname::get().ok()?.into_string().ok())
+            .flatten(),
+        kernel_release: str_of(&report["kernel_release"]),
+        kernel_facts: read("facts.json").and_then(|b| serde_json::from_slice(&b).ok()),
+        started: str_of(&report["started"]),
+        ended: str_of(&report["ended"]),
+        stop_reason: str_of(&report["stop_reason"]),
+        workload_exit: report["workload"].get("exit").cloned(),
+        recorder: report.get("recorder").cloned().filter(|r| !r.is_null()),
+        lost_events: report["lost_total"].as_u64(),
+        irreversible: report["irreversible"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+        members,
+    })
+}
+
+/// A bundle checked and unpacked into a temporary folder (removed on drop).
+#[derive(Debug)]
+pub struct Opened {
+    /// The temporary folder holding the members.
+    pub dir: tempfile::TempDir,
+    /// The manifest.
+    pub manifest: Manifest,
+}
+
+/// Whether `path` starts like a zstd stream (a bundle, not a trace.dat).
+pub fn looks_like_bundle(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == [0x28, 0xb5, 0x2f, 0xfd]
+}
+
+/// Checks and unpacks the bundle at `path` into a fresh temporary folder.
+/// Errors: [`BundleError::Refused`] with the reason, for any of the hostile
+/// cases in the module docs, a truncated or corrupt stream, a member whose
+/// hash does not match (named), a manifest that is missing or newer.
+pub fn open(path: &Path) -> Result<Opened, BundleError> {
+    let file = File::open(path).map_err(io(path))?;
+    let packed = file.metadata().map_err(io(path))?.len();
+    let dir = tempfile::Builder::new()
+        .prefix("trace-recipe-bundle-")
+        .tempdir()
+        .map_err(io(Path::new("temporary folder")))?;
+    let refuse = |reason: String| BundleError::Refused {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let manifest = extract(file, packed, dir.path()).map_err(refuse)?;
+    Ok(Opened { dir, manifest })
+}
+
+/// Unpacks the bundle at `path` into `out` (default: the bundle's name without
+/// `.tar.zst`), which must not exist; returns the manifest. Everything is checked
+/// in a temporary folder beside `out` first.
+pub fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manifest), BundleError> {
+    let out = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let stem = name
+            .strip_suffix(".tar.zst")
+            .or_else(|| name.strip_suffix(".tzst"))
+            .unwrap_or(&name);
+        path.with_file_name(format!("{stem}.unpacked"))
+    });
+    if out.symlink_metadata().is_ok() {
+        return Err(BundleError::Exists { path: out });
+    }
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file = File::open(path).map_err(io(path))?;
+    let packed = file.metadata().map_err(io(path))?.len();
+    let tmp = tempfile::Builder::new()
+        .prefix(".trace-recipe-unpack-")
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    let manifest = extract(file, packed, tmp.path()).map_err(|reason| BundleError::Refused {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    let staged = tmp.keep();
+    std::fs::rename(&staged, &out).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&staged);
+        BundleError::Io {
+            path: out.clone(),
+            source: e,
+        }
+    })?;
+    Ok((out, manifest))
+}
+
+/// Reads a bundle stream into `dest` (an empty folder of ours); returns the
+/// manifest or why the bundle is refused.
+fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
+    let dec = zstd::Decoder::new(file).map_err(|e| format!("not a zstd stream: {e}"))?;
+    let mut archive = tar::Archive::new(dec);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a tar archive: {e}"))?;
+    let mut manifest: Option<Manifest> = None;
+    let mut seen: BTreeMap<String, Member> = BTreeMap::new();
+    let mut total: u64 = 0;
+    for (i, entry) in entries.enumerate() {
+        let mut entry = entry.map_err(|e| stream_error(&e))?;
+        if i >= MAX_MEMBERS {
+            return Err(format!("more than {MAX_MEMBERS} members"));
+        }
+        let raw_name = entry.path_bytes().into_owned();
+        let name =
+            String::from_utf8(raw_name).map_err(|_| "a member name is not UTF-8".to_string())?;
+        let kind = entry.header().entry_type();
+        if !kind.is_file() {
+            let what = match kind {
+                tar::EntryType::Symlink => "a symbolic link",
+                tar::EntryType::Link => "a hard link",
+                tar::EntryType::Char | tar::EntryType::Block => "a device file",
+                tar::EntryType::Fifo => "a fifo",
+                tar::EntryType::Directory => "a directory entry",
+                _ => "not a regular file",
+            };
+            return Err(format!(
+                "member `{name}` is {what}; bundles hold regular files only"
+            ));
+        }
+        check_name(&name)?;
+        let declared = entry
+            .header()
+            .size()
+            .map_err(|e| format!("member `{name}` has a bad size: {e}"))?;
+        let limit = if name == MANIFEST {
+            MAX_MANIFEST
+        } else {
+            MAX_TOTAL
+        };
+        if declared > limit || total.saturating_add(declared) > MAX_TOTAL {
+            return Err(format!(
+                "member `{name}` declares {declared} bytes, over the limit of {} bytes",
+                limit.min(MAX_TOTAL - total.min(MAX_TOTAL))
+            ));
+        }
+        if i == 0 && name != MANIFEST {
+            return Err(format!("the first member is `{name}`, not {MANIFEST}"));
+        }
+        if i > 0 && name == MANIFEST {
+            return Err(format!("{MANIFEST} appears twice"));
+        }
+        if seen.contains_key(&name) {
+            return Err(format!("member `{name}` appears twice"));
+        }
+        let target = dest.join(&name);
+        if let Some(p) = target.parent() {
+            std::fs::create_dir_all(p)
+                .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        }
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&target)
+            .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n_member: u64 = 0;
+        loop {
+            let n = entry.read(&mut buf).map_err(|e| stream_error(&e))?;
+            if n == 0 {
+                break;
+            }
+            n_member += n as u64;
+            total += n as u64;
+            if n_member > declared || total > MAX_TOTAL {
+                return Err(format!("member `{name}` is larger than it declares"));
+            }
+            if total > (64 << 20) && total / packed.max(1) > MAX_RATIO {
+                return Err(format!(
+                    "it expands more than {MAX_RATIO} times its size (a decompression bomb?)"
+                ));
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+        }
+        let sha: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if name == MANIFEST {
+            let text = std::fs::read(&target).map_err(|e| e.to_string())?;
+            manifest = Some(parse_manifest(&text)?);
+        } else {
+            seen.insert(
+                name,
+                Member {
+                    bytes: n_member,
+                    sha256: sha,
+                },
+            );
+        }
+    }
+    let manifest = manifest.ok_or_else(|| format!("it has no {MANIFEST}"))?;
+    for (name, m) in &manifest.members {
+        match seen.get(name) {
+            None => return Err(format!("member `{name}` of the manifest is missing")),
+            Some(got) if got.sha256 != m.sha256 || got.bytes != m.bytes => {
+                return Err(format!(
+                    "member `{name}` does not match its hash in the manifest (altered or corrupt)"
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(extra) = seen.keys().find(|n| !manifest.members.contains_key(*n)) {
+        return Err(format!("member `{extra}` is not listed in the manifest"));
+    }
+    Ok(manifest)
+}
+
+fn stream_error(e: &std::io::Error) -> String {
+    format!("truncated or corrupt archive: {e}")
+}
+
+/// A member name must be a plain relative path: no `..`, no absolute path, no
+/// empty or `.` component, at most [`MAX_NAME`] bytes and 8 levels.
+fn check_name(name: &str) -> Result<(), String> {
+    let p = Path::new(name);
+    if name.is_empty() || name.len() > MAX_NAME || name.contains('\0') {
+        return Err(format!("member name `{name}` is empty or too long"));
+    }
+    if p.is_absolute() {
+        return Err(format!("member `{name}` has an absolute path"));
+    }
+    let mut depth = 0;
+    for c in p.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                return Err(format!("member `{name}` leaves the bundle (`..`)"));
+            }
+            _ => return Err(format!("member `{name}` is not a plain relative path")),
+        }
+    }
+    if depth > 8 || name.ends_with('/') {
+        return Err(format!("member `{name}` is not a plain relative path"));
+    }
+    Ok(())
+}
+
+fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
+    if v["format"] != MANIFEST_FORMAT {
+        return Err(format!("{MANIFEST} is not a trace-recipe bundle manifest"));
+    }
+    let version = v["format_version"].as_u64().unwrap_or(0);
+    if version > u64::from(MANIFEST_VERSION) {
+        return Err(format!(
+            "{MANIFEST} is format version {version}, newer than this trace-recipe reads ({MANIFEST_VERSION}); upgrade trace-recipe"
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| format!("{MANIFEST} is malformed: {e}"))
+}
+
+/// The trace.dat to read for `report` or `diff` given a path: a bundle (checked
+/// and unpacked into the returned temporary folder), an output folder (its
+/// trace.dat) or a trace.dat itself.
+pub fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
+    if path.is_dir() {
+        let dat = path.join("trace.dat");
+        return if dat.is_file() {
+            Ok((dat, None))
+        } else {
+            Err(BundleError::NotOutputFolder {
+                dir: path.to_path_buf(),
+                missing: "trace.dat",
+            })
+        };
+    }
+    if looks_like_bundle(path) {
+        let opened = open(path)?;
+        let dat = opened.dir.path().join("trace.dat");
+        return Ok((dat, Some(opened)));
+    }
+    Ok((path.to_path_buf(), None))
+}
+
+/// The manifest's JSON Schema (draft 2020-12).
+pub fn manifest_schema_json() -> String {
+    let schema = schemars::schema_for!(Manifest);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    #[test]
+    fn member_names_are_plain_relative_paths() {
+        for ok in ["trace.dat", "hist/kmem-kmalloc.txt", "context/before-1.txt"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "./a",
+            "a/b/c/d/e/f/g/h/i",
+            "a/",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}
