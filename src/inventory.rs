@@ -212,8 +212,10 @@ pub fn events_text(e: &EventsJson) -> String {
         let _ = writeln!(o, "{}", ev.name);
         for f in ev.fields.iter().flatten() {
             let mut extra = Vec::new();
-            if let Some(s) = f.size {
-                extra.push(format!("{s} bytes"));
+            match f.size {
+                Some(1) => extra.push("1 byte".into()),
+                Some(s) => extra.push(format!("{s} bytes")),
+                None => {}
             }
             if f.signed == Some(true) {
                 extra.push("signed".into());
