@@ -6,7 +6,8 @@
 //! `/usr/share/trace-recipe/recipes`. `TRACE_RECIPE_PATH` (folders separated by
 //! `:`) replaces that list. The first folder that has the file wins; a name found
 //! in more than one folder is reported with the one taken. An argument with a
-//! `/` or ending in `.toml` is a path, used as it is.
+//! `/` or ending in `.toml` is a path, used as it is (so is a name no folder
+//! has when a file of that name exists).
 //!
 //! A recipe describes itself: `description = "..."`, and header comments
 //! `# needs: FEATURES` (what a kernel must offer) and `# kernels: 6.1, 6.12`
@@ -72,7 +73,8 @@ pub fn is_path(arg: &str) -> bool {
 }
 
 /// Resolves `arg` against `dirs`: a path as it is, a name to the first
-/// `DIR/NAME.toml` that exists. Errors: no folder has it (the message lists the
+/// `DIR/NAME.toml` that exists, else a file named `arg` in the current folder.
+/// Errors: no folder has it (the message lists the
 /// folders searched and near names).
 pub fn resolve(arg: &Path, dirs: &[PathBuf]) -> Result<Resolved, String> {
     let text = arg.to_string_lossy();
@@ -90,6 +92,11 @@ pub fn resolve(arg: &Path, dirs: &[PathBuf]) -> Result<Resolved, String> {
         Some(path) => Ok(Resolved {
             path,
             shadowed: found.collect(),
+        }),
+        // A file of that name here (no `.toml`, no `/`) is still a path.
+        None if arg.is_file() => Ok(Resolved {
+            path: arg.to_path_buf(),
+            shadowed: Vec::new(),
         }),
         None => {
             let names: Vec<String> = discover(dirs).into_iter().map(|f| f.name).collect();
