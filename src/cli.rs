@@ -48,7 +48,8 @@ pub struct Cli {
 enum Command {
     /// Validate a recipe against the running kernel; print every problem at once.
     Check {
-        /// The recipe file.
+        /// The recipe: a file (with a `/` or ending in `.toml`), or a name on the
+        /// recipe path (see `list`).
         recipe: PathBuf,
         /// Override a `[params]` value (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -56,10 +57,15 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
+        /// 2.1.0, for code review).
+        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+        format: CheckFormat,
     },
     /// Run a recipe: apply, record, roll back, write trace.dat and reports.
     Run {
-        /// The recipe file.
+        /// The recipe: a file (with a `/` or ending in `.toml`), or a name on the
+        /// recipe path (see `list`).
         recipe: PathBuf,
         /// Override a `[params]` value (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -73,6 +79,19 @@ enum Command {
         /// Also pack the output folder into one file, DIR.tar.zst (see `pack`).
         #[arg(long)]
         bundle: bool,
+        /// Replace the recipe's `duration` (e.g. `500ms`, `10s`, `2m`).
+        #[arg(long, value_name = "DURATION")]
+        duration: Option<String>,
+        /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
+        #[arg(long, value_name = "KB")]
+        buffer_size_kb: Option<u64>,
+        /// `text`: the summary on stdout; `json`: one object on stdout at the end
+        /// (schema/run.schema.json), the summary on stderr.
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+        /// Print no progress or summary lines on stderr (errors and warnings stay).
+        #[arg(short, long)]
+        quiet: bool,
         /// The workload: started held, scoped by pid, released once tracing is on.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -115,22 +134,72 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Show tracefs state that differs from a clean boot, and what runs left behind.
-    Status,
+    Status {
+        /// `text` or `json` (schema/status.schema.json).
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+        /// Exit 1 when a trace-recipe run left something behind (for monitoring).
+        #[arg(long)]
+        exit_code: bool,
+    },
     /// Remove what trace-recipe runs left behind (never touches what others own).
     Reset {
         /// The hammer: reset ALL of tracefs to boot defaults, like `trace-cmd reset -a`,
         /// including other tools' instances, filters, triggers and probes.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "dry_run")]
         all: bool,
+        /// Change nothing: say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// `text` or `json` (schema/reset.schema.json).
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
     },
-    /// Print the recipe's JSON Schema (or report.json's, with `--report`).
+    /// Print the recipe's JSON Schema (or report.json's, with `--report`, or a
+    /// command's JSON output's, with `--of`).
     Schema {
         /// The schema of report.json instead.
-        #[arg(long, conflicts_with = "manifest")]
+        #[arg(long, conflicts_with_all = ["manifest", "of"])]
         report: bool,
         /// The schema of a bundle's manifest.json instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "of")]
         manifest: bool,
+        /// The schema of this command's `--format json` output instead.
+        #[arg(long, value_enum, value_name = "COMMAND")]
+        of: Option<crate::format::SchemaOf>,
+    },
+    /// List the recipes on the recipe path: name, description, what they need,
+    /// and whether they pass `check` on this kernel.
+    List {
+        /// `text` or `json` (schema/list.schema.json).
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// Print a recipe (by name or path) with its "What to look for" comments.
+    Show {
+        /// A name on the recipe path, or a file.
+        recipe: PathBuf,
+    },
+    /// List the events this kernel (or a fact file) offers, with `--fields` their
+    /// fields and types.
+    Events {
+        /// `system:event` glob, or an event-name glob in any system (default: all).
+        glob: Option<String>,
+        /// Also list each event's fields with their C types.
+        #[arg(long)]
+        fields: bool,
+        /// Read a JSON fact file instead of this kernel.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+        /// `text` or `json` (schema/events.schema.json).
+        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+        format: OutFormat,
+    },
+    /// List kernel functions matching GLOB: from available_filter_functions, or
+    /// from /proc/kallsyms where the kernel refuses the function tracer.
+    Functions {
+        /// Function-name glob (`*`, `?`).
+        glob: String,
     },
     /// Internal: roll back JOURNAL if the run that started us dies.
     #[command(name = "__guard", hide = true)]
@@ -147,6 +216,21 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+}
+
+/// `--format` of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CheckFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+/// `--format` of `run`, `status`, `reset`, `list`, `events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -171,24 +255,92 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
         }
     };
     match cli.command {
-        Command::Check { recipe, sets, plan } => check(&recipe, &sets, plan),
+        Command::Check {
+            recipe,
+            sets,
+            plan,
+            format,
+        } => match find_recipe(&recipe) {
+            Some(recipe) => check(&recipe, &sets, plan, format),
+            None => exit::INVALID,
+        },
         Command::Run {
             recipe,
             sets,
             out,
             junit,
             bundle,
+            duration,
+            buffer_size_kb,
+            format,
+            quiet,
             command,
-        } => run_cmd(
-            RunOptions {
-                recipe,
-                sets,
-                out_dir: out,
-                command,
-                bundle,
+        } => match find_recipe(&recipe) {
+            Some(recipe) => run_cmd(
+                RunOptions {
+                    recipe,
+                    sets,
+                    out_dir: out,
+                    command,
+                    bundle,
+                    overrides: crate::overrides::Overrides {
+                        duration,
+                        buffer_size_kb,
+                    },
+                },
+                format,
+                quiet,
+                junit.as_deref(),
+            ),
+            None => {
+                if format == OutFormat::Json {
+                    print!(
+                        "{}",
+                        crate::format::to_json(&crate::format::RunJson::failed(
+                            exit::INVALID,
+                            format!("no recipe `{}` on the recipe path", recipe.display())
+                        ))
+                    );
+                }
+                exit::INVALID
+            }
+        },
+        Command::List { format } => list(format),
+        Command::Show { recipe } => match find_recipe(&recipe) {
+            Some(path) => match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    println!("# {}", path.display());
+                    print!("{text}");
+                    exit::OK
+                }
+                Err(e) => {
+                    eprintln!("trace-recipe: error: cannot read {}: {e}", path.display());
+                    exit::INVALID
+                }
             },
-            junit.as_deref(),
-        ),
+            None => exit::INVALID,
+        },
+        Command::Events {
+            glob,
+            fields,
+            facts,
+            format,
+        } => events(glob.as_deref(), fields, facts.as_deref(), format),
+        Command::Functions { glob } => with_tracefs(|t| {
+            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
+            let f = crate::inventory::functions(&facts, &glob);
+            for u in &f.unreadable {
+                eprintln!("note: could not read {u}");
+            }
+            for n in &f.names {
+                println!("{n}");
+            }
+            if f.names.is_empty() {
+                eprintln!("trace-recipe: no function in {} matches `{glob}`", f.source);
+                return Ok(exit::INVALID);
+            }
+            Ok(exit::OK)
+        }),
         Command::Report {
             file,
             format,
@@ -225,38 +377,90 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                 exit::FAILED
             }
         },
-        Command::Status => with_tracefs(|t| {
-            let (text, _) = status::status(t).map_err(|e| e.to_string())?;
-            print!("{text}");
-            Ok(exit::OK)
-        }),
-        Command::Reset { all } => with_tracefs(|t| {
-            t.require_root().map_err(|e| e.to_string())?;
-            let results = if all {
-                status::reset_all(t)
+        Command::Status { format, exit_code } => with_tracefs(|t| {
+            let (text, left) = status::status(t).map_err(|e| e.to_string())?;
+            match format {
+                OutFormat::Text => print!("{text}"),
+                OutFormat::Json => print!(
+                    "{}",
+                    crate::format::to_json(&crate::format::StatusJson {
+                        format_version: crate::format::FORMAT_VERSION,
+                        tracefs: t.root().display().to_string(),
+                        left_behind: left,
+                        trace_recipe: crate::format::Leftovers::read(t),
+                        lines: text.lines().map(str::to_string).collect(),
+                    })
+                ),
+            }
+            Ok(if exit_code && left {
+                exit::INVALID
             } else {
-                status::reset(t)
+                exit::OK
+            })
+        }),
+        Command::Reset {
+            all,
+            dry_run,
+            format,
+        } => with_tracefs(|t| {
+            let results: Vec<Result<String, String>> = if dry_run {
+                crate::format::reset_plan(&crate::format::Leftovers::read(t))
+                    .into_iter()
+                    .map(|a| Ok(a.message))
+                    .collect()
+            } else {
+                t.require_root().map_err(|e| e.to_string())?;
+                if all {
+                    status::reset_all(t)
+                } else {
+                    status::reset(t)
+                }
             };
-            let mut code = exit::OK;
+            let code = if results.iter().any(Result::is_err) {
+                exit::FAILED
+            } else {
+                exit::OK
+            };
+            if format == OutFormat::Json {
+                print!(
+                    "{}",
+                    crate::format::to_json(&crate::format::ResetJson {
+                        format_version: crate::format::FORMAT_VERSION,
+                        dry_run,
+                        all,
+                        actions: results
+                            .into_iter()
+                            .map(|r| crate::format::ResetAction {
+                                ok: r.is_ok(),
+                                message: r.unwrap_or_else(|e| e),
+                            })
+                            .collect(),
+                    })
+                );
+                return Ok(code);
+            }
             if results.is_empty() {
                 println!("nothing to reset: no trace-recipe run left anything behind");
             }
             for r in results {
                 match r {
                     Ok(line) => println!("{line}"),
-                    Err(e) => {
-                        eprintln!(
-                            "trace-recipe: error: {e}\n  = help: see `trace-recipe status`; fix what it names by hand if it persists"
-                        );
-                        code = exit::FAILED;
-                    }
+                    Err(e) => eprintln!(
+                        "trace-recipe: error: {e}\n  = help: see `trace-recipe status`; fix what it names by hand if it persists"
+                    ),
                 }
             }
             Ok(code)
         }),
-        Command::Schema { report, manifest } => {
+        Command::Schema {
+            report,
+            manifest,
+            of,
+        } => {
             if manifest {
                 println!("{}", crate::bundle::manifest_schema_json());
+            } else if let Some(of) = of {
+                println!("{}", crate::format::schema_of(of));
             } else if report {
                 println!("{}", crate::report_schema_json());
             } else {
@@ -288,10 +492,62 @@ fn with_tracefs(f: impl FnOnce(&Tracefs) -> Result<i32, String>) -> i32 {
     })
 }
 
-fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
+/// Resolves a recipe argument on the recipe path ([`crate::library`]); prints
+/// the note of a name found twice, or the error of one found nowhere (`None`).
+fn find_recipe(arg: &std::path::Path) -> Option<PathBuf> {
+    match crate::library::resolve(arg, &crate::library::search_path()) {
+        Ok(r) => {
+            if let Some(n) = r.note() {
+                eprintln!("{n}");
+            }
+            Some(r.path)
+        }
+        Err(e) => {
+            eprintln!("trace-recipe: error: {e}");
+            None
+        }
+    }
+}
+
+/// `check --format json|sarif`: the verdict as one document on stdout.
+fn check_machine(
+    recipe: &std::path::Path,
+    format: CheckFormat,
+    result: Result<(&str, &str), (&[crate::diagnostic::Diagnostic], &crate::diagnostic::Source)>,
+) {
+    let (diags, source): (&[crate::diagnostic::Diagnostic], crate::diagnostic::Source) =
+        match result {
+            Ok(_) => (
+                &[],
+                crate::diagnostic::Source {
+                    path: recipe.to_path_buf(),
+                    text: String::new(),
+                },
+            ),
+            Err((d, s)) => (d, s.clone()),
+        };
+    let text = match format {
+        CheckFormat::Sarif => crate::sarif::render(diags, &source),
+        _ => crate::format::to_json(&crate::format::CheckJson {
+            format_version: crate::format::FORMAT_VERSION,
+            file: recipe.display().to_string(),
+            ok: result.is_ok(),
+            recipe: result.ok().map(|r| r.0.to_string()),
+            kernel_release: result.ok().map(|r| r.1.to_string()),
+            diagnostics: diags.iter().map(|d| d.to_json(&source)).collect(),
+        }),
+    };
+    print!("{text}");
+}
+
+fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: CheckFormat) -> i32 {
     with_tracefs(|tracefs| {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
         match load_and_validate(tracefs, recipe, sets, &started) {
+            Ok((valid, _, facts)) if format != CheckFormat::Text => {
+                check_machine(recipe, format, Ok((&valid.recipe.name, &facts.release)));
+                Ok(exit::OK)
+            }
             Ok((valid, _, facts)) => {
                 println!(
                     "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
@@ -349,11 +605,25 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                 Ok(exit::OK)
             }
             Err(RunError::Invalid { text, diagnostics }) => {
-                print!("{}", crate::diagnostic::render_all(&diagnostics, &text));
+                match format {
+                    CheckFormat::Text => {
+                        print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
+                    }
+                    _ => check_machine(recipe, format, Err((&diagnostics, &text))),
+                }
                 Ok(exit::INVALID)
             }
             Err(RunError::Load(e)) => {
                 eprintln!("trace-recipe: error: {e}");
+                if format != CheckFormat::Text {
+                    // The file has no text to point into: one problem without a place.
+                    let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
+                    let source = crate::diagnostic::Source {
+                        path: recipe.to_path_buf(),
+                        text: String::new(),
+                    };
+                    check_machine(recipe, format, Err((&[d], &source)));
+                }
                 Ok(exit::INVALID)
             }
             Err(e) => Err(e.to_string()),
@@ -361,9 +631,107 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
     })
 }
 
-fn run_cmd(opts: RunOptions, junit: Option<&std::path::Path>) -> i32 {
+/// `list`: every recipe on the recipe path, checked against this kernel.
+fn list(format: OutFormat) -> i32 {
+    with_tracefs(|tracefs| {
+        let dirs = crate::library::search_path();
+        let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
+        let recipes = crate::library::discover(&dirs)
+            .iter()
+            .map(|f| {
+                let verdict = match load_and_validate(tracefs, &f.path, &[], &started) {
+                    Ok(_) => Ok(()),
+                    Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
+                        .iter()
+                        .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
+                        .collect()),
+                    Err(e) => Err(vec![e.to_string()]),
+                };
+                crate::library::entry(f, verdict)
+            })
+            .collect();
+        let l = crate::library::ListJson {
+            format_version: crate::format::FORMAT_VERSION,
+            search_path: dirs.iter().map(|d| d.display().to_string()).collect(),
+            recipes,
+        };
+        match format {
+            OutFormat::Text => print!("{}", crate::library::list_text(&l)),
+            OutFormat::Json => print!("{}", crate::format::to_json(&l)),
+        }
+        Ok(exit::OK)
+    })
+}
+
+/// `events`: from a fact file, or from this kernel.
+fn events(
+    glob: Option<&str>,
+    fields: bool,
+    facts: Option<&std::path::Path>,
+    format: OutFormat,
+) -> i32 {
+    let show = |e: crate::inventory::EventsJson| {
+        match format {
+            OutFormat::Text => {
+                for u in &e.unreadable {
+                    eprintln!("note: could not read {u}");
+                }
+                print!("{}", crate::inventory::events_text(&e));
+            }
+            OutFormat::Json => print!("{}", crate::format::to_json(&e)),
+        }
+        if e.events.is_empty() {
+            eprintln!(
+                "trace-recipe: no event in {} matches `{}`",
+                e.source,
+                glob.unwrap_or("*")
+            );
+            exit::INVALID
+        } else {
+            exit::OK
+        }
+    };
+    match facts {
+        Some(path) => match crate::inventory::events_from_facts(path, glob, fields) {
+            Ok(e) => show(e),
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::INVALID
+            }
+        },
+        None => with_tracefs(|t| {
+            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
+            Ok(show(crate::inventory::events_live(&facts, glob, fields)))
+        }),
+    }
+}
+
+fn run_cmd(
+    opts: RunOptions,
+    format: OutFormat,
+    quiet: bool,
+    junit: Option<&std::path::Path>,
+) -> i32 {
+    let json = format == OutFormat::Json;
+    let code = run_human(opts, json, quiet, junit);
+    if let Some(j) = code.1 {
+        print!("{}", crate::format::to_json(&j));
+    }
+    code.0
+}
+
+/// Runs, printing the human lines (on stderr, and the summary on stdout unless
+/// `json`; none of the progress and summary lines when `quiet`). Returns the
+/// exit code and, when `json`, the object to print.
+fn run_human(
+    opts: RunOptions,
+    json: bool,
+    quiet: bool,
+    junit: Option<&std::path::Path>,
+) -> (i32, Option<crate::format::RunJson>) {
     let mut progress = crate::progress::ProgressDisplay::new();
     let result = run(&opts, |ev| match ev {
+        _ if quiet => {}
         RunEvent::Mounted(m) => eprintln!("{m}"),
         RunEvent::Applied { instance, steps } => {
             let place = if instance.is_empty() {
@@ -385,63 +753,91 @@ fn run_cmd(opts: RunOptions, junit: Option<&std::path::Path>) -> i32 {
     progress.finish();
     match result {
         Ok(outcome) => {
-            print!("{}", outcome.summary);
-            println!("\noutput: {}", outcome.dir.display());
-            if let Some(b) = &outcome.bundle {
-                println!("bundle: {}", b.display());
+            if json && !quiet {
+                eprint!("{}", outcome.summary);
+                eprintln!("\noutput: {}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    eprintln!("bundle: {}", b.display());
+                }
+            } else if !json {
+                print!("{}", outcome.summary);
+                println!("\noutput: {}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    println!("bundle: {}", b.display());
+                }
             }
             if let Some(path) = junit
                 && let Err(e) = std::fs::write(path, crate::report::render_junit(&outcome.report))
             {
                 eprintln!("trace-recipe: error: cannot write {}: {e}", path.display());
-                return exit::FAILED;
+                return (exit::FAILED, None);
             }
-            let failed_expectations = outcome
-                .report
-                .expectations
-                .iter()
-                .filter(|e| !e.passed)
-                .count();
-            for e in &outcome.undo_failures {
-                eprintln!(
-                    "trace-recipe: warning: undo failed: {e}\n  = help: run `trace-recipe reset`"
-                );
-            }
-            match outcome.signal {
-                Some(sig) => {
-                    eprintln!("trace-recipe: interrupted by {}", signal_name(sig));
-                    exit::SIGNAL_BASE + sig
-                }
-                None if !outcome.undo_failures.is_empty() => exit::FAILED,
-                None => match outcome.lost_limit_exceeded {
-                    Some(max) => {
-                        eprintln!(
-                            "trace-recipe: error: lost {} events ({:.3} % of recorded + lost), more than `[output] max_lost_percent = {max}`\n  = help: raise `[buffer] size_kb`, trace fewer events or add filters",
-                            outcome.report.lost_total, outcome.report.lost_percent
-                        );
-                        exit::LOST_LIMIT
-                    }
-                    None if failed_expectations > 0 => {
-                        eprintln!(
-                            "trace-recipe: error: {failed_expectations} of {} expectations failed (see summary.txt and report.json)",
-                            outcome.report.expectations.len()
-                        );
-                        exit::EXPECTATION_FAILED
-                    }
-                    None => exit::OK,
-                },
-            }
+            let code = run_outcome_code(&outcome);
+            (
+                code,
+                json.then(|| crate::format::RunJson::finished(&outcome, code)),
+            )
         }
-        Err(e @ (RunError::Invalid { .. } | RunError::Load(_))) => {
+        Err(e) => {
+            let code = run_error_code(&e);
+            (
+                code,
+                json.then(|| crate::format::RunJson::failed(code, e.to_string())),
+            )
+        }
+    }
+}
+
+/// Prints the warnings of a finished run; returns its exit code.
+fn run_outcome_code(outcome: &crate::run::RunOutcome) -> i32 {
+    for e in &outcome.undo_failures {
+        eprintln!("trace-recipe: warning: undo failed: {e}\n  = help: run `trace-recipe reset`");
+    }
+    match outcome.signal {
+        Some(sig) => {
+            eprintln!("trace-recipe: interrupted by {}", signal_name(sig));
+            exit::SIGNAL_BASE + sig
+        }
+        None if !outcome.undo_failures.is_empty() => exit::FAILED,
+        None => match outcome.lost_limit_exceeded {
+            Some(max) => {
+                eprintln!(
+                    "trace-recipe: error: lost {} events ({:.3} % of recorded + lost), more than `[output] max_lost_percent = {max}`\n  = help: raise `[buffer] size_kb`, trace fewer events or add filters",
+                    outcome.report.lost_total, outcome.report.lost_percent
+                );
+                exit::LOST_LIMIT
+            }
+            None if outcome.report.expectations.iter().any(|e| !e.passed) => {
+                eprintln!(
+                    "trace-recipe: error: {} of {} expectations failed (see summary.txt and report.json)",
+                    outcome
+                        .report
+                        .expectations
+                        .iter()
+                        .filter(|e| !e.passed)
+                        .count(),
+                    outcome.report.expectations.len()
+                );
+                exit::EXPECTATION_FAILED
+            }
+            None => exit::OK,
+        },
+    }
+}
+
+/// Prints a failed run's error; returns its exit code.
+fn run_error_code(e: &RunError) -> i32 {
+    match e {
+        RunError::Invalid { .. } | RunError::Load(_) => {
             eprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
             eprintln!("trace-recipe: nothing was written to tracefs");
             exit::INVALID
         }
-        Err(RunError::Interrupted(sig)) => {
-            eprintln!("trace-recipe: {}", RunError::Interrupted(sig));
+        RunError::Interrupted(sig) => {
+            eprintln!("trace-recipe: {e}");
             exit::SIGNAL_BASE + sig
         }
-        Err(e) => {
+        e => {
             eprintln!("trace-recipe: error: {e}");
             exit::FAILED
         }

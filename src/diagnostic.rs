@@ -10,7 +10,8 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 /// Who is at fault for a problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Fault {
     /// The recipe is wrong: a typo, a bad value, an unknown key.
     Recipe,
@@ -106,6 +107,70 @@ impl Diagnostic {
     }
 }
 
+/// One diagnostic as `check --format json` prints it (schema/check.schema.json).
+/// Lines and columns are 1-based; columns count characters; `end_column` is
+/// exclusive. All four are `null` when the problem has no place in the file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct JsonDiagnostic {
+    /// The recipe file as given on the command line.
+    pub file: String,
+    /// Line of the start of the problem.
+    pub line: Option<usize>,
+    /// Column of the start.
+    pub column: Option<usize>,
+    /// Line of the end.
+    pub end_line: Option<usize>,
+    /// Column just past the end.
+    pub end_column: Option<usize>,
+    /// Always `error`: every problem `check` reports stops a run.
+    pub severity: String,
+    /// `recipe` (fix the recipe) or `kernel` (this kernel lacks it).
+    pub fault: Fault,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub help: Option<String>,
+    /// The names a `did you mean` in `help` offers, best first (may be empty).
+    pub suggestions: Vec<String>,
+}
+
+impl Diagnostic {
+    /// The diagnostic's place and text as [`JsonDiagnostic`], against `source`.
+    pub fn to_json(&self, source: &Source) -> JsonDiagnostic {
+        let place = self.span.as_ref().map(|s| {
+            let start = s.start.min(source.text.len());
+            let end = s.end.clamp(start, source.text.len());
+            (source.line_col(start), source.line_col(end.max(start)))
+        });
+        JsonDiagnostic {
+            file: source.path.display().to_string(),
+            line: place.map(|p| p.0.0),
+            column: place.map(|p| p.0.1),
+            end_line: place.map(|p| p.1.0),
+            end_column: place.map(|p| p.1.1),
+            severity: "error".into(),
+            fault: self.fault,
+            message: self.message.clone(),
+            help: self.help.clone(),
+            suggestions: self.help.as_deref().map(suggestions).unwrap_or_default(),
+        }
+    }
+}
+
+/// The backticked names of a `did you mean `a`, `b`? ` in a help text
+/// (the form [`crate::suggest::did_you_mean`] writes).
+fn suggestions(help: &str) -> Vec<String> {
+    let Some(rest) = help.split("did you mean ").nth(1) else {
+        return Vec::new();
+    };
+    let list = rest.split('?').next().unwrap_or("");
+    list.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
 /// The text diagnostics point into: the recipe as rendered, and the file it came from.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -176,6 +241,26 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("2 | bb = \"x\"\n  |      ^^^\n"), "{text}");
+    }
+
+    #[test]
+    fn json_has_place_end_and_suggestions() {
+        let src = Source {
+            path: "r.toml".into(),
+            text: "a = 1\nbb = \"x\"\n".into(),
+        };
+        let d = Diagnostic::kernel(Some(11..14), "no such event `x`")
+            .with_help("did you mean `xa`, `xb`? see available_events");
+        let j = d.to_json(&src);
+        assert_eq!(
+            (j.line, j.column, j.end_line, j.end_column),
+            (Some(2), Some(6), Some(2), Some(9))
+        );
+        assert_eq!(j.fault, Fault::Kernel);
+        assert_eq!(j.suggestions, ["xa", "xb"]);
+        let none = Diagnostic::recipe(None, "the recipe enables no event").to_json(&src);
+        assert_eq!((none.line, none.column), (None, None));
+        assert!(none.suggestions.is_empty());
     }
 
     #[test]

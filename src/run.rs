@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub command: Vec<String>,
     /// `--bundle`: also pack the output folder into `DIR.tar.zst`.
     pub bundle: bool,
+    /// `--duration`, `--buffer-size-kb` (override recipe keys, validated like them).
+    pub overrides: crate::overrides::Overrides,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -213,7 +215,19 @@ pub fn load_and_validate(
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    let loaded = load(
+    load_and_validate_with(tracefs, path, sets, started, &Default::default())
+}
+
+/// [`load_and_validate`] with command-line `overrides` of recipe keys applied
+/// before validation; problems of an overridden key name its flag.
+pub fn load_and_validate_with(
+    tracefs: &Tracefs,
+    path: &Path,
+    sets: &[String],
+    started: &str,
+    overrides: &crate::overrides::Overrides,
+) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
+    let mut loaded = load(
         path,
         sets,
         &Builtins {
@@ -230,12 +244,17 @@ pub fn load_and_validate(
         },
         other => RunError::Load(other),
     })?;
+    let flag_problems = overrides.apply(&mut loaded);
     let facts = KernelFacts::read(tracefs)?;
     match validate(&loaded, &facts) {
-        Ok(valid) => Ok((valid, loaded.source, facts)),
+        Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
+        Ok(_) => Err(RunError::Invalid {
+            text: loaded.source,
+            diagnostics: flag_problems,
+        }),
         Err(diagnostics) => Err(RunError::Invalid {
             text: loaded.source,
-            diagnostics,
+            diagnostics: [flag_problems, overrides.name_flags(diagnostics)].concat(),
         }),
     }
 }
@@ -256,7 +275,13 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     }
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
-    let (valid, source, facts) = load_and_validate(&tracefs, &opts.recipe, &opts.sets, &started)?;
+    let (valid, source, facts) = load_and_validate_with(
+        &tracefs,
+        &opts.recipe,
+        &opts.sets,
+        &started,
+        &opts.overrides,
+    )?;
     let recipe = &valid.recipe;
 
     let command = if opts.command.is_empty() {

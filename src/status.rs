@@ -305,16 +305,13 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             let _ = writeln!(o, "left behind by a trace-recipe run: instances/{}", i.name);
         }
     }
-    for j in crate::apply::journal::list(Path::new(JOURNAL_DIR)) {
-        // Unlocked means neither its run nor its guard is alive.
-        if crate::apply::journal::lock(&j, false).is_some() {
-            left = true;
-            let _ = writeln!(
-                o,
-                "journal of a dead run, not rolled back yet: {}",
-                j.display()
-            );
-        }
+    for j in dead_journals() {
+        left = true;
+        let _ = writeln!(
+            o,
+            "journal of a dead run, not rolled back yet: {}",
+            j.display()
+        );
     }
     for p in our_probes(tracefs) {
         let state = if p.alive {
@@ -334,6 +331,15 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
         let _ = writeln!(o, "nothing left behind by trace-recipe");
     }
     Ok((o, left))
+}
+
+/// Journals in [`JOURNAL_DIR`] whose run and guard are both dead (nobody holds
+/// their lock), so `reset` would roll them back.
+pub fn dead_journals() -> Vec<std::path::PathBuf> {
+    crate::apply::journal::list(Path::new(JOURNAL_DIR))
+        .into_iter()
+        .filter(|j| crate::apply::journal::lock(j, false).is_some())
+        .collect()
 }
 
 fn one_line(s: &str) -> String {

@@ -12,4 +12,5 @@ mod probes;
 mod reliability;
 mod report;
 mod run;
+mod runbook;
 mod status;
