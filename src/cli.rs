@@ -262,7 +262,21 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             format,
         } => match find_recipe(&recipe) {
             Some(recipe) => check(&recipe, &sets, plan, format),
-            None => exit::INVALID,
+            None => {
+                if format != CheckFormat::Text {
+                    let d = crate::diagnostic::Diagnostic::recipe(
+                        None,
+                        format!("no recipe `{}` on the recipe path", recipe.display()),
+                    )
+                    .with_help("see `trace-recipe list`");
+                    let source = crate::diagnostic::Source {
+                        path: recipe.clone(),
+                        text: String::new(),
+                    };
+                    check_machine(&recipe, format, Err((&[d], &source)));
+                }
+                exit::INVALID
+            }
         },
         Command::Run {
             recipe,

@@ -163,6 +163,36 @@ fn check_sarif_is_valid_sarif_2_1_0() {
     assert!(results >= 15, "only {results} SARIF results");
 }
 
+/// On a clean tracefs, `status --exit-code` passes and `reset --dry-run` has
+/// nothing to do; both match their schemas. (tests/runbook.sh covers the
+/// leftovers of a killed run.)
+#[test]
+fn status_and_reset_json_on_a_clean_tracefs() {
+    let _guard = TracefsGuard::acquire();
+    let out = trace_recipe(&["status", "--exit-code", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let j = json(&out);
+    assert_matches_schema("status", &j);
+    assert_eq!(j["left_behind"], false);
+    let out = trace_recipe(&["reset", "--dry-run", "--format", "json"]);
+    assert!(out.status.success());
+    let j = json(&out);
+    assert_matches_schema("reset", &j);
+    assert_eq!(j["dry_run"], true);
+    assert_eq!(j["actions"], serde_json::json!([]));
+    // A name found nowhere is still one JSON document, and exit 1.
+    let out = trace_recipe(&["check", "--format", "json", "no-such-recipe-here"]);
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&out);
+    assert_matches_schema("check", &j);
+    assert!(
+        j["diagnostics"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no recipe `no-such-recipe-here`")
+    );
+}
+
 /// A recipe name is found on TRACE_RECIPE_PATH; a name in two folders says
 /// which one it took; `list` and `show` read the same path.
 #[test]
@@ -346,6 +376,20 @@ fn run_overrides_are_validated_and_named() {
     assert_eq!(j["output"], o.to_str().unwrap());
     assert_eq!(j["exit_code"], 0);
     assert!(j["bundle"].is_null() && j["expectations"] == serde_json::json!([]));
+    // -q in text mode: the summary stays on stdout, nothing on stderr.
+    let o2 = dir.path().join("out2");
+    let out = trace_recipe(&[
+        "run",
+        r,
+        "--duration",
+        "200ms",
+        "-q",
+        "-o",
+        o2.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "-q: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&format!("output: {}", o2.display())));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(o.join("report.json")).unwrap()).unwrap();
     assert!(
