@@ -30,6 +30,8 @@ pub mod exit {
     pub const LOST_LIMIT: i32 = 4;
     /// The run finished and wrote everything, but an `[[expect]]` of the recipe failed.
     pub const EXPECTATION_FAILED: i32 = 5;
+    /// `diff`: a `--fail-if` rule held.
+    pub const DIFF_RULE_HELD: i32 = 6;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
     pub const SIGNAL_BASE: i32 = 128;
 }
@@ -112,6 +114,22 @@ enum Command {
         /// A minijinja template for `--format summary` (context: report.json).
         #[arg(long, value_name = "FILE")]
         template: Option<PathBuf>,
+    },
+    /// Compare two runs (bundles, output folders or trace.dat files): recipe keys,
+    /// kernel facts, event counts and rates, latencies, top stacks, lost events.
+    /// Exits 6 when a `--fail-if` rule holds.
+    Diff {
+        /// Run A, the baseline.
+        a: PathBuf,
+        /// Run B.
+        b: PathBuf,
+        /// `text`, `json` (schema/diff.schema.json) or `html` (one self-contained page).
+        #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+        format: DiffFormat,
+        /// A rule on B, e.g. `count(SYSTEM:EVENT) > +10%`, `rate(SYSTEM:EVENT) < -5%`,
+        /// `p99(ANALYSIS:KEY) > +10%` (relative to A), `lost_events > 0` (repeatable).
+        #[arg(long = "fail-if", value_name = "RULE")]
+        fail_if: Vec<String>,
     },
     /// Pack a run's output folder into one file, DIR.tar.zst: manifest.json (the
     /// run, the kernel, the sha256 of every member) and every artifact.
@@ -231,6 +249,14 @@ enum CheckFormat {
 enum OutFormat {
     Text,
     Json,
+}
+
+/// `--format` of `diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DiffFormat {
+    Text,
+    Json,
+    Html,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -361,6 +387,43 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             analysis,
             template,
         } => report(&file, format, &analysis, template.as_deref()),
+        Command::Diff {
+            a,
+            b,
+            format,
+            fail_if,
+        } => match crate::diff::diff(&a, &b, &fail_if) {
+            Ok(d) => {
+                let text = match format {
+                    DiffFormat::Text => crate::diff::render_text(&d),
+                    DiffFormat::Json => crate::format::to_json(&d),
+                    DiffFormat::Html => crate::diff::render_html(&d),
+                };
+                print!("{text}");
+                let held: Vec<&str> = d
+                    .rules
+                    .iter()
+                    .filter(|r| r.held)
+                    .map(|r| r.rule.as_str())
+                    .collect();
+                if held.is_empty() {
+                    exit::OK
+                } else {
+                    eprintln!("trace-recipe: --fail-if held: {}", held.join("; "));
+                    exit::DIFF_RULE_HELD
+                }
+            }
+            Err(
+                e @ (crate::diff::DiffError::Rule { .. } | crate::diff::DiffError::Unknown { .. }),
+            ) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::USAGE
+            }
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
         Command::Pack {
             dir,
             out,

@@ -278,6 +278,8 @@ pub enum SchemaOf {
     List,
     /// `events --format json` (schema/events.schema.json).
     Events,
+    /// `diff --format json` (schema/diff.schema.json).
+    Diff,
 }
 
 /// The JSON Schema (draft 2020-12) of `of`'s output, pretty-printed.
@@ -289,6 +291,7 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::Run => schemars::schema_for!(RunJson),
         SchemaOf::List => schemars::schema_for!(crate::library::ListJson),
         SchemaOf::Events => schemars::schema_for!(crate::inventory::EventsJson),
+        SchemaOf::Diff => schemars::schema_for!(crate::diff::DiffReport),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

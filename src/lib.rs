@@ -22,6 +22,7 @@ pub mod apply;
 pub mod bundle;
 pub mod cli;
 pub mod diagnostic;
+pub mod diff;
 pub mod elf;
 pub mod expr;
 pub mod format;

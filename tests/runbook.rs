@@ -6,7 +6,7 @@ use std::process::Command;
 
 use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
 
-const SCHEMAS: &[&str] = &["check", "status", "reset", "run", "list", "events"];
+const SCHEMAS: &[&str] = &["check", "status", "reset", "run", "list", "events", "diff"];
 
 #[test]
 fn checked_in_output_schemas_are_what_schema_of_prints() {
@@ -29,7 +29,7 @@ fn checked_in_output_schemas_are_what_schema_of_prints() {
 }
 
 /// Validates `instance` against the checked-in schema of `of`.
-fn assert_matches_schema(of: &str, instance: &serde_json::Value) {
+pub fn assert_matches_schema(of: &str, instance: &serde_json::Value) {
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join(format!("schema/{of}.schema.json"))).unwrap(),
     )
