@@ -20,7 +20,9 @@ mod spans;
 
 use std::path::Path;
 
-pub use model::{Buffer, Event, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger};
+pub use model::{
+    Buffer, Event, OnAbort, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger,
+};
 pub use render::{Builtins, render};
 pub use spans::{PathSeg, SpanIndex};
 
