@@ -11,3 +11,4 @@ mod reliability;
 mod report;
 mod run;
 mod status;
+mod teardown;
