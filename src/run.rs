@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -243,44 +242,54 @@ pub struct RunOutcome {
     pub rollback: RollbackReport,
 }
 
-/// The signal cell of a run and the handlers feeding it: SIGINT, SIGTERM and
-/// SIGHUP set the cell to their number (the first one wins); one arriving after
-/// that says the run is already stopping and rolling back. Dropping it
-/// unregisters the handlers, so a library caller keeps its own signal handling
-/// once `run` returns.
+/// The first of SIGINT, SIGTERM or SIGHUP that arrived while a run's handlers
+/// are installed (0: none). Signal dispositions are per process, so this is too.
+static SIGNAL: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if SIGNAL
+        .compare_exchange(0, sig as usize, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        const MSG: &[u8] = b"\ntrace-recipe: already stopping: rolling back tracefs, please wait\n";
+        // SAFETY: write(2) is async-signal-safe; MSG is a static buffer.
+        unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+    }
+}
+
+/// A run's handlers of SIGINT, SIGTERM and SIGHUP: the first signal sets the
+/// reason the run stops; any later one only prints that the run is already
+/// stopping and rolling back. Dropping it puts back the dispositions it
+/// replaced, so a library caller has its own signal handling again once `run`
+/// returns.
 struct Signals {
-    cell: Arc<AtomicUsize>,
-    ids: Vec<signal_hook::SigId>,
+    replaced: Vec<(libc::c_int, libc::sigaction)>,
 }
 
 impl Signals {
     fn register() -> Signals {
-        let cell = Arc::new(AtomicUsize::new(0));
-        let mut ids = Vec::new();
+        SIGNAL.store(0, Ordering::SeqCst);
+        let mut replaced = Vec::new();
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            let c = cell.clone();
-            let handler = move || {
-                if c.compare_exchange(0, sig as usize, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_err()
-                {
-                    const MSG: &[u8] =
-                        b"\ntrace-recipe: already stopping: rolling back tracefs, please wait\n";
-                    // SAFETY: write(2) is async-signal-safe; MSG is a static buffer.
-                    unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+            // SAFETY: sigaction(2) with a zeroed-then-filled struct; the handler
+            // only touches an atomic and calls write(2), both async-signal-safe.
+            unsafe {
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                new.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut new.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &new, &mut old) == 0 {
+                    replaced.push((sig, old));
                 }
-            };
-            // SAFETY: the handler only touches an atomic and calls write(2), both
-            // async-signal-safe.
-            if let Ok(id) = unsafe { signal_hook::low_level::register(sig, handler) } {
-                ids.push(id);
             }
         }
-        Signals { cell, ids }
+        Signals { replaced }
     }
 
     /// The first signal that arrived, if any.
     fn get(&self) -> Option<i32> {
-        match self.cell.load(Ordering::SeqCst) {
+        match SIGNAL.load(Ordering::SeqCst) {
             0 => None,
             s => Some(s as i32),
         }
@@ -289,8 +298,9 @@ impl Signals {
 
 impl Drop for Signals {
     fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
+        for (sig, old) in self.replaced.drain(..) {
+            // SAFETY: restores the disposition sigaction(2) returned earlier.
+            unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
         }
     }
 }

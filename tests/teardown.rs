@@ -275,3 +275,59 @@ fn on_abort_leave_keeps_the_workload_running_and_status_names_it() {
     );
     guard.assert_unchanged();
 }
+
+#[test]
+fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_ends() {
+    use std::io::{BufRead, BufReader, Read};
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let out = dir.path().join("out");
+    // The shell's background child stays in the workload's process group; both
+    // ignore SIGTERM, so the teardown waits its grace period before SIGKILL,
+    // and the second SIGINT surely arrives while it is under way.
+    let mut child = Command::new(bin())
+        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--", "sh", "-c", "trap '' TERM; sleep 50 & sleep 50"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("recording until") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("recording until"), "{seen}");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    while !seen.contains("stopped: signal SIGINT") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    // SAFETY: kill(2) on our own child, during its teardown.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    stderr.read_to_string(&mut seen).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}");
+    assert!(seen.contains("already stopping"), "{seen}");
+    assert!(seen.contains("rolled back: tracefs is as it was"), "{seen}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let pgid = report["workload"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("report names the workload: {report}")) as u32;
+    // Ended before the run exited; only their reaping by init may lag.
+    assert!(
+        within(Duration::from_secs(2), || !group_alive(pgid)),
+        "the run ended every process of the workload's group {pgid}"
+    );
+    guard.assert_unchanged();
+}
