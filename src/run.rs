@@ -368,6 +368,9 @@ struct Prepared {
     out: OutputDir,
     plan: Plan,
     workload: Option<Workload>,
+    /// /proc/kallsyms, read in the background meanwhile (it takes the kernel
+    /// about 0.1 s to list).
+    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
 /// Phase 2: the plan is applied. Owns everything that must be undone or ended:
@@ -454,6 +457,10 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         ),
     };
     let plan = build_plan(&valid, workload.as_ref().map(Workload::pid));
+    let kallsyms = std::thread::Builder::new()
+        .name("kallsyms".into())
+        .spawn(|| crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default())
+        .ok();
     Ok(Prepared {
         signals,
         tracefs,
@@ -464,6 +471,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         out,
         plan,
         workload,
+        kallsyms,
     })
 }
 
@@ -696,6 +704,7 @@ impl Armed {
         }
         // Everything read from the instance is read before it is removed.
         let drained = self.recorder.take().map(Recorder::finish);
+        let kallsyms = self.p.kallsyms.take();
         let captured = recorded.and_then(|stopped| {
             let captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
             let meta = capture_meta(
@@ -705,6 +714,7 @@ impl Armed {
                 &self.p.facts,
                 &stopped.header_page,
                 &captures,
+                kallsyms,
             )?;
             save_tables(&tracefs, &self.p.plan, &self.p.valid, &self.p.out)?;
             off?;
@@ -945,6 +955,24 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Whether trace.dat needs /proc/kallsyms: when the trace holds kernel code
+/// addresses a reader turns into symbols, that is stack traces, a tracer other
+/// than nop, probes, or an event whose print format prints a code pointer
+/// (`%ps`, `%pS`, `%pB`, `%pf`, `%pF`). Without them the kernel's symbol list
+/// (megabytes, about 0.1 s to read) is left out, and the background read of it
+/// is not waited for.
+fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>) -> bool {
+    let code_pointer = |f: &[u8]| {
+        f.windows(3)
+            .any(|w| w[0] == b'%' && w[1] == b'p' && b"sSBfF".contains(&w[2]))
+    };
+    valid.events.iter().any(|e| e.stacktrace)
+        || valid.triggers.iter().any(|t| t.action == "stacktrace")
+        || valid.tracer.as_ref().is_some_and(|t| t.name != "nop")
+        || !valid.probes.is_empty()
+        || formats.values().flatten().any(|f| code_pointer(f))
+}
+
 /// Everything besides the pages that goes into trace.dat, read right after
 /// recording (before rollback: the instance's header_page and trace_clock).
 fn capture_meta(
@@ -954,6 +982,7 @@ fn capture_meta(
     facts: &KernelFacts,
     header_page: &str,
     captures: &[crate::record::CpuCapture],
+    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
 ) -> Result<CaptureMeta, RunError> {
     let mut ftrace_formats = Vec::new();
     if let Ok(rd) = std::fs::read_dir(tracefs.path("events/ftrace")) {
@@ -995,8 +1024,10 @@ fn capture_meta(
             systems.entry(sys.to_string()).or_default().push(text);
         }
     }
-    let kallsyms =
-        crate::tracefs::read_all(std::path::Path::new("/proc/kallsyms")).unwrap_or_default();
+    let kallsyms = match needs_kallsyms(valid, &systems) {
+        true => kallsyms.and_then(|t| t.join().ok()).unwrap_or_default(),
+        false => Vec::new(),
+    };
     let kallsyms_useful = kallsyms
         .split(|&b| b == b'\n')
         .take(100)
