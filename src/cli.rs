@@ -9,9 +9,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analysis::{AnalysisName, Selection, analyze};
-use crate::plan::{instance_name, plan, probe_group};
 use crate::report::{JsonReport, Template, render_html};
-use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
+use crate::run::{
+    RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate, run,
+    signal_name,
+};
 use crate::status;
 use crate::tracefs::Tracefs;
 
@@ -32,6 +34,10 @@ pub mod exit {
     pub const EXPECTATION_FAILED: i32 = 5;
     /// `diff`: a `--fail-if` rule held.
     pub const DIFF_RULE_HELD: i32 = 6;
+    /// Rollback incomplete: an undo failed, tracefs is not as it was, and the
+    /// run's journal is kept; `trace-recipe reset` finishes the rollback. Wins
+    /// over every other code of a run.
+    pub const ROLLBACK_INCOMPLETE: i32 = 7;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
     pub const SIGNAL_BASE: i32 = 128;
 }
@@ -224,7 +230,10 @@ enum Command {
     Guard {
         /// The run's pid (our parent may already be gone when we start).
         #[arg(long)]
-        run_pid: i32,
+        run_pid: u32,
+        /// The workload to end (its whole process group) if the run dies.
+        #[arg(long)]
+        workload_pid: Option<u32>,
         #[arg(last = true)]
         journal: PathBuf,
     },
@@ -546,7 +555,11 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             exit::OK
         }
         Command::HeldExec { command } => crate::workload::held_exec(&command),
-        Command::Guard { run_pid, journal } => crate::apply::guard::guard_main(&journal, run_pid),
+        Command::Guard {
+            run_pid,
+            workload_pid,
+            journal,
+        } => crate::apply::guard::guard_main(&journal, run_pid, workload_pid),
     }
 }
 
@@ -639,18 +652,8 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                     if valid.probes.len() == 1 { "" } else { "s" },
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
-                let pids = if valid.recipe.scope.command.is_empty() {
-                    valid.recipe.scope.pids.clone()
-                } else {
-                    [valid.recipe.scope.pids.clone(), vec![0]].concat()
-                };
-                let p = plan(
-                    &valid,
-                    &instance_name(&valid.recipe.name, std::process::id()),
-                    &probe_group(std::process::id()),
-                    &pids,
-                    &crate::workload::pids_with_comm(&valid.recipe.scope.comms),
-                );
+                let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
+                let p = build_plan(&valid, workload);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -825,6 +828,15 @@ fn run_human(
             eprintln!("stopped: {reason}")
         }
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
+        RunEvent::RollbackIncomplete { failures, journal } => eprintln!(
+            "rollback incomplete: {} undo{} failed{}",
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" },
+            journal.map_or(String::new(), |j| format!(
+                "; journal kept: {}",
+                j.display()
+            ))
+        ),
         RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
     });
     progress.finish();
@@ -867,15 +879,18 @@ fn run_human(
 
 /// Prints the warnings of a finished run; returns its exit code.
 fn run_outcome_code(outcome: &crate::run::RunOutcome) -> i32 {
-    for e in &outcome.undo_failures {
-        eprintln!("trace-recipe: warning: undo failed: {e}\n  = help: run `trace-recipe reset`");
+    if !outcome.rollback.complete() {
+        eprintln!(
+            "trace-recipe: error: {}",
+            incomplete_message(&outcome.rollback)
+        );
+        return exit::ROLLBACK_INCOMPLETE;
     }
     match outcome.signal {
         Some(sig) => {
             eprintln!("trace-recipe: interrupted by {}", signal_name(sig));
             exit::SIGNAL_BASE + sig
         }
-        None if !outcome.undo_failures.is_empty() => exit::FAILED,
         None => match outcome.lost_limit_exceeded {
             Some(max) => {
                 eprintln!(
@@ -909,6 +924,10 @@ fn run_error_code(e: &RunError) -> i32 {
             eprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
             eprintln!("trace-recipe: nothing was written to tracefs");
             exit::INVALID
+        }
+        e if e.incomplete_rollback().is_some() => {
+            eprintln!("trace-recipe: error: {e}");
+            exit::ROLLBACK_INCOMPLETE
         }
         RunError::Interrupted(sig) => {
             eprintln!("trace-recipe: {e}");

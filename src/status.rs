@@ -313,6 +313,18 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             j.display()
         );
     }
+    for (_, w) in crate::workload::WorkloadRecord::list(Path::new(JOURNAL_DIR)) {
+        if !w.run_alive() && w.workload_alive() {
+            let _ = writeln!(
+                o,
+                "workload of dead run {} still running: pid {} (process group {}): {}",
+                w.run_pid,
+                w.pid,
+                w.pid,
+                w.command.join(" ")
+            );
+        }
+    }
     for p in our_probes(tracefs) {
         let state = if p.alive {
             "in use by a running trace-recipe"
@@ -362,6 +374,12 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
             Err(e) => Err(e.to_string()),
         })
         .collect();
+    // Records of workloads that have ended, left by runs that died.
+    for (path, w) in crate::workload::WorkloadRecord::list(Path::new(JOURNAL_DIR)) {
+        if !w.run_alive() && !w.workload_alive() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
     for i in our_instances(tracefs) {
         let dir = format!("instances/{}", i.name);
         if i.alive {

@@ -15,3 +15,4 @@ mod report;
 mod run;
 mod runbook;
 mod status;
+mod teardown;

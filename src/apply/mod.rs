@@ -14,4 +14,7 @@ pub mod journal;
 pub mod sweep;
 pub mod transaction;
 
-pub use transaction::{ApplyError, FAIL_STEP_ENV, KILL_STEP_ENV, Transaction, apply};
+pub use journal::{FAIL_JOURNAL_ENV, FAIL_UNDO_ENV};
+pub use transaction::{
+    ApplyError, FAIL_STEP_ENV, KILL_STEP_ENV, RollbackReport, Transaction, apply,
+};

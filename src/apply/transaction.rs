@@ -3,9 +3,13 @@
 //! every step already done, in reverse, and reports the failing write with the
 //! kernel's `error_log` text.
 //!
-//! [`Transaction::rollback`] is the normal way out and returns every undo that
-//! failed; `Drop` rolls back as a last resort (e.g. on a panic). If the process
-//! dies outright, the journal is what the guard or `reset` replays.
+//! [`Transaction::rollback`] is the normal way out and returns a
+//! [`RollbackReport`]; `Drop` rolls back only as a last resort (e.g. on a panic).
+//! Once any undo has failed, nothing deletes the journal: it is left for
+//! `trace-recipe reset`. If the process dies outright, the journal is what the
+//! guard or `reset` replays.
+
+use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
@@ -32,8 +36,26 @@ pub struct ApplyError {
     /// What went wrong.
     #[source]
     pub source: StepError,
-    /// Undo steps that failed too (tracefs may not be clean when this is non-empty).
-    pub undo_failures: Vec<TracefsError>,
+    /// How undoing the steps already done went.
+    pub rollback: RollbackReport,
+}
+
+/// What a rollback did.
+#[derive(Debug, Default)]
+pub struct RollbackReport {
+    /// Undos performed or attempted.
+    pub undone: usize,
+    /// Undos that failed: tracefs is not back as it was.
+    pub failures: Vec<TracefsError>,
+    /// The journal left on disk for `trace-recipe reset` (always when an undo failed).
+    pub journal_kept: Option<PathBuf>,
+}
+
+impl RollbackReport {
+    /// True when every undo succeeded (tracefs is as it was).
+    pub fn complete(&self) -> bool {
+        self.failures.is_empty()
+    }
 }
 
 /// Why one step failed.
@@ -52,8 +74,13 @@ pub enum StepError {
 pub struct Transaction {
     tracefs: Tracefs,
     log_dir: String,
-    done: Vec<Recorded>,
+    /// Undos of the steps done, each with its 1-based place in the journal.
+    done: Vec<(usize, Recorded)>,
+    /// Undos recorded so far.
+    recorded: usize,
     journal: Option<Journal>,
+    /// An undo has failed: the journal must outlive this transaction.
+    failed: bool,
 }
 
 /// Applies `plan` step by step, journaling each undo in `journal` first (when
@@ -75,7 +102,9 @@ pub fn apply(
         tracefs: tracefs.clone(),
         log_dir: plan.instance.clone(),
         done: Vec::new(),
+        recorded: 0,
         journal,
+        failed: false,
     };
     for (i, step) in plan.steps.iter().enumerate() {
         on_step(i + 1);
@@ -85,13 +114,13 @@ pub fn apply(
             tx.apply_one(step, kill_at == Some(i + 1))
         };
         if let Err(source) = result {
-            let undo_failures = tx.undo_all();
+            let rollback = tx.undo_all();
             return Err(Box::new(ApplyError {
                 number: i + 1,
                 total: plan.steps.len(),
                 step: step.clone(),
                 source,
-                undo_failures,
+                rollback,
             }));
         }
     }
@@ -131,9 +160,16 @@ impl Transaction {
                 }
             }
         };
-        if let (Some(undo), Some(journal)) = (&undo, self.journal.as_mut()) {
-            journal.record(undo)?;
-        }
+        let undo = match undo {
+            Some(undo) => {
+                if let Some(journal) = self.journal.as_mut() {
+                    journal.record(&undo)?;
+                }
+                self.recorded += 1;
+                Some((self.recorded, undo))
+            }
+            None => None,
+        };
         if kill_before_write {
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
@@ -157,33 +193,72 @@ impl Transaction {
         &self.log_dir
     }
 
-    /// Undoes every applied step in reverse order and, when all undos succeeded,
-    /// deletes the journal. Returns the undos that failed (empty when tracefs is
-    /// back as it was; otherwise the journal is kept for `trace-recipe reset`).
-    pub fn rollback(mut self) -> Vec<TracefsError> {
+    /// Undoes every applied step in reverse order. When all undos succeeded the
+    /// journal is deleted; otherwise it is closed and kept for `trace-recipe
+    /// reset`, and the report names it.
+    pub fn rollback(mut self) -> RollbackReport {
         self.undo_all()
     }
 
-    fn undo_all(&mut self) -> Vec<TracefsError> {
-        let mut failures = Vec::new();
-        while let Some(undo) = self.done.pop() {
-            if let Err(e) = undo.perform(&self.tracefs) {
-                failures.push(e);
+    /// Undoes what is left to undo and closes the journal: deleted only when no
+    /// undo of this transaction has ever failed.
+    ///
+    /// A write into a directory that a later undo of this rollback removes (the
+    /// run's own instance) is not undone one file at a time: removing an
+    /// instance disables its events and clears its triggers, filters and pid
+    /// lists in the kernel (`__remove_instance`), at once. That saves a write,
+    /// often an RCU grace period, per step. If the removal fails, its failure is
+    /// reported and the journal kept; replaying a journal (guard, `reset`)
+    /// always undoes every record.
+    fn undo_all(&mut self) -> RollbackReport {
+        let mut report = RollbackReport::default();
+        let removed: Vec<String> = self
+            .done
+            .iter()
+            .filter_map(|(_, u)| match u {
+                Recorded::Rmdir { dir } => Some(format!("{dir}/")),
+                Recorded::Write { .. } => None,
+            })
+            .collect();
+        while let Some((n, undo)) = self.done.pop() {
+            report.undone += 1;
+            if let Recorded::Write { file, .. } = &undo
+                && removed.iter().any(|d| file.starts_with(d.as_str()))
+            {
+                continue;
+            }
+            if let Err(e) = undo.perform_nth(&self.tracefs, n) {
+                report.failures.push(e);
             }
         }
-        if failures.is_empty()
-            && let Some(j) = self.journal.take()
-        {
-            let _ = j.remove();
+        self.failed |= !report.failures.is_empty();
+        match self.journal.take() {
+            Some(j) if self.failed => report.journal_kept = Some(j.keep()),
+            Some(j) => {
+                let _ = j.remove();
+            }
+            None => {}
         }
-        failures
+        report
     }
 }
 
 impl Drop for Transaction {
+    /// Last resort (a panic between apply and rollback): rolls back what is left.
+    /// After [`Transaction::rollback`] there is nothing left and this does nothing.
     fn drop(&mut self) {
-        for e in self.undo_all() {
+        if self.done.is_empty() && self.journal.is_none() {
+            return;
+        }
+        let report = self.undo_all();
+        for e in &report.failures {
             eprintln!("trace-recipe: rollback: {e}");
+        }
+        if let Some(j) = &report.journal_kept {
+            eprintln!(
+                "trace-recipe: rollback incomplete: journal {} kept; run `trace-recipe reset`",
+                j.display()
+            );
         }
     }
 }
