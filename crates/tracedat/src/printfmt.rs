@@ -16,7 +16,7 @@ use crate::format::{EventFormat, Field, FieldLayout, read_uint};
 
 /// What the evaluator needs from the file: symbols and kernel strings.
 pub(crate) trait Kernel {
-    /// `(name, start address)` of the symbol containing `addr`.
+    /// `(name, offset of addr in it)` of the symbol containing `addr`.
     fn symbol(&self, addr: u64) -> Option<(&str, u64)>;
     /// The string the kernel keeps at `addr` (printk formats section).
     fn kernel_string(&self, addr: u64) -> Option<&str>;
@@ -1136,8 +1136,8 @@ fn pointer<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) 
     };
     let s = match ext {
         "S" | "s" | "F" | "f" | "B" | "SR" => match cx.kernel.symbol(addr) {
-            Some((name, start)) if matches!(ext, "S" | "F" | "B" | "SR") => {
-                format!("{name}+0x{:x}", addr - start)
+            Some((name, off)) if matches!(ext, "S" | "F" | "B" | "SR") => {
+                format!("{name}+0x{off:x}")
             }
             Some((name, _)) => name.to_string(),
             None => format!("0x{addr:x}"),
@@ -1226,7 +1226,7 @@ mod tests {
     struct K;
     impl Kernel for K {
         fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-            (addr >= 0x1000).then_some(("do_thing", 0x1000))
+            (addr >= 0x1000).then_some(("do_thing", addr - 0x1000))
         }
         fn kernel_string(&self, _: u64) -> Option<&str> {
             None

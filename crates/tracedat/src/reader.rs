@@ -693,16 +693,30 @@ impl TraceFile {
         self.cmdlines.get(&pid).map(|s| s.as_str())
     }
 
-    /// Look up a kernel address in kallsyms: the symbol with the highest
-    /// address not above `addr` and the offset of `addr` from it. Addresses
-    /// at or beyond the last symbol are not resolved.
+    /// Look up a kernel address in kallsyms as libtraceevent does, so that
+    /// aliases (several symbols at one address) resolve to the same name
+    /// trace-cmd prints: symbols sorted stably by address, then a binary
+    /// search (glibc's `bsearch` midpoints) accepting a symbol whose address
+    /// equals `addr`, or that lies below `addr` with the next symbol above
+    /// it. Addresses beyond the last symbol are not resolved. Returns the
+    /// name and the offset of `addr` from the symbol.
     pub fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-        let i = self.kallsyms.partition_point(|(a, _)| *a <= addr);
-        if i == 0 || i >= self.kallsyms.len() {
-            return None;
+        let k = &self.kallsyms;
+        let (mut lo, mut hi) = (0usize, k.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let a = k[mid].0;
+            let inside = addr > a && k.get(mid + 1).is_some_and(|(b, _)| addr < *b);
+            if addr == a || inside {
+                return Some((k[mid].1.as_str(), addr - a));
+            }
+            if addr < a {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        let (a, name) = &self.kallsyms[i - 1];
-        Some((name.as_str(), addr - a))
+        None
     }
 
     /// The string stored in printk_formats for a kernel string address.
@@ -1020,6 +1034,9 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
             (addr != 0).then(|| (addr, name.to_string()))
         })
         .collect();
+    // libtraceevent keeps registered symbols in a list (newest first) and
+    // sorts them stably by address: aliases end up in reverse file order.
+    v.reverse();
     v.sort_by_key(|(a, _)| *a);
     v
 }

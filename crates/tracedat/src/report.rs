@@ -111,9 +111,8 @@ fn str_field<'e>(ev: &'e Event<'_>, name: &str) -> &'e [u8] {
     }
 }
 
-/// The sched_switch / sched_wakeup / function handlers of trace-cmd's
-/// plugins.
-fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
+/// The sched_switch / sched_wakeup handlers of trace-cmd's plugins.
+fn write_plugin(ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
     let f = ev.format;
     match f.name.as_str() {
         "sched_switch" => {
@@ -146,12 +145,6 @@ fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                 write!(out, " success={}", num_field(ev, "success") as i32)?;
             }
             write!(out, " CPU:{:03}", num_field(ev, "target_cpu") as i32)?;
-        }
-        "function" => {
-            write_symbol(file, out, num_field(ev, "ip") as u64)?;
-            let parent = num_field(ev, "parent_ip") as u64;
-            out.extend_from_slice(b" <-- ");
-            write_symbol(file, out, parent)?;
         }
         _ => return Ok(false),
     }
@@ -239,7 +232,7 @@ fn write_symbol(file: &TraceFile, out: &mut impl Write, addr: u64) -> std::io::R
 
 fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<()> {
     let f = ev.format;
-    if write_plugin(file, ev, out)? {
+    if write_plugin(ev, out)? {
         return Ok(());
     }
     if f.system == "ftrace" {
@@ -326,7 +319,7 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
 /// * FIELDS is the event's `print fmt` evaluated as libtraceevent does
 ///   (see `printfmt`); sched_switch, sched_wakeup(_new) and function events
 ///   are printed as trace-cmd's plugins print them (`prev:pid [prio] S ==>
-///   next:pid [prio]`, `func <-- parent`); `print` (trace_marker) shows
+///   next:pid [prio]`, the function name indented by call depth); `print` (trace_marker) shows
 ///   `SYMBOL: TEXT`, and `kernel_stack` shows `<stack trace >` then one
 ///   `=> SYMBOL (ADDR)` line per frame, resolved through kallsyms. An event
 ///   whose print fmt cannot be evaluated is printed as `name=value` pairs
@@ -356,6 +349,12 @@ pub struct Printer<'a> {
     names: Vec<Option<Box<[u8]>>>,
     /// How each format's body is printed (index = id; unknown at the end).
     bodies: Vec<Option<Body>>,
+    /// Comms learned from sched_switch / sched_wakeup records for pids the
+    /// saved cmdlines do not name (the first name seen wins, as in
+    /// trace-cmd).
+    learned: FxHashMap<i32, Box<str>>,
+    /// Per CPU, the call chain the function plugin has seen (for indents).
+    calls: Vec<Vec<Option<String>>>,
     line: Vec<u8>,
 }
 
@@ -368,6 +367,8 @@ impl<'a> Printer<'a> {
             heads: FxHashMap::default(),
             names: Vec::new(),
             bodies: Vec::new(),
+            calls: Vec::new(),
+            learned: FxHashMap::default(),
             line: Vec::with_capacity(256),
         }
     }
@@ -398,8 +399,9 @@ impl<'a> Printer<'a> {
                 .extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
         }
         let pid = ev.pid();
+        let learned = &self.learned;
         let head = self.heads.entry(pid).or_insert_with(|| {
-            let comm = match file.comm(pid) {
+            let comm = match file.comm(pid).or_else(|| learned.get(&pid).map(|c| &**c)) {
                 Some(c) => c,
                 None if pid == 0 => "<idle>",
                 None => "<...>",
@@ -457,10 +459,87 @@ impl<'a> Printer<'a> {
                 },
                 &mut self.line,
             )?,
+            Body::Plugin if ev.format.name == "function" && ev.format.system == "ftrace" => {
+                self.function(ev)
+            }
             Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
+        }
+        if ev.format.system == "sched" {
+            self.learn(ev);
         }
         self.line.push(b'\n');
         Ok(())
+    }
+}
+
+impl Printer<'_> {
+    /// Remembers the comms a sched_switch or sched_wakeup record names, as
+    /// trace-cmd's sched_switch plugin does while printing them.
+    fn learn(&mut self, ev: &Event<'_>) {
+        let pairs: &[(&str, &str)] = match ev.format.name.as_str() {
+            "sched_switch" => &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")],
+            "sched_wakeup" | "sched_wakeup_new" => &[("pid", "comm")],
+            _ => return,
+        };
+        for (pid, comm) in pairs {
+            let pid = num_field(ev, pid) as i32;
+            if pid == 0 || self.file.comm(pid).is_some() || self.learned.contains_key(&pid) {
+                continue;
+            }
+            let comm = str_field(ev, comm);
+            if comm.is_empty() {
+                continue;
+            }
+            self.learned
+                .insert(pid, String::from_utf8_lossy(comm).into());
+            self.heads.remove(&pid);
+        }
+    }
+
+    /// A function tracer line as trace-cmd's function plugin prints it by
+    /// default: the function's symbol, indented three spaces per level of
+    /// the call chain it has seen on this CPU (a function's level is one
+    /// more than its caller's when the caller was seen, else 1 below a new
+    /// chain root), no parent.
+    fn function(&mut self, ev: &Event<'_>) {
+        let ip = num_field(ev, "ip") as u64;
+        let pip = num_field(ev, "parent_ip") as u64;
+        let func = self.file.symbol(ip).map(|(n, _)| n);
+        let parent = self.file.symbol(pip).map(|(n, _)| n);
+        let mut index = 0;
+        if let Some(parent) = parent {
+            let cpu = ev.cpu as usize;
+            if cpu >= self.calls.len() {
+                self.calls.resize_with(cpu + 1, Vec::new);
+            }
+            let stack = &mut self.calls[cpu];
+            let found = stack
+                .iter()
+                .take_while(|e| e.is_some())
+                .position(|e| e.as_deref() == Some(parent));
+            let set = |stack: &mut Vec<Option<String>>, pos: usize, name: Option<&str>| {
+                let Some(name) = name else { return };
+                if pos >= stack.len() {
+                    stack.resize(pos + 1, None);
+                }
+                stack[pos] = Some(name.to_string());
+            };
+            match found {
+                Some(i) => {
+                    set(stack, i + 1, func);
+                    index = i;
+                }
+                None => {
+                    set(stack, 0, Some(parent));
+                    set(stack, 1, func);
+                }
+            }
+        }
+        self.line.extend(std::iter::repeat_n(b' ', index * 3));
+        match func {
+            Some(f) => self.line.extend_from_slice(f.as_bytes()),
+            None => write_hex(&mut self.line, ip),
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! Other people's trace.dat files (tests/corpus, see its README) printed by
 //! our reader and compared line for line with `trace-cmd report`.
 //!
-//! Needs trace-cmd; without it the test only checks that every file reads
-//! to the end without error.
+//! Files are stored zstd-compressed (`NAME.dat.zst`) unless trace-cmd
+//! already compressed them; the trace-cmd v7 fixture is compared too. Needs
+//! trace-cmd; without it the test only checks that every file reads to the
+//! end without error.
 
 mod common;
 
@@ -11,13 +13,28 @@ use std::path::PathBuf;
 use common::*;
 use tracedat::{Printer, TraceFile};
 
-fn corpus() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+/// The corpus files as plain trace.dat paths (compressed ones unpacked into
+/// `tmp`).
+fn corpus(tmp: &std::path::Path) -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root.join("corpus"))
         .expect("corpus dir")
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dat"))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            if let Some(stem) = name.strip_suffix(".zst") {
+                let packed = std::fs::File::open(&p).unwrap();
+                let mut dec = ruzstd::decoding::StreamingDecoder::new(packed).unwrap();
+                let out = tmp.join(stem);
+                let mut w = std::fs::File::create(&out).unwrap();
+                std::io::copy(&mut dec, &mut w).unwrap();
+                Some(out)
+            } else {
+                name.ends_with(".dat").then_some(p)
+            }
+        })
         .collect();
+    v.push(root.join("fixtures/trace-cmd-v7-zstd.dat"));
     v.sort();
     v
 }
@@ -41,8 +58,9 @@ fn intended(_file: &str, _theirs: &str) -> bool {
 
 #[test]
 fn corpus_matches_trace_cmd_report() {
-    let files = corpus();
-    assert!(files.len() >= 2, "corpus is missing");
+    let tmp = tempfile::tempdir().unwrap();
+    let files = corpus(tmp.path());
+    assert!(files.len() >= 10, "corpus is missing");
     let mut total = 0usize;
     let mut same = 0usize;
     let mut report = String::new();
