@@ -134,6 +134,7 @@ struct CType {
 #[derive(Debug, Clone)]
 enum Expr {
     Num(i64),
+    Unknown,
     Str(String),
     Field(usize),
     Unary(&'static str, Box<Expr>),
@@ -145,8 +146,10 @@ enum Expr {
     Data(usize),
     DataLen(usize),
     Bitmask(usize),
-    Symbolic(Box<Expr>, Vec<(i64, String)>),
-    Flags(Box<Expr>, String, Vec<(i64, String)>),
+    /// Entries are `(value, name)`; value `None` when it names something
+    /// the kernel left unresolved.
+    Symbolic(Box<Expr>, Vec<(Option<i64>, String)>),
+    Flags(Box<Expr>, String, Vec<(Option<i64>, String)>),
     Hex(Box<Expr>, Box<Expr>, bool),
     Array(Box<Expr>, Box<Expr>, Box<Expr>),
 }
@@ -540,19 +543,33 @@ impl Parser<'_> {
         self.field(&name)
     }
 
-    fn pairs(&mut self) -> Result<Vec<(i64, String)>, String> {
+    /// The `{ value, "name" }` entries of `__print_symbolic` /
+    /// `__print_flags`. A value naming something the file does not define
+    /// (an enum constant the kernel did not resolve) is kept as `None`
+    /// (libtraceevent takes it as -1), and a `{ value, NULL }` terminator is
+    /// dropped.
+    fn pairs(&mut self) -> Result<Vec<(Option<i64>, String)>, String> {
         let mut v = Vec::new();
         while self.eat(",") {
             self.expect("{")?;
             let e = self.expr()?;
-            let n = const_eval(&e).ok_or("symbol value is not a constant")?;
+            let n = const_eval(&e);
             self.expect(",")?;
-            let s = match self.next() {
-                Some(Tok::Str(s)) => s,
-                t => return Err(format!("expected a string, found {t:?}")),
+            let s = match self.peek() {
+                Some(Tok::Str(s)) => {
+                    let s = s.clone();
+                    self.pos += 1;
+                    Some(s)
+                }
+                _ => {
+                    self.expr()?;
+                    None
+                }
             };
             self.expect("}")?;
-            v.push((n, s));
+            if let Some(s) = s {
+                v.push((n, s));
+            }
         }
         Ok(v)
     }
@@ -624,7 +641,12 @@ impl Parser<'_> {
                 }
                 "true" => Ok(Expr::Num(1)),
                 "false" | "NULL" => Ok(Expr::Num(0)),
-                _ => Err(format!("cannot evaluate `{w}`")),
+                _ if matches!(self.peek(), Some(Tok::Punct("("))) => {
+                    Err(format!("cannot evaluate `{w}(...)`"))
+                }
+                // A constant the kernel left unresolved: 0 in arithmetic,
+                // never equal to a value in a symbol table.
+                _ => Ok(Expr::Unknown),
             },
             t => Err(format!("unexpected {t:?}")),
         }
@@ -642,6 +664,7 @@ fn op_static(op: &str) -> &'static str {
 fn const_eval(e: &Expr) -> Option<i64> {
     match e {
         Expr::Num(n) => Some(*n),
+        Expr::Unknown => None,
         Expr::Unary(op, a) => {
             let a = const_eval(a)?;
             Some(match *op {
@@ -824,6 +847,7 @@ fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
 fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
     match e {
         Expr::Num(n) => Val::Num(*n),
+        Expr::Unknown => Val::Num(0),
         Expr::Str(s) => Val::Bytes(s.as_bytes(), 1),
         Expr::Field(i) => {
             let f = field_at(cx.fmt, *i);
@@ -905,7 +929,7 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
         }
         Expr::Symbolic(v, pairs) => {
             let v = num(v, cx);
-            match pairs.iter().find(|(n, _)| *n == v) {
+            match pairs.iter().find(|(n, _)| n.unwrap_or(-1) == v) {
                 Some((_, s)) => Val::Text(s.clone()),
                 None => Val::Text(format!("0x{:x}", v)),
             }
@@ -913,17 +937,23 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
         Expr::Flags(v, delim, pairs) => {
             let mut v = num(v, cx) as u64;
             let mut s = String::new();
+            // libtraceevent: an unresolved value (-1) names the value 0; a
+            // known 0 never matches.
             for (n, name) in pairs {
-                let n = *n as u64;
-                if (n == 0 && v == 0) || (n != 0 && v & n == n) {
+                let Some(n) = *n else {
+                    if v == 0 {
+                        s.push_str(name);
+                        break;
+                    }
+                    continue;
+                };
+                let n = n as u64;
+                if (n as i64) > 0 && v & n == n {
                     if !s.is_empty() {
                         s.push_str(delim);
                     }
                     s.push_str(name);
                     v &= !n;
-                    if v == 0 && n != 0 {
-                        break;
-                    }
                 }
             }
             if v != 0 {
@@ -1226,7 +1256,7 @@ mod tests {
     struct K;
     impl Kernel for K {
         fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-            (addr >= 0x1000).then_some(("do_thing", addr - 0x1000))
+            (addr >= 0x1000).then(|| ("do_thing", addr - 0x1000))
         }
         fn kernel_string(&self, _: u64) -> Option<&str> {
             None

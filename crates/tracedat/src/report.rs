@@ -30,8 +30,9 @@ impl Kernel for TraceFile {
 
 /// How the body of an event is printed.
 enum Body {
-    /// Through the event's `print fmt`.
-    Fmt(PrintFmt),
+    /// Through the event's `print fmt`; `true`: after a `(SYMBOL+0xOFF) `
+    /// prefix for `call_site`, as trace-cmd's kmem plugin prints it.
+    Fmt(PrintFmt, bool),
     /// A handler of trace-cmd's plugins (sched_switch, sched_wakeup,
     /// function), reproduced.
     Plugin,
@@ -56,14 +57,31 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
             .iter()
             .all(|n| f.field(n).is_some()),
         ("ftrace", "function") => f.field("ip").is_some() && f.field("parent_ip").is_some(),
+        ("timer", "hrtimer_start") => ["function", "expires", "softexpires"]
+            .iter()
+            .all(|n| f.field(n).is_some()),
+        ("timer", "hrtimer_expire_entry") => {
+            ["function", "now"].iter().all(|n| f.field(n).is_some())
+        }
         ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
         _ => false,
     };
     if plugin {
         return Body::Plugin;
     }
+    let kmem = f.system == "kmem"
+        && matches!(
+            f.name.as_str(),
+            "kfree"
+                | "kmalloc"
+                | "kmalloc_node"
+                | "kmem_cache_alloc"
+                | "kmem_cache_alloc_node"
+                | "kmem_cache_free"
+        )
+        && f.field("call_site").is_some();
     match PrintFmt::parse(f, Kernel::long_size(file)) {
-        Ok(p) => Body::Fmt(p),
+        Ok(p) => Body::Fmt(p, kmem),
         Err(e) => {
             eprintln!(
                 "trace-recipe: note: event {}:{}: print fmt not understood ({e}); its fields are printed as name=value",
@@ -111,8 +129,19 @@ fn str_field<'e>(ev: &'e Event<'_>, name: &str) -> &'e [u8] {
     }
 }
 
-/// The sched_switch / sched_wakeup handlers of trace-cmd's plugins.
-fn write_plugin(ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
+/// `NAME/0xOFF` of a code address as trace-cmd's plugins print a function
+/// field (the offset is counted from the address to the symbol, so it is 0
+/// at a symbol's start), `0x%08x` when unresolved.
+fn write_func_field(file: &TraceFile, out: &mut Vec<u8>, addr: u64) -> std::io::Result<()> {
+    match file.symbol(addr) {
+        Some((name, off)) => write!(out, "{name}/0x{:x}", off.wrapping_neg()),
+        None => write!(out, "0x{addr:08x}"),
+    }
+}
+
+/// The sched_switch / sched_wakeup / hrtimer handlers of trace-cmd's
+/// plugins.
+fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
     let f = ev.format;
     match f.name.as_str() {
         "sched_switch" => {
@@ -145,6 +174,28 @@ fn write_plugin(ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
                 write!(out, " success={}", num_field(ev, "success") as i32)?;
             }
             write!(out, " CPU:{:03}", num_field(ev, "target_cpu") as i32)?;
+        }
+        "hrtimer_start" | "hrtimer_expire_entry" => {
+            let timer = if f.field("timer").is_some() {
+                "timer"
+            } else {
+                "hrtimer"
+            };
+            write!(out, "hrtimer=0x{:x}", num_field(ev, timer) as u64)?;
+            let func = num_field(ev, "function") as u64;
+            if f.name == "hrtimer_start" {
+                out.extend_from_slice(b" function=");
+                write_func_field(file, out, func)?;
+                write!(
+                    out,
+                    " expires={} softexpires={}",
+                    num_field(ev, "expires") as u64,
+                    num_field(ev, "softexpires") as u64
+                )?;
+            } else {
+                write!(out, " now={} function=", num_field(ev, "now") as u64)?;
+                write_func_field(file, out, func)?;
+            }
         }
         _ => return Ok(false),
     }
@@ -232,7 +283,7 @@ fn write_symbol(file: &TraceFile, out: &mut impl Write, addr: u64) -> std::io::R
 
 fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<()> {
     let f = ev.format;
-    if write_plugin(ev, out)? {
+    if write_plugin(file, ev, out)? {
         return Ok(());
     }
     if f.system == "ftrace" {
@@ -450,15 +501,20 @@ impl<'a> Printer<'a> {
             }
         });
         match body {
-            Body::Fmt(p) => p.write(
-                &Ctx {
-                    fmt: ev.format,
-                    data: &ev.data,
-                    big: ev.big_endian,
-                    kernel: file,
-                },
-                &mut self.line,
-            )?,
+            Body::Fmt(p, kmem) => {
+                if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
+                    write!(self.line, "({name}+0x{:x}) ", off as u32)?;
+                }
+                p.write(
+                    &Ctx {
+                        fmt: ev.format,
+                        data: &ev.data,
+                        big: ev.big_endian,
+                        kernel: file,
+                    },
+                    &mut self.line,
+                )?
+            }
             Body::Plugin if ev.format.name == "function" && ev.format.system == "ftrace" => {
                 self.function(ev)
             }
