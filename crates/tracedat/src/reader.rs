@@ -275,9 +275,25 @@ impl TraceFile {
             source,
         };
         let f = std::fs::File::open(path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
-        if len == 0 {
-            return Self::parse(Backing::Owned(Vec::new()));
+        let meta = f.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(Error::NotTraceDat {
+                detail: format!(
+                    "{} is a directory; give the trace.dat file in it",
+                    path.display()
+                ),
+            });
+        }
+        if !meta.is_file() {
+            // A pipe or device cannot be mapped: read it whole.
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut &f, &mut data).map_err(io)?;
+            return Self::parse(Backing::Owned(data));
+        }
+        if meta.len() == 0 {
+            return Err(Error::NotTraceDat {
+                detail: format!("{} is empty", path.display()),
+            });
         }
         // SAFETY: the mapping is read-only; if another process truncates the
         // file while it is mapped, accesses may fault (SIGBUS) — the usual
@@ -293,6 +309,20 @@ impl TraceFile {
 
     fn parse(backing: Backing) -> Result<TraceFile, Error> {
         let data = backing.bytes();
+        let mut want = MAGIC.to_vec();
+        want.extend_from_slice(b"tracing");
+        let n = data.len().min(want.len());
+        if data.is_empty() || data[..n] != want[..n] {
+            return Err(Error::NotTraceDat {
+                detail: if data.is_empty() {
+                    "the input is empty".into()
+                } else {
+                    "it does not start with the trace.dat magic (17 08 44 `tracing`); \
+                     is it the output of `trace-recipe run` or `trace-cmd record`?"
+                        .into()
+                },
+            });
+        }
         let mut c = Cursor::new(data, 0, false, "file header");
         c.expect(&MAGIC, "magic")?;
         c.expect(b"tracing", "`tracing` tag")?;
