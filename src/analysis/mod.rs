@@ -314,7 +314,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     }
     Ok(Analysis {
         selected,
-        timeline: timeline.map(|t| t.finish(file, &event_names, &pids, &counts)),
+        timeline: timeline.map(|t| t.finish(file, &event_names, &pids)),
         latencies,
         stacks,
         counts,

@@ -16,6 +16,7 @@
 mod bytes;
 mod error;
 mod format;
+mod printfmt;
 mod reader;
 mod records;
 mod report;

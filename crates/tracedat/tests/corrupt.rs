@@ -197,3 +197,24 @@ fn corrupt_trace_cmd_v7_uncompressed_conversion() {
         torture(comp, &good, 1000, 1500);
     }
 }
+
+#[test]
+fn directory_empty_and_foreign_inputs_say_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = |p: &std::path::Path| TraceFile::open(p).err().expect("must fail").to_string();
+    let m = msg(dir.path());
+    assert!(m.contains("is a directory"), "{m}");
+    let empty = dir.path().join("empty.dat");
+    std::fs::write(&empty, b"").unwrap();
+    let m = msg(&empty);
+    assert!(m.contains("not a trace.dat file") && m.contains("is empty"), "{m}");
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"hello, this is text\n").unwrap();
+    let m = msg(&text);
+    assert!(m.contains("does not start with the trace.dat magic"), "{m}");
+    // A cut-off header is a truncated trace.dat, not a foreign file.
+    let short = dir.path().join("short.dat");
+    std::fs::write(&short, b"\x17\x08Dtra").unwrap();
+    let m = msg(&short);
+    assert!(m.contains("truncated"), "{m}");
+}
