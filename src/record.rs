@@ -139,6 +139,9 @@ impl Recorder {
                     source,
                 })?;
             rec.threads.push((cpu, out_path, handle));
+            if let Err(source) = crate::apply::hooks::fail_at("recorder") {
+                return Err(RecordError::Read { cpu, source });
+            }
         }
         Ok(rec)
     }
@@ -171,6 +174,7 @@ impl Recorder {
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
         self.draining.store(true, Ordering::SeqCst);
         self.wake = None;
+        crate::apply::hooks::kill_at("drain");
         let mut out = Vec::new();
         let mut first_err = None;
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
@@ -197,6 +201,9 @@ impl Recorder {
                     });
                 }
             }
+        }
+        if let Err(source) = crate::apply::hooks::fail_at("drain") {
+            first_err.get_or_insert(RecordError::Read { cpu: 0, source });
         }
         match first_err {
             Some(e) => Err(e),

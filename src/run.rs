@@ -643,6 +643,12 @@ impl Armed {
             subbuf,
             &raw_dir,
         )?);
+        crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
+            path: tracefs.path(&format!("{inst}/tracing_on")),
+            value: "1".into(),
+            source,
+            error_log: None,
+        })?;
         tracefs.write(&format!("{inst}/tracing_on"), "1", WriteMode::Replace, inst)?;
         let t0 = Instant::now();
         let workload_fd = match self.p.workload.as_mut() {
@@ -656,6 +662,7 @@ impl Armed {
         on_event(RunEvent::Recording {
             until: until_text(valid, self.p.workload.is_some()),
         });
+        crate::apply::hooks::kill_at("recording");
         const TICK: Duration = Duration::from_millis(20);
         let mut last_progress = Instant::now();
         let reason = loop {
@@ -957,6 +964,10 @@ fn save_tables(
     out: &OutputDir,
 ) -> Result<(), RunError> {
     let inst = the_plan.instance.as_str();
+    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
+        path: tracefs.path(&format!("{inst}/events")),
+        source,
+    })?;
     let mut hist_events: Vec<(&str, bool)> = valid
         .triggers
         .iter()

@@ -202,31 +202,11 @@ impl Transaction {
 
     /// Undoes what is left to undo and closes the journal: deleted only when no
     /// undo of this transaction has ever failed.
-    ///
-    /// A write into a directory that a later undo of this rollback removes (the
-    /// run's own instance) is not undone one file at a time: removing an
-    /// instance disables its events and clears its triggers, filters and pid
-    /// lists in the kernel (`__remove_instance`), at once. That saves a write,
-    /// often an RCU grace period, per step. If the removal fails, its failure is
-    /// reported and the journal kept; replaying a journal (guard, `reset`)
-    /// always undoes every record.
     fn undo_all(&mut self) -> RollbackReport {
         let mut report = RollbackReport::default();
-        let removed: Vec<String> = self
-            .done
-            .iter()
-            .filter_map(|(_, u)| match u {
-                Recorded::Rmdir { dir } => Some(format!("{dir}/")),
-                Recorded::Write { .. } => None,
-            })
-            .collect();
         while let Some((n, undo)) = self.done.pop() {
             report.undone += 1;
-            if let Recorded::Write { file, .. } = &undo
-                && removed.iter().any(|d| file.starts_with(d.as_str()))
-            {
-                continue;
-            }
+            super::hooks::kill_at(&format!("undo:{n}"));
             if let Err(e) = undo.perform_nth(&self.tracefs, n) {
                 report.failures.push(e);
             }
