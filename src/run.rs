@@ -32,7 +32,7 @@ use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, OnAbort, load};
-use crate::record::{CpuCapture, RecordError, Recorder, subbuf_size};
+use crate::record::{CpuCapture, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
@@ -634,7 +634,7 @@ impl Armed {
         let (tracefs, valid) = (&self.p.tracefs, &self.p.valid);
         let inst = self.p.plan.instance.as_str();
         let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
-        let subbuf = subbuf_size(&header_page).unwrap_or(4096);
+        let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
         let recorder = self.recorder.insert(Recorder::start(
             tracefs,
