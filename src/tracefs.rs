@@ -89,15 +89,24 @@ pub enum WriteMode {
 }
 
 /// A mounted tracefs.
+///
+/// Clones share one record, per `error_log` (by directory), of the newest entry
+/// that was there before this process's writes, so that a refused write is
+/// explained only by the entries written after it, never by an older one.
 #[derive(Debug, Clone)]
 pub struct Tracefs {
     root: PathBuf,
+    error_marks:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<String>>>>,
 }
 
 impl Tracefs {
     /// Uses tracefs at `root` as it is (tests, or a known mount point).
     pub fn at(root: impl Into<PathBuf>) -> Tracefs {
-        Tracefs { root: root.into() }
+        Tracefs {
+            root: root.into(),
+            error_marks: Default::default(),
+        }
     }
 
     /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
@@ -176,9 +185,11 @@ impl Tracefs {
         read_all(&path).map_err(|source| TracefsError::Read { path, source })
     }
 
-    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's newest
-    /// `error_log` entry of `log_dir` (the instance, or "" for the top level) is
-    /// attached.
+    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's
+    /// `error_log` entries of `log_dir` (the instance, or "" for the top level)
+    /// written since this process's previous write there are attached: those
+    /// this write caused, never an older entry (Documentation/trace/ftrace.rst,
+    /// "error_log").
     pub fn write(
         &self,
         rel: &str,
@@ -187,6 +198,7 @@ impl Tracefs {
         log_dir: &str,
     ) -> Result<(), TracefsError> {
         let path = self.path(rel);
+        self.mark_error_log(log_dir);
         let mut opts = OpenOptions::new();
         opts.write(true);
         match mode {
@@ -198,7 +210,7 @@ impl Tracefs {
             .open(&path)
             .and_then(|mut f| f.write_all(value.as_bytes()));
         result.map_err(|source| TracefsError::Write {
-            error_log: self.error_log_tail(log_dir),
+            error_log: self.error_log_since_mark(log_dir),
             path,
             value: value.to_string(),
             source,
@@ -243,18 +255,49 @@ impl Tracefs {
         names
     }
 
-    /// The newest entry of `DIR/error_log` (DIR "" = top level): the lines from
-    /// the last one that starts with `[`, or `None` when the log is empty.
-    pub fn error_log_tail(&self, dir: &str) -> Option<String> {
-        let rel = if dir.is_empty() {
-            "error_log".to_string()
-        } else {
-            format!("{dir}/error_log")
+    /// The entries of `DIR/error_log` (DIR "" = top level), oldest first: each
+    /// starts with a `[timestamp]` line, followed by its command and caret lines.
+    fn error_log_entries(&self, dir: &str) -> Vec<String> {
+        let rel = match dir {
+            "" => "error_log".to_string(),
+            d => format!("{d}/error_log"),
         };
-        let text = self.read(&rel).ok()?;
-        let lines: Vec<&str> = text.lines().collect();
-        let start = lines.iter().rposition(|l| l.starts_with('['))?;
-        Some(lines[start..].join("\n"))
+        let mut entries: Vec<String> = Vec::new();
+        for line in self.read(&rel).unwrap_or_default().lines() {
+            match entries.last_mut() {
+                Some(e) if !line.starts_with('[') => {
+                    e.push('\n');
+                    e.push_str(line);
+                }
+                _ => entries.push(line.to_string()),
+            }
+        }
+        entries
+    }
+
+    /// Records the newest entry of `DIR/error_log` the first time this process
+    /// writes under DIR (later entries are then ours to explain).
+    fn mark_error_log(&self, dir: &str) {
+        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
+        if !marks.contains_key(dir) {
+            marks.insert(dir.to_string(), self.error_log_entries(dir).pop());
+        }
+    }
+
+    /// The entries of `DIR/error_log` after the marked one, joined, or `None`
+    /// when the kernel added none; moves the mark to the newest entry. When the
+    /// marked entry has rotated out of the log (it keeps the last 16), every
+    /// entry is new.
+    fn error_log_since_mark(&self, dir: &str) -> Option<String> {
+        let entries = self.error_log_entries(dir);
+        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
+        let mark = marks.get(dir).cloned().flatten();
+        let start = mark
+            .and_then(|m| entries.iter().rposition(|e| *e == m))
+            .map_or(0, |i| i + 1);
+        marks.insert(dir.to_string(), entries.last().cloned());
+        let new = &entries[start..];
+        (!new.is_empty()).then(|| new.join("\n"))
     }
 }
 
