@@ -301,6 +301,124 @@ impl Tracefs {
     }
 }
 
+/// How a kind of tracefs file reads back: the rule that turns what a read
+/// returns into the value that, written back, restores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readback {
+    /// The first word (`tracing_on`, `current_tracer`, `max_graph_depth`, ...).
+    FirstWord,
+    /// The bracketed choice of a list (`trace_clock`: `local [mono] global`).
+    Bracketed,
+    /// One function per line; `#` comment lines when empty
+    /// (`#### all functions enabled ####`).
+    FunctionList,
+    /// One pid per line; `no pid` when empty.
+    PidList,
+    /// Every line (probe definitions, `set_event`), joined by newlines.
+    Lines,
+    /// An event filter: `none` when unset, cleared by writing `0`.
+    Filter,
+    /// An event's `enable`: `0`/`1`, with `*` when a trigger soft-disables it.
+    Enable,
+    /// `buffer_size_kb`: `1408`, or `7 (expanded: 1408)` while the top-level
+    /// ring buffer is still unallocated since boot.
+    BufferSize,
+}
+
+/// One kind of tracefs file: how it reads back and, for the top-level files
+/// `status` checks, its value after a clean boot (in restore form, see
+/// [`restore_value`]). Sources: Documentation/trace/ftrace.rst, events.rst,
+/// kprobetrace.rst, uprobetracer.rst.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileRule {
+    /// The file's name (the last path component).
+    pub name: &'static str,
+    /// How it reads back.
+    pub readback: Readback,
+    /// Its boot default, when `status` compares the top level's with it.
+    pub boot_default: Option<&'static str>,
+}
+
+/// Every tracefs file the tool writes, restores or checks; any other file
+/// reads back as [`Readback::FirstWord`] with no boot default.
+pub(crate) const FILE_RULES: &[FileRule] = &[
+    rule("tracing_on", Readback::FirstWord, Some("1")),
+    rule("current_tracer", Readback::FirstWord, Some("nop")),
+    rule("set_event", Readback::Lines, Some("")),
+    rule("set_event_pid", Readback::PidList, Some("")),
+    rule("set_event_notrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_notrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_filter", Readback::FunctionList, Some("")),
+    rule("set_ftrace_notrace", Readback::FunctionList, Some("")),
+    rule("set_graph_function", Readback::FunctionList, Some("")),
+    rule("set_graph_notrace", Readback::FunctionList, Some("")),
+    rule("tracing_thresh", Readback::FirstWord, Some("0")),
+    rule("kprobe_events", Readback::Lines, Some("")),
+    rule("uprobe_events", Readback::Lines, Some("")),
+    rule("dynamic_events", Readback::Lines, Some("")),
+    rule("trace_clock", Readback::Bracketed, Some("local")),
+    rule("buffer_size_kb", Readback::BufferSize, None),
+    rule("filter", Readback::Filter, None),
+    rule("enable", Readback::Enable, None),
+];
+
+const fn rule(
+    name: &'static str,
+    readback: Readback,
+    boot_default: Option<&'static str>,
+) -> FileRule {
+    FileRule {
+        name,
+        readback,
+        boot_default,
+    }
+}
+
+/// The rule of `file` (a path relative to tracefs; only its last component counts).
+pub(crate) fn file_rule(file: &str) -> FileRule {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    FILE_RULES
+        .iter()
+        .find(|r| r.name == name)
+        .copied()
+        .unwrap_or(FileRule {
+            name: "",
+            readback: Readback::FirstWord,
+            boot_default: None,
+        })
+}
+
+/// The value to write to `file` to restore what reading it returned (`old`),
+/// by its [`Readback`] rule. Also the canonical form in which `status`
+/// compares a file with its boot default.
+pub(crate) fn restore_value(file: &str, old: &str) -> String {
+    let items = |skip: &dyn Fn(&str) -> bool| {
+        old.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !skip(l))
+            .collect::<Vec<_>>()
+    };
+    match file_rule(file).readback {
+        Readback::FirstWord => old.split_whitespace().next().unwrap_or("").to_string(),
+        Readback::Bracketed => bracketed(old).unwrap_or("local").to_string(),
+        Readback::FunctionList => items(&|l| l.starts_with('#')).join(" "),
+        Readback::PidList => items(&|l| l == "no pid").join(" "),
+        Readback::Lines => items(&|_| false).join("\n"),
+        Readback::Filter => match old.trim() {
+            "none" | "" => "0".into(),
+            f => f.to_string(),
+        },
+        Readback::Enable => old.trim().trim_end_matches('*').to_string(),
+        Readback::BufferSize => old
+            .split("expanded: ")
+            .nth(1)
+            .and_then(|e| e.split(')').next())
+            .unwrap_or_else(|| old.split_whitespace().next().unwrap_or(""))
+            .to_string(),
+    }
+}
+
 /// The directory whose `error_log` explains a failed write to `rel`: the instance
 /// (`instances/NAME`) for a file inside one, else "" (the top level, which also
 /// logs probe definition errors).
@@ -351,6 +469,7 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
 #[cfg(test)]
 mod tests {
     use super::error_log_dir;
+    use super::restore_value;
 
     #[test]
     fn errors_are_logged_in_the_instance_or_at_the_top_level() {
@@ -360,5 +479,31 @@ mod tests {
         );
         assert_eq!(error_log_dir("kprobe_events"), "");
         assert_eq!(error_log_dir("events/a/b/filter"), "");
+    }
+
+    #[test]
+    fn before_images_become_the_value_that_restores_them() {
+        assert_eq!(
+            restore_value("i/trace_clock", "local [mono] global\n"),
+            "mono"
+        );
+        assert_eq!(restore_value("max_graph_depth", "0\n"), "0");
+        assert_eq!(
+            restore_value("set_graph_function", "#### all functions enabled ####\n"),
+            ""
+        );
+        assert_eq!(
+            restore_value("set_graph_function", "vfs_read\nvfs_write\n"),
+            "vfs_read vfs_write"
+        );
+        assert_eq!(restore_value("set_ftrace_pid", "no pid\n"), "");
+        assert_eq!(restore_value("set_event_pid", "12\n34\n"), "12 34");
+        assert_eq!(restore_value("events/a/b/filter", "none\n"), "0");
+        assert_eq!(restore_value("events/a/b/filter", "ret < 0\n"), "ret < 0");
+        assert_eq!(
+            restore_value("buffer_size_kb", "7 (expanded: 1408)\n"),
+            "1408"
+        );
+        assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
     }
 }
