@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::analysis::{AnalysisName, Selection, analyze};
 use crate::plan::{instance_name, plan, probe_group};
 use crate::report::{JsonReport, Template, render_html};
-use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
+use crate::run::{FactsFrom, RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
 use crate::status;
 use crate::tracefs::Tracefs;
 
@@ -54,6 +54,17 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// Validate offline against a fact file (`trace-recipe facts -o FILE`, JSON
+        /// or `.json.zst`) instead of the running kernel: needs neither root nor tracefs.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+    },
+    /// Print what validation knows about the running kernel's ftrace as versioned
+    /// JSON (read-only; schema: `trace-recipe schema --facts`).
+    Facts {
+        /// Write to FILE instead of stdout.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Run a recipe: apply, record, roll back, write trace.dat and reports.
     Run {
@@ -95,11 +106,15 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Print the recipe's JSON Schema (or report.json's, with `--report`).
+    /// Print the recipe's JSON Schema (or report.json's, with `--report`, or the
+    /// fact file's, with `--facts`).
     Schema {
         /// The schema of report.json instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "facts")]
         report: bool,
+        /// The schema of a fact file (`trace-recipe facts`) instead.
+        #[arg(long)]
+        facts: bool,
     },
     /// Internal: roll back JOURNAL if the run that started us dies.
     #[command(name = "__guard", hide = true)]
@@ -140,7 +155,13 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
         }
     };
     match cli.command {
-        Command::Check { recipe, sets, plan } => check(&recipe, &sets, plan),
+        Command::Check {
+            recipe,
+            sets,
+            plan,
+            facts,
+        } => check(&recipe, &sets, plan, facts.as_deref()),
+        Command::Facts { out } => facts_cmd(out.as_deref()),
         Command::Run {
             recipe,
             sets,
@@ -187,8 +208,10 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
-        Command::Schema { report } => {
-            if report {
+        Command::Schema { report, facts } => {
+            if facts {
+                println!("{}", crate::facts_schema_json());
+            } else if report {
                 println!("{}", crate::report_schema_json());
             } else {
                 println!("{}", crate::schema_json());
@@ -219,10 +242,47 @@ fn with_tracefs(f: impl FnOnce(&Tracefs) -> Result<i32, String>) -> i32 {
     })
 }
 
-fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
+/// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
+fn facts_cmd(out: Option<&std::path::Path>) -> i32 {
     with_tracefs(|tracefs| {
+        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string_pretty(&facts).map_err(|e| e.to_string())? + "\n";
+        match out {
+            Some(path) => std::fs::write(path, json)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+            None => std::io::stdout()
+                .write_all(json.as_bytes())
+                .map_err(|e| format!("stdout: {e}"))?,
+        }
+        Ok(exit::OK)
+    })
+}
+
+fn check(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    facts_file: Option<&std::path::Path>,
+) -> i32 {
+    match facts_file {
+        Some(file) => check_with(recipe, sets, show_plan, FactsFrom::File(file))
+            .unwrap_or_else(|e| {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }),
+        None => with_tracefs(|tracefs| check_with(recipe, sets, show_plan, FactsFrom::Live(tracefs))),
+    }
+}
+
+fn check_with(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    from: FactsFrom<'_>,
+) -> Result<i32, String> {
+    {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(tracefs, recipe, sets, &started) {
+        match load_and_validate(from, recipe, sets, &started) {
             Ok((valid, _, facts)) => {
                 println!(
                     "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
@@ -264,6 +324,22 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
                         crate::plan::TOP_LEVEL_LOCK
                     );
                 }
+                if let Some(t) = valid.tracer.as_ref()
+                    && t.name != "nop"
+                {
+                    println!(
+                        "note: whether an instance offers tracer `{}` is not read from the kernel (that needs a write); it comes from a kernel-version {}; `run` learns the real answer in its own instance",
+                        t.name, facts.instance.source
+                    );
+                }
+                if let FactsFrom::File(file) = from {
+                    println!(
+                        "note: checked offline against {} (kernel {} {}); pids, comms, uprobe files and templates are this host's",
+                        file.display(),
+                        facts.release,
+                        facts.arch
+                    );
+                }
                 if !valid.probes.is_empty() {
                     println!(
                         "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
@@ -289,7 +365,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool) -> i32 {
             }
             Err(e) => Err(e.to_string()),
         }
-    })
+    }
 }
 
 fn run_cmd(opts: RunOptions) -> i32 {

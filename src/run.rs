@@ -102,6 +102,9 @@ pub enum RunError {
     /// The recipe could not be read.
     #[error(transparent)]
     Load(LoadError),
+    /// The fact file given to `check --facts` cannot be used.
+    #[error(transparent)]
+    Facts(#[from] crate::kernel::FactsError),
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
@@ -199,9 +202,18 @@ fn register_signals() -> Arc<AtomicUsize> {
     cell
 }
 
-/// Validates a recipe against the live kernel: the shared first half of `check` and `run`.
+/// Where validation's [`KernelFacts`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum FactsFrom<'a> {
+    /// Read from this live tracefs (read-only).
+    Live(&'a Tracefs),
+    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
+    File(&'a Path),
+}
+
+/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
 pub fn load_and_validate(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
@@ -223,7 +235,10 @@ pub fn load_and_validate(
         },
         other => RunError::Load(other),
     })?;
-    let facts = KernelFacts::read(tracefs)?;
+    let facts = match from {
+        FactsFrom::Live(tracefs) => KernelFacts::read(tracefs)?,
+        FactsFrom::File(file) => KernelFacts::load(file)?,
+    };
     match validate(&loaded, &facts) {
         Ok(valid) => Ok((valid, loaded.source, facts)),
         Err(diagnostics) => Err(RunError::Invalid {
@@ -249,7 +264,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     }
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
-    let (valid, source, facts) = load_and_validate(&tracefs, &opts.recipe, &opts.sets, &started)?;
+    let (valid, source, facts) = load_and_validate(FactsFrom::Live(&tracefs), &opts.recipe, &opts.sets, &started)?;
     let recipe = &valid.recipe;
 
     let command = if opts.command.is_empty() {
