@@ -11,8 +11,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::analysis::{AnalysisName, Selection, analyze};
 use crate::report::{JsonReport, Template, render_html};
 use crate::run::{
-    RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate, run,
-    signal_name,
+    FactsFrom, RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate,
+    run, signal_name,
 };
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -69,6 +69,20 @@ enum Command {
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
+        /// Validate offline against another kernel's facts: a fact file
+        /// (`trace-recipe facts -o FILE`, JSON or `.json.zst`) or a bundle
+        /// (`.tar.zst`, its facts.json). Needs neither root nor tracefs.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+    },
+    /// Print what validation needs to know about the running kernel's ftrace
+    /// (events and formats, tracers, options, clocks, probe support, buffer
+    /// state, symbols) as versioned JSON. Read-only. Schema:
+    /// `trace-recipe schema --of facts`.
+    Facts {
+        /// Write to FILE instead of stdout (`.zst` at the end: compressed with zstd).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Run a recipe: apply, record, roll back, write trace.dat and reports.
     Run {
@@ -295,8 +309,9 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             sets,
             plan,
             format,
+            facts,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format),
+            Some(recipe) => check(&recipe, &sets, plan, format, facts.as_deref()),
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -538,6 +553,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
+        Command::Facts { out } => facts_cmd(out.as_deref()),
         Command::Schema {
             report,
             manifest,
@@ -630,10 +646,70 @@ fn check_machine(
     print!("{text}");
 }
 
-fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: CheckFormat) -> i32 {
+/// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
+fn facts_cmd(out: Option<&std::path::Path>) -> i32 {
     with_tracefs(|tracefs| {
+        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(|e| e.to_string())?;
+        match out {
+            Some(path) => facts.save(path).map_err(|e| e.to_string())?,
+            None => print!("{}", crate::format::to_json(&facts)),
+        }
+        Ok(exit::OK)
+    })
+}
+
+/// `check`: against the running kernel, or offline against `facts_file` (a
+/// fact file or a bundle), which needs neither root nor tracefs.
+fn check(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    facts_file: Option<&std::path::Path>,
+) -> i32 {
+    match facts_file {
+        Some(file) => {
+            // A bundle's facts are its facts.json member, read from a temporary
+            // folder; an output folder's, its facts.json.
+            let is_bundle = file.to_string_lossy().ends_with(".tar.zst");
+            let opened = match is_bundle {
+                true => match crate::bundle::open(file) {
+                    Ok(o) => Some(o),
+                    Err(e) => {
+                        eprintln!("trace-recipe: error: {e}");
+                        return exit::FAILED;
+                    }
+                },
+                false => None,
+            };
+            let path = match &opened {
+                Some(o) => o.dir.path().join("facts.json"),
+                None if file.is_dir() => file.join("facts.json"),
+                None => file.to_path_buf(),
+            };
+            check_with(recipe, sets, show_plan, format, FactsFrom::File(&path)).unwrap_or_else(
+                |e| {
+                    eprintln!("trace-recipe: error: {e}");
+                    exit::FAILED
+                },
+            )
+        }
+        None => with_tracefs(|tracefs| {
+            check_with(recipe, sets, show_plan, format, FactsFrom::Live(tracefs))
+        }),
+    }
+}
+
+fn check_with(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    from: FactsFrom<'_>,
+) -> Result<i32, String> {
+    {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(tracefs, recipe, sets, &started) {
+        match load_and_validate(from, recipe, sets, &started) {
             Ok((valid, _, facts)) if format != CheckFormat::Text => {
                 check_machine(recipe, format, Ok((&valid.recipe.name, &facts.release)));
                 Ok(exit::OK)
@@ -667,6 +743,24 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                         "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
                         top.join(", "),
                         crate::plan::TOP_LEVEL_LOCK
+                    );
+                }
+                if let Some(t) = valid
+                    .tracer
+                    .as_ref()
+                    .filter(|t| t.name != "nop" && !t.at_top_level)
+                {
+                    println!(
+                        "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
+                        t.name, facts.instance.source
+                    );
+                }
+                if let FactsFrom::File(file) = from {
+                    println!(
+                        "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
+                        file.display(),
+                        facts.release,
+                        facts.arch
                     );
                 }
                 if !valid.probes.is_empty() {
@@ -708,7 +802,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
             }
             Err(e) => Err(e.to_string()),
         }
-    })
+    }
 }
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
@@ -719,14 +813,15 @@ fn list(format: OutFormat) -> i32 {
         let recipes = crate::library::discover(&dirs)
             .iter()
             .map(|f| {
-                let verdict = match load_and_validate(tracefs, &f.path, &[], &started) {
-                    Ok(_) => Ok(()),
-                    Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
-                        .iter()
-                        .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
-                        .collect()),
-                    Err(e) => Err(vec![e.to_string()]),
-                };
+                let verdict =
+                    match load_and_validate(FactsFrom::Live(tracefs), &f.path, &[], &started) {
+                        Ok(_) => Ok(()),
+                        Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
+                            .iter()
+                            .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
+                            .collect()),
+                        Err(e) => Err(vec![e.to_string()]),
+                    };
                 crate::library::entry(f, verdict)
             })
             .collect();

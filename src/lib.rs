@@ -51,6 +51,12 @@ pub fn schema_json() -> String {
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }
 
+/// A fact file's JSON Schema (draft 2020-12), generated from [`kernel::KernelFacts`].
+pub fn facts_schema_json() -> String {
+    let schema = schemars::schema_for!(kernel::KernelFacts);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
 /// report.json's JSON Schema (draft 2020-12), generated from [`report::JsonReport`].
 pub fn report_schema_json() -> String {
     let schema = schemars::schema_for!(report::JsonReport);

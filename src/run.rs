@@ -121,6 +121,9 @@ pub enum RunError {
     /// The recipe could not be read.
     #[error(transparent)]
     Load(LoadError),
+    /// The fact file given to `check --facts` cannot be used.
+    #[error(transparent)]
+    Facts(#[from] crate::kernel::FactsError),
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
@@ -314,20 +317,29 @@ impl Drop for Signals {
     }
 }
 
-/// Validates a recipe against the live kernel: the shared first half of `check` and `run`.
+/// Where validation's [`KernelFacts`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum FactsFrom<'a> {
+    /// Read from this live tracefs (read-only).
+    Live(&'a Tracefs),
+    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
+    File(&'a Path),
+}
+
+/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
 pub fn load_and_validate(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(tracefs, path, sets, started, &Default::default())
+    load_and_validate_with(from, path, sets, started, &Default::default())
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
 /// before validation; problems of an overridden key name its flag.
 pub fn load_and_validate_with(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
@@ -351,7 +363,12 @@ pub fn load_and_validate_with(
         other => RunError::Load(other),
     })?;
     let flag_problems = overrides.apply(&mut loaded);
-    let facts = KernelFacts::read(tracefs)?;
+    let facts = match from {
+        FactsFrom::Live(tracefs) => {
+            KernelFacts::read_scoped(tracefs, &crate::kernel::Scope::for_recipe(&loaded.recipe))?
+        }
+        FactsFrom::File(file) => KernelFacts::load(file)?,
+    };
     match validate(&loaded, &facts) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(RunError::Invalid {
@@ -449,7 +466,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
     let (valid, source, facts) = load_and_validate_with(
-        &tracefs,
+        FactsFrom::Live(&tracefs),
         &opts.recipe,
         &opts.sets,
         &started,
@@ -482,6 +499,9 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
     out.write_new("recipe.toml", source.text.as_bytes())?;
+    // The kernel's facts this recipe was validated against, for `check --facts`
+    // on another host and for `diff`.
+    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
     // The recipe as written, for the bundle's manifest and for `rerun`.
     if let Ok(raw) = std::fs::read(&opts.recipe) {
         out.write_new("recipe.source.toml", &raw)?;

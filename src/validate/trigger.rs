@@ -301,7 +301,7 @@ fn event_trigger(
         }
         ("hist", None) => {
             let has_hist = if on_probe {
-                cx.facts.has_hist_triggers()
+                cx.facts.has_hist_triggers
             } else {
                 cx.facts.has_file(&format!("events/{sys}/{ev}/hist"))
             };
