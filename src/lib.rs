@@ -26,6 +26,7 @@ pub mod diff;
 pub mod elf;
 pub mod expr;
 pub mod format;
+pub mod host;
 pub mod inventory;
 pub mod kernel;
 pub mod library;

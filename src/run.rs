@@ -369,7 +369,8 @@ pub fn load_and_validate_with(
         }
         FactsFrom::File(file) => KernelFacts::load(file)?,
     };
-    match validate(&loaded, &facts) {
+    let host = crate::host::HostFacts::gather(&loaded);
+    match validate(&loaded, &facts, &host) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(RunError::Invalid {
             text: loaded.source,
