@@ -450,7 +450,7 @@ impl KernelFacts {
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         let bytes = match path.extension().is_some_and(|e| e == "zst") {
-            true => zstd::encode_all(json.as_slice(), 19)?,
+            true => zstd::encode_all(json.as_slice(), 3)?,
             false => json,
         };
         std::fs::write(path, bytes)

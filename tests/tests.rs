@@ -7,6 +7,7 @@ mod check;
 mod diff;
 mod docs;
 mod expect;
+mod facts;
 mod hostile;
 mod lab;
 mod probes;
