@@ -867,16 +867,29 @@ fn events(
         }
     };
     match facts {
-        Some(path) => match crate::inventory::events_from_facts(path, glob, fields) {
-            Ok(e) => show(e),
+        Some(path) => match crate::kernel::KernelFacts::load(path) {
+            Ok(f) => show(crate::inventory::events(
+                &f,
+                &path.display().to_string(),
+                glob,
+                fields,
+            )),
             Err(e) => {
                 eprintln!("trace-recipe: error: {e}");
-                exit::INVALID
+                exit::FAILED
             }
         },
         None => with_tracefs(|t| {
-            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
-            Ok(show(crate::inventory::events_live(&facts, glob, fields)))
+            let scope = crate::kernel::Scope {
+                systems: None,
+                kernel_symbols: false,
+                filter_functions: false,
+            };
+            let facts =
+                crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(|e| e.to_string())?;
+            Ok(show(crate::inventory::events(
+                &facts, "tracefs", glob, fields,
+            )))
         }),
     }
 }
