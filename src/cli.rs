@@ -770,6 +770,12 @@ fn check_with(
                         if valid.probes.len() == 1 { "" } else { "s" }
                     );
                 }
+                for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+                    println!(
+                        "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+                        i.effect, i.file, i.before, i.after
+                    );
+                }
                 if show_plan {
                     println!("plan (pid 0 stands for the workload's pid):");
                     for (i, step) in p.steps.iter().enumerate() {
@@ -921,6 +927,11 @@ fn run_human(
     let result = run(&opts, |ev| match ev {
         _ if quiet => {}
         RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Irreversible(effects) => {
+            for e in effects {
+                eprintln!("irreversible: this run {e}");
+            }
+        }
         RunEvent::Applied { instance, steps } => {
             let place = if instance.is_empty() {
                 "the top level"
