@@ -407,9 +407,9 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let changed: Vec<String> = before
-        .keys()
-        .chain(after.keys())
+    let files: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let changed: Vec<String> = files
+        .into_iter()
         .filter(|k| before.get(*k) != after.get(*k))
         .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
         .collect();
