@@ -280,6 +280,8 @@ pub enum SchemaOf {
     Events,
     /// `diff --format json` (schema/diff.schema.json).
     Diff,
+    /// `fleet --format json` (schema/fleet.schema.json).
+    Fleet,
 }
 
 /// The JSON Schema (draft 2020-12) of `of`'s output, pretty-printed.
@@ -292,6 +294,7 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::List => schemars::schema_for!(crate::library::ListJson),
         SchemaOf::Events => schemars::schema_for!(crate::inventory::EventsJson),
         SchemaOf::Diff => schemars::schema_for!(crate::diff::DiffReport),
+        SchemaOf::Fleet => schemars::schema_for!(crate::fleet::FleetReport),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }
