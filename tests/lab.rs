@@ -355,6 +355,46 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         }
     }
 
+    // `check --facts` with the guest's fact file, here, as a user without root
+    // and without tracefs, reaches the guest's own verdict on every recipe.
+    let facts = out.join("facts.json.zst");
+    assert!(facts.is_file(), "{tag}: {}", read(&out.join("facts.txt")));
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for e in std::fs::read_dir(out).unwrap() {
+        let d = e.unwrap().path();
+        let name = d.file_name().unwrap().to_str().unwrap().to_string();
+        if !d.join("check.rc").is_file() {
+            continue;
+        }
+        let recipe = match name.strip_prefix("recipe-") {
+            Some(n) => repo().join(format!("recipes/{n}.toml")),
+            None => repo().join(format!("tests/lab/{name}.toml")),
+        };
+        let o = crate::facts::check_offline_as_nobody(&facts, &recipe);
+        let (guest, host) = (
+            read(&d.join("check.rc")).trim().to_string(),
+            o.status.code(),
+        );
+        compared += 1;
+        if host.map(|c| c.to_string()) != Some(guest.clone()) {
+            differ.push(format!(
+                "{name}: guest check exit {guest}, host check --facts exit {host:?}\n{}\n{}",
+                read(&d.join("check.txt")),
+                text(&o.stdout) + &text(&o.stderr)
+            ));
+        }
+    }
+    eprintln!(
+        "FIGURE kernel lab {tag}: check --facts as nobody agrees with the guest's check on {}/{compared} recipes",
+        compared - differ.len()
+    );
+    assert!(
+        compared >= 10 && differ.is_empty(),
+        "{tag}:\n{}",
+        differ.join("\n")
+    );
+
     // Fault and kill trials at the steps of a kprobe, a function tracer and a
     // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).
     let faults = if six_twelve {

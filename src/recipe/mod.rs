@@ -21,7 +21,7 @@ mod spans;
 use std::path::Path;
 
 pub use model::{
-    Buffer, Event, Expect, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger,
+    Buffer, Event, Expect, OnAbort, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger,
 };
 pub use render::{Builtins, render};
 pub use spans::{PathSeg, SpanIndex};

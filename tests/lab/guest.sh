@@ -5,6 +5,9 @@
 cd /payload
 mkdir -p /run
 uname -r > "$KLAB_OUT/release.txt"
+# The kernel's facts first, as freshly booted: the host checks every recipe
+# offline against them and must reach the guest's verdicts.
+./trace-recipe facts -o "$KLAB_OUT/facts.json.zst" > "$KLAB_OUT/facts.txt" 2>&1
 for r in lab/*.toml recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
