@@ -17,7 +17,7 @@ description:
   - Calls the C(trace-recipe) binary and returns its JSON.
   - C(facts) writes the kernel's ftrace facts to a file (read-only; never changed).
   - C(check) validates a recipe against a fact file offline (C(trace-recipe check --facts));
-    run it on the controller with C(delegate_to: localhost), one fact file per host.
+    run it on the controller (C(delegate_to=localhost)), one fact file per host.
   - C(files) lists a recipe and every file it C(extends), to copy them to a host.
   - C(run) runs a recipe and packs its output folder into a bundle
     (C(trace-recipe run --bundle --format json)); the run's guard rolls tracefs back however it ends.
