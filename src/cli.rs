@@ -858,6 +858,12 @@ fn check_with(
                         if valid.probes.len() == 1 { "" } else { "s" }
                     );
                 }
+                for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+                    println!(
+                        "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+                        i.effect, i.file, i.before, i.after
+                    );
+                }
                 if show_plan {
                     println!("plan (pid 0 stands for the workload's pid):");
                     for (i, step) in p.steps.iter().enumerate() {
@@ -955,16 +961,29 @@ fn events(
         }
     };
     match facts {
-        Some(path) => match crate::inventory::events_from_facts(path, glob, fields) {
-            Ok(e) => show(e),
+        Some(path) => match crate::kernel::KernelFacts::load(path) {
+            Ok(f) => show(crate::inventory::events(
+                &f,
+                &path.display().to_string(),
+                glob,
+                fields,
+            )),
             Err(e) => {
                 eprintln!("trace-recipe: error: {e}");
-                exit::INVALID
+                exit::FAILED
             }
         },
         None => with_tracefs(|t| {
-            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
-            Ok(show(crate::inventory::events_live(&facts, glob, fields)))
+            let scope = crate::kernel::Scope {
+                systems: None,
+                kernel_symbols: false,
+                filter_functions: false,
+            };
+            let facts =
+                crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(|e| e.to_string())?;
+            Ok(show(crate::inventory::events(
+                &facts, "tracefs", glob, fields,
+            )))
         }),
     }
 }
@@ -996,6 +1015,11 @@ fn run_human(
     let result = run(&opts, |ev| match ev {
         _ if quiet => {}
         RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Irreversible(effects) => {
+            for e in effects {
+                eprintln!("irreversible: this run {e}");
+            }
+        }
         RunEvent::Applied { instance, steps } => {
             let place = if instance.is_empty() {
                 "the top level"

@@ -62,6 +62,9 @@ pub struct RunOptions {
 pub enum RunEvent {
     /// tracefs was mounted by us.
     Mounted(String),
+    /// The plan has kernel effects no undo reverses: each one sentence,
+    /// said before anything is applied.
+    Irreversible(Vec<String>),
     /// Every step was applied to the instance.
     Applied {
         /// Instance directory.
@@ -446,6 +449,8 @@ struct Stopped {
 struct RolledBack {
     p: Prepared,
     rollback: RollbackReport,
+    /// The irreversible effects declared, and any observed that were not.
+    irreversible: Vec<crate::plan::Irreversible>,
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
@@ -618,6 +623,12 @@ impl Prepared {
             Ok(j) => j,
             Err(e) => return Err(abort(&mut self, Some(guard), e.into())),
         };
+        let declared = crate::plan::irreversible(&self.plan, &self.facts.top_buffer);
+        if !declared.is_empty() {
+            on_event(RunEvent::Irreversible(
+                declared.iter().map(|i| i.effect.clone()).collect(),
+            ));
+        }
         let tx = match apply(&self.tracefs, &self.plan, Some(journal), |_| {}) {
             Ok(tx) => tx,
             Err(error) => {
@@ -791,6 +802,7 @@ impl Armed {
             Ok((stopped, captures, meta))
         });
         let rollback = self.tx.rollback();
+        let irreversible = observe_irreversible(&tracefs, &self.p.plan, &self.p.facts);
         if let Some(r) = &self.workload_record {
             let _ = std::fs::remove_file(r);
         }
@@ -808,6 +820,7 @@ impl Armed {
         RolledBack {
             p: self.p,
             rollback,
+            irreversible,
             workload_exit: self.workload_exit,
             captured,
         }
@@ -825,10 +838,17 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     let RolledBack {
         p,
         rollback,
+        irreversible,
         workload_exit,
         captured,
     } = rolled_back;
-    let result = captured.and_then(|c| write_output(&p, c, workload_exit));
+    for i in irreversible.iter().filter(|i| !i.declared) {
+        on_event(RunEvent::Irreversible(vec![format!(
+            "{} (seen after the run, not declared before it)",
+            i.effect
+        )]));
+    }
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible));
     match (result, rollback.complete()) {
         (Ok(mut outcome), _) => {
             outcome.rollback = rollback;
@@ -847,6 +867,7 @@ fn write_output(
     p: &Prepared,
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
+    irreversible: Vec<crate::plan::Irreversible>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -895,6 +916,7 @@ fn write_output(
             }),
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    report.irreversible = irreversible;
     report.expectations = crate::expr::check_all(
         p.valid
             .expectations
@@ -948,6 +970,33 @@ fn write_output(
         rollback: RollbackReport::default(),
         bundle,
     })
+}
+
+/// The irreversible effects of the run: those [`crate::plan::irreversible`]
+/// declares for `plan`, plus the allocation of the top-level ring buffer when it
+/// happened without being declared (seen in `buffer_size_kb`, which `facts`
+/// read before the run).
+fn observe_irreversible(
+    tracefs: &Tracefs,
+    plan: &Plan,
+    facts: &KernelFacts,
+) -> Vec<crate::plan::Irreversible> {
+    let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
+    let now = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t));
+    if let (Some(kb), Some(now)) = (facts.top_buffer.expanded_size_kb, now)
+        && now.expanded_size_kb.is_none()
+        && out.is_empty()
+    {
+        out.push(crate::plan::top_buffer_allocated(
+            &facts.top_buffer,
+            kb,
+            false,
+        ));
+    }
+    out
 }
 
 /// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::common::snapshot::Snapshot;
 use trace_recipe::apply::journal::{JOURNAL_DIR, list, lock};
 use trace_recipe::apply::{
     FAIL_AT_ENV, FAIL_JOURNAL_ENV, FAIL_UNDO_ENV, KILL_AT_ENV, KILL_STEP_ENV,
 };
 use trace_recipe::cli::exit;
-use trace_recipe::status::Snapshot;
 
 use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
 use crate::reliability::{settles_to, spawn_run};
