@@ -295,6 +295,7 @@ fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
     let out = fleet.run(&inv, &[]);
     assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
     let matrix = fleet.read("fleet/preflight.txt");
+    eprintln!("{matrix}");
     let h1: Vec<&str> = matrix_line(&matrix, "h1").split_whitespace().collect();
     assert_eq!(h1[1..3], ["ok", "6.1.0-56-amd64"], "{matrix}");
     for h in ["h2", "h3"] {

@@ -230,14 +230,15 @@ def main():
             d = doc["diagnostics"][0]
             where = "%s:%s" % (d.get("line") or "-", d.get("column") or "-")
             first = "%s %s" % (where, d["message"])
-        module.exit_json(changed=False, rc=rc, json=doc, ok=doc["ok"], first_problem=first)
+        # An invalid recipe (exit 1) is a verdict, not a module failure.
+        module.exit_json(changed=False, failed=False, rc=rc, json=doc, ok=doc["ok"], first_problem=first)
 
     if cmd == "status":
         rc, out, err = module.run_command([binary, "status", "--format", "json"])
         doc = parse_json(out)
         if doc is None:
             module.fail_json(msg="trace-recipe status failed: %s" % err.strip(), rc=rc, json=None)
-        module.exit_json(changed=False, rc=rc, json=doc, left_behind=doc["left_behind"])
+        module.exit_json(changed=False, failed=False, rc=rc, json=doc, left_behind=doc["left_behind"])
 
     # run
     if module.check_mode:
