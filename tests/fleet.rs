@@ -411,3 +411,36 @@ fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so()
     }
     guard.assert_unchanged();
 }
+
+#[test]
+fn fleet_summary_of_failed_hosts_only_and_a_file_that_is_no_host_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = dir.path().join("db-1.json");
+    std::fs::write(
+        &down,
+        r#"{"host": "db-1", "stage": "unreachable", "reason": "ssh: connection refused"}"#,
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("fleet")
+        .arg(&down)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::runbook::assert_matches_schema("fleet", &v);
+    assert_eq!(v["totals"]["hosts"], 1);
+    assert_eq!(v["totals"]["failed"], 1);
+    assert_eq!(v["failed"][0]["reason"], "ssh: connection refused");
+
+    let bad = dir.path().join("db-2.json");
+    std::fs::write(&bad, r#"{"hostname": "db-2"}"#).unwrap();
+    let out = Command::new(bin()).arg("fleet").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("db-2.json: not a host status file") && err.contains("missing field `host`"),
+        "{err}"
+    );
+}
