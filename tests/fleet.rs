@@ -322,6 +322,49 @@ fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
 }
 
 #[test]
+fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
+    if !runnable() {
+        return;
+    }
+    let guard = TracefsGuard::acquire();
+    let fleet = Fleet::start();
+    let inv = fleet.inventory(
+        &recipe(),
+        [
+            "",
+            "",
+            "trace_recipe_sets: [\"exec_event=sched:no_such_event\"]",
+        ],
+        "    allow_partial: true\n",
+    );
+    let out = fleet.run(&inv, &[]);
+    assert!(
+        out.status.success(),
+        "the play ran where it could:\n{}",
+        log(&out)
+    );
+    let matrix = fleet.read("fleet/preflight.txt");
+    assert!(
+        matrix_line(&matrix, "h3").contains("sched:no_such_event"),
+        "{matrix}"
+    );
+    let summary = fleet.json("fleet/summary/fleet.json");
+    assert_eq!(summary["totals"]["ran"], 2, "{summary:#}");
+    assert!(fleet.path("fleet/h1.tar.zst").is_file() && fleet.path("fleet/h2.tar.zst").is_file());
+    assert!(!fleet.path("fleet/h3.tar.zst").exists() && !fleet.path("h3/out").exists());
+    let h3 = fleet.json("fleet/h3.json");
+    assert_eq!(h3["stage"], "preflight", "{h3}");
+    assert!(
+        h3["reason"]
+            .as_str()
+            .unwrap()
+            .contains("sched:no_such_event"),
+        "{h3}"
+    );
+    wait_clean(&guard);
+}
+
+#[test]
 fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
     if !runnable() {
         return;
