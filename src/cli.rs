@@ -303,6 +303,17 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Guard { .. } | Command::Reset { .. }
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Check {
             recipe,
