@@ -59,6 +59,10 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// First print every effective key with the file:line that set it (the
+        /// recipe or a base it `extends`).
+        #[arg(long)]
+        explain: bool,
         /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
@@ -285,9 +289,15 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             recipe,
             sets,
             plan,
+            explain,
             format,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format),
+            Some(recipe) => {
+                if explain && format == CheckFormat::Text {
+                    print_explain(&recipe, &sets);
+                }
+                check(&recipe, &sets, plan, format)
+            }
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -295,10 +305,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                         format!("no recipe `{}` on the recipe path", recipe.display()),
                     )
                     .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source {
-                        path: recipe.clone(),
-                        text: String::new(),
-                    };
+                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
                     check_machine(&recipe, format, Err((&[d], &source)));
                 }
                 exit::INVALID
@@ -596,10 +603,7 @@ fn check_machine(
         match result {
             Ok(_) => (
                 &[],
-                crate::diagnostic::Source {
-                    path: recipe.to_path_buf(),
-                    text: String::new(),
-                },
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
             ),
             Err((d, s)) => (d, s.clone()),
         };
@@ -615,6 +619,20 @@ fn check_machine(
         }),
     };
     print!("{text}");
+}
+
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &std::path::Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins {
+        started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+    };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
 }
 
 fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: CheckFormat) -> i32 {
@@ -695,10 +713,8 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                 if format != CheckFormat::Text {
                     // The file has no text to point into: one problem without a place.
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source = crate::diagnostic::Source {
-                        path: recipe.to_path_buf(),
-                        text: String::new(),
-                    };
+                    let source =
+                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
                     check_machine(recipe, format, Err((&[d], &source)));
                 }
                 Ok(exit::INVALID)

@@ -162,10 +162,11 @@ pub enum RunError {
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
-    let place = e.step.span.as_ref().map(|s| {
-        let (l, c) = source.line_col(s.start);
-        format!("{}:{l}:{c}: ", source.path.display())
-    });
+    let place = e
+        .step
+        .span
+        .as_ref()
+        .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
     msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
     for u in &e.undo_failures {
@@ -308,10 +309,10 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
-    out.write_new("recipe.toml", source.text.as_bytes())?;
-    // The recipe as written, for the bundle's manifest and for `rerun`.
-    if let Ok(raw) = std::fs::read(&opts.recipe) {
-        out.write_new("recipe.source.toml", &raw)?;
+    // The recipe as rendered, and as written with every file it extends, for the
+    // bundle's manifest and for `rerun`.
+    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+        out.write_new(&name, &bytes)?;
     }
 
     let mut workload = match command.is_empty() {
