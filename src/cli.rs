@@ -9,9 +9,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::analysis::{AnalysisName, Selection, analyze};
-use crate::plan::{instance_name, plan, probe_group};
 use crate::report::{JsonReport, Template, render_html};
-use crate::run::{RunError, RunEvent, RunOptions, load_and_validate, run, signal_name};
+use crate::run::{
+    FactsFrom, RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate,
+    run, signal_name,
+};
 use crate::status;
 use crate::tracefs::Tracefs;
 
@@ -32,6 +34,10 @@ pub mod exit {
     pub const EXPECTATION_FAILED: i32 = 5;
     /// `diff`: a `--fail-if` rule held.
     pub const DIFF_RULE_HELD: i32 = 6;
+    /// Rollback incomplete: an undo failed, tracefs is not as it was, and the
+    /// run's journal is kept; `trace-recipe reset` finishes the rollback. Wins
+    /// over every other code of a run.
+    pub const ROLLBACK_INCOMPLETE: i32 = 7;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
     pub const SIGNAL_BASE: i32 = 128;
 }
@@ -67,6 +73,20 @@ enum Command {
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
+        /// Validate offline against another kernel's facts: a fact file
+        /// (`trace-recipe facts -o FILE`, JSON or `.json.zst`) or a bundle
+        /// (`.tar.zst`, its facts.json). Needs neither root nor tracefs.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+    },
+    /// Print what validation needs to know about the running kernel's ftrace
+    /// (events and formats, tracers, options, clocks, probe support, buffer
+    /// state, symbols) as versioned JSON. Read-only. Schema:
+    /// `trace-recipe schema --of facts`.
+    Facts {
+        /// Write to FILE instead of stdout (`.zst` at the end: compressed with zstd).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Run a recipe: apply, record, roll back, write trace.dat and reports.
     Run {
@@ -228,7 +248,10 @@ enum Command {
     Guard {
         /// The run's pid (our parent may already be gone when we start).
         #[arg(long)]
-        run_pid: i32,
+        run_pid: u32,
+        /// The workload to end (its whole process group) if the run dies.
+        #[arg(long)]
+        workload_pid: Option<u32>,
         #[arg(last = true)]
         journal: PathBuf,
     },
@@ -284,6 +307,17 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Guard { .. } | Command::Reset { .. }
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Check {
             recipe,
@@ -291,12 +325,13 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             plan,
             explain,
             format,
+            facts,
         } => match find_recipe(&recipe) {
             Some(recipe) => {
                 if explain && format == CheckFormat::Text {
                     print_explain(&recipe, &sets);
                 }
-                check(&recipe, &sets, plan, format)
+                check(&recipe, &sets, plan, format, facts.as_deref())
             }
             None => {
                 if format != CheckFormat::Text {
@@ -536,6 +571,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
+        Command::Facts { out } => facts_cmd(out.as_deref()),
         Command::Schema {
             report,
             manifest,
@@ -553,7 +589,11 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             exit::OK
         }
         Command::HeldExec { command } => crate::workload::held_exec(&command),
-        Command::Guard { run_pid, journal } => crate::apply::guard::guard_main(&journal, run_pid),
+        Command::Guard {
+            run_pid,
+            workload_pid,
+            journal,
+        } => crate::apply::guard::guard_main(&journal, run_pid, workload_pid),
     }
 }
 
@@ -635,10 +675,70 @@ fn print_explain(recipe: &std::path::Path, sets: &[String]) {
     }
 }
 
-fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: CheckFormat) -> i32 {
+/// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
+fn facts_cmd(out: Option<&std::path::Path>) -> i32 {
     with_tracefs(|tracefs| {
+        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(|e| e.to_string())?;
+        match out {
+            Some(path) => facts.save(path).map_err(|e| e.to_string())?,
+            None => print!("{}", crate::format::to_json(&facts)),
+        }
+        Ok(exit::OK)
+    })
+}
+
+/// `check`: against the running kernel, or offline against `facts_file` (a
+/// fact file or a bundle), which needs neither root nor tracefs.
+fn check(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    facts_file: Option<&std::path::Path>,
+) -> i32 {
+    match facts_file {
+        Some(file) => {
+            // A bundle's facts are its facts.json member, read from a temporary
+            // folder; an output folder's, its facts.json.
+            let is_bundle = file.to_string_lossy().ends_with(".tar.zst");
+            let opened = match is_bundle {
+                true => match crate::bundle::open(file) {
+                    Ok(o) => Some(o),
+                    Err(e) => {
+                        eprintln!("trace-recipe: error: {e}");
+                        return exit::FAILED;
+                    }
+                },
+                false => None,
+            };
+            let path = match &opened {
+                Some(o) => o.dir.path().join("facts.json"),
+                None if file.is_dir() => file.join("facts.json"),
+                None => file.to_path_buf(),
+            };
+            check_with(recipe, sets, show_plan, format, FactsFrom::File(&path)).unwrap_or_else(
+                |e| {
+                    eprintln!("trace-recipe: error: {e}");
+                    exit::FAILED
+                },
+            )
+        }
+        None => with_tracefs(|tracefs| {
+            check_with(recipe, sets, show_plan, format, FactsFrom::Live(tracefs))
+        }),
+    }
+}
+
+fn check_with(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    from: FactsFrom<'_>,
+) -> Result<i32, String> {
+    {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(tracefs, recipe, sets, &started) {
+        match load_and_validate(from, recipe, sets, &started) {
             Ok((valid, _, facts)) if format != CheckFormat::Text => {
                 check_machine(recipe, format, Ok((&valid.recipe.name, &facts.release)));
                 Ok(exit::OK)
@@ -657,18 +757,8 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                     if valid.probes.len() == 1 { "" } else { "s" },
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
-                let pids = if valid.recipe.scope.command.is_empty() {
-                    valid.recipe.scope.pids.clone()
-                } else {
-                    [valid.recipe.scope.pids.clone(), vec![0]].concat()
-                };
-                let p = plan(
-                    &valid,
-                    &instance_name(&valid.recipe.name, std::process::id()),
-                    &probe_group(std::process::id()),
-                    &pids,
-                    &crate::workload::pids_with_comm(&valid.recipe.scope.comms),
-                );
+                let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
+                let p = build_plan(&valid, workload);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -684,11 +774,35 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                         crate::plan::TOP_LEVEL_LOCK
                     );
                 }
+                if let Some(t) = valid
+                    .tracer
+                    .as_ref()
+                    .filter(|t| t.name != "nop" && !t.at_top_level)
+                {
+                    println!(
+                        "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
+                        t.name, facts.instance.source
+                    );
+                }
+                if let FactsFrom::File(file) = from {
+                    println!(
+                        "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
+                        file.display(),
+                        facts.release,
+                        facts.arch
+                    );
+                }
                 if !valid.probes.is_empty() {
                     println!(
                         "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
                         valid.probes.len(),
                         if valid.probes.len() == 1 { "" } else { "s" }
+                    );
+                }
+                for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+                    println!(
+                        "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+                        i.effect, i.file, i.before, i.after
                     );
                 }
                 if show_plan {
@@ -721,7 +835,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
             }
             Err(e) => Err(e.to_string()),
         }
-    })
+    }
 }
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
@@ -732,14 +846,15 @@ fn list(format: OutFormat) -> i32 {
         let recipes = crate::library::discover(&dirs)
             .iter()
             .map(|f| {
-                let verdict = match load_and_validate(tracefs, &f.path, &[], &started) {
-                    Ok(_) => Ok(()),
-                    Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
-                        .iter()
-                        .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
-                        .collect()),
-                    Err(e) => Err(vec![e.to_string()]),
-                };
+                let verdict =
+                    match load_and_validate(FactsFrom::Live(tracefs), &f.path, &[], &started) {
+                        Ok(_) => Ok(()),
+                        Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
+                            .iter()
+                            .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
+                            .collect()),
+                        Err(e) => Err(vec![e.to_string()]),
+                    };
                 crate::library::entry(f, verdict)
             })
             .collect();
@@ -785,16 +900,29 @@ fn events(
         }
     };
     match facts {
-        Some(path) => match crate::inventory::events_from_facts(path, glob, fields) {
-            Ok(e) => show(e),
+        Some(path) => match crate::kernel::KernelFacts::load(path) {
+            Ok(f) => show(crate::inventory::events(
+                &f,
+                &path.display().to_string(),
+                glob,
+                fields,
+            )),
             Err(e) => {
                 eprintln!("trace-recipe: error: {e}");
-                exit::INVALID
+                exit::FAILED
             }
         },
         None => with_tracefs(|t| {
-            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
-            Ok(show(crate::inventory::events_live(&facts, glob, fields)))
+            let scope = crate::kernel::Scope {
+                systems: None,
+                kernel_symbols: false,
+                filter_functions: false,
+            };
+            let facts =
+                crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(|e| e.to_string())?;
+            Ok(show(crate::inventory::events(
+                &facts, "tracefs", glob, fields,
+            )))
         }),
     }
 }
@@ -826,6 +954,11 @@ fn run_human(
     let result = run(&opts, |ev| match ev {
         _ if quiet => {}
         RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Irreversible(effects) => {
+            for e in effects {
+                eprintln!("irreversible: this run {e}");
+            }
+        }
         RunEvent::Applied { instance, steps } => {
             let place = if instance.is_empty() {
                 "the top level"
@@ -841,6 +974,15 @@ fn run_human(
             eprintln!("stopped: {reason}")
         }
         RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
+        RunEvent::RollbackIncomplete { failures, journal } => eprintln!(
+            "rollback incomplete: {} undo{} failed{}",
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" },
+            journal.map_or(String::new(), |j| format!(
+                "; journal kept: {}",
+                j.display()
+            ))
+        ),
         RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
     });
     progress.finish();
@@ -883,15 +1025,18 @@ fn run_human(
 
 /// Prints the warnings of a finished run; returns its exit code.
 fn run_outcome_code(outcome: &crate::run::RunOutcome) -> i32 {
-    for e in &outcome.undo_failures {
-        eprintln!("trace-recipe: warning: undo failed: {e}\n  = help: run `trace-recipe reset`");
+    if !outcome.rollback.complete() {
+        eprintln!(
+            "trace-recipe: error: {}",
+            incomplete_message(&outcome.rollback)
+        );
+        return exit::ROLLBACK_INCOMPLETE;
     }
     match outcome.signal {
         Some(sig) => {
             eprintln!("trace-recipe: interrupted by {}", signal_name(sig));
             exit::SIGNAL_BASE + sig
         }
-        None if !outcome.undo_failures.is_empty() => exit::FAILED,
         None => match outcome.lost_limit_exceeded {
             Some(max) => {
                 eprintln!(
@@ -925,6 +1070,10 @@ fn run_error_code(e: &RunError) -> i32 {
             eprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
             eprintln!("trace-recipe: nothing was written to tracefs");
             exit::INVALID
+        }
+        e if e.incomplete_rollback().is_some() => {
+            eprintln!("trace-recipe: error: {e}");
+            exit::ROLLBACK_INCOMPLETE
         }
         RunError::Interrupted(sig) => {
             eprintln!("trace-recipe: {e}");

@@ -210,6 +210,9 @@ pub struct RunJson {
     pub lost_limit_exceeded: Option<f64>,
     /// Undo steps that failed (run `trace-recipe reset`).
     pub undo_failures: Vec<String>,
+    /// The journal kept for `trace-recipe reset` when the rollback was
+    /// incomplete (exit code 7).
+    pub journal_kept: Option<String>,
     /// The recipe's `[[expect]]` results, as in report.json.
     pub expectations: Vec<crate::report::ExpectResult>,
     /// Why the run failed, when it did (diagnostics rendered as text).
@@ -235,6 +238,7 @@ impl RunJson {
             lost_percent: 0.0,
             lost_limit_exceeded: None,
             undo_failures: Vec::new(),
+            journal_kept: None,
             expectations: Vec::new(),
             error: Some(error),
         }
@@ -256,7 +260,12 @@ impl RunJson {
             lost_total: o.report.lost_total,
             lost_percent: o.report.lost_percent,
             lost_limit_exceeded: o.lost_limit_exceeded,
-            undo_failures: o.undo_failures.iter().map(|e| e.to_string()).collect(),
+            undo_failures: o.rollback.failures.iter().map(|e| e.to_string()).collect(),
+            journal_kept: o
+                .rollback
+                .journal_kept
+                .as_ref()
+                .map(|j| j.display().to_string()),
             expectations: o.report.expectations.clone(),
             error: None,
         }
@@ -280,6 +289,8 @@ pub enum SchemaOf {
     Events,
     /// `diff --format json` (schema/diff.schema.json).
     Diff,
+    /// `facts` (schema/facts.schema.json): a kernel's ftrace facts.
+    Facts,
 }
 
 /// The JSON Schema (draft 2020-12) of `of`'s output, pretty-printed.
@@ -292,6 +303,7 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::List => schemars::schema_for!(crate::library::ListJson),
         SchemaOf::Events => schemars::schema_for!(crate::inventory::EventsJson),
         SchemaOf::Diff => schemars::schema_for!(crate::diff::DiffReport),
+        SchemaOf::Facts => schemars::schema_for!(crate::kernel::KernelFacts),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +50,9 @@ type ReaderThread = JoinHandle<std::io::Result<(u64, Duration)>>;
 pub struct Recorder {
     threads: Vec<(u32, PathBuf, ReaderThread)>,
     draining: Arc<AtomicBool>,
+    /// Write end of the readers' wake-up pipe: closing it (after setting
+    /// `draining`) wakes every reader at once instead of at its next poll timeout.
+    wake: Option<OwnedFd>,
     bytes: Arc<AtomicU64>,
     tracefs: Tracefs,
     instance: String,
@@ -93,9 +96,17 @@ impl Recorder {
     ) -> Result<Recorder, RecordError> {
         let draining = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
+        let (wake_rd, wake_wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .map_err(|e| RecordError::Open {
+                cpu: 0,
+                path: PathBuf::from("pipe"),
+                source: e.into(),
+            })?;
+        let wake_rd = Arc::new(wake_rd);
         let mut rec = Recorder {
             threads: Vec::new(),
             draining: draining.clone(),
+            wake: Some(wake_wr),
             bytes: bytes.clone(),
             tracefs: tracefs.clone(),
             instance: instance.to_string(),
@@ -118,16 +129,19 @@ impl Recorder {
                 path: out_path.clone(),
                 source,
             })?;
-            let (draining, bytes) = (draining.clone(), bytes.clone());
+            let (draining, bytes, wake) = (draining.clone(), bytes.clone(), wake_rd.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("record-cpu{cpu}"))
-                .spawn(move || read_cpu(fd, out, subbuf, &draining, &bytes))
+                .spawn(move || read_cpu(fd, out, subbuf, (&draining, &wake), &bytes))
                 .map_err(|source| RecordError::Open {
                     cpu,
                     path: pipe,
                     source,
                 })?;
             rec.threads.push((cpu, out_path, handle));
+            if let Err(source) = crate::apply::hooks::fail_at("recorder") {
+                return Err(RecordError::Read { cpu, source });
+            }
         }
         Ok(rec)
     }
@@ -159,6 +173,8 @@ impl Recorder {
     /// and reads each CPU's stats.
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
         self.draining.store(true, Ordering::SeqCst);
+        self.wake = None;
+        crate::apply::hooks::kill_at("drain");
         let mut out = Vec::new();
         let mut first_err = None;
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
@@ -186,6 +202,9 @@ impl Recorder {
                 }
             }
         }
+        if let Err(source) = crate::apply::hooks::fail_at("drain") {
+            first_err.get_or_insert(RecordError::Read { cpu: 0, source });
+        }
         match first_err {
             Some(e) => Err(e),
             None => Ok(out),
@@ -197,6 +216,7 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         // Readers must not hold trace_pipe_raw open while the instance is removed.
         self.draining.store(true, Ordering::SeqCst);
+        self.wake = None;
         for (_, _, handle) in std::mem::take(&mut self.threads) {
             let _ = handle.join();
         }
@@ -206,11 +226,14 @@ impl Drop for Recorder {
 /// Bytes a pipe between trace_pipe_raw and the file may hold (pages moved per splice).
 const PIPE_BYTES: usize = 1 << 20;
 
+/// Whether draining was asked for, and the wake-up pipe that says so at once.
+type Stop<'a> = (&'a AtomicBool, &'a OwnedFd);
+
 fn read_cpu(
     fd: std::os::fd::OwnedFd,
     out: File,
     subbuf: usize,
-    draining: &AtomicBool,
+    draining: Stop<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<(u64, Duration)> {
     let mut total = splice_cpu(&fd, &out, subbuf, draining, bytes)?;
@@ -226,7 +249,7 @@ fn splice_cpu(
     fd: &std::os::fd::OwnedFd,
     out: &File,
     subbuf: usize,
-    draining: &AtomicBool,
+    (draining, wake): Stop<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<u64> {
     use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
@@ -243,7 +266,7 @@ fn splice_cpu(
                 if drain {
                     return Ok(total);
                 }
-                wait(fd);
+                wait(fd, wake);
             }
             Ok(n) => {
                 let mut left = n;
@@ -271,7 +294,7 @@ fn read_pages(
     fd: &std::os::fd::OwnedFd,
     out: &File,
     subbuf: usize,
-    draining: &AtomicBool,
+    (draining, wake): Stop<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<u64> {
     let mut out = BufWriter::new(out);
@@ -286,7 +309,7 @@ fn read_pages(
                 if drain {
                     break;
                 }
-                wait(fd);
+                wait(fd, wake);
             }
             Ok(n) => {
                 page[n..].fill(0);
@@ -302,28 +325,18 @@ fn read_pages(
     Ok(total)
 }
 
-fn wait(fd: &impl AsFd) {
-    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+/// Waits until `fd` has data, the recorder is told to drain (`wake` hangs up),
+/// or 50 ms pass.
+fn wait(fd: &impl AsFd, wake: &OwnedFd) {
+    let mut fds = [
+        PollFd::new(fd, PollFlags::IN),
+        PollFd::new(wake, PollFlags::IN),
+    ];
     let timeout = Timespec {
         tv_sec: 0,
         tv_nsec: 50_000_000,
     };
     let _ = poll(&mut fds, Some(&timeout));
-}
-
-/// Sub-buffer size in bytes from a `header_page` text: offset + size of its `data`
-/// field (Documentation/trace/ring-buffer-design.rst; spec section 7).
-pub fn subbuf_size(header_page: &str) -> Option<usize> {
-    header_page
-        .lines()
-        .find(|l| l.contains(" data;"))
-        .and_then(|l| {
-            let num = |key: &str| -> Option<usize> {
-                l.split(';')
-                    .find_map(|part| part.trim().strip_prefix(key)?.trim().parse().ok())
-            };
-            Some(num("offset:")? + num("size:")?)
-        })
 }
 
 /// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
@@ -342,13 +355,6 @@ pub fn lost_from_stats(stats: &str) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subbuf_size_comes_from_the_data_field() {
-        let hp = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
-        assert_eq!(subbuf_size(hp), Some(4096));
-        assert_eq!(subbuf_size(""), None);
-    }
 
     #[test]
     fn lost_counts_come_from_stats() {

@@ -1,13 +1,20 @@
 //! One `run`: render → validate → plan → apply → record → stop → roll back →
 //! trace.dat + reports. The only place that strings the stages together.
 //!
+//! The run goes through typed phases: [`Prepared`] (valid recipe, plan, held
+//! workload; nothing written to tracefs) → [`Armed`] (the plan applied; owns the
+//! transaction and its journal, the guard, the recorder and the workload) →
+//! [`RolledBack`] (a [`RollbackReport`] that decides how the run ends). Every
+//! stop reason after apply goes through the one [`Armed::teardown`]; nothing
+//! rests on the order in which locals drop.
+//!
 //! Signals (SIGINT, SIGTERM, SIGHUP) never end the process here: they set the
 //! reason the run stops, and the normal path (tracing off, drain, roll back, write
-//! the output) runs as for any other ending.
+//! the output) runs as for any other ending. The handlers are unregistered when
+//! `run` returns.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,19 +26,19 @@ use crate::apply::journal::{
     Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for, process_start_time,
 };
 use crate::apply::sweep::sweep;
-use crate::apply::{ApplyError, apply};
+use crate::apply::{ApplyError, RollbackReport, Transaction, apply};
 use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
-use crate::plan::{TOP_LEVEL_LOCK, instance_name, plan, probe_group};
-use crate::recipe::{Builtins, LoadError, load};
-use crate::record::{RecordError, Recorder, subbuf_size};
+use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
+use crate::recipe::{Builtins, LoadError, OnAbort, load};
+use crate::record::{CpuCapture, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
 use crate::tracefs::{Tracefs, TracefsError, WriteMode};
 use crate::validate::{ValidRecipe, validate};
-use crate::workload::Workload;
+use crate::workload::{Workload, WorkloadExit, WorkloadRecord};
 
 /// What `run` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -55,6 +62,9 @@ pub struct RunOptions {
 pub enum RunEvent {
     /// tracefs was mounted by us.
     Mounted(String),
+    /// The plan has kernel effects no undo reverses: each one sentence,
+    /// said before anything is applied.
+    Irreversible(Vec<String>),
     /// Every step was applied to the instance.
     Applied {
         /// Instance directory.
@@ -76,6 +86,14 @@ pub enum RunEvent {
     },
     /// Everything the run changed in tracefs was undone.
     RolledBack,
+    /// Some undos failed: tracefs is not as it was, and the journal is kept for
+    /// `trace-recipe reset`.
+    RollbackIncomplete {
+        /// Each failed undo.
+        failures: Vec<String>,
+        /// The journal kept.
+        journal: Option<PathBuf>,
+    },
     /// A journal of an earlier run that died with its guard was rolled back.
     Swept(String),
     /// The run waits for something another run holds.
@@ -106,6 +124,9 @@ pub enum RunError {
     /// The recipe could not be read.
     #[error(transparent)]
     Load(LoadError),
+    /// The fact file given to `check --facts` cannot be used.
+    #[error(transparent)]
+    Facts(#[from] crate::kernel::FactsError),
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
@@ -159,6 +180,47 @@ pub enum RunError {
     /// A signal arrived before tracing started; everything was undone.
     #[error("interrupted by signal {0} before recording started; tracefs was rolled back")]
     Interrupted(i32),
+    /// The run failed and its rollback is incomplete: undos failed, the journal is
+    /// kept, and `trace-recipe reset` finishes the job.
+    #[error("{error}\n{}", incomplete_message(.rollback))]
+    RollbackIncomplete {
+        /// What failed first.
+        error: Box<RunError>,
+        /// What the rollback did.
+        rollback: RollbackReport,
+    },
+}
+
+impl RunError {
+    /// The rollback report when this error left tracefs not as it was.
+    pub fn incomplete_rollback(&self) -> Option<&RollbackReport> {
+        match self {
+            RunError::RollbackIncomplete { rollback, .. } => Some(rollback),
+            RunError::Apply { error, .. } if !error.rollback.complete() => Some(&error.rollback),
+            _ => None,
+        }
+    }
+}
+
+/// "rollback incomplete: ..." with each failed undo and the journal to `reset`.
+pub fn incomplete_message(r: &RollbackReport) -> String {
+    let mut msg = format!(
+        "rollback incomplete: {} of {} undo{} failed; tracefs is not as it was",
+        r.failures.len(),
+        r.undone,
+        if r.undone == 1 { "" } else { "s" }
+    );
+    for e in &r.failures {
+        msg.push_str(&format!("\n  = undo failed: {e}"));
+    }
+    match &r.journal_kept {
+        Some(j) => msg.push_str(&format!(
+            "\n  = journal kept: {}\n  = help: run `trace-recipe reset` to finish the rollback",
+            j.display()
+        )),
+        None => msg.push_str("\n  = help: run `trace-recipe reset`, then `trace-recipe status`"),
+    }
+    msg
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
@@ -168,11 +230,11 @@ fn apply_message(e: &ApplyError, source: &Source) -> String {
         .as_ref()
         .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
-    msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
-    for u in &e.undo_failures {
-        msg.push_str(&format!(
-            "\n  = warning: undo failed: {u} (run `trace-recipe reset`)"
-        ));
+    if e.rollback.complete() {
+        msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
+    } else {
+        msg.push('\n');
+        msg.push_str(&incomplete_message(&e.rollback));
     }
     msg
 }
@@ -190,39 +252,98 @@ pub struct RunOutcome {
     pub lost_limit_exceeded: Option<f64>,
     /// The signal that ended the run, if one did.
     pub signal: Option<i32>,
-    /// Undo steps that failed (tracefs may need `trace-recipe reset`).
-    pub undo_failures: Vec<TracefsError>,
+    /// What the rollback did; when incomplete, the journal is kept for `trace-recipe reset`.
+    pub rollback: RollbackReport,
     /// The bundle written beside the output folder (`--bundle`, `[output] bundle`).
     pub bundle: Option<PathBuf>,
 }
 
-/// Registers SIGINT, SIGTERM and SIGHUP to set the returned cell to their number.
-fn register_signals() -> Arc<AtomicUsize> {
-    let cell = Arc::new(AtomicUsize::new(0));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        let _ = signal_hook::flag::register_usize(sig, cell.clone(), sig as usize);
+/// The first of SIGINT, SIGTERM or SIGHUP that arrived while a run's handlers
+/// are installed (0: none). Signal dispositions are per process, so this is too.
+static SIGNAL: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if SIGNAL
+        .compare_exchange(0, sig as usize, Ordering::SeqCst, Ordering::SeqCst)
+        .is_err()
+    {
+        const MSG: &[u8] = b"\ntrace-recipe: already stopping: rolling back tracefs, please wait\n";
+        // SAFETY: write(2) is async-signal-safe; MSG is a static buffer.
+        unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
     }
-    cell
 }
 
-/// Validates a recipe against the live kernel: the shared first half of `check` and `run`.
+/// A run's handlers of SIGINT, SIGTERM and SIGHUP: the first signal sets the
+/// reason the run stops; any later one only prints that the run is already
+/// stopping and rolling back. Dropping it puts back the dispositions it
+/// replaced, so a library caller has its own signal handling again once `run`
+/// returns.
+struct Signals {
+    replaced: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+impl Signals {
+    fn register() -> Signals {
+        SIGNAL.store(0, Ordering::SeqCst);
+        let mut replaced = Vec::new();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: sigaction(2) with a zeroed-then-filled struct; the handler
+            // only touches an atomic and calls write(2), both async-signal-safe.
+            unsafe {
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                new.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut new.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &new, &mut old) == 0 {
+                    replaced.push((sig, old));
+                }
+            }
+        }
+        Signals { replaced }
+    }
+
+    /// The first signal that arrived, if any.
+    fn get(&self) -> Option<i32> {
+        match SIGNAL.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s as i32),
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for (sig, old) in self.replaced.drain(..) {
+            // SAFETY: restores the disposition sigaction(2) returned earlier.
+            unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// Where validation's [`KernelFacts`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum FactsFrom<'a> {
+    /// Read from this live tracefs (read-only).
+    Live(&'a Tracefs),
+    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
+    File(&'a Path),
+}
+
+/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
 pub fn load_and_validate(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(tracefs, path, sets, started, &Default::default())
+    load_and_validate_with(from, path, sets, started, &Default::default())
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
 /// before validation; problems of an overridden key name its flag.
 pub fn load_and_validate_with(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
@@ -246,8 +367,14 @@ pub fn load_and_validate_with(
         other => RunError::Load(other),
     })?;
     let flag_problems = overrides.apply(&mut loaded);
-    let facts = KernelFacts::read(tracefs)?;
-    match validate(&loaded, &facts) {
+    let facts = match from {
+        FactsFrom::Live(tracefs) => {
+            KernelFacts::read_scoped(tracefs, &crate::kernel::Scope::for_recipe(&loaded.recipe))?
+        }
+        FactsFrom::File(file) => KernelFacts::load(file)?,
+    };
+    let host = crate::host::HostFacts::gather(&loaded);
+    match validate(&loaded, &facts, &host) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(RunError::Invalid {
             text: loaded.source,
@@ -260,9 +387,78 @@ pub fn load_and_validate_with(
     }
 }
 
-/// Runs a recipe end to end. See the module docs for the order of things.
-pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunOutcome, RunError> {
-    let signal = register_signals();
+/// The plan of a run of `valid` by this process, the one function `run` and
+/// `check --plan` share. `workload` is the workload's pid, scoped by
+/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
+pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>) -> Plan {
+    let recipe = &valid.recipe;
+    let mut pids = recipe.scope.pids.clone();
+    pids.extend(workload);
+    plan(
+        valid,
+        &instance_name(&recipe.name, std::process::id()),
+        &probe_group(std::process::id()),
+        &pids,
+        &crate::workload::pids_with_comm(&recipe.scope.comms),
+    )
+}
+
+/// Phase 1: everything known before tracefs is touched. The recipe is valid,
+/// the output folder exists, the plan is built and the workload (if any) is
+/// started held.
+struct Prepared {
+    signals: Signals,
+    tracefs: Tracefs,
+    valid: ValidRecipe,
+    source: Source,
+    facts: KernelFacts,
+    started_at: jiff::Timestamp,
+    out: OutputDir,
+    plan: Plan,
+    workload: Option<Workload>,
+    /// Whether to pack the output folder into a bundle at the end (`--bundle`,
+    /// `[output] bundle`).
+    bundle: bool,
+    /// /proc/kallsyms, read in the background meanwhile (it takes the kernel
+    /// about 0.1 s to list).
+    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
+}
+
+/// Phase 2: the plan is applied. Owns everything that must be undone or ended:
+/// the transaction (and its journal), the guard, the recorder once started, the
+/// workload and the top-level lock. [`Armed::teardown`] is the one way out.
+struct Armed {
+    p: Prepared,
+    tx: Transaction,
+    guard: Guard,
+    workload_record: Option<PathBuf>,
+    _top_level_lock: Option<std::fs::File>,
+    recorder: Option<Recorder>,
+    workload_exit: Option<WorkloadExit>,
+}
+
+/// How recording ended (what [`Armed::record`] returns when it got that far).
+struct Stopped {
+    reason: String,
+    ended_at: jiff::Timestamp,
+    elapsed: Duration,
+    header_page: String,
+}
+
+/// Phase 3: tracefs is rolled back (or the report says what is left), the
+/// workload has ended and the guard is gone. What was captured is on disk.
+struct RolledBack {
+    p: Prepared,
+    rollback: RollbackReport,
+    /// The irreversible effects declared, and any observed that were not.
+    irreversible: Vec<crate::plan::Irreversible>,
+    workload_exit: Option<WorkloadExit>,
+    /// The recording, or why it failed / never started.
+    captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
+}
+
+fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Prepared, RunError> {
+    let signals = Signals::register();
     let (tracefs, mounted) = Tracefs::locate_or_mount()?;
     if let Some(m) = mounted {
         on_event(RunEvent::Mounted(m));
@@ -277,7 +473,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
     let (valid, source, facts) = load_and_validate_with(
-        &tracefs,
+        FactsFrom::Live(&tracefs),
         &opts.recipe,
         &opts.sets,
         &started,
@@ -314,8 +510,12 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     for (name, bytes) in crate::recipe::run_files(&source, recipe) {
         out.write_new(&name, &bytes)?;
     }
+    // The kernel's facts this recipe was validated against, for `check --facts`
+    // on another host and for `diff`.
+    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
 
-    let mut workload = match command.is_empty() {
+    let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
+    let workload = match command.is_empty() {
         true => None,
         false => Some(
             Workload::spawn_held(&command).map_err(|e| RunError::Workload {
@@ -324,143 +524,353 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             })?,
         ),
     };
-    let mut pids = recipe.scope.pids.clone();
-    pids.extend(workload.as_ref().map(Workload::pid));
-    let the_plan = plan(
-        &valid,
-        &instance_name(&recipe.name, std::process::id()),
-        &probe_group(std::process::id()),
-        &pids,
-        &crate::workload::pids_with_comm(&recipe.scope.comms),
-    );
-    let _top_level_lock = if the_plan.touches_top_level {
-        Some(lock_top_level(&mut on_event)?)
-    } else {
-        None
-    };
-    // The guard starts first: whenever the run dies after this point, someone
-    // is watching for the journal.
-    let guard = Guard::spawn(&path_for(Path::new(JOURNAL_DIR), std::process::id()))
-        .map_err(RunError::Guard)?;
-    let journal = Journal::create(
-        Path::new(JOURNAL_DIR),
-        &Header {
-            format: "trace-recipe-journal".into(),
-            version: JOURNAL_VERSION,
-            pid: std::process::id(),
-            start_time: process_start_time(std::process::id()).unwrap_or(0),
-            tracefs: tracefs.root().to_path_buf(),
-            instance: the_plan.instance.clone(),
-        },
-    )?;
-    let tx = match apply(&tracefs, &the_plan, Some(journal), |_| {}) {
-        Ok(tx) => tx,
-        Err(error) => {
-            if let Some(w) = workload.as_mut() {
-                let _ = w.terminate(Duration::from_secs(1));
-            }
-            return Err(RunError::Apply {
-                error,
-                text: source,
-            });
-        }
-    };
-    on_event(RunEvent::Applied {
-        instance: the_plan.instance.clone(),
-        steps: the_plan.steps.len(),
-    });
-    let inst = the_plan.instance.as_str();
-    let interrupted = signal.load(Ordering::SeqCst);
-    if interrupted != 0 {
-        if let Some(w) = workload.as_mut() {
+    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid));
+    let kallsyms = std::thread::Builder::new()
+        .name("kallsyms".into())
+        .spawn(|| crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default())
+        .ok();
+    Ok(Prepared {
+        signals,
+        tracefs,
+        valid,
+        source,
+        facts,
+        started_at,
+        out,
+        plan,
+        workload,
+        bundle,
+        kallsyms,
+    })
+}
+
+impl Prepared {
+    /// Ends the held workload of a run that stops before anything was applied.
+    fn end_workload(&mut self) {
+        if let Some(w) = self.workload.as_mut() {
             let _ = w.terminate(Duration::from_secs(1));
         }
-        drop(tx.rollback());
-        on_event(RunEvent::RolledBack);
-        return Err(RunError::Interrupted(interrupted as i32));
     }
 
-    let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
-    let subbuf = subbuf_size(&header_page).unwrap_or(4096);
-    let raw_dir = out.raw_dir()?;
-    let recorder = Recorder::start(&tracefs, inst, &facts.cpus, subbuf, &raw_dir)?;
-    tracefs.write(&format!("{inst}/tracing_on"), "1", WriteMode::Replace, inst)?;
-    let t0 = Instant::now();
-    if let Some(w) = workload.as_mut() {
-        // A failed release means the stub already died; its exit is seen below.
-        let _ = w.release();
+    /// Takes the top-level lock when needed, starts the guard, creates the
+    /// journal and applies the plan. On failure everything done is undone and
+    /// the workload ended before returning.
+    fn arm(mut self, on_event: &mut impl FnMut(RunEvent)) -> Result<Armed, RunError> {
+        let top_level_lock = if self.plan.touches_top_level {
+            match lock_top_level(on_event) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    self.end_workload();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let me = std::process::id();
+        let journal_dir = Path::new(JOURNAL_DIR);
+        let workload_record = match &self.workload {
+            Some(w) => {
+                let record = WorkloadRecord {
+                    run_pid: me,
+                    run_start_time: process_start_time(me).unwrap_or(0),
+                    pid: w.pid(),
+                    start_time: process_start_time(w.pid()).unwrap_or(0),
+                    command: w.command.clone(),
+                };
+                match record.write(journal_dir) {
+                    Ok(p) => Some(p),
+                    Err(source) => {
+                        self.end_workload();
+                        return Err(RunError::Journal(JournalError::Io {
+                            path: WorkloadRecord::path(journal_dir, me),
+                            source,
+                        }));
+                    }
+                }
+            }
+            None => None,
+        };
+        // The guard starts before anything is written: whenever the run dies
+        // after this point, someone is watching for the journal.
+        let orphan = self
+            .workload
+            .as_ref()
+            .filter(|_| self.valid.recipe.scope.on_abort == OnAbort::Kill)
+            .map(Workload::pid);
+        let abort = |p: &mut Prepared, guard: Option<Guard>, e: RunError| {
+            p.end_workload();
+            if let Some(g) = guard {
+                let _ = g.done();
+            }
+            if let Some(r) = &workload_record {
+                let _ = std::fs::remove_file(r);
+            }
+            e
+        };
+        let guard = match Guard::spawn(&path_for(journal_dir, me), orphan) {
+            Ok(g) => g,
+            Err(e) => return Err(abort(&mut self, None, RunError::Guard(e))),
+        };
+        let header = Header {
+            format: "trace-recipe-journal".into(),
+            version: JOURNAL_VERSION,
+            pid: me,
+            start_time: process_start_time(me).unwrap_or(0),
+            tracefs: self.tracefs.root().to_path_buf(),
+            instance: self.plan.instance.clone(),
+        };
+        let journal = match Journal::create(journal_dir, &header) {
+            Ok(j) => j,
+            Err(e) => return Err(abort(&mut self, Some(guard), e.into())),
+        };
+        let declared = crate::plan::irreversible(&self.plan, &self.facts.top_buffer);
+        if !declared.is_empty() {
+            on_event(RunEvent::Irreversible(
+                declared.iter().map(|i| i.effect.clone()).collect(),
+            ));
+        }
+        let tx = match apply(&self.tracefs, &self.plan, Some(journal), |_| {}) {
+            Ok(tx) => tx,
+            Err(error) => {
+                let text = self.source.clone();
+                return Err(abort(
+                    &mut self,
+                    Some(guard),
+                    RunError::Apply { error, text },
+                ));
+            }
+        };
+        on_event(RunEvent::Applied {
+            instance: self.plan.instance.clone(),
+            steps: self.plan.steps.len(),
+        });
+        Ok(Armed {
+            p: self,
+            tx,
+            guard,
+            workload_record,
+            _top_level_lock: top_level_lock,
+            recorder: None,
+            workload_exit: None,
+        })
     }
-    on_event(RunEvent::Recording {
-        until: until_text(&valid, workload.is_some()),
-    });
+}
 
-    let mut workload_exit = None;
-    let mut last_progress = Instant::now();
-    let stop_reason = loop {
-        let sig = signal.load(Ordering::SeqCst);
-        if sig != 0 {
-            break format!("signal {}", signal_name(sig as i32));
+impl Armed {
+    /// Starts the recorder, turns tracing on, releases the workload and waits for
+    /// a reason to stop. Leaves tracing on: [`Armed::teardown`] turns it off.
+    fn record(&mut self, on_event: &mut impl FnMut(RunEvent)) -> Result<Stopped, RunError> {
+        if let Some(sig) = self.p.signals.get() {
+            return Err(RunError::Interrupted(sig));
         }
-        if let Some(w) = workload.as_mut()
-            && let Ok(Some(exit)) = w.try_wait()
-        {
-            workload_exit = Some(exit);
-            break "workload exited".to_string();
-        }
-        if valid.duration.is_some_and(|d| t0.elapsed() >= d) {
-            break "duration".to_string();
-        }
-        if recipe.stop.on_traceoff
-            && tracefs
-                .read(&format!("{inst}/tracing_on"))
-                .is_ok_and(|v| v.trim() == "0")
-        {
-            break "traceoff (tracing_on dropped to 0)".to_string();
-        }
-        if valid
-            .max_size_bytes
-            .is_some_and(|max| recorder.bytes() >= max)
-        {
-            break "max_size_mb".to_string();
-        }
-        if last_progress.elapsed() >= Duration::from_millis(250) {
-            last_progress = Instant::now();
-            let (events, lost) = recorder.live_counts();
-            on_event(RunEvent::Progress(Progress {
-                elapsed: t0.elapsed(),
-                duration: valid.duration,
-                bytes: recorder.bytes(),
-                events,
-                lost,
-            }));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let ended_at = jiff::Timestamp::now();
-    let elapsed = t0.elapsed();
-    let off = tracefs.write(&format!("{inst}/tracing_on"), "0", WriteMode::Replace, inst);
-    on_event(RunEvent::Stopped {
-        reason: stop_reason.clone(),
-    });
-    if let Some(w) = workload.as_mut()
-        && workload_exit.is_none()
-    {
-        workload_exit = w.terminate(Duration::from_secs(2)).ok();
+        let (tracefs, valid) = (&self.p.tracefs, &self.p.valid);
+        let inst = self.p.plan.instance.as_str();
+        let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
+        let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
+        let raw_dir = self.p.out.raw_dir()?;
+        let recorder = self.recorder.insert(Recorder::start(
+            tracefs,
+            inst,
+            &self.p.facts.cpus,
+            subbuf,
+            &raw_dir,
+        )?);
+        crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
+            path: tracefs.path(&format!("{inst}/tracing_on")),
+            value: "1".into(),
+            source,
+            error_log: None,
+        })?;
+        tracefs.write(&format!("{inst}/tracing_on"), "1", WriteMode::Replace, inst)?;
+        let t0 = Instant::now();
+        let workload_fd = match self.p.workload.as_mut() {
+            Some(w) => {
+                // A failed release means the stub already died; its exit is seen below.
+                let _ = w.release();
+                w.pidfd().ok()
+            }
+            None => None,
+        };
+        on_event(RunEvent::Recording {
+            until: until_text(valid, self.p.workload.is_some()),
+        });
+        crate::apply::hooks::kill_at("recording");
+        const TICK: Duration = Duration::from_millis(20);
+        let mut last_progress = Instant::now();
+        let reason = loop {
+            if let Some(sig) = self.p.signals.get() {
+                break format!("signal {}", signal_name(sig));
+            }
+            if let Some(w) = self.p.workload.as_mut()
+                && let Ok(Some(exit)) = w.try_wait()
+            {
+                self.workload_exit = Some(exit);
+                break "workload exited".to_string();
+            }
+            if valid.duration.is_some_and(|d| t0.elapsed() >= d) {
+                break "duration".to_string();
+            }
+            if valid.recipe.stop.on_traceoff
+                && tracefs
+                    .read(&format!("{inst}/tracing_on"))
+                    .is_ok_and(|v| v.trim() == "0")
+            {
+                break "traceoff (tracing_on dropped to 0)".to_string();
+            }
+            if valid
+                .max_size_bytes
+                .is_some_and(|max| recorder.bytes() >= max)
+            {
+                break "max_size_mb".to_string();
+            }
+            if last_progress.elapsed() >= Duration::from_millis(250) {
+                last_progress = Instant::now();
+                let (events, lost) = recorder.live_counts();
+                on_event(RunEvent::Progress(Progress {
+                    elapsed: t0.elapsed(),
+                    duration: valid.duration,
+                    bytes: recorder.bytes(),
+                    events,
+                    lost,
+                }));
+            }
+            // Until the next check: the workload's exit (or a signal) wakes us at once.
+            let tick = valid
+                .duration
+                .map_or(TICK, |d| d.saturating_sub(t0.elapsed()).min(TICK));
+            match &workload_fd {
+                Some(fd) => {
+                    crate::workload::wait_exit(fd, tick);
+                }
+                None => std::thread::sleep(tick),
+            }
+        };
+        Ok(Stopped {
+            reason,
+            ended_at: jiff::Timestamp::now(),
+            elapsed: t0.elapsed(),
+            header_page,
+        })
     }
-    // Everything read from the instance is read before it is removed.
-    let captured = recorder.finish().map(|c| {
-        let meta = capture_meta(&tracefs, &the_plan, &valid, &facts, &header_page, &c);
-        (c, meta)
-    });
-    let saved = save_tables(&tracefs, &the_plan, &valid, &out);
-    let undo_failures = tx.rollback();
-    drop(guard);
-    on_event(RunEvent::RolledBack);
-    off?;
-    saved?;
-    let (captures, meta) = captured?;
-    let meta = meta?;
 
+    /// The one teardown, whatever stopped the run (the workload's exit, the
+    /// duration, a traceoff, the size limit, a signal, or an error after apply):
+    /// tracing off, the workload ended, the recorder drained, the kernel's tables
+    /// saved, the transaction rolled back, the guard told the run is done.
+    fn teardown(
+        mut self,
+        recorded: Result<Stopped, RunError>,
+        on_event: &mut impl FnMut(RunEvent),
+    ) -> RolledBack {
+        let inst = self.p.plan.instance.clone();
+        let tracefs = self.p.tracefs.clone();
+        let off = match self.recorder.is_some() {
+            true => tracefs.write(
+                &format!("{inst}/tracing_on"),
+                "0",
+                WriteMode::Replace,
+                &inst,
+            ),
+            false => Ok(()),
+        };
+        if let Ok(s) = &recorded {
+            on_event(RunEvent::Stopped {
+                reason: s.reason.clone(),
+            });
+        }
+        if let Some(w) = self.p.workload.as_mut()
+            && self.workload_exit.is_none()
+        {
+            self.workload_exit = w.terminate(Duration::from_secs(2)).ok();
+        }
+        // Everything read from the instance is read before it is removed.
+        let drained = self.recorder.take().map(Recorder::finish);
+        let kallsyms = self.p.kallsyms.take();
+        let captured = recorded.and_then(|stopped| {
+            let captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
+            let meta = capture_meta(
+                &tracefs,
+                &self.p.plan,
+                &self.p.valid,
+                &self.p.facts,
+                &stopped.header_page,
+                &captures,
+                kallsyms,
+            )?;
+            save_tables(&tracefs, &self.p.plan, &self.p.valid, &self.p.out)?;
+            off?;
+            Ok((stopped, captures, meta))
+        });
+        let rollback = self.tx.rollback();
+        let irreversible = observe_irreversible(&tracefs, &self.p.plan, &self.p.facts);
+        if let Some(r) = &self.workload_record {
+            let _ = std::fs::remove_file(r);
+        }
+        // A guard that cannot be told is ended by its pipe closing when it drops:
+        // it then finds no journal, or the kept one, which `reset` also handles.
+        let _ = self.guard.done();
+        if rollback.complete() {
+            on_event(RunEvent::RolledBack);
+        } else {
+            on_event(RunEvent::RollbackIncomplete {
+                failures: rollback.failures.iter().map(|e| e.to_string()).collect(),
+                journal: rollback.journal_kept.clone(),
+            });
+        }
+        RolledBack {
+            p: self.p,
+            rollback,
+            irreversible,
+            workload_exit: self.workload_exit,
+            captured,
+        }
+    }
+}
+
+/// Runs a recipe end to end: [`Prepared`] → [`Armed`] → [`RolledBack`] → output.
+/// Every way out after apply goes through [`Armed::teardown`]; its rollback
+/// report decides whether the run ends in [`RunError::RollbackIncomplete`].
+pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunOutcome, RunError> {
+    let prepared = prepare(opts, &mut on_event)?;
+    let mut armed = prepared.arm(&mut on_event)?;
+    let recorded = armed.record(&mut on_event);
+    let rolled_back = armed.teardown(recorded, &mut on_event);
+    let RolledBack {
+        p,
+        rollback,
+        irreversible,
+        workload_exit,
+        captured,
+    } = rolled_back;
+    for i in irreversible.iter().filter(|i| !i.declared) {
+        on_event(RunEvent::Irreversible(vec![format!(
+            "{} (seen after the run, not declared before it)",
+            i.effect
+        )]));
+    }
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible));
+    match (result, rollback.complete()) {
+        (Ok(mut outcome), _) => {
+            outcome.rollback = rollback;
+            Ok(outcome)
+        }
+        (Err(error), true) => Err(error),
+        (Err(error), false) => Err(RunError::RollbackIncomplete {
+            error: Box::new(error),
+            rollback,
+        }),
+    }
+}
+
+/// Writes trace.dat and the reports of a rolled-back run.
+fn write_output(
+    p: &Prepared,
+    (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
+    workload_exit: Option<WorkloadExit>,
+    irreversible: Vec<crate::plan::Irreversible>,
+) -> Result<RunOutcome, RunError> {
+    let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
         "trace.dat"
     } else {
@@ -490,13 +900,14 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     };
     let info = RunInfo {
         recipe: recipe.name.clone(),
-        kernel_release: facts.release.clone(),
-        started: started_at.to_string(),
-        ended: ended_at.to_string(),
-        duration_s: elapsed.as_secs_f64(),
-        stop_reason,
+        kernel_release: p.facts.release.clone(),
+        started: p.started_at.to_string(),
+        ended: stopped.ended_at.to_string(),
+        duration_s: stopped.elapsed.as_secs_f64(),
+        stop_reason: stopped.reason,
         recorder: recorder_info,
-        workload: workload
+        workload: p
+            .workload
             .as_ref()
             .zip(workload_exit)
             .map(|(w, exit)| WorkloadInfo {
@@ -506,8 +917,9 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             }),
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    report.irreversible = irreversible;
     report.expectations = crate::expr::check_all(
-        valid
+        p.valid
             .expectations
             .iter()
             .map(|e| (e.that.as_str(), &e.expr)),
@@ -526,7 +938,8 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     if reports.iter().any(|r| r == "html") {
         out.write_new("report.html", render_html(&report).as_bytes())?;
     }
-    let summary = valid
+    let summary = p
+        .valid
         .template
         .clone()
         .unwrap_or_else(Template::builtin)
@@ -537,7 +950,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     if dat_name != "trace.dat" {
         out.remove(dat_name)?;
     }
-    let bundle = if opts.bundle || recipe.output.bundle == Some(true) {
+    let bundle = if p.bundle {
         Some(
             crate::bundle::pack(out.path(), None, false)
                 .map_err(|e| RunError::Bundle(Box::new(e)))?,
@@ -545,7 +958,6 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     } else {
         None
     };
-    let sig = signal.load(Ordering::SeqCst);
     let lost_limit_exceeded = recipe
         .output
         .max_lost_percent
@@ -555,10 +967,37 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         report,
         summary,
         lost_limit_exceeded,
-        signal: (sig != 0).then_some(sig as i32),
-        undo_failures,
+        signal: p.signals.get(),
+        rollback: RollbackReport::default(),
         bundle,
     })
+}
+
+/// The irreversible effects of the run: those [`crate::plan::irreversible`]
+/// declares for `plan`, plus the allocation of the top-level ring buffer when it
+/// happened without being declared (seen in `buffer_size_kb`, which `facts`
+/// read before the run).
+fn observe_irreversible(
+    tracefs: &Tracefs,
+    plan: &Plan,
+    facts: &KernelFacts,
+) -> Vec<crate::plan::Irreversible> {
+    let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
+    let now = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t));
+    if let (Some(kb), Some(now)) = (facts.top_buffer.expanded_size_kb, now)
+        && now.expanded_size_kb.is_none()
+        && out.is_empty()
+    {
+        out.push(crate::plan::top_buffer_allocated(
+            &facts.top_buffer,
+            kb,
+            false,
+        ));
+    }
+    out
 }
 
 /// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.
@@ -596,6 +1035,10 @@ fn save_tables(
     out: &OutputDir,
 ) -> Result<(), RunError> {
     let inst = the_plan.instance.as_str();
+    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
+        path: tracefs.path(&format!("{inst}/events")),
+        source,
+    })?;
     let mut hist_events: Vec<(&str, bool)> = valid
         .triggers
         .iter()
@@ -652,6 +1095,24 @@ pub fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Whether trace.dat needs /proc/kallsyms: when the trace holds kernel code
+/// addresses a reader turns into symbols, that is stack traces, a tracer other
+/// than nop, probes, or an event whose print format prints a code pointer
+/// (`%ps`, `%pS`, `%pB`, `%pf`, `%pF`). Without them the kernel's symbol list
+/// (megabytes, about 0.1 s to read) is left out, and the background read of it
+/// is not waited for.
+fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>) -> bool {
+    let code_pointer = |f: &[u8]| {
+        f.windows(3)
+            .any(|w| w[0] == b'%' && w[1] == b'p' && b"sSBfF".contains(&w[2]))
+    };
+    valid.events.iter().any(|e| e.stacktrace)
+        || valid.triggers.iter().any(|t| t.action == "stacktrace")
+        || valid.tracer.as_ref().is_some_and(|t| t.name != "nop")
+        || !valid.probes.is_empty()
+        || formats.values().flatten().any(|f| code_pointer(f))
+}
+
 /// Everything besides the pages that goes into trace.dat, read right after
 /// recording (before rollback: the instance's header_page and trace_clock).
 fn capture_meta(
@@ -661,6 +1122,7 @@ fn capture_meta(
     facts: &KernelFacts,
     header_page: &str,
     captures: &[crate::record::CpuCapture],
+    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
 ) -> Result<CaptureMeta, RunError> {
     let mut ftrace_formats = Vec::new();
     if let Ok(rd) = std::fs::read_dir(tracefs.path("events/ftrace")) {
@@ -702,8 +1164,10 @@ fn capture_meta(
             systems.entry(sys.to_string()).or_default().push(text);
         }
     }
-    let kallsyms =
-        crate::tracefs::read_all(std::path::Path::new("/proc/kallsyms")).unwrap_or_default();
+    let kallsyms = match needs_kallsyms(valid, &systems) {
+        true => kallsyms.and_then(|t| t.join().ok()).unwrap_or_default(),
+        false => Vec::new(),
+    };
     let kallsyms_useful = kallsyms
         .split(|&b| b == b'\n')
         .take(100)

@@ -1,5 +1,5 @@
-//! `status` and `reset`, and the tracefs [`Snapshot`] that tests compare before and
-//! after every run.
+//! `status` and `reset`: what differs from a clean boot, what runs left behind,
+//! and removing exactly that.
 //!
 //! A run's instance is named `trace-recipe-NAME-PID`: `status` reports one whose
 //! PID is no longer a live trace-recipe process as left behind, and `reset`
@@ -8,7 +8,6 @@
 //! `trace_recipe_PID` of kprobe_events / uprobe_events: `status` reports those of
 //! dead runs and `reset` removes exactly them (`-:GROUP/EVENT`).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use std::path::Path;
@@ -16,104 +15,9 @@ use std::path::Path;
 use crate::apply::journal::{JOURNAL_DIR, Undo};
 use crate::apply::sweep::sweep;
 use crate::plan::PROBE_GROUP_PREFIX;
-use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
-
-/// Files compared in every buffer (top level and each instance).
-const BUFFER_FILES: &[&str] = &[
-    "tracing_on",
-    "current_tracer",
-    "trace_clock",
-    "buffer_size_kb",
-    "tracing_cpumask",
-    "set_event",
-    "set_event_pid",
-    "set_event_notrace_pid",
-    "set_ftrace_pid",
-    "set_ftrace_notrace_pid",
-    "set_ftrace_filter",
-    "set_ftrace_notrace",
-    "set_graph_function",
-    "set_graph_notrace",
-    "max_graph_depth",
-    "tracing_thresh",
-];
-/// Global files, top level only.
-const GLOBAL_FILES: &[&str] = &[
-    "kprobe_events",
-    "uprobe_events",
-    "dynamic_events",
-    "saved_cmdlines_size",
-];
-
-/// A full picture of tracefs state: every buffer's settings, options, and every
-/// event's enable, filter and trigger, plus probe definitions and instance names.
-/// Keys are paths relative to tracefs; values are the files' text.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Snapshot(pub BTreeMap<String, String>);
-
-impl Snapshot {
-    /// Reads the snapshot. Files that cannot be read (absent on this kernel, or
-    /// refused) are recorded as `<unreadable>`.
-    pub fn take(tracefs: &Tracefs) -> Snapshot {
-        let mut map = BTreeMap::new();
-        let mut read = |rel: String| {
-            if tracefs.exists(&rel) {
-                let v = tracefs
-                    .read(&rel)
-                    .unwrap_or_else(|_| "<unreadable>".to_string());
-                map.insert(rel, v);
-            }
-        };
-        for f in GLOBAL_FILES {
-            read((*f).to_string());
-        }
-        let instances = tracefs.instances();
-        let mut dirs = vec![String::new()];
-        dirs.extend(instances.iter().map(|i| format!("instances/{i}/")));
-        for dir in &dirs {
-            for f in BUFFER_FILES {
-                read(format!("{dir}{f}"));
-            }
-            for opt in list_dir(tracefs, &format!("{dir}options")) {
-                read(format!("{dir}options/{opt}"));
-            }
-            for sys in list_dir(tracefs, &format!("{dir}events")) {
-                for ev in list_dir(tracefs, &format!("{dir}events/{sys}")) {
-                    for f in ["enable", "filter", "trigger"] {
-                        read(format!("{dir}events/{sys}/{ev}/{f}"));
-                    }
-                }
-            }
-        }
-        map.insert("<instances>".into(), instances.join(" "));
-        // Rollback journals are state too: one left behind means a run was not
-        // finished, even when tracefs itself looks clean.
-        let journals: Vec<String> = crate::apply::journal::list(Path::new(JOURNAL_DIR))
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        map.insert("<journals>".into(), journals.join(" "));
-        Snapshot(map)
-    }
-
-    /// Lines describing how `after` differs from `self`: `path: before -> after`.
-    pub fn diff(&self, after: &Snapshot) -> Vec<String> {
-        let mut out = Vec::new();
-        let keys: std::collections::BTreeSet<&String> =
-            self.0.keys().chain(after.0.keys()).collect();
-        for k in keys {
-            let (a, b) = (self.0.get(k), after.0.get(k));
-            if a != b {
-                out.push(format!(
-                    "{k}: {:?} -> {:?}",
-                    a.map(|s| s.trim_end()),
-                    b.map(|s| s.trim_end())
-                ));
-            }
-        }
-        out
-    }
-}
+use crate::tracefs::{
+    FILE_RULES, INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode, restore_value,
+};
 
 fn list_dir(tracefs: &Tracefs, rel: &str) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(tracefs.path(rel))
@@ -205,20 +109,6 @@ fn is_trace_recipe(pid: u32) -> bool {
         .is_ok_and(|c| c.trim().starts_with("trace-recipe"))
 }
 
-/// Boot defaults of top-level files that `status` checks.
-const TOP_DEFAULTS: &[(&str, &str)] = &[
-    ("tracing_on", "1"),
-    ("current_tracer", "nop"),
-    ("set_event", ""),
-    ("set_event_pid", ""),
-    ("set_ftrace_pid", "no pid"),
-    ("set_ftrace_notrace", ""),
-    ("tracing_thresh", "0"),
-    ("kprobe_events", ""),
-    ("uprobe_events", ""),
-    ("dynamic_events", ""),
-];
-
 /// The `status` text: top-level state that differs from a clean boot, other
 /// instances, and anything a trace-recipe run left behind. The bool is true when
 /// something of ours was left behind.
@@ -226,33 +116,23 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
     let mut o = String::new();
     let _ = writeln!(o, "tracefs: {}", tracefs.root().display());
     let mut differs = Vec::new();
-    for (file, default) in TOP_DEFAULTS {
-        if !tracefs.exists(file) {
+    for rule in FILE_RULES {
+        let Some(default) = rule.boot_default else {
             continue;
-        }
+        };
         // Some files refuse reads on some kernels (set_ftrace_pid without the
         // function tracer): nothing to compare there.
-        let Ok(v) = tracefs.read(file) else { continue };
-        // Function lists say `#### no functions disabled ####` when empty.
-        let v: String = v
-            .lines()
-            .filter(|l| !l.starts_with("####"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        if v.trim() != *default {
+        let Ok(v) = tracefs.read(rule.name) else {
+            continue;
+        };
+        if restore_value(rule.name, &v) != default {
             differs.push(format!(
-                "  {file}: {} (boot default: {})",
+                "  {}: {} (boot default: {})",
+                rule.name,
                 one_line(&v),
                 if default.is_empty() { "empty" } else { default }
             ));
         }
-    }
-    let filter = tracefs.read("set_ftrace_filter").unwrap_or_default();
-    if filter
-        .lines()
-        .any(|l| !l.starts_with('#') && !l.trim().is_empty())
-    {
-        differs.push(format!("  set_ftrace_filter: {}", one_line(&filter)));
     }
     for sys in list_dir(tracefs, "events") {
         for ev in list_dir(tracefs, &format!("events/{sys}")) {
@@ -270,12 +150,32 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             }
         }
     }
-    if differs.is_empty() {
+    // Allocated by the first tracer or event since boot, and never freed again
+    // (Documentation/trace/ftrace.rst, buffer_size_kb): not something to reset.
+    let allocated = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t))
+        .filter(|b| b.expanded_size_kb.is_none());
+    if let (true, Some(b)) = (differs.is_empty(), allocated) {
+        let _ = writeln!(
+            o,
+            "top level: as after a clean boot, except what user space cannot undo:\n  top-level ring buffer allocated since boot: {} KiB per CPU",
+            b.size_kb
+        );
+    } else if differs.is_empty() {
         let _ = writeln!(o, "top level: as after a clean boot");
     } else {
         let _ = writeln!(o, "top level differs from a clean boot:");
         for d in differs {
             let _ = writeln!(o, "{d}");
+        }
+        if let Some(b) = allocated {
+            let _ = writeln!(
+                o,
+                "  top-level ring buffer allocated since boot: {} KiB per CPU (user space cannot undo it)",
+                b.size_kb
+            );
         }
     }
     let ours = our_instances(tracefs);
@@ -312,6 +212,18 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             "journal of a dead run, not rolled back yet: {}",
             j.display()
         );
+    }
+    for (_, w) in crate::workload::WorkloadRecord::list(Path::new(JOURNAL_DIR)) {
+        if !w.run_alive() && w.workload_alive() {
+            let _ = writeln!(
+                o,
+                "workload of dead run {} still running: pid {} (process group {}): {}",
+                w.run_pid,
+                w.pid,
+                w.pid,
+                w.command.join(" ")
+            );
+        }
     }
     for p in our_probes(tracefs) {
         let state = if p.alive {
@@ -362,6 +274,12 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
             Err(e) => Err(e.to_string()),
         })
         .collect();
+    // Records of workloads that have ended, left by runs that died.
+    for (path, w) in crate::workload::WorkloadRecord::list(Path::new(JOURNAL_DIR)) {
+        if !w.run_alive() && !w.workload_alive() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
     for i in our_instances(tracefs) {
         let dir = format!("instances/{}", i.name);
         if i.alive {
@@ -432,26 +350,34 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         .iter()
         .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
         .max();
-    let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
-    let settings: [(&str, String); 10] = [
-        ("current_tracer", "nop".into()),
-        ("set_event_pid", String::new()),
-        ("set_event_notrace_pid", String::new()),
-        ("set_ftrace_pid", String::new()),
-        ("set_ftrace_notrace_pid", String::new()),
-        ("set_ftrace_filter", String::new()),
-        ("set_ftrace_notrace", String::new()),
-        ("tracing_thresh", "0".into()),
-        ("trace_clock", "local".into()),
-        ("tracing_cpumask", crate::validate::cpumask_hex(&all_cpus)),
+    // Every file with a boot default, except those handled above and below
+    // (tracing_on last, events through events/enable, probes by definition).
+    let handled = [
+        "tracing_on",
+        "set_event",
+        "kprobe_events",
+        "uprobe_events",
+        "dynamic_events",
     ];
-    for (file, value) in settings {
-        if file == "current_tracer" && tracefs.read(file).is_ok_and(|v| v.trim() == "nop") {
+    for rule in FILE_RULES.iter().filter(|r| !handled.contains(&r.name)) {
+        let Some(default) = rule.boot_default else {
             continue;
+        };
+        // Only what differs is written: `current_tracer` allocates an
+        // unexpanded top-level ring buffer even when set to what it is.
+        if tracefs
+            .read(rule.name)
+            .is_ok_and(|v| restore_value(rule.name, &v) != default)
+            && w(rule.name, default, WriteMode::Replace).is_ok()
+        {
+            out.push(Ok(format!("reset {}", rule.name)));
         }
-        if tracefs.exists(file) && w(file, &value, WriteMode::Replace).is_ok() {
-            out.push(Ok(format!("reset {file}")));
-        }
+    }
+    let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
+    let mask = crate::validate::cpumask_hex(&all_cpus);
+    if tracefs.exists("tracing_cpumask") && w("tracing_cpumask", &mask, WriteMode::Replace).is_ok()
+    {
+        out.push(Ok("reset tracing_cpumask".to_string()));
     }
     for file in ["kprobe_events", "uprobe_events", "dynamic_events"] {
         if tracefs.read(file).is_ok_and(|t| !t.trim().is_empty()) {

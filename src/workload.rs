@@ -9,6 +9,8 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+use rustix::process::{Pid, Signal};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -64,11 +66,16 @@ pub fn resolvable(program: &str) -> bool {
 }
 
 impl Workload {
-    /// Starts `command` held. Errors: the stub could not be spawned.
+    /// Starts `command` held, in a process group of its own (its pid is the
+    /// group's id), so a terminal's Ctrl-C reaches the run, not the workload, and
+    /// the run can end the whole group with `killpg`. Errors: the stub could not
+    /// be spawned.
     pub fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
-        let (child, go) = stub::spawn(&args, false, |_| {})?;
+        let (child, go) = stub::spawn(&args, false, |c| {
+            c.process_group(0);
+        })?;
         Ok(Workload {
             child,
             go: Some(go),
@@ -76,7 +83,7 @@ impl Workload {
         })
     }
 
-    /// The workload's pid (the stub's, which `exec` keeps).
+    /// The workload's pid (the stub's, which `exec` keeps); also its process group id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -94,70 +101,132 @@ impl Workload {
         Ok(self.child.try_wait()?.map(Into::into))
     }
 
-    /// Ends it: SIGTERM, then SIGKILL after `grace`; returns how it ended.
-    /// A workload never released just exits (its fd 3 reads end-of-file).
+    /// A pidfd of the workload: readable once it has exited (poll(2) on it to wait
+    /// with a timeout).
+    pub fn pidfd(&self) -> std::io::Result<OwnedFd> {
+        Ok(pidfd_of(self.child.id())?)
+    }
+
+    /// Ends it and its process group: SIGTERM to the group, then SIGKILL to what
+    /// is left of the group once the workload exits or `grace` passes; returns how
+    /// the workload ended. A workload never released just exits (its fd 3 reads
+    /// end-of-file). Waits block on a pidfd and on waitpid, never in a sleep loop.
     pub fn terminate(&mut self, grace: Duration) -> std::io::Result<WorkloadExit> {
         self.go = None;
         if let Some(s) = self.child.try_wait()? {
+            signal_group(self.child.id(), Signal::KILL);
             return Ok(s.into());
         }
-        // The workload's children too (a shell's pipeline, `make -j`): the whole
-        // tree as it stands now, so none of it outlives the run.
-        let tree = process_tree(self.child.id());
-        signal_all(&tree, rustix::process::Signal::TERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.try_wait()? {
-                signal_all(&tree[1..], rustix::process::Signal::KILL);
-                return Ok(s.into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        signal_all(&tree, rustix::process::Signal::KILL);
+        let pidfd = self.pidfd()?;
+        end_group(&pidfd, self.child.id(), grace);
         Ok(self.child.wait()?.into())
     }
 }
 
-/// `root` and every process descending from it (from the parent pids in
-/// /proc/PID/stat), root first.
-fn process_tree(root: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter_map(|pid| {
-                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                    // Fields after the last ')' (the comm may hold anything): state, ppid.
-                    let ppid = stat[stat.rfind(')')? + 1..]
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse()
-                        .ok()?;
-                    Some((pid, ppid))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(
-            parents
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    tree
+/// A pidfd of process `pid`; open it while the process is known to exist (the
+/// pid is not reused while the pidfd is open).
+pub fn pidfd_of(pid: u32) -> rustix::io::Result<OwnedFd> {
+    let pid = Pid::from_raw(pid as i32).ok_or(rustix::io::Errno::SRCH)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
 }
 
-fn signal_all(pids: &[u32], sig: rustix::process::Signal) {
-    for pid in pids {
-        if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
-            let _ = rustix::process::kill_process(pid, sig);
+/// Sends `sig` to process group `pgid`; a group that no longer exists is fine.
+pub fn signal_group(pgid: u32, sig: Signal) {
+    if let Some(pgid) = Pid::from_raw(pgid as i32) {
+        let _ = rustix::process::kill_process_group(pgid, sig);
+    }
+}
+
+/// Waits until the process behind `pidfd` exits, at most `limit`; true when it did.
+pub fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => return true,
+            Err(rustix::io::Errno::INTR) if !left.is_zero() => continue,
+            _ => return false,
         }
+    }
+}
+
+/// Ends process group `pgid` whose leader is behind `leader`: SIGTERM to the
+/// group, a wait of up to `grace` for the leader, then SIGKILL to whatever is
+/// left of the group.
+pub fn end_group(leader: &OwnedFd, pgid: u32, grace: Duration) {
+    signal_group(pgid, Signal::TERM);
+    wait_exit(leader, grace);
+    signal_group(pgid, Signal::KILL);
+}
+
+/// The record of a run's workload, `run-PID.workload` beside the run's journal:
+/// it lets `status` name a workload still running after its run died. The run
+/// writes it before the guard starts and removes it once the workload has ended;
+/// a guard that ends an orphaned workload removes it too.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WorkloadRecord {
+    /// The run's pid.
+    pub run_pid: u32,
+    /// The run's start time (see [`crate::apply::journal::process_start_time`]).
+    pub run_start_time: u64,
+    /// The workload's pid, also its process group id.
+    pub pid: u32,
+    /// The workload's start time.
+    pub start_time: u64,
+    /// The command line.
+    pub command: Vec<String>,
+}
+
+impl WorkloadRecord {
+    /// Where the record of run `run_pid` lives in `dir`.
+    pub fn path(dir: &std::path::Path, run_pid: u32) -> std::path::PathBuf {
+        dir.join(format!("run-{run_pid}.workload"))
+    }
+
+    /// Writes the record into `dir` (created 0700 if needed).
+    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let path = Self::path(dir, self.run_pid);
+        std::fs::write(&path, serde_json::to_vec(self).unwrap_or_default())?;
+        Ok(path)
+    }
+
+    /// Every record in `dir`, with its path.
+    pub fn list(dir: &std::path::Path) -> Vec<(std::path::PathBuf, WorkloadRecord)> {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "workload"))
+                    .filter_map(|p| {
+                        let r = serde_json::from_slice(&std::fs::read(&p).ok()?).ok()?;
+                        Some((p, r))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Whether the workload still runs (same pid, same start time).
+    pub fn workload_alive(&self) -> bool {
+        crate::apply::journal::process_start_time(self.pid) == Some(self.start_time)
+    }
+
+    /// Whether the run that started it still runs.
+    pub fn run_alive(&self) -> bool {
+        crate::apply::journal::process_start_time(self.run_pid) == Some(self.run_start_time)
     }
 }
 

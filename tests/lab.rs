@@ -355,6 +355,111 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         }
     }
 
+    // On the freshly booted guest, a tracer run changes tracefs in exactly what
+    // it declared irreversible (6.1: it runs at the top level and allocates the
+    // top-level ring buffer) and in nothing else.
+    assert_eq!(
+        read(&out.join("fresh-run.rc")).trim(),
+        "0",
+        "{tag}: {}",
+        read(&out.join("fresh-run.txt"))
+    );
+    let state = |f: &str| -> std::collections::BTreeMap<String, String> {
+        read(&out.join(f))
+            .lines()
+            .filter_map(|l| {
+                l.split_once(": ")
+                    .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
+            })
+            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+            .collect()
+    };
+    let (before, after) = (state("fresh-before.txt"), state("fresh-after.txt"));
+    let report: serde_json::Value =
+        serde_json::from_str(&read(&out.join("fresh-run/report.json"))).unwrap();
+    let declared = report["irreversible"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let changed: Vec<String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    let undeclared: Vec<&String> = changed
+        .iter()
+        .filter(|c| {
+            !declared.iter().any(|d| {
+                d["declared"] == true
+                    && c.starts_with(&format!("{}: ", d["file"].as_str().unwrap_or("")))
+                    && before
+                        .get(d["file"].as_str().unwrap_or(""))
+                        .map(String::as_str)
+                        == d["before"].as_str()
+            })
+        })
+        .collect();
+    eprintln!(
+        "FIGURE kernel lab {tag}: fresh boot, tracer run changed {} tracefs file(s), {} declared irreversible, {} undeclared",
+        changed.len(),
+        declared.len(),
+        undeclared.len()
+    );
+    assert!(
+        undeclared.is_empty(),
+        "{tag}: undeclared changes {undeclared:?}; declared {declared:?}"
+    );
+    if !six_twelve {
+        assert!(
+            declared.len() == 1 && changed.len() == 1,
+            "{tag}: the top-level run allocates the ring buffer, declared: {declared:?} {changed:?}"
+        );
+        assert!(
+            read(&out.join("status.txt")).contains("top-level ring buffer allocated since boot")
+        );
+    }
+
+    // `check --facts` with the guest's fact file, here, as a user without root
+    // and without tracefs, reaches the guest's own verdict on every recipe.
+    let facts = out.join("facts.json.zst");
+    assert!(facts.is_file(), "{tag}: {}", read(&out.join("facts.txt")));
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for e in std::fs::read_dir(out).unwrap() {
+        let d = e.unwrap().path();
+        let name = d.file_name().unwrap().to_str().unwrap().to_string();
+        if !d.join("check.rc").is_file() {
+            continue;
+        }
+        let recipe = match name.strip_prefix("recipe-") {
+            Some(n) => repo().join(format!("recipes/{n}.toml")),
+            None => repo().join(format!("tests/lab/{name}.toml")),
+        };
+        let o = crate::facts::check_offline_as_nobody(&facts, &recipe);
+        let (guest, host) = (
+            read(&d.join("check.rc")).trim().to_string(),
+            o.status.code(),
+        );
+        compared += 1;
+        if host.map(|c| c.to_string()) != Some(guest.clone()) {
+            differ.push(format!(
+                "{name}: guest check exit {guest}, host check --facts exit {host:?}\n{}\n{}",
+                read(&d.join("check.txt")),
+                text(&o.stdout) + &text(&o.stderr)
+            ));
+        }
+    }
+    eprintln!(
+        "FIGURE kernel lab {tag}: check --facts as nobody agrees with the guest's check on {}/{compared} recipes",
+        compared - differ.len()
+    );
+    assert!(
+        compared >= 10 && differ.is_empty(),
+        "{tag}:\n{}",
+        differ.join("\n")
+    );
+
     // Fault and kill trials at the steps of a kprobe, a function tracer and a
     // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).
     let faults = if six_twelve {

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::TraceFile;
 
-use super::{Counts, TOP, comm_of};
+use super::{TOP, comm_of};
 
 /// Most buckets a timeline has.
 pub const MAX_BUCKETS: usize = 64;
@@ -105,11 +105,18 @@ impl Builder {
         file: &TraceFile,
         event_names: &[String],
         pids: &[(i32, u64)],
-        c: &Counts,
     ) -> Timeline {
-        let n = c
-            .span
-            .map_or(0, |(a, b)| ((b - a) / self.width) as usize + 1);
+        // The buckets actually filled: never more than MAX_BUCKETS, whatever
+        // the first and last timestamps are (a file may run backwards).
+        let n = self
+            .events
+            .iter()
+            .chain(&self.cpus)
+            .chain(&self.pids)
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0)
+            .min(MAX_BUCKETS);
         let series = |name: String, counts: &[u64]| {
             let mut v = counts.to_vec();
             v.resize(n, 0);
@@ -171,5 +178,22 @@ impl Builder {
             comms,
             pids,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_stay_bounded_for_wild_and_backward_timestamps() {
+        let mut b = Builder::new(2);
+        for ts in [10, u64::MAX, 0, 1 << 40, 3, u64::MAX - 5] {
+            b.add(ts, 1, 0, 0);
+        }
+        assert!(b.width > FIRST_WIDTH_NS);
+        let lens: Vec<usize> = b.events.iter().chain(&b.cpus).map(Vec::len).collect();
+        assert!(lens.iter().all(|l| *l <= MAX_BUCKETS), "{lens:?}");
+        assert_eq!(b.events[1].iter().sum::<u64>(), 6);
     }
 }

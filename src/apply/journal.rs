@@ -1,5 +1,9 @@
-//! The journal: one file per run under [`JOURNAL_DIR`], JSON lines, fsync'd after
-//! every record. The first line is a [`Header`] naming the run (pid and process
+//! The journal: one file per run under [`JOURNAL_DIR`], JSON lines, each record
+//! written with one write(2) before its change is made. The journal guards
+//! against the run's death, not the machine's: what a dead process wrote stays
+//! in the page cache for the guard and `reset` to read, and a reboot resets
+//! tracefs itself, so no fsync is needed (it cost about a millisecond per step
+//! on an ext4 /run, most of a 755-step apply). The first line is a [`Header`] naming the run (pid and process
 //! start time, so a reused pid is not mistaken for the run); every later line is
 //! an [`Undo`] recorded *before* the change it undoes is made. Replaying the
 //! undos in reverse returns tracefs to where it was; undoing a change that never
@@ -23,6 +27,21 @@ use crate::tracefs::{Tracefs, TracefsError, WriteMode, error_log_dir};
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
 /// Journal format version written by this build.
 pub const JOURNAL_VERSION: u32 = 1;
+
+/// Test-only: when set to N, the undo recorded N-th (1-based, in journal order)
+/// fails without being performed, wherever it is performed: in the run's own
+/// rollback, in the guard's replay and in `reset`'s sweep (they all inherit the
+/// environment). Tests use it to prove a journal with a failed undo survives
+/// until `reset` (run without it) finishes the job.
+pub const FAIL_UNDO_ENV: &str = "TRACE_RECIPE_TEST_FAIL_UNDO";
+/// Test-only: when set to N, writing the N-th undo record (1-based) to the
+/// journal fails, as a full or broken disk would make it.
+pub const FAIL_JOURNAL_ENV: &str = "TRACE_RECIPE_TEST_FAIL_JOURNAL";
+
+/// The value of a test-only hook variable, when set to a number.
+pub(crate) fn test_hook(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
+}
 
 /// First line of a journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +81,25 @@ pub enum Undo {
 }
 
 impl Undo {
+    /// Performs the undo recorded `n`-th (1-based) in its journal: as
+    /// [`Undo::perform`], except that it fails untouched when [`FAIL_UNDO_ENV`]
+    /// names `n`.
+    pub fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
+        if test_hook(FAIL_UNDO_ENV) == Some(n) {
+            let file = match self {
+                Undo::Rmdir { dir } => dir,
+                Undo::Write { file, .. } => file,
+            };
+            return Err(TracefsError::Write {
+                path: tracefs.path(file),
+                value: String::new(),
+                source: std::io::Error::other(format!("injected undo failure ({FAIL_UNDO_ENV})")),
+                error_log: None,
+            });
+        }
+        self.perform(tracefs)
+    }
+
     /// Performs the undo. A missing file or directory counts as already undone.
     pub fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
         let result = match self {
@@ -140,6 +178,7 @@ pub enum JournalError {
 pub struct Journal {
     path: PathBuf,
     file: File,
+    records: usize,
 }
 
 impl Journal {
@@ -170,7 +209,11 @@ impl Journal {
                 source: e.into(),
             },
         )?;
-        let mut j = Journal { path, file };
+        let mut j = Journal {
+            path,
+            file,
+            records: 0,
+        };
         let line = serde_json::to_string(header).unwrap_or_default();
         j.append_line(&line)?;
         Ok(j)
@@ -181,8 +224,19 @@ impl Journal {
         &self.path
     }
 
-    /// Records `undo` durably (write + fsync) before its change is made.
+    /// Records `undo` (one write(2), which outlives this process) before its change
+    /// is made. Errors: the write failed; the undo may then be in the file or not,
+    /// and the change must not be made.
     pub fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
+        self.records += 1;
+        if test_hook(FAIL_JOURNAL_ENV) == Some(self.records) {
+            return Err(JournalError::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other(format!(
+                    "injected journal write failure ({FAIL_JOURNAL_ENV})"
+                )),
+            });
+        }
         let line = serde_json::to_string(undo).unwrap_or_default();
         self.append_line(&line)
     }
@@ -192,8 +246,13 @@ impl Journal {
         let io = move |source| JournalError::Io { path, source };
         self.file
             .write_all(format!("{line}\n").as_bytes())
-            .map_err(io.clone())?;
-        self.file.sync_data().map_err(io)
+            .map_err(io)
+    }
+
+    /// Closes the journal and leaves it on disk (unlocked, so that `reset` can
+    /// replay it): what a rollback with a failed undo does. Returns its path.
+    pub fn keep(self) -> PathBuf {
+        self.path
     }
 
     /// Deletes the journal after a clean rollback.
@@ -246,7 +305,7 @@ pub fn read(path: &Path) -> Result<Recorded, JournalError> {
         source,
     })?;
     let text = String::from_utf8_lossy(&bytes);
-    // The header is written (and fsync'd) whole before any undo: without a
+    // The header is written whole before any undo: without a
     // complete first line, the run recorded nothing.
     let Some((first, rest)) = text.split_once('\n') else {
         return Err(JournalError::Headerless {
@@ -289,7 +348,9 @@ impl Recorded {
     /// A dying run's last file descriptors (trace_pipe_raw readers) can keep its
     /// instance busy for a moment, so a replay with failures is tried again a few
     /// times, 100 ms apart; every undo is idempotent.
-    pub fn replay(&self) -> (usize, Vec<TracefsError>) {
+    /// `who` (`guard` or `reset`) names the replayer for the test hook
+    /// `{who}-undo:N` ([`super::hooks`]).
+    pub fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
         for attempt in 0..5 {
@@ -297,8 +358,9 @@ impl Recorded {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             failures.clear();
-            for undo in self.undos.iter().rev() {
-                if let Err(e) = undo.perform(&tracefs) {
+            for (i, undo) in self.undos.iter().enumerate().rev() {
+                super::hooks::kill_at(&format!("{who}-undo:{}", i + 1));
+                if let Err(e) = undo.perform_nth(&tracefs, i + 1) {
                     failures.push(e);
                 }
             }

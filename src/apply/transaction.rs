@@ -3,13 +3,17 @@
 //! every step already done, in reverse, and reports the failing write with the
 //! kernel's `error_log` text.
 //!
-//! [`Transaction::rollback`] is the normal way out and returns every undo that
-//! failed; `Drop` rolls back as a last resort (e.g. on a panic). If the process
-//! dies outright, the journal is what the guard or `reset` replays.
+//! [`Transaction::rollback`] is the normal way out and returns a
+//! [`RollbackReport`]; `Drop` rolls back only as a last resort (e.g. on a panic).
+//! Once any undo has failed, nothing deletes the journal: it is left for
+//! `trace-recipe reset`. If the process dies outright, the journal is what the
+//! guard or `reset` replays.
+
+use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, bracketed, error_log_dir};
+use crate::tracefs::{Tracefs, TracefsError, error_log_dir, restore_value};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -32,8 +36,26 @@ pub struct ApplyError {
     /// What went wrong.
     #[source]
     pub source: StepError,
-    /// Undo steps that failed too (tracefs may not be clean when this is non-empty).
-    pub undo_failures: Vec<TracefsError>,
+    /// How undoing the steps already done went.
+    pub rollback: RollbackReport,
+}
+
+/// What a rollback did.
+#[derive(Debug, Default)]
+pub struct RollbackReport {
+    /// Undos performed or attempted.
+    pub undone: usize,
+    /// Undos that failed: tracefs is not back as it was.
+    pub failures: Vec<TracefsError>,
+    /// The journal left on disk for `trace-recipe reset` (always when an undo failed).
+    pub journal_kept: Option<PathBuf>,
+}
+
+impl RollbackReport {
+    /// True when every undo succeeded (tracefs is as it was).
+    pub fn complete(&self) -> bool {
+        self.failures.is_empty()
+    }
 }
 
 /// Why one step failed.
@@ -52,8 +74,13 @@ pub enum StepError {
 pub struct Transaction {
     tracefs: Tracefs,
     log_dir: String,
-    done: Vec<Recorded>,
+    /// Undos of the steps done, each with its 1-based place in the journal.
+    done: Vec<(usize, Recorded)>,
+    /// Undos recorded so far.
+    recorded: usize,
     journal: Option<Journal>,
+    /// An undo has failed: the journal must outlive this transaction.
+    failed: bool,
 }
 
 /// Applies `plan` step by step, journaling each undo in `journal` first (when
@@ -75,7 +102,9 @@ pub fn apply(
         tracefs: tracefs.clone(),
         log_dir: plan.instance.clone(),
         done: Vec::new(),
+        recorded: 0,
         journal,
+        failed: false,
     };
     for (i, step) in plan.steps.iter().enumerate() {
         on_step(i + 1);
@@ -85,13 +114,13 @@ pub fn apply(
             tx.apply_one(step, kill_at == Some(i + 1))
         };
         if let Err(source) = result {
-            let undo_failures = tx.undo_all();
+            let rollback = tx.undo_all();
             return Err(Box::new(ApplyError {
                 number: i + 1,
                 total: plan.steps.len(),
                 step: step.clone(),
                 source,
-                undo_failures,
+                rollback,
             }));
         }
     }
@@ -131,9 +160,16 @@ impl Transaction {
                 }
             }
         };
-        if let (Some(undo), Some(journal)) = (&undo, self.journal.as_mut()) {
-            journal.record(undo)?;
-        }
+        let undo = match undo {
+            Some(undo) => {
+                if let Some(journal) = self.journal.as_mut() {
+                    journal.record(&undo)?;
+                }
+                self.recorded += 1;
+                Some((self.recorded, undo))
+            }
+            None => None,
+        };
         if kill_before_write {
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
@@ -157,102 +193,52 @@ impl Transaction {
         &self.log_dir
     }
 
-    /// Undoes every applied step in reverse order and, when all undos succeeded,
-    /// deletes the journal. Returns the undos that failed (empty when tracefs is
-    /// back as it was; otherwise the journal is kept for `trace-recipe reset`).
-    pub fn rollback(mut self) -> Vec<TracefsError> {
+    /// Undoes every applied step in reverse order. When all undos succeeded the
+    /// journal is deleted; otherwise it is closed and kept for `trace-recipe
+    /// reset`, and the report names it.
+    pub fn rollback(mut self) -> RollbackReport {
         self.undo_all()
     }
 
-    fn undo_all(&mut self) -> Vec<TracefsError> {
-        let mut failures = Vec::new();
-        while let Some(undo) = self.done.pop() {
-            if let Err(e) = undo.perform(&self.tracefs) {
-                failures.push(e);
+    /// Undoes what is left to undo and closes the journal: deleted only when no
+    /// undo of this transaction has ever failed.
+    fn undo_all(&mut self) -> RollbackReport {
+        let mut report = RollbackReport::default();
+        while let Some((n, undo)) = self.done.pop() {
+            report.undone += 1;
+            super::hooks::kill_at(&format!("undo:{n}"));
+            if let Err(e) = undo.perform_nth(&self.tracefs, n) {
+                report.failures.push(e);
             }
         }
-        if failures.is_empty()
-            && let Some(j) = self.journal.take()
-        {
-            let _ = j.remove();
+        self.failed |= !report.failures.is_empty();
+        match self.journal.take() {
+            Some(j) if self.failed => report.journal_kept = Some(j.keep()),
+            Some(j) => {
+                let _ = j.remove();
+            }
+            None => {}
         }
-        failures
+        report
     }
 }
 
 impl Drop for Transaction {
+    /// Last resort (a panic between apply and rollback): rolls back what is left.
+    /// After [`Transaction::rollback`] there is nothing left and this does nothing.
     fn drop(&mut self) {
-        for e in self.undo_all() {
+        if self.done.is_empty() && self.journal.is_none() {
+            return;
+        }
+        let report = self.undo_all();
+        for e in &report.failures {
             eprintln!("trace-recipe: rollback: {e}");
         }
-    }
-}
-
-/// The value to write back to `file` given what reading it returned before.
-fn restore_value(file: &str, old: &str) -> String {
-    let name = file.rsplit('/').next().unwrap_or(file);
-    match name {
-        "trace_clock" => bracketed(old).unwrap_or("local").to_string(),
-        // Function lists: one function per line; `#### all functions enabled ####`
-        // (or any `#` comment) when empty.
-        "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function" | "set_graph_notrace" => {
-            old.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .collect::<Vec<_>>()
-                .join(" ")
+        if let Some(j) = &report.journal_kept {
+            eprintln!(
+                "trace-recipe: rollback incomplete: journal {} kept; run `trace-recipe reset`",
+                j.display()
+            );
         }
-        "set_event_pid" | "set_ftrace_pid" => old
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && *l != "no pid")
-            .collect::<Vec<_>>()
-            .join(" "),
-        // An event filter reads `none` when there is none; `0` clears it.
-        "filter" => match old.trim() {
-            "none" | "" => "0".into(),
-            f => f.to_string(),
-        },
-        // `7 (expanded: 1408)` before the buffer is first used.
-        "buffer_size_kb" => old
-            .split("expanded: ")
-            .nth(1)
-            .and_then(|e| e.split(')').next())
-            .unwrap_or_else(|| old.split_whitespace().next().unwrap_or(""))
-            .to_string(),
-        // An event's enable reads `0*` / `1*` when a trigger soft-disables it.
-        "enable" => old.trim().trim_end_matches('*').to_string(),
-        _ => old.split_whitespace().next().unwrap_or("").to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::restore_value;
-
-    #[test]
-    fn before_images_become_the_value_that_restores_them() {
-        assert_eq!(
-            restore_value("i/trace_clock", "local [mono] global\n"),
-            "mono"
-        );
-        assert_eq!(restore_value("max_graph_depth", "0\n"), "0");
-        assert_eq!(
-            restore_value("set_graph_function", "#### all functions enabled ####\n"),
-            ""
-        );
-        assert_eq!(
-            restore_value("set_graph_function", "vfs_read\nvfs_write\n"),
-            "vfs_read vfs_write"
-        );
-        assert_eq!(restore_value("set_ftrace_pid", "no pid\n"), "");
-        assert_eq!(restore_value("set_event_pid", "12\n34\n"), "12 34");
-        assert_eq!(restore_value("events/a/b/filter", "none\n"), "0");
-        assert_eq!(restore_value("events/a/b/filter", "ret < 0\n"), "ret < 0");
-        assert_eq!(
-            restore_value("buffer_size_kb", "7 (expanded: 1408)\n"),
-            "1408"
-        );
-        assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
     }
 }

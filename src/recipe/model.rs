@@ -162,6 +162,22 @@ pub struct Scope {
     /// The workload, started held, scoped by pid, released once tracing is on.
     #[serde(default)]
     pub command: Vec<String>,
+    /// What the guard does with the workload's process group when the run dies
+    /// without rolling back (SIGKILL, OOM kill): `kill` (default) or `leave`.
+    #[serde(default)]
+    pub on_abort: OnAbort,
+}
+
+/// `[scope] on_abort`: the workload's fate when its run dies without rolling back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnAbort {
+    /// The guard ends the workload's process group: SIGTERM, then SIGKILL after a
+    /// grace period.
+    #[default]
+    Kill,
+    /// The workload keeps running; `status` names it.
+    Leave,
 }
 
 /// `[tracer]`: the instance's tracer and its function filters.

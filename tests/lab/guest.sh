@@ -5,6 +5,27 @@
 cd /payload
 mkdir -p /run
 uname -r > "$KLAB_OUT/release.txt"
+# The kernel's facts first, as freshly booted: the host checks every recipe
+# offline against them and must reach the guest's verdicts.
+./trace-recipe facts -o "$KLAB_OUT/facts.json.zst" > "$KLAB_OUT/facts.txt" 2>&1
+# Still fresh: one run of a tracer recipe (at the top level on 6.1, whose
+# instances lack function_graph; in an instance on 6.12), and the guest's
+# tracefs before and after it, top level and options: the host asserts that
+# they differ in exactly what the run declared irreversible.
+fresh_state() {
+  for f in buffer_size_kb current_tracer tracing_on trace_clock tracing_cpumask set_event \
+      set_event_pid set_ftrace_pid set_ftrace_filter set_ftrace_notrace set_graph_function \
+      set_graph_notrace max_graph_depth tracing_thresh kprobe_events uprobe_events \
+      dynamic_events events/enable; do
+    [ -r "$TRACEFS/$f" ] && echo "$f: $(grep -v '^#' "$TRACEFS/$f" 2>/dev/null | tr '\n' ' ' | sed 's/ *$//')"
+  done
+  for o in "$TRACEFS"/options/*; do echo "options/${o##*/}: $(cat "$o")"; done
+  echo "instances: $(ls "$TRACEFS/instances" | tr '\n' ' ')"
+}
+fresh_state > "$KLAB_OUT/fresh-before.txt"
+./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
+echo $? > "$KLAB_OUT/fresh-run.rc"
+fresh_state > "$KLAB_OUT/fresh-after.txt"
 for r in lab/*.toml recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac

@@ -78,6 +78,13 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// The input is not a trace.dat file at all: a directory, an empty file,
+    /// or a file that does not start with the trace.dat magic.
+    #[error("not a trace.dat file: {detail}")]
+    NotTraceDat {
+        /// What the input is instead, and what to give instead.
+        detail: String,
+    },
     /// The capture handed to the writer is inconsistent.
     #[error("invalid capture for writing: {0}")]
     Capture(String),

@@ -16,9 +16,12 @@
 mod bytes;
 mod error;
 mod format;
+mod printfmt;
 mod reader;
 mod records;
 mod report;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use error::Error;

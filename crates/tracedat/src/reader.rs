@@ -275,9 +275,25 @@ impl TraceFile {
             source,
         };
         let f = std::fs::File::open(path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
-        if len == 0 {
-            return Self::parse(Backing::Owned(Vec::new()));
+        let meta = f.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(Error::NotTraceDat {
+                detail: format!(
+                    "{} is a directory; give the trace.dat file in it",
+                    path.display()
+                ),
+            });
+        }
+        if !meta.is_file() {
+            // A pipe or device cannot be mapped: read it whole.
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut &f, &mut data).map_err(io)?;
+            return Self::parse(Backing::Owned(data));
+        }
+        if meta.len() == 0 {
+            return Err(Error::NotTraceDat {
+                detail: format!("{} is empty", path.display()),
+            });
         }
         // SAFETY: the mapping is read-only; if another process truncates the
         // file while it is mapped, accesses may fault (SIGBUS) — the usual
@@ -293,6 +309,20 @@ impl TraceFile {
 
     fn parse(backing: Backing) -> Result<TraceFile, Error> {
         let data = backing.bytes();
+        let mut want = MAGIC.to_vec();
+        want.extend_from_slice(b"tracing");
+        let n = data.len().min(want.len());
+        if data.is_empty() || data[..n] != want[..n] {
+            return Err(Error::NotTraceDat {
+                detail: if data.is_empty() {
+                    "the input is empty".into()
+                } else {
+                    "it does not start with the trace.dat magic (17 08 44 `tracing`); \
+                     is it the output of `trace-recipe run` or `trace-cmd record`?"
+                        .into()
+                },
+            });
+        }
         let mut c = Cursor::new(data, 0, false, "file header");
         c.expect(&MAGIC, "magic")?;
         c.expect(b"tracing", "`tracing` tag")?;
@@ -693,16 +723,30 @@ impl TraceFile {
         self.cmdlines.get(&pid).map(|s| s.as_str())
     }
 
-    /// Look up a kernel address in kallsyms: the symbol with the highest
-    /// address not above `addr` and the offset of `addr` from it. Addresses
-    /// at or beyond the last symbol are not resolved.
+    /// Look up a kernel address in kallsyms as libtraceevent does, so that
+    /// aliases (several symbols at one address) resolve to the same name
+    /// trace-cmd prints: symbols sorted stably by address, then a binary
+    /// search (glibc's `bsearch` midpoints) accepting a symbol whose address
+    /// equals `addr`, or that lies below `addr` with the next symbol above
+    /// it. Addresses beyond the last symbol are not resolved. Returns the
+    /// name and the offset of `addr` from the symbol.
     pub fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-        let i = self.kallsyms.partition_point(|(a, _)| *a <= addr);
-        if i == 0 || i >= self.kallsyms.len() {
-            return None;
+        let k = &self.kallsyms;
+        let (mut lo, mut hi) = (0usize, k.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let a = k[mid].0;
+            let inside = addr > a && k.get(mid + 1).is_some_and(|(b, _)| addr < *b);
+            if addr == a || inside {
+                return Some((k[mid].1.as_str(), addr - a));
+            }
+            if addr < a {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        let (a, name) = &self.kallsyms[i - 1];
-        Some((name.as_str(), addr - a))
+        None
     }
 
     /// The string stored in printk_formats for a kernel string address.
@@ -1020,6 +1064,9 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
             (addr != 0).then(|| (addr, name.to_string()))
         })
         .collect();
+    // libtraceevent keeps registered symbols in a list (newest first) and
+    // sorts them stably by address: aliases end up in reverse file order.
+    v.reverse();
     v.sort_by_key(|(a, _)| *a);
     v
 }

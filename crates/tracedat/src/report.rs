@@ -9,8 +9,198 @@ use std::io::Write;
 
 use rustc_hash::FxHashMap;
 
-use crate::format::{Field, FieldLayout, FieldValue, read_uint};
+use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
+use crate::printfmt::{Ctx, Kernel, PrintFmt};
 use crate::{Event, Record, TraceFile};
+
+impl Kernel for TraceFile {
+    fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
+        TraceFile::symbol(self, addr)
+    }
+    fn kernel_string(&self, addr: u64) -> Option<&str> {
+        self.printk_string(addr)
+    }
+    fn long_size(&self) -> usize {
+        match TraceFile::long_size(self) {
+            4 => 4,
+            _ => 8,
+        }
+    }
+}
+
+/// How the body of an event is printed.
+enum Body {
+    /// Through the event's `print fmt`; `true`: after a `(SYMBOL+0xOFF) `
+    /// prefix for `call_site`, as trace-cmd's kmem plugin prints it.
+    Fmt(PrintFmt, bool),
+    /// A handler of trace-cmd's plugins (sched_switch, sched_wakeup,
+    /// function), reproduced.
+    Plugin,
+    /// `name=value` pairs (the print fmt could not be evaluated).
+    Fields,
+}
+
+fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
+    let plugin = match (f.system.as_str(), f.name.as_str()) {
+        ("sched", "sched_switch") => [
+            "prev_comm",
+            "prev_pid",
+            "prev_prio",
+            "prev_state",
+            "next_comm",
+            "next_pid",
+            "next_prio",
+        ]
+        .iter()
+        .all(|n| f.field(n).is_some()),
+        ("sched", "sched_wakeup" | "sched_wakeup_new") => ["comm", "pid", "prio", "target_cpu"]
+            .iter()
+            .all(|n| f.field(n).is_some()),
+        ("ftrace", "function") => f.field("ip").is_some() && f.field("parent_ip").is_some(),
+        ("timer", "hrtimer_start") => ["function", "expires", "softexpires"]
+            .iter()
+            .all(|n| f.field(n).is_some()),
+        ("timer", "hrtimer_expire_entry") => {
+            ["function", "now"].iter().all(|n| f.field(n).is_some())
+        }
+        ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
+        _ => false,
+    };
+    if plugin {
+        return Body::Plugin;
+    }
+    let kmem = f.system == "kmem"
+        && matches!(
+            f.name.as_str(),
+            "kfree"
+                | "kmalloc"
+                | "kmalloc_node"
+                | "kmem_cache_alloc"
+                | "kmem_cache_alloc_node"
+                | "kmem_cache_free"
+        )
+        && f.field("call_site").is_some();
+    match PrintFmt::parse(f, Kernel::long_size(file)) {
+        Ok(p) => Body::Fmt(p, kmem),
+        Err(e) => {
+            eprintln!(
+                "trace-recipe: note: event {}:{}: print fmt not understood ({e}); its fields are printed as name=value",
+                f.system, f.name
+            );
+            Body::Fields
+        }
+    }
+}
+
+/// `prev_state` as trace-cmd's sched_switch plugin prints it: one letter per
+/// set bit of `SDTtZXxW`, `|`-separated, `R` when none is set.
+fn write_state(out: &mut Vec<u8>, v: u64) {
+    let mut found = false;
+    for (i, c) in b"SDTtZXxW".iter().enumerate() {
+        if v & (1 << i) != 0 {
+            if found {
+                out.push(b'|');
+            }
+            found = true;
+            out.push(*c);
+        }
+    }
+    if !found {
+        out.push(b'R');
+    }
+}
+
+fn num_field(ev: &Event<'_>, name: &str) -> i64 {
+    match ev.field(name) {
+        Some(FieldValue::Int(i)) => i,
+        Some(FieldValue::UInt(u)) => u as i64,
+        _ => 0,
+    }
+}
+
+fn str_field<'e>(ev: &'e Event<'_>, name: &str) -> &'e [u8] {
+    match ev
+        .format
+        .field(name)
+        .and_then(|f| f.raw(&ev.data, ev.big_endian))
+    {
+        Some(b) => b.split(|c| *c == 0).next().unwrap_or(&[]),
+        None => &[],
+    }
+}
+
+/// `NAME/0xOFF` of a code address as trace-cmd's plugins print a function
+/// field (the offset is counted from the address to the symbol, so it is 0
+/// at a symbol's start), `0x%08x` when unresolved.
+fn write_func_field(file: &TraceFile, out: &mut Vec<u8>, addr: u64) -> std::io::Result<()> {
+    match file.symbol(addr) {
+        Some((name, off)) => write!(out, "{name}/0x{:x}", off.wrapping_neg()),
+        None => write!(out, "0x{addr:08x}"),
+    }
+}
+
+/// The sched_switch / sched_wakeup / hrtimer handlers of trace-cmd's
+/// plugins.
+fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
+    let f = ev.format;
+    match f.name.as_str() {
+        "sched_switch" => {
+            out.extend_from_slice(str_field(ev, "prev_comm"));
+            write!(
+                out,
+                ":{} [{}] ",
+                num_field(ev, "prev_pid"),
+                num_field(ev, "prev_prio") as i32
+            )?;
+            write_state(out, num_field(ev, "prev_state") as u64);
+            out.extend_from_slice(b" ==> ");
+            out.extend_from_slice(str_field(ev, "next_comm"));
+            write!(
+                out,
+                ":{} [{}]",
+                num_field(ev, "next_pid"),
+                num_field(ev, "next_prio") as i32
+            )?;
+        }
+        "sched_wakeup" | "sched_wakeup_new" => {
+            out.extend_from_slice(str_field(ev, "comm"));
+            write!(
+                out,
+                ":{} [{}]",
+                num_field(ev, "pid"),
+                num_field(ev, "prio") as i32
+            )?;
+            if f.field("success").is_some() {
+                write!(out, " success={}", num_field(ev, "success") as i32)?;
+            }
+            write!(out, " CPU:{:03}", num_field(ev, "target_cpu") as i32)?;
+        }
+        "hrtimer_start" | "hrtimer_expire_entry" => {
+            let timer = if f.field("timer").is_some() {
+                "timer"
+            } else {
+                "hrtimer"
+            };
+            write!(out, "hrtimer=0x{:x}", num_field(ev, timer) as u64)?;
+            let func = num_field(ev, "function") as u64;
+            if f.name == "hrtimer_start" {
+                out.extend_from_slice(b" function=");
+                write_func_field(file, out, func)?;
+                write!(
+                    out,
+                    " expires={} softexpires={}",
+                    num_field(ev, "expires") as u64,
+                    num_field(ev, "softexpires") as u64
+                )?;
+            } else {
+                write!(out, " now={} function=", num_field(ev, "now") as u64)?;
+                write_func_field(file, out, func)?;
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
 
 /// Whether trace-cmd prints timestamps of this clock as `secs.usecs`
 /// (nanosecond clocks) rather than as a raw integer.
@@ -93,6 +283,9 @@ fn write_symbol(file: &TraceFile, out: &mut impl Write, addr: u64) -> std::io::R
 
 fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<()> {
     let f = ev.format;
+    if write_plugin(file, ev, out)? {
+        return Ok(());
+    }
     if f.system == "ftrace" {
         match f.name.as_str() {
             "kernel_stack" | "user_stack" => {
@@ -174,13 +367,15 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
 ///   for the top buffer) appears only when the file has several buffers.
 /// * COMM comes from the saved cmdlines, `<idle>` for pid 0, else `<...>`.
 /// * TIME is [`format_ts`] for the file's clock.
-/// * FIELDS are `name=value` pairs separated by spaces (strings as text,
-///   integers in decimal, pointers in hex, arrays as `[a, b]`), not the
-///   event's print fmt; the code addresses of function tracer events
-///   (`ip`, `parent_ip`, `func` of `ftrace` events) are shown as symbols
-///   through kallsyms (hex when unresolved); `print` (trace_marker) shows `SYMBOL: TEXT`, and
-///   `kernel_stack` shows `<stack trace >` then one `=> SYMBOL (ADDR)` line
-///   per frame, resolved through kallsyms.
+/// * FIELDS is the event's `print fmt` evaluated as libtraceevent does
+///   (see `printfmt`); sched_switch, sched_wakeup(_new) and function events
+///   are printed as trace-cmd's plugins print them (`prev:pid [prio] S ==>
+///   next:pid [prio]`, the function name indented by call depth); `print` (trace_marker) shows
+///   `SYMBOL: TEXT`, and `kernel_stack` shows `<stack trace >` then one
+///   `=> SYMBOL (ADDR)` line per frame, resolved through kallsyms. An event
+///   whose print fmt cannot be evaluated is printed as `name=value` pairs
+///   (strings as text, integers in decimal, pointers in hex, arrays as
+///   `[a, b]`), and a note naming it goes to stderr once.
 /// * A lost-events record is `CPU:N [K EVENTS DROPPED]` (or
 ///   `CPU:N [EVENTS DROPPED]` when the count is unknown).
 ///
@@ -203,6 +398,14 @@ pub struct Printer<'a> {
     heads: FxHashMap<i32, Box<[u8]>>,
     /// `: {name}: {pad}` per format id (index = id; the unknown format at the end).
     names: Vec<Option<Box<[u8]>>>,
+    /// How each format's body is printed (index = id; unknown at the end).
+    bodies: Vec<Option<Body>>,
+    /// Comms learned from sched_switch / sched_wakeup records for pids the
+    /// saved cmdlines do not name (the first name seen wins, as in
+    /// trace-cmd).
+    learned: FxHashMap<i32, Box<str>>,
+    /// Per CPU, the call chain the function plugin has seen (for indents).
+    calls: Vec<Vec<Option<String>>>,
     line: Vec<u8>,
 }
 
@@ -214,6 +417,9 @@ impl<'a> Printer<'a> {
             ns_clock: clock_is_nanoseconds(file.clock()),
             heads: FxHashMap::default(),
             names: Vec::new(),
+            bodies: Vec::new(),
+            calls: Vec::new(),
+            learned: FxHashMap::default(),
             line: Vec::with_capacity(256),
         }
     }
@@ -244,8 +450,9 @@ impl<'a> Printer<'a> {
                 .extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
         }
         let pid = ev.pid();
+        let learned = &self.learned;
         let head = self.heads.entry(pid).or_insert_with(|| {
-            let comm = match file.comm(pid) {
+            let comm = match file.comm(pid).or_else(|| learned.get(&pid).map(|c| &**c)) {
                 Some(c) => c,
                 None if pid == 0 => "<idle>",
                 None => "<...>",
@@ -283,9 +490,112 @@ impl<'a> Printer<'a> {
                 .into_boxed_slice()
         });
         self.line.extend_from_slice(name);
-        write_fields(file, ev, &mut self.line)?;
+        if slot >= self.bodies.len() {
+            self.bodies.resize_with(slot + 1, || None);
+        }
+        let body = self.bodies[slot].get_or_insert_with(|| {
+            if unknown {
+                Body::Fields
+            } else {
+                body_for(file, ev.format)
+            }
+        });
+        match body {
+            Body::Fmt(p, kmem) => {
+                if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
+                    write!(self.line, "({name}+0x{:x}) ", off as u32)?;
+                }
+                p.write(
+                    &Ctx {
+                        fmt: ev.format,
+                        data: &ev.data,
+                        big: ev.big_endian,
+                        kernel: file,
+                    },
+                    &mut self.line,
+                )?
+            }
+            Body::Plugin if ev.format.name == "function" && ev.format.system == "ftrace" => {
+                self.function(ev)
+            }
+            Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
+        }
+        if ev.format.system == "sched" {
+            self.learn(ev);
+        }
         self.line.push(b'\n');
         Ok(())
+    }
+}
+
+impl Printer<'_> {
+    /// Remembers the comms a sched_switch or sched_wakeup record names, as
+    /// trace-cmd's sched_switch plugin does while printing them.
+    fn learn(&mut self, ev: &Event<'_>) {
+        let pairs: &[(&str, &str)] = match ev.format.name.as_str() {
+            "sched_switch" => &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")],
+            "sched_wakeup" | "sched_wakeup_new" => &[("pid", "comm")],
+            _ => return,
+        };
+        for (pid, comm) in pairs {
+            let pid = num_field(ev, pid) as i32;
+            if pid == 0 || self.file.comm(pid).is_some() || self.learned.contains_key(&pid) {
+                continue;
+            }
+            let comm = str_field(ev, comm);
+            if comm.is_empty() {
+                continue;
+            }
+            self.learned
+                .insert(pid, String::from_utf8_lossy(comm).into());
+            self.heads.remove(&pid);
+        }
+    }
+
+    /// A function tracer line as trace-cmd's function plugin prints it by
+    /// default: the function's symbol, indented three spaces per level of
+    /// the call chain it has seen on this CPU (a function's level is one
+    /// more than its caller's when the caller was seen, else 1 below a new
+    /// chain root), no parent.
+    fn function(&mut self, ev: &Event<'_>) {
+        let ip = num_field(ev, "ip") as u64;
+        let pip = num_field(ev, "parent_ip") as u64;
+        let func = self.file.symbol(ip).map(|(n, _)| n);
+        let parent = self.file.symbol(pip).map(|(n, _)| n);
+        let mut index = 0;
+        if let Some(parent) = parent {
+            let cpu = ev.cpu as usize;
+            if cpu >= self.calls.len() {
+                self.calls.resize_with(cpu + 1, Vec::new);
+            }
+            let stack = &mut self.calls[cpu];
+            let found = stack
+                .iter()
+                .take_while(|e| e.is_some())
+                .position(|e| e.as_deref() == Some(parent));
+            let set = |stack: &mut Vec<Option<String>>, pos: usize, name: Option<&str>| {
+                let Some(name) = name else { return };
+                if pos >= stack.len() {
+                    stack.resize(pos + 1, None);
+                }
+                stack[pos] = Some(name.to_string());
+            };
+            match found {
+                Some(i) => {
+                    set(stack, i + 1, func);
+                    index = i;
+                }
+                None => {
+                    set(stack, 0, Some(parent));
+                    set(stack, 1, func);
+                }
+            }
+        }
+        self.line.extend(std::iter::repeat_n(b' ', index * 3));
+        match func {
+            Some(f) => self.line.extend_from_slice(f.as_bytes()),
+            None => write_hex(&mut self.line, ip),
+        }
     }
 }
 

@@ -363,3 +363,92 @@ fn kernel_stack_and_counter_clock_match_trace_cmd() {
     };
     assert_eq!(frames(&text), frames(&report));
 }
+
+/// Every event of many subsystems, recorded here and written by our writer,
+/// printed by our reader: at least 99 % of the lines are identical to
+/// `trace-cmd report`'s whole lines (print fmt rendering, symbols, comms).
+#[test]
+fn broad_capture_prints_like_trace_cmd() {
+    if skip() {
+        return;
+    }
+    let systems = [
+        "sched",
+        "irq",
+        "timer",
+        "kmem",
+        "signal",
+        "task",
+        "workqueue",
+        "raw_syscalls",
+        "syscalls",
+        "block",
+        "writeback",
+        "filemap",
+        "net",
+        "skb",
+        "sock",
+        "tcp",
+        "ipi",
+        "mmap_lock",
+        "rcu",
+        "power",
+        "percpu",
+        "pagemap",
+        "vmscan",
+        "oom",
+        "lock",
+    ];
+    let mut events: Vec<(String, String)> = Vec::new();
+    for sys in systems {
+        let Ok(dir) = fs::read_dir(Path::new("/sys/kernel/tracing/events").join(sys)) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            if e.path().join("format").exists() {
+                events.push((
+                    sys.to_string(),
+                    e.file_name().to_string_lossy().into_owned(),
+                ));
+            }
+        }
+    }
+    events.sort();
+    let refs: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let cap = {
+        let _lock = lock_tracefs();
+        capture("broad", &refs, |i| i.write("buffer_size_kb", "2048"), load)
+    };
+    let p = write_file(&cap, "broad.dat");
+    let theirs = trace_cmd_report(&p, &[]);
+    let f = TraceFile::open(&p).expect("open");
+    let mut out = format!("cpus={}\n", f.cpu_count()).into_bytes();
+    let mut printer = tracedat::Printer::new(&f);
+    for r in f.records() {
+        printer.write(&r.unwrap(), &mut out).unwrap();
+    }
+    let ours = String::from_utf8_lossy(&out);
+    let (a, b): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), theirs.lines().collect());
+    let mut same = 0;
+    let mut diffs = String::new();
+    let mut shown = std::collections::HashMap::new();
+    for (x, y) in a.iter().zip(b.iter()) {
+        if x == y {
+            same += 1;
+            continue;
+        }
+        let name = y.split(": ").nth(1).unwrap_or("").to_string();
+        let n = shown.entry(name).or_insert(0);
+        *n += 1;
+        if *n <= 2 {
+            diffs.push_str(&format!("ours:   {x}\ntheirs: {y}\n"));
+        }
+    }
+    let n = a.len().max(b.len());
+    eprintln!("{diffs}{same}/{n} identical");
+    assert!(n > 100, "too few events: {ours}");
+    assert!(same * 100 >= n * 99, "{diffs}{same}/{n} identical");
+}

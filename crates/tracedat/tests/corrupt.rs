@@ -2,12 +2,11 @@
 //! hang, both when opening and when iterating and formatting all records.
 
 mod common;
-mod synth;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use synth::Endian;
+use tracedat::testing::Endian;
 use tracedat::{TraceFile, format_record};
 
 /// Open and fully iterate `bytes`; returns whether everything succeeded.
@@ -105,7 +104,7 @@ fn torture(name: &str, good: &[u8], dense: usize, sparse: usize) {
 
 #[test]
 fn truncated_header_names_the_offset() {
-    let (file, _) = synth::standard(Endian {
+    let (file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });
@@ -124,7 +123,7 @@ fn truncated_header_names_the_offset() {
 
 #[test]
 fn corrupt_synthetic_little_endian() {
-    let (file, _) = synth::standard(Endian {
+    let (file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });
@@ -133,7 +132,7 @@ fn corrupt_synthetic_little_endian() {
 
 #[test]
 fn corrupt_synthetic_big_endian_32bit() {
-    let (file, _) = synth::standard(Endian { big: true, long: 4 });
+    let (file, _) = tracedat::testing::standard(Endian { big: true, long: 4 });
     torture("synthetic BE", &file.build(), 2000, 2500);
 }
 
@@ -169,7 +168,7 @@ fn corrupt_trace_cmd_v7_uncompressed_conversion() {
         eprintln!("skipping: needs trace-cmd");
         return;
     }
-    let (mut file, _) = synth::standard(Endian {
+    let (mut file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });
@@ -196,4 +195,28 @@ fn corrupt_trace_cmd_v7_uncompressed_conversion() {
         let good = std::fs::read(&v7).unwrap();
         torture(comp, &good, 1000, 1500);
     }
+}
+
+#[test]
+fn directory_empty_and_foreign_inputs_say_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = |p: &std::path::Path| TraceFile::open(p).err().expect("must fail").to_string();
+    let m = msg(dir.path());
+    assert!(m.contains("is a directory"), "{m}");
+    let empty = dir.path().join("empty.dat");
+    std::fs::write(&empty, b"").unwrap();
+    let m = msg(&empty);
+    assert!(
+        m.contains("not a trace.dat file") && m.contains("is empty"),
+        "{m}"
+    );
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"hello, this is text\n").unwrap();
+    let m = msg(&text);
+    assert!(m.contains("does not start with the trace.dat magic"), "{m}");
+    // A cut-off header is a truncated trace.dat, not a foreign file.
+    let short = dir.path().join("short.dat");
+    std::fs::write(&short, b"\x17\x08Dtra").unwrap();
+    let m = msg(&short);
+    assert!(m.contains("truncated"), "{m}");
 }

@@ -1,0 +1,1322 @@
+//! An event's `print fmt` as an expression tree, evaluated per record the way
+//! libtraceevent does (`trace-cmd report` prints through it).
+//!
+//! [`PrintFmt::parse`] turns `"FORMAT", ARG, ARG...` into a list of printf
+//! pieces plus argument expressions once per event format; [`PrintFmt::write`]
+//! renders one record. Supported: printf conversions with flags, width,
+//! precision and length modifiers; `REC->field`; `__get_str`,
+//! `__get_dynamic_array`, `__get_dynamic_array_len`, `__get_bitmask`;
+//! `__print_symbolic`, `__print_flags`, `__print_hex`, `__print_hex_str`,
+//! `__print_array`; `%pS %ps %pF %pf %pB`, `%pI4 %pI6 %pM %pU`, `%pK`;
+//! ternaries, unary and binary arithmetic, comparisons, casts and `sizeof`.
+//! Anything else makes [`PrintFmt::parse`] fail, and the caller prints the
+//! event's fields as `name=value` instead.
+
+use crate::format::{EventFormat, Field, FieldLayout, read_uint};
+
+/// What the evaluator needs from the file: symbols and kernel strings.
+pub(crate) trait Kernel {
+    /// `(name, offset of addr in it)` of the symbol containing `addr`.
+    fn symbol(&self, addr: u64) -> Option<(&str, u64)>;
+    /// The string the kernel keeps at `addr` (printk formats section).
+    fn kernel_string(&self, addr: u64) -> Option<&str>;
+    /// Bytes in a `long` of the traced kernel.
+    fn long_size(&self) -> usize;
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Str(String),
+    Num(u64),
+    Ident(String),
+    Punct(&'static str),
+}
+
+const PUNCTS: [&str; 30] = [
+    "->", "==", "!=", "<=", ">=", "<<", ">>", "&&", "||", "(", ")", "[", "]", "{", "}", ",", "?",
+    ":", "+", "-", "*", "/", "%", "&", "|", "^", "!", "~", "<", ">",
+];
+
+fn unescape(s: &str, out: &mut String) {
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('0') => out.push('\0'),
+            Some('\\') => out.push('\\'),
+            Some('"') => out.push('"'),
+            Some('\'') => out.push('\''),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+}
+
+fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = Vec::new();
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'"' || c == b'\'' {
+            let q = c;
+            let start = i + 1;
+            i += 1;
+            while i < b.len() && b[i] != q {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            let raw = s.get(start..i.min(b.len())).ok_or("bad string")?;
+            i += 1;
+            let mut t = String::new();
+            unescape(raw, &mut t);
+            if q == b'\'' {
+                v.push(Tok::Num(t.chars().next().map_or(0, |c| c as u64)));
+            } else if let Some(Tok::Str(prev)) = v.last_mut() {
+                prev.push_str(&t);
+            } else {
+                v.push(Tok::Str(t));
+            }
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            let t = s[start..i].trim_end_matches(['u', 'U', 'l', 'L']);
+            let n = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                u64::from_str_radix(h, 16)
+            } else if t.len() > 1 && t.starts_with('0') {
+                u64::from_str_radix(&t[1..], 8)
+            } else {
+                t.parse()
+            }
+            .map_err(|_| format!("bad number `{t}`"))?;
+            v.push(Tok::Num(n));
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            v.push(Tok::Ident(s[start..i].to_string()));
+        } else {
+            let p = PUNCTS
+                .iter()
+                .find(|p| s[i..].starts_with(**p))
+                .ok_or_else(|| format!("unexpected `{}`", c as char))?;
+            v.push(Tok::Punct(p));
+            i += p.len();
+        }
+    }
+    Ok(v)
+}
+
+/// A C type named in a cast or `sizeof`: size in bytes and signedness.
+#[derive(Debug, Clone, Copy)]
+struct CType {
+    size: usize,
+    signed: bool,
+    pointer: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Expr {
+    Num(i64),
+    Unknown,
+    Str(String),
+    Field(usize),
+    Unary(&'static str, Box<Expr>),
+    Binary(&'static str, Box<Expr>, Box<Expr>),
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(CType, Box<Expr>),
+    Index(Box<Expr>, Box<Expr>),
+    /// `__get_str(f)`, `__get_dynamic_array(f)`, `__get_bitmask(f)`.
+    Data(usize),
+    DataLen(usize),
+    Bitmask(usize),
+    /// Entries are `(value, name)`; value `None` when it names something
+    /// the kernel left unresolved.
+    Symbolic(Box<Expr>, Vec<(Option<i64>, String)>),
+    Flags(Box<Expr>, String, Vec<(Option<i64>, String)>),
+    Hex(Box<Expr>, Box<Expr>, bool),
+    Array(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+/// A value during evaluation.
+#[derive(Debug, Clone)]
+enum Val<'d> {
+    Num(i64),
+    /// Raw bytes (a char array, a dynamic array, a string constant).
+    Bytes(&'d [u8], usize),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Len {
+    None,
+    H,
+    Hh,
+    L,
+    Ll,
+    Z,
+}
+
+#[derive(Debug, Clone)]
+struct Conv {
+    left: bool,
+    zero: bool,
+    plus: bool,
+    space: bool,
+    alt: bool,
+    width: Option<usize>,
+    width_arg: bool,
+    prec: Option<usize>,
+    prec_arg: bool,
+    len: Len,
+    kind: u8,
+    /// For `%p`: the extension letters (`S`, `s`, `I4`, `M`, ...).
+    ext: String,
+}
+
+#[derive(Debug, Clone)]
+enum Piece {
+    Lit(String),
+    Conv(Conv),
+}
+
+/// A parsed `print fmt`.
+#[derive(Debug, Clone)]
+pub(crate) struct PrintFmt {
+    pieces: Vec<Piece>,
+    args: Vec<Expr>,
+}
+
+fn parse_printf(f: &str) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut lit = String::new();
+    let b = f.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            let ch = f[i..].chars().next().unwrap_or('?');
+            lit.push(ch);
+            i += ch.len_utf8();
+            continue;
+        }
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            lit.push('%');
+            i += 1;
+            continue;
+        }
+        let mut c = Conv {
+            left: false,
+            zero: false,
+            plus: false,
+            space: false,
+            alt: false,
+            width: None,
+            width_arg: false,
+            prec: None,
+            prec_arg: false,
+            len: Len::None,
+            kind: 0,
+            ext: String::new(),
+        };
+        while let Some(&ch) = b.get(i) {
+            match ch {
+                b'-' => c.left = true,
+                b'0' => c.zero = true,
+                b'+' => c.plus = true,
+                b' ' => c.space = true,
+                b'#' => c.alt = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        let num = |i: &mut usize| {
+            let s = *i;
+            while b.get(*i).is_some_and(|c| c.is_ascii_digit()) {
+                *i += 1;
+            }
+            f[s..*i].parse::<usize>().ok()
+        };
+        if b.get(i) == Some(&b'*') {
+            c.width_arg = true;
+            i += 1;
+        } else {
+            c.width = num(&mut i);
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if b.get(i) == Some(&b'*') {
+                c.prec_arg = true;
+                i += 1;
+            } else {
+                c.prec = Some(num(&mut i).unwrap_or(0));
+            }
+        }
+        loop {
+            match b.get(i) {
+                Some(b'h') => c.len = if c.len == Len::H { Len::Hh } else { Len::H },
+                Some(b'l') | Some(b'L') | Some(b'q') => {
+                    c.len = if c.len == Len::L { Len::Ll } else { Len::L }
+                }
+                Some(b'z') | Some(b'Z') | Some(b't') | Some(b'j') => c.len = Len::Z,
+                _ => break,
+            }
+            i += 1;
+        }
+        let Some(&k) = b.get(i) else {
+            return Err("conversion at end of format".into());
+        };
+        i += 1;
+        if !b"diouxXcsp".contains(&k) {
+            return Err(format!("unsupported conversion `%{}`", k as char));
+        }
+        c.kind = k;
+        if k == b'p' {
+            while let Some(&ch) = b.get(i) {
+                if ch.is_ascii_alphanumeric() {
+                    c.ext.push(ch as char);
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            // Only letters we know are taken as an extension; the kernel
+            // stops at the first one it does not know.
+            let known = [
+                "S", "s", "F", "f", "B", "SR", "I4", "i4", "I6", "i6", "I6c", "M", "m", "MR", "U",
+                "Ub", "UB", "Ul", "UL", "K", "x",
+            ];
+            if !c.ext.is_empty() && !known.contains(&c.ext.as_str()) {
+                let mut best = "";
+                for k in known {
+                    if c.ext.starts_with(k) && k.len() > best.len() {
+                        best = k;
+                    }
+                }
+                let rest = c.ext[best.len()..].to_string();
+                i -= rest.len();
+                c.ext = best.to_string();
+            }
+        }
+        if !lit.is_empty() {
+            out.push(Piece::Lit(std::mem::take(&mut lit)));
+        }
+        out.push(Piece::Conv(c));
+    }
+    if !lit.is_empty() {
+        out.push(Piece::Lit(lit));
+    }
+    Ok(out)
+}
+
+struct Parser<'f> {
+    toks: Vec<Tok>,
+    pos: usize,
+    fmt: &'f EventFormat,
+    long: usize,
+}
+
+fn binop_prec(p: &str) -> Option<u8> {
+    Some(match p {
+        "||" => 1,
+        "&&" => 2,
+        "|" => 3,
+        "^" => 4,
+        "&" => 5,
+        "==" | "!=" => 6,
+        "<" | ">" | "<=" | ">=" => 7,
+        "<<" | ">>" => 8,
+        "+" | "-" => 9,
+        "*" | "/" | "%" => 10,
+        _ => return None,
+    })
+}
+
+const TYPE_WORDS: [&str; 22] = [
+    "unsigned", "signed", "char", "short", "int", "long", "u8", "u16", "u32", "u64", "s8", "s16",
+    "s32", "s64", "bool", "size_t", "pid_t", "const", "void", "__u8", "__u16", "__u32",
+];
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+    fn peek_at(&self, n: usize) -> Option<&Tok> {
+        self.toks.get(self.pos + n)
+    }
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+    fn eat(&mut self, p: &str) -> bool {
+        if matches!(self.peek(), Some(Tok::Punct(q)) if *q == p) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, p: &str) -> Result<(), String> {
+        if self.eat(p) {
+            Ok(())
+        } else {
+            Err(format!("expected `{p}`, found {:?}", self.peek()))
+        }
+    }
+
+    fn field(&self, name: &str) -> Result<usize, String> {
+        self.fmt
+            .fields
+            .iter()
+            .chain(self.fmt.common_fields.iter())
+            .position(|f| f.name == name)
+            .ok_or_else(|| format!("no field `{name}`"))
+    }
+
+    fn is_type_start(&self) -> bool {
+        match self.peek() {
+            Some(Tok::Ident(w)) => {
+                TYPE_WORDS.contains(&w.as_str())
+                    || w.starts_with("__s")
+                    || w.starts_with("__u")
+                    || w.ends_with("_t")
+                    || matches!(w.as_str(), "struct" | "enum" | "gfp_t" | "bool")
+            }
+            _ => false,
+        }
+    }
+
+    /// Parses a type name up to (not including) the closing `)`.
+    fn ctype(&mut self) -> Result<CType, String> {
+        let mut words = Vec::new();
+        let mut pointer = false;
+        loop {
+            match self.peek() {
+                Some(Tok::Ident(w)) => {
+                    words.push(w.clone());
+                    self.pos += 1;
+                }
+                Some(Tok::Punct("*")) => {
+                    pointer = true;
+                    self.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        let words: Vec<&str> = words
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|w| !matches!(*w, "const" | "volatile" | "struct" | "enum"))
+            .collect();
+        let unsigned = words.contains(&"unsigned");
+        let has = |w: &str| words.contains(&w);
+        let long = self.long;
+        let (size, signed) = if pointer {
+            (long, false)
+        } else if has("char") {
+            (1, !unsigned)
+        } else if has("short") {
+            (2, !unsigned)
+        } else if words.iter().filter(|w| **w == "long").count() >= 2 {
+            (8, !unsigned)
+        } else if has("long") {
+            (long, !unsigned)
+        } else if has("int") || has("signed") || has("unsigned") {
+            (4, !unsigned)
+        } else if let Some(w) = words.last() {
+            let w = w.trim_start_matches("__");
+            match w {
+                "u8" | "bool" => (1, false),
+                "s8" => (1, true),
+                "u16" => (2, false),
+                "s16" => (2, true),
+                "u32" | "gfp_t" => (4, false),
+                "s32" | "pid_t" => (4, true),
+                "u64" => (8, false),
+                "s64" | "loff_t" => (8, true),
+                "size_t" => (long, false),
+                "ssize_t" => (long, true),
+                _ => (8, false),
+            }
+        } else {
+            return Err("empty type".into());
+        };
+        Ok(CType {
+            size,
+            signed,
+            pointer,
+        })
+    }
+
+    fn expr(&mut self) -> Result<Expr, String> {
+        let c = self.binary(0)?;
+        if self.eat("?") {
+            let a = self.expr()?;
+            self.expect(":")?;
+            let b = self.expr()?;
+            return Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
+        }
+        Ok(c)
+    }
+
+    fn binary(&mut self, min: u8) -> Result<Expr, String> {
+        let mut lhs = self.unary()?;
+        while let Some(Tok::Punct(p)) = self.peek() {
+            let p: &'static str = p;
+            let Some(pr) = binop_prec(p) else { break };
+            if pr <= min {
+                break;
+            }
+            self.pos += 1;
+            let rhs = self.binary(pr)?;
+            lhs = Expr::Binary(p, Box::new(lhs), Box::new(rhs));
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> Result<Expr, String> {
+        for op in ["-", "!", "~", "+", "&", "*"] {
+            if self.eat(op) {
+                let e = self.unary()?;
+                return Ok(match op {
+                    "+" | "&" | "*" => e,
+                    _ => Expr::Unary(op_static(op), Box::new(e)),
+                });
+            }
+        }
+        if matches!(self.peek(), Some(Tok::Punct("("))) {
+            self.pos += 1;
+            if self.is_type_start() {
+                let t = self.ctype()?;
+                self.expect(")")?;
+                let e = self.unary()?;
+                return Ok(Expr::Cast(t, Box::new(e)));
+            }
+            let e = self.expr()?;
+            self.expect(")")?;
+            return self.postfix(e);
+        }
+        let e = self.primary()?;
+        self.postfix(e)
+    }
+
+    fn postfix(&mut self, mut e: Expr) -> Result<Expr, String> {
+        while self.eat("[") {
+            let i = self.expr()?;
+            self.expect("]")?;
+            e = Expr::Index(Box::new(e), Box::new(i));
+        }
+        Ok(e)
+    }
+
+    fn field_arg(&mut self) -> Result<usize, String> {
+        self.expect("(")?;
+        let name = match (self.next(), self.peek()) {
+            (Some(Tok::Ident(r)), Some(Tok::Punct("->"))) if r == "REC" => {
+                self.pos += 1;
+                match self.next() {
+                    Some(Tok::Ident(n)) => n,
+                    t => return Err(format!("expected a field after REC->, found {t:?}")),
+                }
+            }
+            (Some(Tok::Ident(n)), _) => n,
+            (t, _) => return Err(format!("expected a field name, found {t:?}")),
+        };
+        self.expect(")")?;
+        self.field(&name)
+    }
+
+    /// The `{ value, "name" }` entries of `__print_symbolic` /
+    /// `__print_flags`. A value naming something the file does not define
+    /// (an enum constant the kernel did not resolve) is kept as `None`
+    /// (libtraceevent takes it as -1), and a `{ value, NULL }` terminator is
+    /// dropped.
+    fn pairs(&mut self) -> Result<Vec<(Option<i64>, String)>, String> {
+        let mut v = Vec::new();
+        while self.eat(",") {
+            self.expect("{")?;
+            let e = self.expr()?;
+            let n = const_eval(&e);
+            self.expect(",")?;
+            let s = match self.peek() {
+                Some(Tok::Str(s)) => {
+                    let s = s.clone();
+                    self.pos += 1;
+                    Some(s)
+                }
+                _ => {
+                    self.expr()?;
+                    None
+                }
+            };
+            self.expect("}")?;
+            if let Some(s) = s {
+                v.push((n, s));
+            }
+        }
+        Ok(v)
+    }
+
+    fn primary(&mut self) -> Result<Expr, String> {
+        match self.next() {
+            Some(Tok::Num(n)) => Ok(Expr::Num(n as i64)),
+            Some(Tok::Str(s)) => Ok(Expr::Str(s)),
+            Some(Tok::Ident(w)) => match w.as_str() {
+                "REC" => {
+                    self.expect("->")?;
+                    match self.next() {
+                        Some(Tok::Ident(n)) => Ok(Expr::Field(self.field(&n)?)),
+                        t => Err(format!("expected a field after REC->, found {t:?}")),
+                    }
+                }
+                "__get_str"
+                | "__get_dynamic_array"
+                | "__get_rel_str"
+                | "__get_rel_dynamic_array" => Ok(Expr::Data(self.field_arg()?)),
+                "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
+                    Ok(Expr::DataLen(self.field_arg()?))
+                }
+                "__get_bitmask" | "__get_rel_bitmask" | "__get_cpumask" | "__get_rel_cpumask" => {
+                    Ok(Expr::Bitmask(self.field_arg()?))
+                }
+                "__print_symbolic" | "__print_symbolic_u64" => {
+                    self.expect("(")?;
+                    let v = self.expr()?;
+                    let p = self.pairs()?;
+                    self.expect(")")?;
+                    Ok(Expr::Symbolic(Box::new(v), p))
+                }
+                "__print_flags" | "__print_flags_u64" => {
+                    self.expect("(")?;
+                    let v = self.expr()?;
+                    self.expect(",")?;
+                    let d = match self.next() {
+                        Some(Tok::Str(s)) => s,
+                        t => return Err(format!("expected a delimiter, found {t:?}")),
+                    };
+                    let p = self.pairs()?;
+                    self.expect(")")?;
+                    Ok(Expr::Flags(Box::new(v), d, p))
+                }
+                "__print_hex" | "__print_hex_str" => {
+                    self.expect("(")?;
+                    let a = self.expr()?;
+                    self.expect(",")?;
+                    let n = self.expr()?;
+                    self.expect(")")?;
+                    Ok(Expr::Hex(Box::new(a), Box::new(n), w == "__print_hex_str"))
+                }
+                "__print_array" => {
+                    self.expect("(")?;
+                    let a = self.expr()?;
+                    self.expect(",")?;
+                    let n = self.expr()?;
+                    self.expect(",")?;
+                    let s = self.expr()?;
+                    self.expect(")")?;
+                    Ok(Expr::Array(Box::new(a), Box::new(n), Box::new(s)))
+                }
+                "sizeof" => {
+                    self.expect("(")?;
+                    let t = self.ctype()?;
+                    self.expect(")")?;
+                    Ok(Expr::Num(t.size as i64))
+                }
+                "true" => Ok(Expr::Num(1)),
+                "false" | "NULL" => Ok(Expr::Num(0)),
+                _ if matches!(self.peek(), Some(Tok::Punct("("))) => {
+                    Err(format!("cannot evaluate `{w}(...)`"))
+                }
+                // A constant the kernel left unresolved: 0 in arithmetic,
+                // never equal to a value in a symbol table.
+                _ => Ok(Expr::Unknown),
+            },
+            t => Err(format!("unexpected {t:?}")),
+        }
+    }
+}
+
+fn op_static(op: &str) -> &'static str {
+    match op {
+        "-" => "-",
+        "!" => "!",
+        _ => "~",
+    }
+}
+
+fn const_eval(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Num(n) => Some(*n),
+        Expr::Unknown => None,
+        Expr::Unary(op, a) => {
+            let a = const_eval(a)?;
+            Some(match *op {
+                "-" => a.wrapping_neg(),
+                "!" => (a == 0) as i64,
+                _ => !a,
+            })
+        }
+        Expr::Binary(op, a, b) => Some(binop(op, const_eval(a)?, const_eval(b)?)),
+        Expr::Cast(t, a) => Some(cast(*t, const_eval(a)?)),
+        _ => None,
+    }
+}
+
+fn binop(op: &str, a: i64, b: i64) -> i64 {
+    match op {
+        "+" => a.wrapping_add(b),
+        "-" => a.wrapping_sub(b),
+        "*" => a.wrapping_mul(b),
+        "/" => a.checked_div(b).unwrap_or(0),
+        "%" => a.checked_rem(b).unwrap_or(0),
+        "&" => a & b,
+        "|" => a | b,
+        "^" => a ^ b,
+        "<<" => a.wrapping_shl(b as u32),
+        ">>" => ((a as u64).wrapping_shr(b as u32)) as i64,
+        "==" => (a == b) as i64,
+        "!=" => (a != b) as i64,
+        "<" => (a < b) as i64,
+        ">" => (a > b) as i64,
+        "<=" => (a <= b) as i64,
+        ">=" => (a >= b) as i64,
+        "&&" => (a != 0 && b != 0) as i64,
+        _ => (a != 0 || b != 0) as i64,
+    }
+}
+
+fn cast(t: CType, v: i64) -> i64 {
+    match (t.size, t.signed) {
+        (1, true) => v as i8 as i64,
+        (1, false) => v as u8 as i64,
+        (2, true) => v as i16 as i64,
+        (2, false) => v as u16 as i64,
+        (4, true) => v as i32 as i64,
+        (4, false) => v as u32 as i64,
+        _ => v,
+    }
+}
+
+fn field_at(fmt: &EventFormat, i: usize) -> &Field {
+    let n = fmt.fields.len();
+    if i < n {
+        &fmt.fields[i]
+    } else {
+        &fmt.common_fields[i - n]
+    }
+}
+
+/// Record data plus what evaluation needs.
+pub(crate) struct Ctx<'d, K: Kernel> {
+    pub(crate) fmt: &'d EventFormat,
+    pub(crate) data: &'d [u8],
+    pub(crate) big: bool,
+    pub(crate) kernel: &'d K,
+}
+
+impl<K: Kernel> Ctx<'_, K> {
+    fn elem_size(&self, f: &Field) -> usize {
+        match f.array_len {
+            Some(n) if n > 0 && f.size.is_multiple_of(n) => f.size / n,
+            _ => {
+                let t = f
+                    .type_name
+                    .trim_start_matches("__data_loc ")
+                    .trim_start_matches("__rel_loc ")
+                    .trim_end_matches("[]");
+                let mut p = Parser {
+                    toks: tokenize(t).unwrap_or_default(),
+                    pos: 0,
+                    fmt: self.fmt,
+                    long: self.kernel.long_size(),
+                };
+                p.ctype().map(|c| c.size).unwrap_or(1)
+            }
+        }
+    }
+}
+
+impl PrintFmt {
+    /// Parses `print_fmt` for `fmt`'s fields. `long` is the traced kernel's
+    /// `sizeof(long)`. Errors name what could not be parsed.
+    pub(crate) fn parse(fmt: &EventFormat, long: usize) -> Result<PrintFmt, String> {
+        let toks = tokenize(&fmt.print_fmt)?;
+        let mut p = Parser {
+            toks,
+            pos: 0,
+            fmt,
+            long,
+        };
+        let f = match p.next() {
+            Some(Tok::Str(s)) => s,
+            t => return Err(format!("print fmt does not start with a string: {t:?}")),
+        };
+        let pieces = parse_printf(&f)?;
+        let mut args = Vec::new();
+        while p.eat(",") {
+            args.push(p.expr()?);
+        }
+        if p.pos < p.toks.len() {
+            return Err(format!("unexpected {:?} after the arguments", p.peek()));
+        }
+        let needed: usize = pieces
+            .iter()
+            .map(|pc| match pc {
+                Piece::Conv(c) => 1 + c.width_arg as usize + c.prec_arg as usize,
+                Piece::Lit(_) => 0,
+            })
+            .sum();
+        if needed > args.len() {
+            return Err(format!(
+                "format takes {needed} arguments, {} given",
+                args.len()
+            ));
+        }
+        let _ = p.peek_at(0);
+        Ok(PrintFmt { pieces, args })
+    }
+
+    /// Renders one record. Errors: only those of `out`.
+    pub(crate) fn write<K: Kernel>(
+        &self,
+        cx: &Ctx<'_, K>,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let mut ai = 0;
+        for pc in &self.pieces {
+            match pc {
+                Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::Conv(c) => {
+                    let mut c = c.clone();
+                    if c.width_arg {
+                        let w = self.num_arg(cx, ai);
+                        ai += 1;
+                        if w < 0 {
+                            c.left = true;
+                        }
+                        c.width = Some(w.unsigned_abs() as usize);
+                    }
+                    if c.prec_arg {
+                        let p = self.num_arg(cx, ai);
+                        ai += 1;
+                        c.prec = (p >= 0).then_some(p as usize);
+                    }
+                    let v = self.args.get(ai).map(|e| eval(e, cx));
+                    ai += 1;
+                    let v = v.unwrap_or(Val::Num(0));
+                    conv(cx, &c, v, out);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn num_arg<K: Kernel>(&self, cx: &Ctx<'_, K>, i: usize) -> i64 {
+        match self.args.get(i).map(|e| eval(e, cx)) {
+            Some(Val::Num(n)) => n,
+            _ => 0,
+        }
+    }
+}
+
+fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
+    match eval(e, cx) {
+        Val::Num(n) => n,
+        Val::Bytes(b, _) => b.as_ptr() as i64,
+        Val::Text(_) => 0,
+    }
+}
+
+fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
+    match e {
+        Expr::Num(n) => Val::Num(*n),
+        Expr::Unknown => Val::Num(0),
+        Expr::Str(s) => Val::Bytes(s.as_bytes(), 1),
+        Expr::Field(i) => {
+            let f = field_at(cx.fmt, *i);
+            let Some(raw) = f.raw(cx.data, cx.big) else {
+                return Val::Num(0);
+            };
+            if f.array_len.is_some() || f.layout != FieldLayout::Inline {
+                return Val::Bytes(raw, cx.elem_size(f));
+            }
+            match read_uint(raw, cx.big) {
+                Some(v) if f.signed => Val::Num(match raw.len() {
+                    1 => v as u8 as i8 as i64,
+                    2 => v as u16 as i16 as i64,
+                    4 => v as u32 as i32 as i64,
+                    _ => v as i64,
+                }),
+                Some(v) => Val::Num(v as i64),
+                None => Val::Bytes(raw, 1),
+            }
+        }
+        Expr::Unary(op, a) => {
+            let a = num(a, cx);
+            Val::Num(match *op {
+                "-" => a.wrapping_neg(),
+                "!" => (a == 0) as i64,
+                _ => !a,
+            })
+        }
+        Expr::Binary(op, a, b) => {
+            if *op == "&&" && num(a, cx) == 0 {
+                return Val::Num(0);
+            }
+            if *op == "||" && num(a, cx) != 0 {
+                return Val::Num(1);
+            }
+            Val::Num(binop(op, num(a, cx), num(b, cx)))
+        }
+        Expr::Cond(c, a, b) => {
+            if num(c, cx) != 0 {
+                eval(a, cx)
+            } else {
+                eval(b, cx)
+            }
+        }
+        Expr::Cast(t, a) => match eval(a, cx) {
+            Val::Num(n) => Val::Num(cast(*t, n)),
+            v if t.pointer => v,
+            Val::Bytes(b, _) => Val::Bytes(b, t.size.max(1)),
+            v => v,
+        },
+        Expr::Index(a, i) => {
+            let i = num(i, cx);
+            match eval(a, cx) {
+                Val::Bytes(b, es) => {
+                    let es = es.max(1);
+                    let at = (i.max(0) as usize).saturating_mul(es);
+                    match b
+                        .get(at..at.saturating_add(es))
+                        .and_then(|x| read_uint(x, cx.big))
+                    {
+                        Some(v) => Val::Num(v as i64),
+                        None => Val::Num(0),
+                    }
+                }
+                _ => Val::Num(0),
+            }
+        }
+        Expr::Data(i) => {
+            let f = field_at(cx.fmt, *i);
+            Val::Bytes(f.raw(cx.data, cx.big).unwrap_or(&[]), cx.elem_size(f))
+        }
+        Expr::DataLen(i) => {
+            let f = field_at(cx.fmt, *i);
+            Val::Num(f.raw(cx.data, cx.big).map_or(0, |b| b.len() as i64))
+        }
+        Expr::Bitmask(i) => {
+            let f = field_at(cx.fmt, *i);
+            Val::Text(bitmask(f.raw(cx.data, cx.big).unwrap_or(&[]), cx.big))
+        }
+        Expr::Symbolic(v, pairs) => {
+            let v = num(v, cx);
+            match pairs.iter().find(|(n, _)| n.unwrap_or(-1) == v) {
+                Some((_, s)) => Val::Text(s.clone()),
+                None => Val::Text(format!("0x{:x}", v)),
+            }
+        }
+        Expr::Flags(v, delim, pairs) => {
+            let mut v = num(v, cx) as u64;
+            let mut s = String::new();
+            // libtraceevent: an unresolved value (-1) names the value 0; a
+            // known 0 never matches.
+            for (n, name) in pairs {
+                let Some(n) = *n else {
+                    if v == 0 {
+                        s.push_str(name);
+                        break;
+                    }
+                    continue;
+                };
+                let n = n as u64;
+                if (n as i64) > 0 && v & n == n {
+                    if !s.is_empty() {
+                        s.push_str(delim);
+                    }
+                    s.push_str(name);
+                    v &= !n;
+                }
+            }
+            if v != 0 {
+                if !s.is_empty() {
+                    s.push_str(delim);
+                }
+                s.push_str(&format!("0x{v:x}"));
+            }
+            Val::Text(s)
+        }
+        Expr::Hex(a, n, concat) => {
+            let n = num(n, cx).max(0) as usize;
+            let b = match eval(a, cx) {
+                Val::Bytes(b, _) => b,
+                _ => &[],
+            };
+            let mut s = String::new();
+            for (i, x) in b.iter().take(n).enumerate() {
+                if i > 0 && !concat {
+                    s.push(' ');
+                }
+                s.push_str(&format!("{x:02x}"));
+            }
+            Val::Text(s)
+        }
+        Expr::Array(a, n, es) => {
+            let n = num(n, cx).max(0) as usize;
+            let es = num(es, cx).clamp(1, 8) as usize;
+            let b = match eval(a, cx) {
+                Val::Bytes(b, _) => b,
+                _ => &[],
+            };
+            let mut s = String::from("{");
+            for (i, c) in b.chunks_exact(es).take(n).enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                let v = read_uint(c, cx.big).unwrap_or(0);
+                s.push_str(&format!("0x{v:x}"));
+            }
+            s.push('}');
+            Val::Text(s)
+        }
+    }
+}
+
+fn bitmask(b: &[u8], big: bool) -> String {
+    // Printed like the kernel's %*pb: 32-bit words, most significant first,
+    // comma separated, leading zero words dropped but the first kept in full.
+    let mut words: Vec<u32> = b
+        .chunks(4)
+        .map(|c| {
+            if c.len() == 4 {
+                read_uint(c, big).unwrap_or(0) as u32
+            } else {
+                c.iter().rev().fold(0, |a, x| (a << 8) | *x as u32)
+            }
+        })
+        .collect();
+    words.reverse();
+    let mut s = String::new();
+    let mut started = false;
+    for (i, w) in words.iter().enumerate() {
+        if !started && *w == 0 && i + 1 < words.len() {
+            continue;
+        }
+        if started {
+            s.push_str(&format!(",{w:08x}"));
+        } else {
+            s.push_str(&format!("{w:x}"));
+            started = true;
+        }
+    }
+    s
+}
+
+fn pad(c: &Conv, body: &[u8], out: &mut Vec<u8>) {
+    let w = c.width.unwrap_or(0);
+    let fill = w.saturating_sub(body.len());
+    if c.left {
+        out.extend_from_slice(body);
+        out.extend(std::iter::repeat_n(b' ', fill));
+    } else {
+        out.extend(std::iter::repeat_n(b' ', fill));
+        out.extend_from_slice(body);
+    }
+}
+
+fn int_size(c: &Conv, long: usize) -> usize {
+    match c.len {
+        Len::None => 4,
+        Len::H => 2,
+        Len::Hh => 1,
+        Len::L | Len::Z => long,
+        Len::Ll => 8,
+    }
+}
+
+fn format_int(c: &Conv, v: i64, long: usize, out: &mut Vec<u8>) {
+    let size = int_size(c, long);
+    let signed = matches!(c.kind, b'd' | b'i');
+    let (neg, mag): (bool, u64) = if signed {
+        let s = cast(
+            CType {
+                size,
+                signed: true,
+                pointer: false,
+            },
+            v,
+        );
+        (s < 0, s.unsigned_abs())
+    } else {
+        let u = if size >= 8 {
+            v as u64
+        } else {
+            (v as u64) & ((1u64 << (size * 8)) - 1)
+        };
+        (false, u)
+    };
+    let mut digits = match c.kind {
+        b'x' => format!("{mag:x}"),
+        b'X' => format!("{mag:X}"),
+        b'o' => format!("{mag:o}"),
+        _ => mag.to_string(),
+    };
+    if let Some(p) = c.prec {
+        if p == 0 && mag == 0 {
+            digits.clear();
+        }
+        while digits.len() < p {
+            digits.insert(0, '0');
+        }
+    }
+    let mut prefix = String::new();
+    if neg {
+        prefix.push('-');
+    } else if signed && c.plus {
+        prefix.push('+');
+    } else if signed && c.space {
+        prefix.push(' ');
+    }
+    if c.alt && mag != 0 {
+        match c.kind {
+            b'x' => prefix.push_str("0x"),
+            b'X' => prefix.push_str("0X"),
+            b'o' if !digits.starts_with('0') => prefix.push('0'),
+            _ => {}
+        }
+    }
+    let w = c.width.unwrap_or(0);
+    if c.zero && !c.left && c.prec.is_none() {
+        while prefix.len() + digits.len() < w {
+            digits.insert(0, '0');
+        }
+    }
+    prefix.push_str(&digits);
+    pad(c, prefix.as_bytes(), out);
+}
+
+fn until_nul(b: &[u8]) -> &[u8] {
+    match b.iter().position(|&c| c == 0) {
+        Some(i) => &b[..i],
+        None => b,
+    }
+}
+
+fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
+    let long = cx.kernel.long_size();
+    match (c.kind, v) {
+        (b's', Val::Bytes(b, _)) => {
+            let mut s = until_nul(b);
+            if let Some(p) = c.prec {
+                s = &s[..p.min(s.len())];
+            }
+            pad(c, s, out);
+        }
+        (b's', Val::Text(t)) => pad(c, t.as_bytes(), out),
+        (b's', Val::Num(n)) => {
+            let s = match cx.kernel.kernel_string(n as u64) {
+                Some(s) => s.to_string(),
+                None => format!("{:x}", n),
+            };
+            pad(c, s.as_bytes(), out)
+        }
+        (b'p', v) => pointer(cx, c, v, out),
+        (_, Val::Text(t)) => pad(c, t.as_bytes(), out),
+        (b'c', Val::Num(n)) => pad(c, &[n as u8], out),
+        (_, Val::Num(n)) => format_int(c, n, long, out),
+        (_, Val::Bytes(b, es)) => {
+            // An array used as a number: its first element.
+            let es = es.clamp(1, 8);
+            let n = b.get(..es).and_then(|x| read_uint(x, cx.big)).unwrap_or(0);
+            format_int(c, n as i64, long, out)
+        }
+    }
+}
+
+fn pointer<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
+    let ext = c.ext.as_str();
+    let bytes = match &v {
+        Val::Bytes(b, _) => Some(*b),
+        _ => None,
+    };
+    let addr = match &v {
+        Val::Num(n) => *n as u64,
+        Val::Bytes(b, _) => {
+            read_uint(b.get(..cx.kernel.long_size()).unwrap_or(&[]), cx.big).unwrap_or(0)
+        }
+        Val::Text(_) => 0,
+    };
+    let s = match ext {
+        "S" | "s" | "F" | "f" | "B" | "SR" => match cx.kernel.symbol(addr) {
+            Some((name, off)) if matches!(ext, "S" | "F" | "B" | "SR") => {
+                format!("{name}+0x{off:x}")
+            }
+            Some((name, _)) => name.to_string(),
+            None => format!("0x{addr:x}"),
+        },
+        "I4" | "i4" => {
+            let b = bytes.unwrap_or(&[]);
+            if b.len() < 4 {
+                return pad(c, b"(null)", out);
+            }
+            format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+        }
+        "I6" | "i6" | "I6c" => {
+            let b = bytes.unwrap_or(&[]);
+            if b.len() < 16 {
+                return pad(c, b"(null)", out);
+            }
+            let mut s = String::new();
+            for i in 0..8 {
+                if i > 0 {
+                    s.push(':');
+                }
+                if ext == "i6" {
+                    s.push_str(&format!("{:02x}{:02x}", b[2 * i], b[2 * i + 1]));
+                } else {
+                    s.push_str(&format!(
+                        "{:x}",
+                        u16::from_be_bytes([b[2 * i], b[2 * i + 1]])
+                    ));
+                }
+            }
+            s
+        }
+        "M" | "m" | "MR" => {
+            let b = bytes.unwrap_or(&[]);
+            if b.len() < 6 {
+                return pad(c, b"(null)", out);
+            }
+            let mut idx: Vec<usize> = (0..6).collect();
+            if ext == "MR" {
+                idx.reverse();
+            }
+            let sep = if ext == "m" { "" } else { ":" };
+            idx.iter()
+                .map(|i| format!("{:02x}", b[*i]))
+                .collect::<Vec<_>>()
+                .join(sep)
+        }
+        "U" | "Ub" | "UB" | "Ul" | "UL" => {
+            let b = bytes.unwrap_or(&[]);
+            if b.len() < 16 {
+                return pad(c, b"(null)", out);
+            }
+            let order: [usize; 16] = if ext.contains('l') || ext.contains('L') {
+                [3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15]
+            } else {
+                [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+            };
+            let mut s = String::new();
+            for (k, i) in order.iter().enumerate() {
+                if matches!(k, 4 | 6 | 8 | 10) {
+                    s.push('-');
+                }
+                if ext.contains('B') || ext.contains('L') {
+                    s.push_str(&format!("{:02X}", b[*i]));
+                } else {
+                    s.push_str(&format!("{:02x}", b[*i]));
+                }
+            }
+            s
+        }
+        _ => {
+            if addr == 0 {
+                "(nil)".to_string()
+            } else {
+                format!("0x{addr:x}")
+            }
+        }
+    };
+    pad(c, s.as_bytes(), out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct K;
+    impl Kernel for K {
+        fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
+            (addr >= 0x1000).then(|| ("do_thing", addr - 0x1000))
+        }
+        fn kernel_string(&self, _: u64) -> Option<&str> {
+            None
+        }
+        fn long_size(&self) -> usize {
+            8
+        }
+    }
+
+    fn fmt(fields: &str, pf: &str) -> EventFormat {
+        let text = format!(
+            "name: t\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n{fields}\nprint fmt: {pf}\n"
+        );
+        EventFormat::parse("s", &text).unwrap()
+    }
+
+    fn render(f: &EventFormat, data: &[u8]) -> String {
+        let p = PrintFmt::parse(f, 8).unwrap();
+        let mut out = Vec::new();
+        p.write(
+            &Ctx {
+                fmt: f,
+                data,
+                big: false,
+                kernel: &K,
+            },
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn printf_flags_symbolic_flags_and_symbols() {
+        let f = fmt(
+            "\tfield:int a;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned long b;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:char c[4];\toffset:24;\tsize:4;\tsigned:0;\n",
+            "\"a=%-5d| b=%#08lx c=%s s=%s f=%s p=%pS q=%ps %s\", REC->a, REC->b, REC->c, \
+__print_symbolic(REC->a, { -3, \"MINUS3\" }, { 1, \"ONE\" }), \
+__print_flags(REC->b, \"|\", { 1, \"A\" }, { 2, \"B\" }), REC->b, REC->b, \
+REC->a < 0 ? \"neg\" : \"pos\"",
+        );
+        let mut d = vec![0u8; 28];
+        d[8..12].copy_from_slice(&(-3i32).to_le_bytes());
+        d[16..24].copy_from_slice(&0x1007u64.to_le_bytes());
+        d[24..27].copy_from_slice(b"ab\0");
+        assert_eq!(
+            render(&f, &d),
+            "a=-3   | b=0x001007 c=ab s=MINUS3 f=A|B|B|0x1004 p=do_thing+0x7 q=do_thing neg"
+                .replace("A|B|B|0x1004", "A|B|0x1004")
+        );
+    }
+
+    #[test]
+    fn unsupported_is_an_error() {
+        let f = fmt("", "\"%d\", some_helper(1)");
+        assert!(PrintFmt::parse(&f, 8).is_err());
+        let f = fmt("", "\"%d %d\", 1");
+        assert!(PrintFmt::parse(&f, 8).is_err());
+    }
+}
