@@ -65,6 +65,10 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// First print every effective key with the file:line that set it (the
+        /// recipe or a base it `extends`).
+        #[arg(long)]
+        explain: bool,
         /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
@@ -319,10 +323,16 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             recipe,
             sets,
             plan,
+            explain,
             format,
             facts,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format, facts.as_deref()),
+            Some(recipe) => {
+                if explain && format == CheckFormat::Text {
+                    print_explain(&recipe, &sets);
+                }
+                check(&recipe, &sets, plan, format, facts.as_deref())
+            }
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -330,10 +340,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                         format!("no recipe `{}` on the recipe path", recipe.display()),
                     )
                     .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source {
-                        path: recipe.clone(),
-                        text: String::new(),
-                    };
+                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
                     check_machine(&recipe, format, Err((&[d], &source)));
                 }
                 exit::INVALID
@@ -636,10 +643,7 @@ fn check_machine(
         match result {
             Ok(_) => (
                 &[],
-                crate::diagnostic::Source {
-                    path: recipe.to_path_buf(),
-                    text: String::new(),
-                },
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
             ),
             Err((d, s)) => (d, s.clone()),
         };
@@ -655,6 +659,20 @@ fn check_machine(
         }),
     };
     print!("{text}");
+}
+
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &std::path::Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins {
+        started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+    };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
 }
 
 /// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
@@ -809,10 +827,8 @@ fn check_with(
                 if format != CheckFormat::Text {
                     // The file has no text to point into: one problem without a place.
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source = crate::diagnostic::Source {
-                        path: recipe.to_path_buf(),
-                        text: String::new(),
-                    };
+                    let source =
+                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
                     check_machine(recipe, format, Err((&[d], &source)));
                 }
                 Ok(exit::INVALID)

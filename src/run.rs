@@ -224,10 +224,11 @@ pub fn incomplete_message(r: &RollbackReport) -> String {
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
-    let place = e.step.span.as_ref().map(|s| {
-        let (l, c) = source.line_col(s.start);
-        format!("{}:{l}:{c}: ", source.path.display())
-    });
+    let place = e
+        .step
+        .span
+        .as_ref()
+        .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
     if e.rollback.complete() {
         msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
@@ -504,14 +505,14 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
-    out.write_new("recipe.toml", source.text.as_bytes())?;
+    // The recipe as rendered, and as written with every file it extends, for the
+    // bundle's manifest and for `rerun`.
+    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+        out.write_new(&name, &bytes)?;
+    }
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
     out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
-    // The recipe as written, for the bundle's manifest and for `rerun`.
-    if let Ok(raw) = std::fs::read(&opts.recipe) {
-        out.write_new("recipe.source.toml", &raw)?;
-    }
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
     let workload = match command.is_empty() {

@@ -4,6 +4,7 @@ mod common;
 
 mod bundle;
 mod check;
+mod compose;
 mod diff;
 mod docs;
 mod expect;
