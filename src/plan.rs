@@ -121,7 +121,7 @@ pub fn top_buffer_allocated(
         ),
         file: "buffer_size_kb".into(),
         before: format!("{} (expanded: {kb})", top.size_kb),
-        after: kb.to_string(),
+        after: format!("{kb} (rounded up to whole pages)"),
         declared,
     }
 }

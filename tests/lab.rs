@@ -432,9 +432,9 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let changed: Vec<String> = before
-        .keys()
-        .chain(after.keys())
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let changed: Vec<String> = keys
+        .into_iter()
         .filter(|k| before.get(*k) != after.get(*k))
         .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
         .collect();
