@@ -173,7 +173,14 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "output",
         ],
         Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
-        Some("scope") => vec!["pids", "comms", "follow_forks", "command", "on_abort"],
+        Some("scope") => vec![
+            "pids",
+            "comms",
+            "follow_forks",
+            "command",
+            "on_abort",
+            "include_self",
+        ],
         Some("tracer") => vec![
             "name",
             "functions",

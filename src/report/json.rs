@@ -47,6 +47,9 @@ pub struct RecorderInfo {
     pub bytes: u64,
     /// CPU time of the reader threads together (user + system), seconds.
     pub cpu_s: f64,
+    /// Thread ids of the run itself (main thread, guard, per-CPU readers,
+    /// kallsyms reader), kept out of the trace; empty with `[scope] include_self`.
+    pub excluded_tids: Vec<u32>,
 }
 
 /// The workload of a run.

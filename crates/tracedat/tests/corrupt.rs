@@ -207,7 +207,10 @@ fn directory_empty_and_foreign_inputs_say_what_they_are() {
     let empty = dir.path().join("empty.dat");
     std::fs::write(&empty, b"").unwrap();
     let m = msg(&empty);
-    assert!(m.contains("not a trace.dat file") && m.contains("is empty"), "{m}");
+    assert!(
+        m.contains("not a trace.dat file") && m.contains("is empty"),
+        "{m}"
+    );
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, b"hello, this is text\n").unwrap();
     let m = msg(&text);
