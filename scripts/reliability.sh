@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Proves the rollback promise with numbers: fault injection at every step, SIGKILL
-# at every step, 200 randomized kill trials, 8 concurrent runs x 10 rounds, the
+# at every step, kills at named points (recording, drain, between undos, in the
+# guard's replay), failures after apply and failing undos, 200 randomized kill trials, 8 concurrent runs x 10 rounds, the
 # hostile-input corpus, and fuzzing of both parsers. Prints one line per figure.
 # Needs root (real tracefs). FUZZ_SECONDS (default 60) is the time per fuzz target.
 set -euo pipefail
@@ -12,7 +13,7 @@ command -v trace-cmd >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninte
 log=$(mktemp)
 TRACE_RECIPE_TRIALS=${TRIALS:-200} TRACE_RECIPE_ROUNDS=${ROUNDS:-10} \
   cargo test --release --test tests -- --nocapture --test-threads=1 \
-  reliability:: hostile:: run::a_failure_at_every_step >"$log" 2>&1 || { cat "$log"; exit 1; }
+  reliability:: hostile:: teardown:: run::a_failure_at_every_step >"$log" 2>&1 || { cat "$log"; exit 1; }
 
 echo "trace-recipe reliability, $(date -u +%Y-%m-%d), kernel $(uname -r), $(nproc) CPUs"
 grep -o 'FIGURE .*' "$log" | sed 's/^FIGURE /  /'

@@ -174,6 +174,8 @@ impl Readers {
             rec.threads.push((cpu, out_path, handle));
         }
         rec.wake = self.wake.take();
+        crate::apply::hooks::fail_at("recorder")
+            .map_err(|source| RecordError::Read { cpu: 0, source })?;
         Ok(rec)
     }
 }
@@ -256,6 +258,7 @@ impl Recorder {
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
         self.draining.store(true, Ordering::SeqCst);
         self.wake = None;
+        crate::apply::hooks::kill_at("drain");
         let mut out = Vec::new();
         let mut first_err = None;
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
@@ -282,6 +285,9 @@ impl Recorder {
                     });
                 }
             }
+        }
+        if let Err(source) = crate::apply::hooks::fail_at("drain") {
+            first_err.get_or_insert(RecordError::Read { cpu: 0, source });
         }
         match first_err {
             Some(e) => Err(e),
@@ -417,21 +423,6 @@ fn wait(fd: &impl AsFd, wake: &OwnedFd) {
     let _ = poll(&mut fds, Some(&timeout));
 }
 
-/// Sub-buffer size in bytes from a `header_page` text: offset + size of its `data`
-/// field (Documentation/trace/ring-buffer-design.rst; spec section 7).
-pub fn subbuf_size(header_page: &str) -> Option<usize> {
-    header_page
-        .lines()
-        .find(|l| l.contains(" data;"))
-        .and_then(|l| {
-            let num = |key: &str| -> Option<usize> {
-                l.split(';')
-                    .find_map(|part| part.trim().strip_prefix(key)?.trim().parse().ok())
-            };
-            Some(num("offset:")? + num("size:")?)
-        })
-}
-
 /// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
 fn stat(stats: &str, name: &str) -> u64 {
     stats
@@ -448,13 +439,6 @@ pub fn lost_from_stats(stats: &str) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subbuf_size_comes_from_the_data_field() {
-        let hp = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
-        assert_eq!(subbuf_size(hp), Some(4096));
-        assert_eq!(subbuf_size(""), None);
-    }
 
     #[test]
     fn lost_counts_come_from_stats() {

@@ -32,7 +32,7 @@ use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, OnAbort, load};
-use crate::record::{CpuCapture, Readers, RecordError, Recorder, subbuf_size};
+use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
@@ -676,7 +676,7 @@ impl Armed {
         let (tracefs, valid) = (&self.p.tracefs, &self.p.valid);
         let inst = self.p.plan.instance.as_str();
         let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
-        let subbuf = subbuf_size(&header_page).unwrap_or(4096);
+        let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
         let readers = self.p.readers.take().ok_or_else(|| RecordError::Read {
             cpu: 0,
@@ -685,6 +685,12 @@ impl Armed {
         let recorder = self
             .recorder
             .insert(readers.start(tracefs, inst, subbuf, &raw_dir)?);
+        crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
+            path: tracefs.path(&format!("{inst}/tracing_on")),
+            value: "1".into(),
+            source,
+            error_log: None,
+        })?;
         tracefs.write(&format!("{inst}/tracing_on"), "1", WriteMode::Replace, inst)?;
         let t0 = Instant::now();
         let workload_fd = match self.p.workload.as_mut() {
@@ -698,6 +704,7 @@ impl Armed {
         on_event(RunEvent::Recording {
             until: until_text(valid, self.p.workload.is_some()),
         });
+        crate::apply::hooks::kill_at("recording");
         const TICK: Duration = Duration::from_millis(20);
         let mut last_progress = Instant::now();
         let reason = loop {
@@ -1005,6 +1012,10 @@ fn save_tables(
     out: &OutputDir,
 ) -> Result<(), RunError> {
     let inst = the_plan.instance.as_str();
+    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
+        path: tracefs.path(&format!("{inst}/events")),
+        source,
+    })?;
     let mut hist_events: Vec<(&str, bool)> = valid
         .triggers
         .iter()

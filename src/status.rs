@@ -16,7 +16,9 @@ use std::path::Path;
 use crate::apply::journal::{JOURNAL_DIR, Undo};
 use crate::apply::sweep::sweep;
 use crate::plan::PROBE_GROUP_PREFIX;
-use crate::tracefs::{INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode};
+use crate::tracefs::{
+    FILE_RULES, INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode, restore_value,
+};
 
 /// Files compared in every buffer (top level and each instance).
 const BUFFER_FILES: &[&str] = &[
@@ -205,20 +207,6 @@ fn is_trace_recipe(pid: u32) -> bool {
         .is_ok_and(|c| c.trim().starts_with("trace-recipe"))
 }
 
-/// Boot defaults of top-level files that `status` checks.
-const TOP_DEFAULTS: &[(&str, &str)] = &[
-    ("tracing_on", "1"),
-    ("current_tracer", "nop"),
-    ("set_event", ""),
-    ("set_event_pid", ""),
-    ("set_ftrace_pid", "no pid"),
-    ("set_ftrace_notrace", ""),
-    ("tracing_thresh", "0"),
-    ("kprobe_events", ""),
-    ("uprobe_events", ""),
-    ("dynamic_events", ""),
-];
-
 /// The `status` text: top-level state that differs from a clean boot, other
 /// instances, and anything a trace-recipe run left behind. The bool is true when
 /// something of ours was left behind.
@@ -226,33 +214,23 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
     let mut o = String::new();
     let _ = writeln!(o, "tracefs: {}", tracefs.root().display());
     let mut differs = Vec::new();
-    for (file, default) in TOP_DEFAULTS {
-        if !tracefs.exists(file) {
+    for rule in FILE_RULES {
+        let Some(default) = rule.boot_default else {
             continue;
-        }
+        };
         // Some files refuse reads on some kernels (set_ftrace_pid without the
         // function tracer): nothing to compare there.
-        let Ok(v) = tracefs.read(file) else { continue };
-        // Function lists say `#### no functions disabled ####` when empty.
-        let v: String = v
-            .lines()
-            .filter(|l| !l.starts_with("####"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        if v.trim() != *default {
+        let Ok(v) = tracefs.read(rule.name) else {
+            continue;
+        };
+        if restore_value(rule.name, &v) != default {
             differs.push(format!(
-                "  {file}: {} (boot default: {})",
+                "  {}: {} (boot default: {})",
+                rule.name,
                 one_line(&v),
                 if default.is_empty() { "empty" } else { default }
             ));
         }
-    }
-    let filter = tracefs.read("set_ftrace_filter").unwrap_or_default();
-    if filter
-        .lines()
-        .any(|l| !l.starts_with('#') && !l.trim().is_empty())
-    {
-        differs.push(format!("  set_ftrace_filter: {}", one_line(&filter)));
     }
     for sys in list_dir(tracefs, "events") {
         for ev in list_dir(tracefs, &format!("events/{sys}")) {
@@ -450,26 +428,34 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         .iter()
         .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
         .max();
-    let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
-    let settings: [(&str, String); 10] = [
-        ("current_tracer", "nop".into()),
-        ("set_event_pid", String::new()),
-        ("set_event_notrace_pid", String::new()),
-        ("set_ftrace_pid", String::new()),
-        ("set_ftrace_notrace_pid", String::new()),
-        ("set_ftrace_filter", String::new()),
-        ("set_ftrace_notrace", String::new()),
-        ("tracing_thresh", "0".into()),
-        ("trace_clock", "local".into()),
-        ("tracing_cpumask", crate::validate::cpumask_hex(&all_cpus)),
+    // Every file with a boot default, except those handled above and below
+    // (tracing_on last, events through events/enable, probes by definition).
+    let handled = [
+        "tracing_on",
+        "set_event",
+        "kprobe_events",
+        "uprobe_events",
+        "dynamic_events",
     ];
-    for (file, value) in settings {
-        if file == "current_tracer" && tracefs.read(file).is_ok_and(|v| v.trim() == "nop") {
+    for rule in FILE_RULES.iter().filter(|r| !handled.contains(&r.name)) {
+        let Some(default) = rule.boot_default else {
             continue;
+        };
+        // Only what differs is written: `current_tracer` allocates an
+        // unexpanded top-level ring buffer even when set to what it is.
+        if tracefs
+            .read(rule.name)
+            .is_ok_and(|v| restore_value(rule.name, &v) != default)
+            && w(rule.name, default, WriteMode::Replace).is_ok()
+        {
+            out.push(Ok(format!("reset {}", rule.name)));
         }
-        if tracefs.exists(file) && w(file, &value, WriteMode::Replace).is_ok() {
-            out.push(Ok(format!("reset {file}")));
-        }
+    }
+    let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
+    let mask = crate::validate::cpumask_hex(&all_cpus);
+    if tracefs.exists("tracing_cpumask") && w("tracing_cpumask", &mask, WriteMode::Replace).is_ok()
+    {
+        out.push(Ok("reset tracing_cpumask".to_string()));
     }
     for file in ["kprobe_events", "uprobe_events", "dynamic_events"] {
         if tracefs.read(file).is_ok_and(|t| !t.trim().is_empty()) {

@@ -89,15 +89,24 @@ pub enum WriteMode {
 }
 
 /// A mounted tracefs.
+///
+/// Clones share one record, per `error_log` (by directory), of the newest entry
+/// that was there before this process's writes, so that a refused write is
+/// explained only by the entries written after it, never by an older one.
 #[derive(Debug, Clone)]
 pub struct Tracefs {
     root: PathBuf,
+    error_marks:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Option<String>>>>,
 }
 
 impl Tracefs {
     /// Uses tracefs at `root` as it is (tests, or a known mount point).
     pub fn at(root: impl Into<PathBuf>) -> Tracefs {
-        Tracefs { root: root.into() }
+        Tracefs {
+            root: root.into(),
+            error_marks: Default::default(),
+        }
     }
 
     /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
@@ -176,9 +185,11 @@ impl Tracefs {
         read_all(&path).map_err(|source| TracefsError::Read { path, source })
     }
 
-    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's newest
-    /// `error_log` entry of `log_dir` (the instance, or "" for the top level) is
-    /// attached.
+    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's
+    /// `error_log` entries of `log_dir` (the instance, or "" for the top level)
+    /// written since this process's previous write there are attached: those
+    /// this write caused, never an older entry (Documentation/trace/ftrace.rst,
+    /// "error_log").
     pub fn write(
         &self,
         rel: &str,
@@ -187,6 +198,7 @@ impl Tracefs {
         log_dir: &str,
     ) -> Result<(), TracefsError> {
         let path = self.path(rel);
+        self.mark_error_log(log_dir);
         let mut opts = OpenOptions::new();
         opts.write(true);
         match mode {
@@ -198,7 +210,7 @@ impl Tracefs {
             .open(&path)
             .and_then(|mut f| f.write_all(value.as_bytes()));
         result.map_err(|source| TracefsError::Write {
-            error_log: self.error_log_tail(log_dir),
+            error_log: self.error_log_since_mark(log_dir),
             path,
             value: value.to_string(),
             source,
@@ -243,18 +255,167 @@ impl Tracefs {
         names
     }
 
-    /// The newest entry of `DIR/error_log` (DIR "" = top level): the lines from
-    /// the last one that starts with `[`, or `None` when the log is empty.
-    pub fn error_log_tail(&self, dir: &str) -> Option<String> {
-        let rel = if dir.is_empty() {
-            "error_log".to_string()
-        } else {
-            format!("{dir}/error_log")
+    /// The entries of `DIR/error_log` (DIR "" = top level), oldest first: each
+    /// starts with a `[timestamp]` line, followed by its command and caret lines.
+    fn error_log_entries(&self, dir: &str) -> Vec<String> {
+        let rel = match dir {
+            "" => "error_log".to_string(),
+            d => format!("{d}/error_log"),
         };
-        let text = self.read(&rel).ok()?;
-        let lines: Vec<&str> = text.lines().collect();
-        let start = lines.iter().rposition(|l| l.starts_with('['))?;
-        Some(lines[start..].join("\n"))
+        let mut entries: Vec<String> = Vec::new();
+        for line in self.read(&rel).unwrap_or_default().lines() {
+            match entries.last_mut() {
+                Some(e) if !line.starts_with('[') => {
+                    e.push('\n');
+                    e.push_str(line);
+                }
+                _ => entries.push(line.to_string()),
+            }
+        }
+        entries
+    }
+
+    /// Records the newest entry of `DIR/error_log` the first time this process
+    /// writes under DIR (later entries are then ours to explain).
+    fn mark_error_log(&self, dir: &str) {
+        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
+        if !marks.contains_key(dir) {
+            marks.insert(dir.to_string(), self.error_log_entries(dir).pop());
+        }
+    }
+
+    /// The entries of `DIR/error_log` after the marked one, joined, or `None`
+    /// when the kernel added none; moves the mark to the newest entry. When the
+    /// marked entry has rotated out of the log (it keeps the last 16), every
+    /// entry is new.
+    fn error_log_since_mark(&self, dir: &str) -> Option<String> {
+        let entries = self.error_log_entries(dir);
+        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
+        let mark = marks.get(dir).cloned().flatten();
+        let start = mark
+            .and_then(|m| entries.iter().rposition(|e| *e == m))
+            .map_or(0, |i| i + 1);
+        marks.insert(dir.to_string(), entries.last().cloned());
+        let new = &entries[start..];
+        (!new.is_empty()).then(|| new.join("\n"))
+    }
+}
+
+/// How a kind of tracefs file reads back: the rule that turns what a read
+/// returns into the value that, written back, restores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readback {
+    /// The first word (`tracing_on`, `current_tracer`, `max_graph_depth`, ...).
+    FirstWord,
+    /// The bracketed choice of a list (`trace_clock`: `local [mono] global`).
+    Bracketed,
+    /// One function per line; `#` comment lines when empty
+    /// (`#### all functions enabled ####`).
+    FunctionList,
+    /// One pid per line; `no pid` when empty.
+    PidList,
+    /// Every line (probe definitions, `set_event`), joined by newlines.
+    Lines,
+    /// An event filter: `none` when unset, cleared by writing `0`.
+    Filter,
+    /// An event's `enable`: `0`/`1`, with `*` when a trigger soft-disables it.
+    Enable,
+    /// `buffer_size_kb`: `1408`, or `7 (expanded: 1408)` while the top-level
+    /// ring buffer is still unallocated since boot.
+    BufferSize,
+}
+
+/// One kind of tracefs file: how it reads back and, for the top-level files
+/// `status` checks, its value after a clean boot (in restore form, see
+/// [`restore_value`]). Sources: Documentation/trace/ftrace.rst, events.rst,
+/// kprobetrace.rst, uprobetracer.rst.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileRule {
+    /// The file's name (the last path component).
+    pub name: &'static str,
+    /// How it reads back.
+    pub readback: Readback,
+    /// Its boot default, when `status` compares the top level's with it.
+    pub boot_default: Option<&'static str>,
+}
+
+/// Every tracefs file the tool writes, restores or checks; any other file
+/// reads back as [`Readback::FirstWord`] with no boot default.
+pub(crate) const FILE_RULES: &[FileRule] = &[
+    rule("tracing_on", Readback::FirstWord, Some("1")),
+    rule("current_tracer", Readback::FirstWord, Some("nop")),
+    rule("set_event", Readback::Lines, Some("")),
+    rule("set_event_pid", Readback::PidList, Some("")),
+    rule("set_event_notrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_notrace_pid", Readback::PidList, Some("")),
+    rule("set_ftrace_filter", Readback::FunctionList, Some("")),
+    rule("set_ftrace_notrace", Readback::FunctionList, Some("")),
+    rule("set_graph_function", Readback::FunctionList, Some("")),
+    rule("set_graph_notrace", Readback::FunctionList, Some("")),
+    rule("tracing_thresh", Readback::FirstWord, Some("0")),
+    rule("kprobe_events", Readback::Lines, Some("")),
+    rule("uprobe_events", Readback::Lines, Some("")),
+    rule("dynamic_events", Readback::Lines, Some("")),
+    rule("trace_clock", Readback::Bracketed, Some("local")),
+    rule("buffer_size_kb", Readback::BufferSize, None),
+    rule("filter", Readback::Filter, None),
+    rule("enable", Readback::Enable, None),
+];
+
+const fn rule(
+    name: &'static str,
+    readback: Readback,
+    boot_default: Option<&'static str>,
+) -> FileRule {
+    FileRule {
+        name,
+        readback,
+        boot_default,
+    }
+}
+
+/// The rule of `file` (a path relative to tracefs; only its last component counts).
+pub(crate) fn file_rule(file: &str) -> FileRule {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    FILE_RULES
+        .iter()
+        .find(|r| r.name == name)
+        .copied()
+        .unwrap_or(FileRule {
+            name: "",
+            readback: Readback::FirstWord,
+            boot_default: None,
+        })
+}
+
+/// The value to write to `file` to restore what reading it returned (`old`),
+/// by its [`Readback`] rule. Also the canonical form in which `status`
+/// compares a file with its boot default.
+pub(crate) fn restore_value(file: &str, old: &str) -> String {
+    let items = |skip: &dyn Fn(&str) -> bool| {
+        old.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !skip(l))
+            .collect::<Vec<_>>()
+    };
+    match file_rule(file).readback {
+        Readback::FirstWord => old.split_whitespace().next().unwrap_or("").to_string(),
+        Readback::Bracketed => bracketed(old).unwrap_or("local").to_string(),
+        Readback::FunctionList => items(&|l| l.starts_with('#')).join(" "),
+        Readback::PidList => items(&|l| l == "no pid").join(" "),
+        Readback::Lines => items(&|_| false).join("\n"),
+        Readback::Filter => match old.trim() {
+            "none" | "" => "0".into(),
+            f => f.to_string(),
+        },
+        Readback::Enable => old.trim().trim_end_matches('*').to_string(),
+        Readback::BufferSize => old
+            .split("expanded: ")
+            .nth(1)
+            .and_then(|e| e.split(')').next())
+            .unwrap_or_else(|| old.split_whitespace().next().unwrap_or(""))
+            .to_string(),
     }
 }
 
@@ -308,6 +469,7 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
 #[cfg(test)]
 mod tests {
     use super::error_log_dir;
+    use super::restore_value;
 
     #[test]
     fn errors_are_logged_in_the_instance_or_at_the_top_level() {
@@ -317,5 +479,31 @@ mod tests {
         );
         assert_eq!(error_log_dir("kprobe_events"), "");
         assert_eq!(error_log_dir("events/a/b/filter"), "");
+    }
+
+    #[test]
+    fn before_images_become_the_value_that_restores_them() {
+        assert_eq!(
+            restore_value("i/trace_clock", "local [mono] global\n"),
+            "mono"
+        );
+        assert_eq!(restore_value("max_graph_depth", "0\n"), "0");
+        assert_eq!(
+            restore_value("set_graph_function", "#### all functions enabled ####\n"),
+            ""
+        );
+        assert_eq!(
+            restore_value("set_graph_function", "vfs_read\nvfs_write\n"),
+            "vfs_read vfs_write"
+        );
+        assert_eq!(restore_value("set_ftrace_pid", "no pid\n"), "");
+        assert_eq!(restore_value("set_event_pid", "12\n34\n"), "12 34");
+        assert_eq!(restore_value("events/a/b/filter", "none\n"), "0");
+        assert_eq!(restore_value("events/a/b/filter", "ret < 0\n"), "ret < 0");
+        assert_eq!(
+            restore_value("buffer_size_kb", "7 (expanded: 1408)\n"),
+            "1408"
+        );
+        assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
     }
 }

@@ -290,6 +290,56 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
     guard.assert_unchanged();
 }
 
+/// A refused write is explained only by the error_log entries it caused: an
+/// older entry (someone else's failure, or our own earlier one) is never shown
+/// as its reason.
+#[test]
+fn a_refused_write_shows_only_the_error_log_entries_it_caused() {
+    use trace_recipe::tracefs::{Tracefs, WriteMode};
+    let guard = TracefsGuard::acquire();
+    let t = crate::common::tracefs();
+    let inst = format!("instances/trace-recipe-errlog-{}", std::process::id());
+    t.mkdir(&inst).unwrap();
+    // Someone else's failure leaves an entry in the instance's error_log.
+    let other = Tracefs::at(t.root());
+    let filter = format!("{inst}/events/sched/sched_switch/filter");
+    let e = other
+        .write(&filter, "prev_pid.function == 1", WriteMode::Replace, &inst)
+        .unwrap_err()
+        .to_string();
+    // Our write of a filter the kernel refuses is explained by its own entry ...
+    let ours = Tracefs::at(t.root());
+    let e2 = ours
+        .write(&filter, "no_such_field == 1", WriteMode::Replace, &inst)
+        .unwrap_err()
+        .to_string();
+    // ... and a refusal that leaves no entry (a bad tracing_on value) by none.
+    let e3 = ours
+        .write(
+            &format!("{inst}/tracing_on"),
+            "x",
+            WriteMode::Replace,
+            &inst,
+        )
+        .unwrap_err()
+        .to_string();
+    t.rmdir(&inst).unwrap();
+    assert!(
+        e.contains("error_log") && e.contains("prev_pid.function"),
+        "{e}"
+    );
+    assert!(
+        e2.contains("error_log") && e2.contains("no_such_field"),
+        "{e2}"
+    );
+    assert!(
+        !e2.contains("prev_pid.function"),
+        "the older entry is not ours: {e2}"
+    );
+    assert!(!e3.contains("error_log"), "no entry, no explanation: {e3}");
+    guard.assert_unchanged();
+}
+
 fn interrupt_mid_run(signal: i32, expected_code: i32, reason: &str) {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();

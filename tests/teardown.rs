@@ -2,14 +2,19 @@
 //! `reset` keeps the journal and exits "rollback incomplete" until `reset`
 //! finishes the job; a journal write that fails stops the apply cleanly; a run
 //! killed mid-recording takes its workload's process group with it, unless the
-//! recipe says `on_abort = "leave"`.
+//! recipe says `on_abort = "leave"`. Kills at named points (recording, drain,
+//! between undos of the run's rollback, during the guard's replay) end clean by
+//! the guard or by `reset`; failures at `tracing_on`, recorder start, drain and
+//! table saving roll back and exit 3.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use trace_recipe::apply::journal::{JOURNAL_DIR, list, lock};
-use trace_recipe::apply::{FAIL_JOURNAL_ENV, FAIL_UNDO_ENV, KILL_STEP_ENV};
+use trace_recipe::apply::{
+    FAIL_AT_ENV, FAIL_JOURNAL_ENV, FAIL_UNDO_ENV, KILL_AT_ENV, KILL_STEP_ENV,
+};
 use trace_recipe::cli::exit;
 use trace_recipe::status::Snapshot;
 
@@ -352,5 +357,105 @@ fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_end
         within(Duration::from_secs(2), || !group_alive(pgid)),
         "the run ended every process of the workload's group {pgid}"
     );
+    guard.assert_unchanged();
+}
+
+/// A run SIGKILLed at each named point ends clean: by its guard, or, when the
+/// guard is killed too in the middle of its replay, by `reset`, which the
+/// journal left behind (and `status`) call for.
+#[test]
+fn a_kill_at_each_named_point_ends_clean_by_the_guard_or_by_reset() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let before = Snapshot::take(&tracefs());
+    let points = [
+        ("recording", false),
+        ("drain", false),
+        ("undo:1", false),
+        ("undo:3", false),
+        ("recording,guard-undo:2", true),
+        ("drain,guard-undo:1", true),
+    ];
+    let (mut by_guard, mut by_reset, mut clean) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for (i, (point, needs_reset)) in points.iter().enumerate() {
+        let mut child = spawn_run(
+            &recipe,
+            &dir.path().join(format!("out-{i}")),
+            &[(KILL_AT_ENV, point.to_string())],
+            &["true"],
+        );
+        let pid = child.id();
+        let status = child.wait().unwrap();
+        let killed = std::os::unix::process::ExitStatusExt::signal(&status) == Some(9);
+        let guard_gone = within(Duration::from_secs(5), || !guard_alive(pid));
+        let journal = journal_of(pid);
+        let kept = journal.exists();
+        let ok = if *needs_reset {
+            let s = text(&trace_recipe(&["status"]).stdout);
+            let r = trace_recipe(&["reset"]);
+            by_reset += 1;
+            kept && s.contains("journal of a dead run")
+                && r.status.code() == Some(exit::OK)
+                && settles_to(&before, Duration::from_secs(2))
+        } else {
+            by_guard += 1;
+            !kept && settles_to(&before, Duration::from_secs(2))
+        };
+        if killed && guard_gone && ok {
+            clean += 1;
+        } else {
+            failures.push(format!(
+                "{point}: killed {killed}, guard gone {guard_gone}, journal kept {kept}, clean {ok}: {}",
+                before.diff(&Snapshot::take(&tracefs())).join("; ")
+            ));
+            let _ = trace_recipe(&["reset"]);
+        }
+    }
+    println!(
+        "FIGURE named kill points clean: {clean}/{} ({by_guard} by the guard alone, {by_reset} needing reset after the guard was killed mid-replay)",
+        points.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    guard.assert_unchanged();
+}
+
+/// A failure after apply (turning tracing on, starting the recorder, draining
+/// it, saving the tables) goes through the one teardown: rolled back, journal
+/// deleted, exit 3 with the stage named.
+#[test]
+fn a_failure_at_each_later_stage_rolls_back_and_exits_3() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let before = Snapshot::take(&tracefs());
+    let points = ["tracing_on", "recorder", "drain", "tables"];
+    let mut failures = Vec::new();
+    for (i, point) in points.iter().enumerate() {
+        let o = run_with(
+            &recipe,
+            &dir.path().join(format!("out-{i}")),
+            &[(FAIL_AT_ENV, point)],
+            &["true"],
+        );
+        let err = text(&o.stderr);
+        let named = err.contains(&format!("injected failure at `{point}`"));
+        let rolled_back = err.contains("tracefs is as it was");
+        let code = o.status.code();
+        let clean = list(Path::new(JOURNAL_DIR)).is_empty() && Snapshot::take(&tracefs()) == before;
+        if !(code == Some(exit::FAILED) && named && rolled_back && clean) {
+            failures.push(format!(
+                "{point}: exit {code:?}, named {named}, rolled back {rolled_back}, clean {clean}: {err}"
+            ));
+            let _ = trace_recipe(&["reset"]);
+        }
+    }
+    println!(
+        "FIGURE later-stage failures rolled back: {}/{}",
+        points.len() - failures.len(),
+        points.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     guard.assert_unchanged();
 }

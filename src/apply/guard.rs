@@ -122,7 +122,7 @@ fn replay(journal_path: &Path) -> i32 {
     };
     match journal::read(journal_path) {
         Ok(recorded) => {
-            let (n, failures) = recorded.replay();
+            let (n, failures) = recorded.replay("guard");
             eprintln!(
                 "trace-recipe guard: run {} ended without rolling back; undid {n} change{} from {}",
                 recorded.header.pid,

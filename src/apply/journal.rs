@@ -348,7 +348,9 @@ impl Recorded {
     /// A dying run's last file descriptors (trace_pipe_raw readers) can keep its
     /// instance busy for a moment, so a replay with failures is tried again a few
     /// times, 100 ms apart; every undo is idempotent.
-    pub fn replay(&self) -> (usize, Vec<TracefsError>) {
+    /// `who` (`guard` or `reset`) names the replayer for the test hook
+    /// `{who}-undo:N` ([`super::hooks`]).
+    pub fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
         for attempt in 0..5 {
@@ -357,6 +359,7 @@ impl Recorded {
             }
             failures.clear();
             for (i, undo) in self.undos.iter().enumerate().rev() {
+                super::hooks::kill_at(&format!("{who}-undo:{}", i + 1));
                 if let Err(e) = undo.perform_nth(&tracefs, i + 1) {
                     failures.push(e);
                 }

@@ -49,7 +49,7 @@ pub fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
         };
         match journal::read(&path) {
             Ok(r) => {
-                let (replayed, failures) = r.replay();
+                let (replayed, failures) = r.replay("reset");
                 let (pid, instance) = (r.header.pid, r.header.instance);
                 out.push(Ok(Swept {
                     path,

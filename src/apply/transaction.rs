@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, bracketed, error_log_dir};
+use crate::tracefs::{Tracefs, TracefsError, error_log_dir, restore_value};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -202,31 +202,11 @@ impl Transaction {
 
     /// Undoes what is left to undo and closes the journal: deleted only when no
     /// undo of this transaction has ever failed.
-    ///
-    /// A write into a directory that a later undo of this rollback removes (the
-    /// run's own instance) is not undone one file at a time: removing an
-    /// instance disables its events and clears its triggers, filters and pid
-    /// lists in the kernel (`__remove_instance`), at once. That saves a write,
-    /// often an RCU grace period, per step. If the removal fails, its failure is
-    /// reported and the journal kept; replaying a journal (guard, `reset`)
-    /// always undoes every record.
     fn undo_all(&mut self) -> RollbackReport {
         let mut report = RollbackReport::default();
-        let removed: Vec<String> = self
-            .done
-            .iter()
-            .filter_map(|(_, u)| match u {
-                Recorded::Rmdir { dir } => Some(format!("{dir}/")),
-                Recorded::Write { .. } => None,
-            })
-            .collect();
         while let Some((n, undo)) = self.done.pop() {
             report.undone += 1;
-            if let Recorded::Write { file, .. } = &undo
-                && removed.iter().any(|d| file.starts_with(d.as_str()))
-            {
-                continue;
-            }
+            super::hooks::kill_at(&format!("undo:{n}"));
             if let Err(e) = undo.perform_nth(&self.tracefs, n) {
                 report.failures.push(e);
             }
@@ -260,74 +240,5 @@ impl Drop for Transaction {
                 j.display()
             );
         }
-    }
-}
-
-/// The value to write back to `file` given what reading it returned before.
-fn restore_value(file: &str, old: &str) -> String {
-    let name = file.rsplit('/').next().unwrap_or(file);
-    match name {
-        "trace_clock" => bracketed(old).unwrap_or("local").to_string(),
-        // Function lists: one function per line; `#### all functions enabled ####`
-        // (or any `#` comment) when empty.
-        "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function" | "set_graph_notrace" => {
-            old.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-        "set_event_pid" | "set_ftrace_pid" => old
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && *l != "no pid")
-            .collect::<Vec<_>>()
-            .join(" "),
-        // An event filter reads `none` when there is none; `0` clears it.
-        "filter" => match old.trim() {
-            "none" | "" => "0".into(),
-            f => f.to_string(),
-        },
-        // `7 (expanded: 1408)` before the buffer is first used.
-        "buffer_size_kb" => old
-            .split("expanded: ")
-            .nth(1)
-            .and_then(|e| e.split(')').next())
-            .unwrap_or_else(|| old.split_whitespace().next().unwrap_or(""))
-            .to_string(),
-        // An event's enable reads `0*` / `1*` when a trigger soft-disables it.
-        "enable" => old.trim().trim_end_matches('*').to_string(),
-        _ => old.split_whitespace().next().unwrap_or("").to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::restore_value;
-
-    #[test]
-    fn before_images_become_the_value_that_restores_them() {
-        assert_eq!(
-            restore_value("i/trace_clock", "local [mono] global\n"),
-            "mono"
-        );
-        assert_eq!(restore_value("max_graph_depth", "0\n"), "0");
-        assert_eq!(
-            restore_value("set_graph_function", "#### all functions enabled ####\n"),
-            ""
-        );
-        assert_eq!(
-            restore_value("set_graph_function", "vfs_read\nvfs_write\n"),
-            "vfs_read vfs_write"
-        );
-        assert_eq!(restore_value("set_ftrace_pid", "no pid\n"), "");
-        assert_eq!(restore_value("set_event_pid", "12\n34\n"), "12 34");
-        assert_eq!(restore_value("events/a/b/filter", "none\n"), "0");
-        assert_eq!(restore_value("events/a/b/filter", "ret < 0\n"), "ret < 0");
-        assert_eq!(
-            restore_value("buffer_size_kb", "7 (expanded: 1408)\n"),
-            "1408"
-        );
-        assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
     }
 }

@@ -20,6 +20,8 @@ mod printfmt;
 mod reader;
 mod records;
 mod report;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use error::Error;

@@ -1,0 +1,49 @@
+//! Test-only injection points, named, so the reliability tests can kill a run
+//! or fail one of its stages at a chosen place and check that tracefs still ends
+//! as it began. Unset variables cost one `getenv` per point.
+//!
+//! [`KILL_AT_ENV`] and [`FAIL_AT_ENV`] hold comma-separated point names:
+//!
+//! | point | where |
+//! |---|---|
+//! | `recording` | the run, once the workload is released and tracing is on |
+//! | `drain` | the run, when the recorder has been told to drain |
+//! | `undo:N` | the run's own rollback, before undo number N (journal order, 1-based) |
+//! | `guard-undo:N` | the guard's replay of a dead run's journal, before undo N |
+//! | `reset-undo:N` | `reset`'s replay of a journal, before undo N |
+//! | `tracing_on` | (fail only) turning the instance's `tracing_on` on |
+//! | `recorder` | (fail only) starting the recorder threads |
+//! | `tables` | (fail only) saving the hist tables and the snapshot after recording |
+//!
+//! The step hooks of the apply itself are [`super::FAIL_STEP_ENV`] and
+//! [`super::KILL_STEP_ENV`].
+
+/// Comma-separated points at which the process SIGKILLs itself.
+pub const KILL_AT_ENV: &str = "TRACE_RECIPE_TEST_KILL_AT";
+
+/// Comma-separated points at which the stage fails with an injected error.
+pub const FAIL_AT_ENV: &str = "TRACE_RECIPE_TEST_FAIL_AT";
+
+/// Whether `point` is listed in the variable `var`.
+fn listed(var: &str, point: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v.split(',').any(|p| p.trim() == point))
+}
+
+/// SIGKILLs this process when `point` is listed in [`KILL_AT_ENV`].
+pub(crate) fn kill_at(point: &str) {
+    if listed(KILL_AT_ENV, point) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
+/// `Err` (an injected I/O error naming the point) when `point` is listed in
+/// [`FAIL_AT_ENV`].
+pub(crate) fn fail_at(point: &str) -> std::io::Result<()> {
+    match listed(FAIL_AT_ENV, point) {
+        true => Err(std::io::Error::other(format!(
+            "injected failure at `{point}` ({FAIL_AT_ENV})"
+        ))),
+        false => Ok(()),
+    }
+}
