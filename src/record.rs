@@ -104,7 +104,10 @@ impl Readers {
                     let _ = tid_tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u32);
                     drop(tid_tx);
                     match job_rx.recv() {
-                        Ok(j) => read_cpu(j.fd, j.out, j.subbuf, (&draining, &wake), &bytes),
+                        Ok(j) => {
+                            crate::apply::hooks::hold_readers(&draining);
+                            read_cpu(j.fd, j.out, j.subbuf, (&draining, &wake), &bytes)
+                        }
                         Err(_) => Ok((0, Duration::ZERO)),
                     }
                 })

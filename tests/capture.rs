@@ -83,3 +83,102 @@ fn a_whole_system_trace_on_an_idle_machine_holds_under_1_percent_of_the_runs_own
     );
     guard.assert_unchanged();
 }
+
+/// A run of `recipe` (name `lost`) whose workload writes exactly `n` markers
+/// (`ftrace:print` events) into the run's instance's `trace_marker` while the
+/// per-CPU readers are held back (`TRACE_RECIPE_TEST_HOLD_READERS`), so a
+/// small ring buffer overflows by a known amount. Returns the exit code,
+/// stderr, report.json and the number of markers in trace.dat.
+pub(crate) fn overflow_with_markers(
+    dir: &std::path::Path,
+    recipe: &std::path::Path,
+    n: u32,
+) -> (Option<i32>, String, serde_json::Value, u64) {
+    let out = dir.join(format!(
+        "out-{}",
+        recipe.file_stem().unwrap().to_str().unwrap()
+    ));
+    let ready = dir.join(format!(
+        "ready-{}",
+        recipe.file_stem().unwrap().to_str().unwrap()
+    ));
+    let tracefs = crate::common::tracefs();
+    // The workload's parent is the run: its instance is trace-recipe-lost-$PPID.
+    // Each `echo` is one write(2), one event; a write the full buffer refuses
+    // (drop-newest mode) fails with EBADF and is counted as dropped.
+    let writer = format!(
+        "exec 3>{root}/instances/trace-recipe-lost-$PPID/trace_marker && i=0 && while [ $i -lt {n} ]; do echo \"lost-test $i\" >&3 2>/dev/null; i=$((i+1)); done; touch {ready}",
+        root = tracefs.root().display(),
+        ready = ready.display()
+    );
+    let o = std::process::Command::new(crate::common::bin())
+        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--", "sh", "-c", &writer])
+        .env("TRACE_RECIPE_TEST_HOLD_READERS", &ready)
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("report.json"))
+            .unwrap_or_else(|e| panic!("no report.json ({e}):\n{stderr}")),
+    )
+    .unwrap();
+    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let markers = event_lines(&listing)
+        .into_iter()
+        .filter(|l| l.contains("lost-test "))
+        .count() as u64;
+    (o.status.code(), stderr, report, markers)
+}
+
+#[test]
+fn lost_events_are_counted_once_in_overwrite_and_in_drop_newest_mode() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    const N: u32 = 5000;
+    for overwrite in [true, false] {
+        let recipe = write_recipe(
+            dir.path(),
+            &format!("overwrite-{overwrite}.toml"),
+            &format!(
+                "name = \"lost\"\ndescription = \"t\"\nduration = \"60s\"\n[buffer]\nsize_kb = 8\noverwrite = {overwrite}\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename == \"/no/such/program\"'\n"
+            ),
+        );
+        let (code, stderr, report, markers) = overflow_with_markers(dir.path(), &recipe, N);
+        assert_eq!(code, Some(0), "{stderr}");
+        let lost = report["lost_total"].as_u64().unwrap();
+        let per_cpu = &report["lost_events"];
+        let sum = |key: &str| -> u64 {
+            per_cpu
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|l| l[key].as_u64().unwrap())
+                .sum()
+        };
+        let (overrun, dropped, in_pages) = (sum("overrun"), sum("dropped"), sum("in_pages"));
+        eprintln!(
+            "FIGURE lost count, overwrite = {overwrite}: {N} markers written, {markers} read, lost {lost} (overrun {overrun}, dropped {dropped}, in pages {in_pages})"
+        );
+        assert_eq!(
+            report["total_events"].as_u64().unwrap(),
+            markers,
+            "only the markers are in the trace: {report:#}"
+        );
+        assert!(
+            markers > 0 && markers < u64::from(N) / 2,
+            "an 8 KiB buffer holds a few hundred markers, not {markers}"
+        );
+        assert_eq!(
+            markers + lost,
+            u64::from(N),
+            "read + lost must be what was written: {report:#}"
+        );
+        if overwrite {
+            assert!(overrun > 0 && dropped == 0, "{report:#}");
+        } else {
+            assert!(dropped > 0 && overrun == 0 && in_pages == 0, "{report:#}");
+        }
+    }
+    guard.assert_unchanged();
+}
