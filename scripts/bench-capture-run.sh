@@ -92,14 +92,16 @@ run_dd() {
   mkdir "$I"
   echo "$KB" > "$I/buffer_size_kb"
   echo 1 > "$I/options/event-fork"
-  # Tracing on with no event enabled: a read of the empty buffer then waits
-  # (with tracing off it would return end-of-file at once). Each dd runs under
-  # a shell that saves its CPU time once the dd is gone.
   echo 1 > "$I/tracing_on"
+  # A read of an empty trace_pipe_raw returns end-of-file at once (6.18 and
+  # the lab's 6.12 alike), so each reader is a loop: `dd bs=4096` until the
+  # buffer is empty, 10 ms of sleep, again; after tracing stops, one last dd
+  # drains what is left. Each loop saves its CPU time (with its dd's) at the end.
+  rm -f "$W/dd.stop"
   pids=""
   cpu=0
   while [ "$cpu" -lt "$NCPU" ]; do
-    sh -c "dd if=$I/per_cpu/cpu$cpu/trace_pipe_raw of=$W/dd$cpu.raw bs=4096 2> /dev/null & echo \$! > $W/dd$cpu.pid; wait \$!; cat /proc/\$\$/stat > $W/dd$cpu.stat" &
+    sh -c "while [ ! -e $W/dd.stop ]; do dd if=$I/per_cpu/cpu$cpu/trace_pipe_raw bs=4096 2> /dev/null; sleep 0.01; done; dd if=$I/per_cpu/cpu$cpu/trace_pipe_raw bs=4096 2> /dev/null; cat /proc/\$\$/stat > $W/dd$cpu.stat" > "$W/dd$cpu.raw" &
     pids="$pids $!"
     cpu=$((cpu + 1))
   done
@@ -108,14 +110,7 @@ run_dd() {
   for e in $EVENTS; do en="$en echo 1 > $I/events/$(echo "$e" | tr : /)/enable;"; done
   sh -c "echo \$\$ > $I/set_event_pid; $en exec sh $W/load.sh $1"
   echo 0 > "$I/tracing_on"
-  # A blocking read returns the last, partly filled sub-buffer once tracing is
-  # off; give the readers a moment for it, then end those still waiting.
-  sleep 1
-  cpu=0
-  while [ "$cpu" -lt "$NCPU" ]; do
-    kill "$(cat "$W/dd$cpu.pid")" 2> /dev/null || true
-    cpu=$((cpu + 1))
-  done
+  touch "$W/dd.stop"
   # shellcheck disable=SC2086
   wait $pids 2> /dev/null || true
   c=$(cat "$W"/dd*.stat | awk -v hz=100 '{ sub(/^.*\) /, ""); s += ($12 + $13 + $14 + $15) / hz } END { print s }')
@@ -142,7 +137,7 @@ run_dd() {
   # shellcheck disable=SC2046
   set -- $(counts "$W/dd.dat")
   echo "$1 $((dropped + (ovr > $2 ? ovr : $2) + left)) $c $c"
-  rm -f "$W"/dd*.raw "$W"/dd*.pid "$W"/dd*.stat "$W/dd.dat"
+  rm -f "$W"/dd*.raw "$W"/dd*.stat "$W/dd.dat" "$W/dd.stop"
 }
 
 # Headers (formats, header_page) for turning dd's raw files into a trace.dat.
