@@ -758,7 +758,7 @@ fn check_with(
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
                 let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-                let p = build_plan(&valid, workload);
+                let p = build_plan(&valid, workload, &[std::process::id()]);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -805,8 +805,16 @@ fn check_with(
                         i.effect, i.file, i.before, i.after
                     );
                 }
+                let function_tracer = valid
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.is_function_tracer());
+                println!("note: {}", valid.self_exclusion.describe(function_tracer));
                 if show_plan {
-                    println!("plan (pid 0 stands for the workload's pid):");
+                    println!(
+                        "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+                        std::process::id()
+                    );
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);
                     }

@@ -216,6 +216,31 @@ fn lines_of<'a>(report: &'a str, event: &str) -> Vec<&'a str> {
     report.lines().filter(|l| l.contains(&needle)).collect()
 }
 
+/// Events of run `name`'s trace (`report`) from the run's own threads
+/// (report.json `recorder.excluded_tids`, or a comm of ours), and all events.
+fn own_events(out: &Path, name: &str, report: &str) -> (usize, usize) {
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join(format!("{name}/run/report.json")))).unwrap();
+    let tids: Vec<i64> = json["recorder"]["excluded_tids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_i64()).collect())
+        .unwrap_or_default();
+    assert!(tids.len() >= 4, "{name}: {json:#}");
+    let lines: Vec<crate::common::ReportLine> = report
+        .lines()
+        .filter_map(crate::common::ReportLine::parse)
+        .collect();
+    let own = lines
+        .iter()
+        .filter(|l| {
+            tids.contains(&i64::from(l.pid()))
+                || l.comm() == "trace-recipe"
+                || l.comm().starts_with("record-cpu")
+        })
+        .count();
+    (own, lines.len())
+}
+
 /// The `hitcount:` of one hist table row.
 fn hitcount(row: &str) -> u64 {
     row.split("hitcount:")
@@ -291,6 +316,56 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
             .unwrap_or_else(|| panic!("{tag}: no depth in {r:?}"));
         assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {r:?}");
     }
+
+    // The run's own threads stay out of the trace: a whole-system trace of the
+    // idle guest holds under 1 % of events from them, and a function_graph of
+    // do_sys_openat2 no graph of their opens (with include_self it does, so the
+    // check can fail).
+    let (own, total) = own_events(out, "idle-self", &ran(out, "idle-self"));
+    assert!(total > 0, "{tag}: the idle trace is empty");
+    let share = 100.0 * own as f64 / total as f64;
+    eprintln!(
+        "FIGURE kernel lab {tag}: idle whole-system trace: {own} of {total} events ({share:.2} %) from the run itself"
+    );
+    assert!(
+        share < 1.0,
+        "{tag}: {own} of {total} events are the run's own"
+    );
+    let graph = |name: &str| {
+        let d = out.join(name);
+        assert_eq!(
+            read(&d.join("run.rc")).trim(),
+            "0",
+            "{tag}: {name}: {}",
+            read(&d.join("run.txt"))
+        );
+        let r = Command::new(bin())
+            .arg("report")
+            .arg(d.join("run/trace.dat"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{tag}: {name}: {}", text(&r.stderr));
+        let report = text(&r.stdout);
+        let tool: Vec<String> = lines_of(&report, "funcgraph_entry")
+            .into_iter()
+            .filter(|l| l.contains("func=do_sys_openat2 "))
+            .filter_map(crate::common::ReportLine::parse)
+            .filter(|l| l.comm() == "trace-recipe" || l.comm().starts_with("record-cpu"))
+            .map(|l| format!("{l:?}"))
+            .collect();
+        tool
+    };
+    let mine = graph("recipe-call-graph-depth");
+    assert!(
+        mine.is_empty(),
+        "{tag}: call graphs of the run's own opens:\n{}",
+        mine.join("\n")
+    );
+    let with_self = graph("recipe-call-graph-depth-self");
+    assert!(
+        !with_self.is_empty(),
+        "{tag}: include_self = true, yet no graph of the run's own opens"
+    );
 
     // kprobe with fetchargs and a string filter.
     let report = ran(out, "kprobe-fetch");

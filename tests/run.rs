@@ -279,7 +279,10 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
         "the recipe entry is named: {err}"
     );
     assert!(
-        err.contains("failed: echo \"prev_pid.function == 1\" > instances/trace-recipe-refused-"),
+        // The recipe's filter, and-ed with the one that keeps the run's own
+        // threads out of sched_switch.
+        err.contains("failed: echo \"(prev_pid.function == 1) && (prev_pid != ")
+            && err.contains("> instances/trace-recipe-refused-"),
         "{err}"
     );
     assert!(

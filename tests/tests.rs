@@ -3,6 +3,7 @@
 mod common;
 
 mod bundle;
+mod capture;
 mod check;
 mod compose;
 mod diff;

@@ -166,6 +166,12 @@ pub struct Scope {
     /// without rolling back (SIGKILL, OOM kill): `kill` (default) or `leave`.
     #[serde(default)]
     pub on_abort: OnAbort,
+    /// Trace the run's own threads too (its main thread, guard and readers).
+    /// By default they are kept out of the trace: `set_event_notrace_pid` (and
+    /// `set_ftrace_notrace_pid` for function tracers), or a `common_pid` filter on
+    /// kernels without those files.
+    #[serde(default)]
+    pub include_self: bool,
 }
 
 /// `[scope] on_abort`: the workload's fate when its run dies without rolling back.

@@ -196,7 +196,14 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "expect",
         ],
         Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
-        Some("scope") => vec!["pids", "comms", "follow_forks", "command", "on_abort"],
+        Some("scope") => vec![
+            "pids",
+            "comms",
+            "follow_forks",
+            "command",
+            "on_abort",
+            "include_self",
+        ],
         Some("tracer") => vec![
             "name",
             "functions",

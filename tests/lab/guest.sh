@@ -43,6 +43,17 @@ for r in lab/*.toml recipes/*.toml; do
       ;;
   esac
 done
+# The run's own threads stay out of the trace: recipes/call-graph-depth.toml
+# (function_graph of do_sys_openat2, no workload) must hold no graph of ours.
+o="$KLAB_OUT/recipe-call-graph-depth"
+./trace-recipe run recipes/call-graph-depth.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
+echo $? > "$o/run.rc"
+# The same with [scope] include_self = true: the run's own opens are graphed.
+o="$KLAB_OUT/recipe-call-graph-depth-self"
+mkdir -p "$o"
+awk '{ print } /^\[scope\]$/ { print "include_self = true" }' recipes/call-graph-depth.toml > /tmp/call-graph-self.toml
+./trace-recipe run /tmp/call-graph-self.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
+echo $? > "$o/run.rc"
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
 # each step (its guard undoes it); after each, the global tracefs files must be
