@@ -490,15 +490,17 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: {}",
         read(&out.join("fresh-run.txt"))
     );
+    // `FILE:LINE` lines (tests/lab/guest.sh tracefs_state), grouped by file.
     let state = |f: &str| -> std::collections::BTreeMap<String, String> {
-        read(&out.join(f))
-            .lines()
-            .filter_map(|l| {
-                l.split_once(": ")
-                    .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
-            })
-            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-            .collect()
+        let mut m = std::collections::BTreeMap::<String, String>::new();
+        for (k, v) in read(&out.join(f)).lines().filter_map(|l| l.split_once(':')) {
+            let e = m.entry(k.to_string()).or_default();
+            if !e.is_empty() {
+                e.push('\n');
+            }
+            e.push_str(v.trim());
+        }
+        m
     };
     let (before, after) = (state("fresh-before.txt"), state("fresh-after.txt"));
     let report: serde_json::Value =
