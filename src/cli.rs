@@ -65,6 +65,10 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// First print every effective key with the file:line that set it (the
+        /// recipe or a base it `extends`).
+        #[arg(long)]
+        explain: bool,
         /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
@@ -327,15 +331,32 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Guard { .. } | Command::Reset { .. }
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Check {
             recipe,
             sets,
             plan,
+            explain,
             format,
             facts,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format, facts.as_deref()),
+            Some(recipe) => {
+                if explain && format == CheckFormat::Text {
+                    print_explain(&recipe, &sets);
+                }
+                check(&recipe, &sets, plan, format, facts.as_deref())
+            }
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -343,10 +364,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                         format!("no recipe `{}` on the recipe path", recipe.display()),
                     )
                     .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source {
-                        path: recipe.clone(),
-                        text: String::new(),
-                    };
+                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
                     check_machine(&recipe, format, Err((&[d], &source)));
                 }
                 exit::INVALID
@@ -713,10 +731,7 @@ fn check_machine(
         match result {
             Ok(_) => (
                 &[],
-                crate::diagnostic::Source {
-                    path: recipe.to_path_buf(),
-                    text: String::new(),
-                },
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
             ),
             Err((d, s)) => (d, s.clone()),
         };
@@ -732,6 +747,20 @@ fn check_machine(
         }),
     };
     print!("{text}");
+}
+
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &std::path::Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins {
+        started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+    };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
 }
 
 /// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
@@ -817,7 +846,7 @@ fn check_with(
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
                 let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-                let p = build_plan(&valid, workload);
+                let p = build_plan(&valid, workload, &[std::process::id()]);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -864,8 +893,16 @@ fn check_with(
                         i.effect, i.file, i.before, i.after
                     );
                 }
+                let function_tracer = valid
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.is_function_tracer());
+                println!("note: {}", valid.self_exclusion.describe(function_tracer));
                 if show_plan {
-                    println!("plan (pid 0 stands for the workload's pid):");
+                    println!(
+                        "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+                        std::process::id()
+                    );
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);
                     }
@@ -886,10 +923,8 @@ fn check_with(
                 if format != CheckFormat::Text {
                     // The file has no text to point into: one problem without a place.
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source = crate::diagnostic::Source {
-                        path: recipe.to_path_buf(),
-                        text: String::new(),
-                    };
+                    let source =
+                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
                     check_machine(recipe, format, Err((&[d], &source)));
                 }
                 Ok(exit::INVALID)

@@ -3,7 +3,9 @@
 mod common;
 
 mod bundle;
+mod capture;
 mod check;
+mod compose;
 mod diff;
 mod docs;
 mod expect;
