@@ -155,6 +155,30 @@ enum Command {
         #[arg(long = "fail-if", value_name = "RULE")]
         fail_if: Vec<String>,
     },
+    /// Summarise one recipe's runs on many hosts: one row per host (events, lost
+    /// events, expectations, stop reason, largest changes against the fleet
+    /// median of each event's rate), totals, and the hosts that failed and why.
+    Fleet {
+        /// Bundles (HOST.tar.zst, or output folders), and host status files
+        /// (HOST.json: `{"host", "stage", "reason", "exit_code"}`) of hosts that
+        /// wrote none.
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// `text`, `json` (schema/fleet.schema.json) or `html` (one self-contained page).
+        #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+        format: DiffFormat,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Internal: write the man pages (trace-recipe.1, trace-recipe-SUBCOMMAND.1) into DIR.
+    #[command(name = "__man", hide = true)]
+    Man {
+        /// The folder to write into (created).
+        dir: PathBuf,
+    },
     /// Pack a run's output folder into one file, DIR.tar.zst: manifest.json (the
     /// run, the kernel, the sha256 of every member) and every artifact.
     Pack {
@@ -278,7 +302,7 @@ enum OutFormat {
     Json,
 }
 
-/// `--format` of `diff`.
+/// `--format` of `diff` and `fleet`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DiffFormat {
     Text,
@@ -466,6 +490,45 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                 exit::FAILED
             }
         },
+        Command::Fleet { inputs, format } => match crate::fleet::fleet(&inputs) {
+            Ok(f) => {
+                print!(
+                    "{}",
+                    match format {
+                        DiffFormat::Text => crate::fleet::render_text(&f),
+                        DiffFormat::Json => crate::format::to_json(&f),
+                        DiffFormat::Html => crate::fleet::render_html(&f),
+                    }
+                );
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "trace-recipe",
+                &mut std::io::stdout(),
+            );
+            exit::OK
+        }
+        Command::Man { dir } => match write_man_pages(&dir) {
+            Ok(n) => {
+                println!("wrote {n} man pages to {}", dir.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!(
+                    "trace-recipe: error: cannot write man pages to {}: {e}",
+                    dir.display()
+                );
+                exit::FAILED
+            }
+        },
         Command::Pack {
             dir,
             out,
@@ -595,6 +658,31 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             journal,
         } => crate::apply::guard::guard_main(&journal, run_pid, workload_pid),
     }
+}
+
+/// Writes `trace-recipe.1` and one `trace-recipe-SUBCOMMAND.1` per visible
+/// subcommand into `dir` (created); returns how many.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut n = 0;
+    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut buf)?;
+        std::fs::write(dir.join(format!("{name}.1")), buf)?;
+        n += 1;
+        Ok(())
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("trace-recipe-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("trace-recipe {}", sub.get_name()));
+        write(name, page)?;
+    }
+    write("trace-recipe".into(), cmd)?;
+    Ok(n)
 }
 
 fn with_tracefs(f: impl FnOnce(&Tracefs) -> Result<i32, String>) -> i32 {

@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
 
 const SCHEMAS: &[&str] = &[
-    "check", "status", "reset", "run", "list", "events", "facts", "diff",
+    "check", "status", "reset", "run", "list", "events", "facts", "diff", "fleet",
 ];
 
 #[test]

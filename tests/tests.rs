@@ -10,6 +10,7 @@ mod diff;
 mod docs;
 mod expect;
 mod facts;
+mod fleet;
 mod hostile;
 mod lab;
 mod probes;
