@@ -81,6 +81,8 @@ fn main() -> ExitCode {
         &probe_group(std::process::id()),
         &valid.recipe.scope.pids,
         &trace_recipe::workload::pids_with_comm(&valid.recipe.scope.comms),
+        // The run's own thread ids, kept out of the trace; this process stands in.
+        &[std::process::id()],
     );
     for (i, step) in p.steps.iter().enumerate() {
         println!("{:>3}. {step:#}", i + 1);

@@ -65,6 +65,10 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// First print every effective key with the file:line that set it (the
+        /// recipe or a base it `extends`).
+        #[arg(long)]
+        explain: bool,
         /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
@@ -150,6 +154,30 @@ enum Command {
         /// `p99(ANALYSIS:KEY) > +10%` (relative to A), `lost_events > 0` (repeatable).
         #[arg(long = "fail-if", value_name = "RULE")]
         fail_if: Vec<String>,
+    },
+    /// Summarise one recipe's runs on many hosts: one row per host (events, lost
+    /// events, expectations, stop reason, largest changes against the fleet
+    /// median of each event's rate), totals, and the hosts that failed and why.
+    Fleet {
+        /// Bundles (HOST.tar.zst, or output folders), and host status files
+        /// (HOST.json: `{"host", "stage", "reason", "exit_code"}`) of hosts that
+        /// wrote none.
+        #[arg(required = true, value_name = "INPUT")]
+        inputs: Vec<PathBuf>,
+        /// `text`, `json` (schema/fleet.schema.json) or `html` (one self-contained page).
+        #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+        format: DiffFormat,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Internal: write the man pages (trace-recipe.1, trace-recipe-SUBCOMMAND.1) into DIR.
+    #[command(name = "__man", hide = true)]
+    Man {
+        /// The folder to write into (created).
+        dir: PathBuf,
     },
     /// Pack a run's output folder into one file, DIR.tar.zst: manifest.json (the
     /// run, the kernel, the sha256 of every member) and every artifact.
@@ -274,7 +302,7 @@ enum OutFormat {
     Json,
 }
 
-/// `--format` of `diff`.
+/// `--format` of `diff` and `fleet`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DiffFormat {
     Text,
@@ -303,15 +331,32 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Guard { .. } | Command::Reset { .. }
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Check {
             recipe,
             sets,
             plan,
+            explain,
             format,
             facts,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format, facts.as_deref()),
+            Some(recipe) => {
+                if explain && format == CheckFormat::Text {
+                    print_explain(&recipe, &sets);
+                }
+                check(&recipe, &sets, plan, format, facts.as_deref())
+            }
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -319,10 +364,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                         format!("no recipe `{}` on the recipe path", recipe.display()),
                     )
                     .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source {
-                        path: recipe.clone(),
-                        text: String::new(),
-                    };
+                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
                     check_machine(&recipe, format, Err((&[d], &source)));
                 }
                 exit::INVALID
@@ -445,6 +487,45 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Err(e) => {
                 eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
+        Command::Fleet { inputs, format } => match crate::fleet::fleet(&inputs) {
+            Ok(f) => {
+                print!(
+                    "{}",
+                    match format {
+                        DiffFormat::Text => crate::fleet::render_text(&f),
+                        DiffFormat::Json => crate::format::to_json(&f),
+                        DiffFormat::Html => crate::fleet::render_html(&f),
+                    }
+                );
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            }
+        },
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "trace-recipe",
+                &mut std::io::stdout(),
+            );
+            exit::OK
+        }
+        Command::Man { dir } => match write_man_pages(&dir) {
+            Ok(n) => {
+                println!("wrote {n} man pages to {}", dir.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!(
+                    "trace-recipe: error: cannot write man pages to {}: {e}",
+                    dir.display()
+                );
                 exit::FAILED
             }
         },
@@ -579,6 +660,31 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     }
 }
 
+/// Writes `trace-recipe.1` and one `trace-recipe-SUBCOMMAND.1` per visible
+/// subcommand into `dir` (created); returns how many.
+fn write_man_pages(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut n = 0;
+    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut buf)?;
+        std::fs::write(dir.join(format!("{name}.1")), buf)?;
+        n += 1;
+        Ok(())
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("trace-recipe-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("trace-recipe {}", sub.get_name()));
+        write(name, page)?;
+    }
+    write("trace-recipe".into(), cmd)?;
+    Ok(n)
+}
+
 fn with_tracefs(f: impl FnOnce(&Tracefs) -> Result<i32, String>) -> i32 {
     let tracefs = match Tracefs::locate_or_mount() {
         Ok((t, note)) => {
@@ -625,10 +731,7 @@ fn check_machine(
         match result {
             Ok(_) => (
                 &[],
-                crate::diagnostic::Source {
-                    path: recipe.to_path_buf(),
-                    text: String::new(),
-                },
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
             ),
             Err((d, s)) => (d, s.clone()),
         };
@@ -644,6 +747,20 @@ fn check_machine(
         }),
     };
     print!("{text}");
+}
+
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &std::path::Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins {
+        started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+    };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
 }
 
 /// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
@@ -729,7 +846,7 @@ fn check_with(
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
                 let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-                let p = build_plan(&valid, workload);
+                let p = build_plan(&valid, workload, &[std::process::id()]);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -776,8 +893,16 @@ fn check_with(
                         i.effect, i.file, i.before, i.after
                     );
                 }
+                let function_tracer = valid
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.is_function_tracer());
+                println!("note: {}", valid.self_exclusion.describe(function_tracer));
                 if show_plan {
-                    println!("plan (pid 0 stands for the workload's pid):");
+                    println!(
+                        "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+                        std::process::id()
+                    );
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);
                     }
@@ -798,10 +923,8 @@ fn check_with(
                 if format != CheckFormat::Text {
                     // The file has no text to point into: one problem without a place.
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source = crate::diagnostic::Source {
-                        path: recipe.to_path_buf(),
-                        text: String::new(),
-                    };
+                    let source =
+                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
                     check_machine(recipe, format, Err((&[d], &source)));
                 }
                 Ok(exit::INVALID)

@@ -63,17 +63,28 @@ pub enum DiffError {
     },
 }
 
-/// One side of a diff: what was read, and from where.
+/// One run as `diff` and `fleet` read it: its report (counts from the
+/// trace.dat; recipe, duration, stop reason and expectations from the run's
+/// report.json), rendered recipe, kernel facts, and the bundle it came from.
 #[derive(Debug)]
-struct Side {
-    path: PathBuf,
-    report: JsonReport,
-    recipe: Option<toml::Table>,
-    facts: Option<serde_json::Value>,
-    _opened: Option<Opened>,
+pub(crate) struct Side {
+    pub(crate) path: PathBuf,
+    pub(crate) report: JsonReport,
+    pub(crate) recipe: Option<toml::Table>,
+    pub(crate) facts: Option<serde_json::Value>,
+    /// The checked bundle (its temporary folder lives as long as the side).
+    pub(crate) opened: Option<Opened>,
 }
 
-fn side(path: &Path) -> Result<Side, DiffError> {
+/// Events per second of recording of `count` events of `r` (`None` without a
+/// positive duration).
+pub(crate) fn rate(r: &JsonReport, count: u64) -> Option<f64> {
+    r.duration_s.filter(|d| *d > 0.0).map(|d| count as f64 / d)
+}
+
+/// Reads one run given as a bundle, an output folder or a trace.dat. Errors:
+/// the input cannot be opened or its trace.dat read.
+pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
     let (dat, opened) = resolve_input(path)?;
     let folder = dat.parent().map(Path::to_path_buf).unwrap_or_default();
     let is_folder = opened.is_some() || path.is_dir();
@@ -96,6 +107,7 @@ fn side(path: &Path) -> Result<Side, DiffError> {
         r.recipe = j["recipe"].as_str().map(str::to_string);
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
+        r.expectations = serde_json::from_value(j["expectations"].clone()).unwrap_or_default();
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)
@@ -124,7 +136,7 @@ fn side(path: &Path) -> Result<Side, DiffError> {
         report: r,
         recipe,
         facts,
-        _opened: opened,
+        opened,
     })
 }
 
@@ -234,7 +246,8 @@ pub struct RuleResult {
     pub b: Option<String>,
 }
 
-fn pct(a: f64, b: f64) -> Option<f64> {
+/// The relative change from `a` to `b` in percent (`None` when `a` is 0).
+pub(crate) fn pct(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
 }
 
@@ -330,8 +343,6 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
                 ra.events.get(*ev).copied().unwrap_or(0),
                 rb.events.get(*ev).copied().unwrap_or(0),
             );
-            let rate =
-                |r: &JsonReport, c: u64| r.duration_s.filter(|d| *d > 0.0).map(|d| c as f64 / d);
             let (rta, rtb) = (rate(ra, ca), rate(rb, cb));
             EventDelta {
                 event: (*ev).clone(),
@@ -572,7 +583,8 @@ pub fn render_text(d: &DiffReport) -> String {
     o
 }
 
-fn esc(s: &str) -> String {
+/// `s` escaped for HTML text and attribute values.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -289,6 +289,8 @@ pub enum SchemaOf {
     Events,
     /// `diff --format json` (schema/diff.schema.json).
     Diff,
+    /// `fleet --format json` (schema/fleet.schema.json).
+    Fleet,
     /// `facts` (schema/facts.schema.json): a kernel's ftrace facts.
     Facts,
 }
@@ -303,6 +305,7 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::List => schemars::schema_for!(crate::library::ListJson),
         SchemaOf::Events => schemars::schema_for!(crate::inventory::EventsJson),
         SchemaOf::Diff => schemars::schema_for!(crate::diff::DiffReport),
+        SchemaOf::Fleet => schemars::schema_for!(crate::fleet::FleetReport),
         SchemaOf::Facts => schemars::schema_for!(crate::kernel::KernelFacts),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()

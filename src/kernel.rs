@@ -290,17 +290,6 @@ pub fn instance_rule(
     }
 }
 
-/// Names of the entries of directory `dir` (empty when unreadable).
-fn list_dir(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl KernelFacts {
     /// Reads every fact from a live tracefs, read-only (root sees everything;
     /// others see what tracefs lets them read): what `trace-recipe facts`
@@ -323,13 +312,14 @@ impl KernelFacts {
             .collect();
         let clock_text = tracefs.read("trace_clock")?;
         let tracers = words(&tracefs.read("available_tracers")?);
-        let mut cpus: Vec<u32> = list_dir(&tracefs.path("per_cpu"))
+        let mut cpus: Vec<u32> = tracefs
+            .list("per_cpu")
             .iter()
             .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
             .collect();
         cpus.sort_unstable();
-        let options = list_dir(&tracefs.path("options"));
-        let files = list_dir(&tracefs.path(""));
+        let options: BTreeSet<String> = tracefs.list("options").into_iter().collect();
+        let files: BTreeSet<String> = tracefs.list("").into_iter().collect();
         let mem_total_kb = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| {

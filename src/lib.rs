@@ -25,6 +25,7 @@ pub mod diagnostic;
 pub mod diff;
 pub mod elf;
 pub mod expr;
+pub mod fleet;
 pub mod format;
 pub mod host;
 pub mod inventory;

@@ -32,7 +32,7 @@ use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, OnAbort, load};
-use crate::record::{CpuCapture, RecordError, Recorder};
+use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
@@ -224,10 +224,11 @@ pub fn incomplete_message(r: &RollbackReport) -> String {
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
-    let place = e.step.span.as_ref().map(|s| {
-        let (l, c) = source.line_col(s.start);
-        format!("{}:{l}:{c}: ", source.path.display())
-    });
+    let place = e
+        .step
+        .span
+        .as_ref()
+        .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
     if e.rollback.complete() {
         msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
@@ -389,7 +390,9 @@ pub fn load_and_validate_with(
 /// The plan of a run of `valid` by this process, the one function `run` and
 /// `check --plan` share. `workload` is the workload's pid, scoped by
 /// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
-pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>) -> Plan {
+/// `own` are the run's own thread ids, kept out of the trace unless
+/// `[scope] include_self` (`check` passes its own pid for them).
+pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>, own: &[u32]) -> Plan {
     let recipe = &valid.recipe;
     let mut pids = recipe.scope.pids.clone();
     pids.extend(workload);
@@ -399,7 +402,13 @@ pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>) -> Plan {
         &probe_group(std::process::id()),
         &pids,
         &crate::workload::pids_with_comm(&recipe.scope.comms),
+        own,
     )
+}
+
+/// The id of the calling thread (`gettid(2)`).
+fn gettid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
 /// Phase 1: everything known before tracefs is touched. The recipe is valid,
@@ -421,6 +430,14 @@ struct Prepared {
     /// /proc/kallsyms, read in the background meanwhile (it takes the kernel
     /// about 0.1 s to list).
     kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// The per-CPU reader threads, idle until [`Armed::record`] starts them.
+    readers: Option<Readers>,
+    /// The guard, started before the plan is built so that its pid is in it;
+    /// told the run is over by [`Armed::teardown`] (or when arming fails).
+    guard: Option<Guard>,
+    /// The run's own thread ids (this thread, the guard, the readers, the
+    /// kallsyms reader): excluded from the trace unless `[scope] include_self`.
+    own_tids: Vec<u32>,
 }
 
 /// Phase 2: the plan is applied. Owns everything that must be undone or ended:
@@ -429,7 +446,6 @@ struct Prepared {
 struct Armed {
     p: Prepared,
     tx: Transaction,
-    guard: Guard,
     workload_record: Option<PathBuf>,
     _top_level_lock: Option<std::fs::File>,
     recorder: Option<Recorder>,
@@ -504,17 +520,17 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
-    out.write_new("recipe.toml", source.text.as_bytes())?;
+    // The recipe as rendered, and as written with every file it extends, for the
+    // bundle's manifest and for `rerun`.
+    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+        out.write_new(&name, &bytes)?;
+    }
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
     out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
-    // The recipe as written, for the bundle's manifest and for `rerun`.
-    if let Ok(raw) = std::fs::read(&opts.recipe) {
-        out.write_new("recipe.source.toml", &raw)?;
-    }
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
-    let workload = match command.is_empty() {
+    let mut workload = match command.is_empty() {
         true => None,
         false => Some(
             Workload::spawn_held(&command).map_err(|e| RunError::Workload {
@@ -523,11 +539,48 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             })?,
         ),
     };
-    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid));
+    // Every thread and process of the run exists before the plan is built, so
+    // that the plan can keep them all out of the trace (the kernel's pid lists
+    // name threads): the per-CPU readers wait idle, the guard waits on its pipe.
+    let end_workload = |w: &mut Option<Workload>| {
+        if let Some(w) = w.as_mut() {
+            let _ = w.terminate(Duration::from_secs(1));
+        }
+    };
+    let readers = match Readers::spawn(&facts.cpus) {
+        Ok(r) => r,
+        Err(e) => {
+            end_workload(&mut workload);
+            return Err(e.into());
+        }
+    };
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let kallsyms = std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(|| crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default())
+        .spawn(move || {
+            let _ = tid_tx.send(gettid());
+            crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default()
+        })
         .ok();
+    // The guard ends the workload's group if the run dies without rolling back.
+    let orphan = workload
+        .as_ref()
+        .filter(|_| valid.recipe.scope.on_abort == OnAbort::Kill)
+        .map(Workload::pid);
+    let guard = match Guard::spawn(
+        &path_for(Path::new(JOURNAL_DIR), std::process::id()),
+        orphan,
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            end_workload(&mut workload);
+            return Err(RunError::Guard(e));
+        }
+    };
+    let mut own_tids = vec![gettid(), guard.pid()];
+    own_tids.extend(readers.tids());
+    own_tids.extend(tid_rx.recv().ok());
+    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid), &own_tids);
     Ok(Prepared {
         signals,
         tracefs,
@@ -540,14 +593,21 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         workload,
         bundle,
         kallsyms,
+        readers: Some(readers),
+        guard: Some(guard),
+        own_tids,
     })
 }
 
 impl Prepared {
-    /// Ends the held workload of a run that stops before anything was applied.
+    /// Ends the held workload of a run that stops before anything was applied,
+    /// and tells the guard the run is over.
     fn end_workload(&mut self) {
         if let Some(w) = self.workload.as_mut() {
             let _ = w.terminate(Duration::from_secs(1));
+        }
+        if let Some(g) = self.guard.take() {
+            let _ = g.done();
         }
     }
 
@@ -590,26 +650,14 @@ impl Prepared {
             }
             None => None,
         };
-        // The guard starts before anything is written: whenever the run dies
-        // after this point, someone is watching for the journal.
-        let orphan = self
-            .workload
-            .as_ref()
-            .filter(|_| self.valid.recipe.scope.on_abort == OnAbort::Kill)
-            .map(Workload::pid);
-        let abort = |p: &mut Prepared, guard: Option<Guard>, e: RunError| {
+        // The guard started before anything is written (in `prepare`): whenever
+        // the run dies after this point, someone is watching for the journal.
+        let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
-            if let Some(g) = guard {
-                let _ = g.done();
-            }
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
             e
-        };
-        let guard = match Guard::spawn(&path_for(journal_dir, me), orphan) {
-            Ok(g) => g,
-            Err(e) => return Err(abort(&mut self, None, RunError::Guard(e))),
         };
         let header = Header {
             format: "trace-recipe-journal".into(),
@@ -621,7 +669,7 @@ impl Prepared {
         };
         let journal = match Journal::create(journal_dir, &header) {
             Ok(j) => j,
-            Err(e) => return Err(abort(&mut self, Some(guard), e.into())),
+            Err(e) => return Err(abort(&mut self, e.into())),
         };
         let declared = crate::plan::irreversible(&self.plan, &self.facts.top_buffer);
         if !declared.is_empty() {
@@ -633,11 +681,7 @@ impl Prepared {
             Ok(tx) => tx,
             Err(error) => {
                 let text = self.source.clone();
-                return Err(abort(
-                    &mut self,
-                    Some(guard),
-                    RunError::Apply { error, text },
-                ));
+                return Err(abort(&mut self, RunError::Apply { error, text }));
             }
         };
         on_event(RunEvent::Applied {
@@ -647,7 +691,6 @@ impl Prepared {
         Ok(Armed {
             p: self,
             tx,
-            guard,
             workload_record,
             _top_level_lock: top_level_lock,
             recorder: None,
@@ -668,13 +711,13 @@ impl Armed {
         let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
         let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
-        let recorder = self.recorder.insert(Recorder::start(
-            tracefs,
-            inst,
-            &self.p.facts.cpus,
-            subbuf,
-            &raw_dir,
-        )?);
+        let readers = self.p.readers.take().ok_or_else(|| RecordError::Read {
+            cpu: 0,
+            source: std::io::Error::other("the readers were started already"),
+        })?;
+        let recorder = self
+            .recorder
+            .insert(readers.start(tracefs, inst, subbuf, &raw_dir)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: tracefs.path(&format!("{inst}/tracing_on")),
             value: "1".into(),
@@ -808,7 +851,9 @@ impl Armed {
         }
         // A guard that cannot be told is ended by its pipe closing when it drops:
         // it then finds no journal, or the kept one, which `reset` also handles.
-        let _ = self.guard.done();
+        if let Some(g) = self.p.guard.take() {
+            let _ = g.done();
+        }
         if rollback.complete() {
             on_event(RunEvent::RolledBack);
         } else {
@@ -896,6 +941,10 @@ fn write_output(
     let recorder_info = RecorderInfo {
         bytes: captures.iter().map(|c| c.bytes).sum(),
         cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
+        excluded_tids: match p.valid.self_exclusion {
+            crate::validate::SelfExclusion::Off => Vec::new(),
+            _ => p.own_tids.clone(),
+        },
     };
     let info = RunInfo {
         recipe: recipe.name.clone(),

@@ -19,19 +19,6 @@ use crate::tracefs::{
     FILE_RULES, INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode, restore_value,
 };
 
-fn list_dir(tracefs: &Tracefs, rel: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(tracefs.path(rel))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// An instance of ours and whether its run is still alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OurInstance {
@@ -134,8 +121,8 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             ));
         }
     }
-    for sys in list_dir(tracefs, "events") {
-        for ev in list_dir(tracefs, &format!("events/{sys}")) {
+    for sys in tracefs.list("events") {
+        for ev in tracefs.list(&format!("events/{sys}")) {
             let base = format!("events/{sys}/{ev}");
             if let Ok(f) = tracefs.read(&format!("{base}/filter"))
                 && f.trim() != "none"
@@ -346,7 +333,8 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     out.push(Ok(format!(
         "disabled every event; cleared {cleared} event filters and triggers"
     )));
-    let max_cpu = list_dir(tracefs, "per_cpu")
+    let max_cpu = tracefs
+        .list("per_cpu")
         .iter()
         .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
         .max();
@@ -394,8 +382,8 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
 /// returns how many were set.
 fn clear_event_settings(tracefs: &Tracefs, prefix: &str) -> usize {
     let mut n = 0;
-    for sys in list_dir(tracefs, &format!("{prefix}events")) {
-        for ev in list_dir(tracefs, &format!("{prefix}events/{sys}")) {
+    for sys in tracefs.list(&format!("{prefix}events")) {
+        for ev in tracefs.list(&format!("{prefix}events/{sys}")) {
             let base = format!("{prefix}events/{sys}/{ev}");
             if tracefs
                 .read(&format!("{base}/filter"))

@@ -152,6 +152,48 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// The records of event `event` in the trace.dat of lab recipe `name`, each as
+/// its decoded fields (`pid` too; numbers as decimal text, strings as text, and
+/// for `ip`/`func` fields also `ip_sym`/`func_sym`, the kallsyms name), read
+/// with our own reader's field decoder, independent of how a line is printed.
+fn records_of(
+    out: &Path,
+    name: &str,
+    event: &str,
+) -> Vec<std::collections::BTreeMap<String, String>> {
+    use tracedat::{FieldValue, Record, TraceFile};
+    let file = TraceFile::open(&out.join(name).join("run/trace.dat")).unwrap();
+    let mut v = Vec::new();
+    for rec in file.records() {
+        let Ok(Record::Event(e)) = rec else { continue };
+        if e.format.name != event {
+            continue;
+        }
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("pid".to_string(), e.pid().to_string());
+        for (k, val) in e.fields() {
+            let text = match val {
+                FieldValue::Int(i) => i.to_string(),
+                FieldValue::UInt(u) => {
+                    if matches!(k, "ip" | "func")
+                        && let Some((sym, _)) = file.symbol(u)
+                    {
+                        m.insert(format!("{k}_sym"), sym.to_string());
+                    }
+                    u.to_string()
+                }
+                FieldValue::Str(s) | FieldValue::Bytes(s) => {
+                    String::from_utf8_lossy(s).into_owned()
+                }
+                FieldValue::Array(_) => continue,
+            };
+            m.insert(k.to_string(), text);
+        }
+        v.push(m);
+    }
+    v
+}
+
 /// The recipe `name` checked and ran cleanly; returns the report text of its trace.dat.
 fn ran(out: &Path, name: &str) -> String {
     let d = out.join(name);
@@ -189,10 +231,29 @@ fn lines_of<'a>(report: &'a str, event: &str) -> Vec<&'a str> {
     report.lines().filter(|l| l.contains(&needle)).collect()
 }
 
-/// What a report line prints after `EVENT:`, trimmed.
-fn body<'a>(line: &'a str, event: &str) -> &'a str {
-    line.split_once(&format!(" {event}: "))
-        .map_or("", |(_, b)| b.trim())
+/// Events of run `name`'s trace (`report`) from the run's own threads
+/// (report.json `recorder.excluded_tids`, or a comm of ours), and all events.
+fn own_events(out: &Path, name: &str, report: &str) -> (usize, usize) {
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join(format!("{name}/run/report.json")))).unwrap();
+    let tids: Vec<i64> = json["recorder"]["excluded_tids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_i64()).collect())
+        .unwrap_or_default();
+    assert!(tids.len() >= 4, "{name}: {json:#}");
+    let lines: Vec<crate::common::ReportLine> = report
+        .lines()
+        .filter_map(crate::common::ReportLine::parse)
+        .collect();
+    let own = lines
+        .iter()
+        .filter(|l| {
+            tids.contains(&i64::from(l.pid()))
+                || l.comm() == "trace-recipe"
+                || l.comm().starts_with("record-cpu")
+        })
+        .count();
+    (own, lines.len())
 }
 
 /// The `hitcount:` of one hist table row.
@@ -214,16 +275,18 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     let report = ran(out, "function-filter");
     let calls = lines_of(&report, "function");
     assert!(!calls.is_empty(), "{tag}: no function events:\n{report}");
-    // Printed as trace-cmd's function plugin does: `function: SYMBOL`.
-    for l in &calls {
-        let symbol = body(l, "function");
+    let traced = records_of(out, "function-filter", "function");
+    for r in &traced {
+        let f = r.get("ip_sym").map_or("", String::as_str);
         assert!(
-            symbol == "vfs_read" || symbol.starts_with("vfs_writ"),
-            "{tag}: unfiltered: {l}"
+            f == "vfs_read" || f.starts_with("vfs_writ"),
+            "{tag}: unfiltered: {r:?}"
         );
     }
     assert!(
-        calls.iter().any(|l| l.contains("vfs_read")),
+        traced
+            .iter()
+            .any(|r| r.get("ip_sym").is_some_and(|f| f == "vfs_read")),
         "{tag}: {report}"
     );
     let json: serde_json::Value =
@@ -251,37 +314,89 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: {check}"
     );
     let report = ran(out, "function-graph");
-    let entries = lines_of(&report, "funcgraph_entry");
+    let entries = records_of(out, "function-graph", "funcgraph_entry");
     assert!(
         entries
             .iter()
-            .any(|l| body(l, "funcgraph_entry").starts_with("--> do_sys_openat2 (")),
+            .any(|r| r.get("func_sym").is_some_and(|f| f == "do_sys_openat2")),
         "{tag}: no graph of do_sys_openat2:\n{report}"
     );
-    // The kernel's print fmt: `--> FUNC (DEPTH)`, `<-- FUNC (DEPTH) (start: ...`.
-    for l in entries.iter().chain(&lines_of(&report, "funcgraph_exit")) {
-        let depth: u32 = l
-            .split_whitespace()
-            .skip_while(|w| !w.starts_with("funcgraph_"))
-            .nth(3)
-            .and_then(|d| d.strip_prefix('(')?.strip_suffix(')')?.parse().ok())
-            .unwrap_or_else(|| panic!("{tag}: no depth in {l}"));
-        assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {l}");
+    for r in entries
+        .iter()
+        .chain(&records_of(out, "function-graph", "funcgraph_exit"))
+    {
+        let depth: u32 = r
+            .get("depth")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("{tag}: no depth in {r:?}"));
+        assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {r:?}");
     }
+
+    // The run's own threads stay out of the trace: a whole-system trace of the
+    // idle guest holds under 1 % of events from them, and a function_graph of
+    // do_sys_openat2 no graph of their opens (with include_self it does, so the
+    // check can fail).
+    let (own, total) = own_events(out, "idle-self", &ran(out, "idle-self"));
+    assert!(total > 0, "{tag}: the idle trace is empty");
+    let share = 100.0 * own as f64 / total as f64;
+    eprintln!(
+        "FIGURE kernel lab {tag}: idle whole-system trace: {own} of {total} events ({share:.2} %) from the run itself"
+    );
+    assert!(
+        share < 1.0,
+        "{tag}: {own} of {total} events are the run's own"
+    );
+    let graph = |name: &str| {
+        let d = out.join(name);
+        assert_eq!(
+            read(&d.join("run.rc")).trim(),
+            "0",
+            "{tag}: {name}: {}",
+            read(&d.join("run.txt"))
+        );
+        let r = Command::new(bin())
+            .arg("report")
+            .arg(d.join("run/trace.dat"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{tag}: {name}: {}", text(&r.stderr));
+        let report = text(&r.stdout);
+        let tool: Vec<String> = lines_of(&report, "funcgraph_entry")
+            .into_iter()
+            .filter(|l| l.contains("func=do_sys_openat2 "))
+            .filter_map(crate::common::ReportLine::parse)
+            .filter(|l| l.comm() == "trace-recipe" || l.comm().starts_with("record-cpu"))
+            .map(|l| format!("{l:?}"))
+            .collect();
+        tool
+    };
+    let mine = graph("recipe-call-graph-depth");
+    assert!(
+        mine.is_empty(),
+        "{tag}: call graphs of the run's own opens:\n{}",
+        mine.join("\n")
+    );
+    let with_self = graph("recipe-call-graph-depth-self");
+    assert!(
+        !with_self.is_empty(),
+        "{tag}: include_self = true, yet no graph of the run's own opens"
+    );
 
     // kprobe with fetchargs and a string filter.
     let report = ran(out, "kprobe-fetch");
-    let opens = lines_of(&report, "open_entry");
+    let opens = records_of(out, "kprobe-fetch", "open_entry");
     assert!(!opens.is_empty(), "{tag}: {report}");
-    for l in &opens {
+    for r in &opens {
         assert!(
-            l.contains("path=\"/payload/lab/marker.txt\"") && l.contains("dfd=-100"),
-            "{tag}: {l}"
+            r.get("path")
+                .is_some_and(|p| p == "/payload/lab/marker.txt")
+                && r.get("dfd").is_some_and(|d| d == "-100"),
+            "{tag}: {r:?}"
         );
     }
 
     assert!(
-        report.contains(" kernel_stack: ") && report.contains("=> "),
+        !records_of(out, "kprobe-fetch", "kernel_stack").is_empty() && report.contains("=> "),
         "{tag}: `stacktrace = true` records a kernel stack with each hit:\n{report}"
     );
 
@@ -302,10 +417,10 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         hitcount(row) >= 1,
         "{tag}: the row for ret -2 counts no hit: {row}"
     );
-    for l in &rets {
+    for r in &records_of(out, "kretprobe-filter", "open_ret") {
         assert!(
-            l.contains("ret=-2"),
-            "{tag}: the filter keeps ret < 0 only: {l}"
+            r.get("ret").is_some_and(|v| v == "-2"),
+            "{tag}: the filter keeps ret < 0 only: {r:?}"
         );
     }
 
@@ -390,15 +505,17 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: {}",
         read(&out.join("fresh-run.txt"))
     );
+    // `FILE:LINE` lines (tests/lab/guest.sh tracefs_state), grouped by file.
     let state = |f: &str| -> std::collections::BTreeMap<String, String> {
-        read(&out.join(f))
-            .lines()
-            .filter_map(|l| {
-                l.split_once(": ")
-                    .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
-            })
-            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-            .collect()
+        let mut m = std::collections::BTreeMap::<String, String>::new();
+        for (k, v) in read(&out.join(f)).lines().filter_map(|l| l.split_once(':')) {
+            let e = m.entry(k.to_string()).or_default();
+            if !e.is_empty() {
+                e.push('\n');
+            }
+            e.push_str(v.trim());
+        }
+        m
     };
     let (before, after) = (state("fresh-before.txt"), state("fresh-after.txt"));
     let report: serde_json::Value =
@@ -407,8 +524,8 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let files: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    let changed: Vec<String> = files
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let changed: Vec<String> = keys
         .into_iter()
         .filter(|k| before.get(*k) != after.get(*k))
         .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))

@@ -6,7 +6,9 @@ use std::process::Command;
 
 use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
 
-const SCHEMAS: &[&str] = &["check", "status", "reset", "run", "list", "events", "diff"];
+const SCHEMAS: &[&str] = &[
+    "check", "status", "reset", "run", "list", "events", "facts", "diff", "fleet",
+];
 
 #[test]
 fn checked_in_output_schemas_are_what_schema_of_prints() {

@@ -306,7 +306,7 @@ fn on_abort_leave_keeps_the_workload_running_and_status_names_it() {
 
 #[test]
 fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_ends() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufRead, Read};
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
@@ -321,16 +321,7 @@ fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_end
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("recording until") {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&line);
-    }
-    assert!(seen.contains("recording until"), "{seen}");
+    let (mut stderr, mut seen) = crate::common::until_recording(&mut child);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     while !seen.contains("stopped: signal SIGINT") {

@@ -3,11 +3,14 @@
 mod common;
 
 mod bundle;
+mod capture;
 mod check;
+mod compose;
 mod diff;
 mod docs;
 mod expect;
 mod facts;
+mod fleet;
 mod hostile;
 mod lab;
 mod probes;

@@ -71,6 +71,64 @@ pub struct ValidRecipe {
     pub template: Option<crate::report::Template>,
     /// `[[expect]]`, parsed, checked after the run.
     pub expectations: Vec<ValidExpect>,
+    /// How the run keeps its own threads out of the trace on this kernel.
+    pub self_exclusion: SelfExclusion,
+}
+
+/// How a run keeps its own threads (its main thread, the guard, the per-CPU
+/// readers, the kallsyms reader) out of the trace: decided from the recipe's
+/// `[scope] include_self` and what this kernel offers. The thread ids are only
+/// known at run time; [`crate::plan::plan`] writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelfExclusion {
+    /// `[scope] include_self = true`: the run's own activity is traced like any other.
+    #[default]
+    Off,
+    /// The instance's `set_event_notrace_pid` (Linux 5.8+), and for function
+    /// tracers `set_ftrace_notrace_pid` when `ftrace` (the kernel has it).
+    NotracePid {
+        /// Whether `set_ftrace_notrace_pid` exists.
+        ftrace: bool,
+    },
+    /// No `set_event_notrace_pid`: a `common_pid != TID` filter is and-ed to
+    /// every event's filter; function tracers cannot exclude a pid there.
+    CommonPidFilter,
+}
+
+impl SelfExclusion {
+    /// What this means for the run, in one sentence (for `check`), given
+    /// whether its tracer is a function tracer.
+    pub fn describe(self, function_tracer: bool) -> String {
+        const WHO: &str =
+            "the run's own threads (main thread, guard, per-CPU readers, kallsyms reader)";
+        match self {
+            SelfExclusion::Off => {
+                format!("[scope] include_self = true: {WHO} are traced like any other task")
+            }
+            SelfExclusion::NotracePid { ftrace } => {
+                let funcs = match (function_tracer, ftrace) {
+                    (false, _) => "",
+                    (true, true) => " and set_ftrace_notrace_pid",
+                    (true, false) => {
+                        "; this kernel has no set_ftrace_notrace_pid, so the function tracer still traces them"
+                    }
+                };
+                format!(
+                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on their pid fields"
+                )
+            }
+            SelfExclusion::CommonPidFilter => {
+                let funcs = if function_tracer {
+                    "; the function tracer still traces them (no set_ftrace_notrace_pid either)"
+                } else {
+                    ""
+                };
+                format!(
+                    "{WHO} are kept out of the trace with a `common_pid` filter on every event (this kernel has no set_event_notrace_pid, Linux 5.8+){funcs}"
+                )
+            }
+        }
+    }
 }
 
 /// One concrete event to enable.
@@ -406,6 +464,13 @@ pub fn validate(
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
         template,
         expectations,
+        self_exclusion: match r.scope.include_self {
+            true => SelfExclusion::Off,
+            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
+                ftrace: facts.has_file("set_ftrace_notrace_pid"),
+            },
+            false => SelfExclusion::CommonPidFilter,
+        },
     })
 }
 

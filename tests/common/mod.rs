@@ -317,3 +317,23 @@ pub fn run_recipe(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
     }
     trace_recipe(&args)
 }
+
+/// Reads `child`'s piped stderr until a line says it is recording (`recording
+/// until`); returns the reader (to read the rest later) and what was read.
+/// Panics when stderr ends first.
+pub fn until_recording(
+    child: &mut std::process::Child,
+) -> (std::io::BufReader<std::process::ChildStderr>, String) {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut seen = String::new();
+    while !seen.contains("recording until") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("recording until"), "{seen}");
+    (stderr, seen)
+}

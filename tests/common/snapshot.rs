@@ -65,11 +65,11 @@ impl Snapshot {
             for f in BUFFER_FILES {
                 read(format!("{dir}{f}"));
             }
-            for opt in list_dir(tracefs, &format!("{dir}options")) {
+            for opt in tracefs.list(&format!("{dir}options")) {
                 read(format!("{dir}options/{opt}"));
             }
-            for sys in list_dir(tracefs, &format!("{dir}events")) {
-                for ev in list_dir(tracefs, &format!("{dir}events/{sys}")) {
+            for sys in tracefs.list(&format!("{dir}events")) {
+                for ev in tracefs.list(&format!("{dir}events/{sys}")) {
                     for f in ["enable", "filter", "trigger"] {
                         read(format!("{dir}events/{sys}/{ev}/{f}"));
                     }
@@ -104,17 +104,4 @@ impl Snapshot {
         }
         out
     }
-}
-
-fn list_dir(tracefs: &Tracefs, rel: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(tracefs.path(rel))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
