@@ -21,6 +21,7 @@ pub mod analysis;
 pub mod apply;
 pub mod bundle;
 pub mod cli;
+pub mod collect;
 pub mod diagnostic;
 pub mod diff;
 pub mod elf;

@@ -4,6 +4,7 @@ mod common;
 
 mod bundle;
 mod check;
+mod collect;
 mod compose;
 mod diff;
 mod docs;
