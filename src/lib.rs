@@ -25,6 +25,7 @@ pub mod collect;
 pub mod diagnostic;
 pub mod diff;
 pub mod elf;
+pub mod export;
 pub mod expr;
 pub mod format;
 pub mod host;

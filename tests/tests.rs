@@ -9,6 +9,7 @@ mod compose;
 mod diff;
 mod docs;
 mod expect;
+mod export;
 mod facts;
 mod hostile;
 mod lab;
