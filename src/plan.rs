@@ -79,6 +79,53 @@ pub struct Plan {
     pub steps: Vec<Step>,
 }
 
+/// A kernel effect of applying a plan that no undo can reverse (schema in
+/// report.json's `irreversible`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct Irreversible {
+    /// What happens, one sentence.
+    pub effect: String,
+    /// The tracefs file that shows it.
+    pub file: String,
+    /// How the file reads before.
+    pub before: String,
+    /// How it reads after.
+    pub after: String,
+    /// Whether it was declared before the run (`check --plan`, the run's first
+    /// lines); `false`: only observed afterwards.
+    pub declared: bool,
+}
+
+/// The irreversible effects `plan` will have on a kernel whose top-level ring
+/// buffer is `top`: a run at the top level (a tracer instances lack) allocates
+/// a top-level ring buffer still unallocated since boot, which user space can
+/// never shrink back (kernel/trace/trace.c, `ring_buffer_expanded`).
+pub fn irreversible(plan: &Plan, top: &crate::kernel::TopBuffer) -> Vec<Irreversible> {
+    match (plan.instance.is_empty(), top.expanded_size_kb) {
+        (true, Some(kb)) => vec![top_buffer_allocated(top, kb, true)],
+        _ => Vec::new(),
+    }
+}
+
+/// The effect "top-level ring buffer allocated", from `top` to `kb` KiB per CPU.
+pub fn top_buffer_allocated(
+    top: &crate::kernel::TopBuffer,
+    kb: u64,
+    declared: bool,
+) -> Irreversible {
+    Irreversible {
+        effect: format!(
+            "allocates the top-level ring buffer, unallocated since boot: {kb} KiB per CPU that user space cannot free again"
+        ),
+        file: "buffer_size_kb".into(),
+        before: format!("{} (expanded: {kb})", top.size_kb),
+        after: format!("{kb} (rounded up to whole pages)"),
+        declared,
+    }
+}
+
 /// Prefix of every probe group a run defines: `trace_recipe_PID`.
 pub const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
 /// Lock file (flock, exclusive) held by a run while it holds top-level state.

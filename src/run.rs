@@ -62,6 +62,9 @@ pub struct RunOptions {
 pub enum RunEvent {
     /// tracefs was mounted by us.
     Mounted(String),
+    /// The plan has kernel effects no undo reverses: each one sentence,
+    /// said before anything is applied.
+    Irreversible(Vec<String>),
     /// Every step was applied to the instance.
     Applied {
         /// Instance directory.
@@ -121,6 +124,9 @@ pub enum RunError {
     /// The recipe could not be read.
     #[error(transparent)]
     Load(LoadError),
+    /// The fact file given to `check --facts` cannot be used.
+    #[error(transparent)]
+    Facts(#[from] crate::kernel::FactsError),
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
@@ -218,10 +224,11 @@ pub fn incomplete_message(r: &RollbackReport) -> String {
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
-    let place = e.step.span.as_ref().map(|s| {
-        let (l, c) = source.line_col(s.start);
-        format!("{}:{l}:{c}: ", source.path.display())
-    });
+    let place = e
+        .step
+        .span
+        .as_ref()
+        .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
     if e.rollback.complete() {
         msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
@@ -314,20 +321,29 @@ impl Drop for Signals {
     }
 }
 
-/// Validates a recipe against the live kernel: the shared first half of `check` and `run`.
+/// Where validation's [`KernelFacts`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum FactsFrom<'a> {
+    /// Read from this live tracefs (read-only).
+    Live(&'a Tracefs),
+    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
+    File(&'a Path),
+}
+
+/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
 pub fn load_and_validate(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(tracefs, path, sets, started, &Default::default())
+    load_and_validate_with(from, path, sets, started, &Default::default())
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
 /// before validation; problems of an overridden key name its flag.
 pub fn load_and_validate_with(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
@@ -351,8 +367,14 @@ pub fn load_and_validate_with(
         other => RunError::Load(other),
     })?;
     let flag_problems = overrides.apply(&mut loaded);
-    let facts = KernelFacts::read(tracefs)?;
-    match validate(&loaded, &facts) {
+    let facts = match from {
+        FactsFrom::Live(tracefs) => {
+            KernelFacts::read_scoped(tracefs, &crate::kernel::Scope::for_recipe(&loaded.recipe))?
+        }
+        FactsFrom::File(file) => KernelFacts::load(file)?,
+    };
+    let host = crate::host::HostFacts::gather(&loaded);
+    match validate(&loaded, &facts, &host) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(RunError::Invalid {
             text: loaded.source,
@@ -443,6 +465,8 @@ struct Stopped {
 struct RolledBack {
     p: Prepared,
     rollback: RollbackReport,
+    /// The irreversible effects declared, and any observed that were not.
+    irreversible: Vec<crate::plan::Irreversible>,
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
@@ -464,7 +488,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
     let (valid, source, facts) = load_and_validate_with(
-        &tracefs,
+        FactsFrom::Live(&tracefs),
         &opts.recipe,
         &opts.sets,
         &started,
@@ -496,11 +520,14 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
-    out.write_new("recipe.toml", source.text.as_bytes())?;
-    // The recipe as written, for the bundle's manifest and for `rerun`.
-    if let Ok(raw) = std::fs::read(&opts.recipe) {
-        out.write_new("recipe.source.toml", &raw)?;
+    // The recipe as rendered, and as written with every file it extends, for the
+    // bundle's manifest and for `rerun`.
+    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+        out.write_new(&name, &bytes)?;
     }
+    // The kernel's facts this recipe was validated against, for `check --facts`
+    // on another host and for `diff`.
+    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
     let mut workload = match command.is_empty() {
@@ -644,6 +671,12 @@ impl Prepared {
             Ok(j) => j,
             Err(e) => return Err(abort(&mut self, e.into())),
         };
+        let declared = crate::plan::irreversible(&self.plan, &self.facts.top_buffer);
+        if !declared.is_empty() {
+            on_event(RunEvent::Irreversible(
+                declared.iter().map(|i| i.effect.clone()).collect(),
+            ));
+        }
         let tx = match apply(&self.tracefs, &self.plan, Some(journal), |_| {}) {
             Ok(tx) => tx,
             Err(error) => {
@@ -812,6 +845,7 @@ impl Armed {
             Ok((stopped, captures, meta))
         });
         let rollback = self.tx.rollback();
+        let irreversible = observe_irreversible(&tracefs, &self.p.plan, &self.p.facts);
         if let Some(r) = &self.workload_record {
             let _ = std::fs::remove_file(r);
         }
@@ -831,6 +865,7 @@ impl Armed {
         RolledBack {
             p: self.p,
             rollback,
+            irreversible,
             workload_exit: self.workload_exit,
             captured,
         }
@@ -848,10 +883,17 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     let RolledBack {
         p,
         rollback,
+        irreversible,
         workload_exit,
         captured,
     } = rolled_back;
-    let result = captured.and_then(|c| write_output(&p, c, workload_exit));
+    for i in irreversible.iter().filter(|i| !i.declared) {
+        on_event(RunEvent::Irreversible(vec![format!(
+            "{} (seen after the run, not declared before it)",
+            i.effect
+        )]));
+    }
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible));
     match (result, rollback.complete()) {
         (Ok(mut outcome), _) => {
             outcome.rollback = rollback;
@@ -870,6 +912,7 @@ fn write_output(
     p: &Prepared,
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
+    irreversible: Vec<crate::plan::Irreversible>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -922,6 +965,7 @@ fn write_output(
             }),
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    report.irreversible = irreversible;
     report.expectations = crate::expr::check_all(
         p.valid
             .expectations
@@ -975,6 +1019,33 @@ fn write_output(
         rollback: RollbackReport::default(),
         bundle,
     })
+}
+
+/// The irreversible effects of the run: those [`crate::plan::irreversible`]
+/// declares for `plan`, plus the allocation of the top-level ring buffer when it
+/// happened without being declared (seen in `buffer_size_kb`, which `facts`
+/// read before the run).
+fn observe_irreversible(
+    tracefs: &Tracefs,
+    plan: &Plan,
+    facts: &KernelFacts,
+) -> Vec<crate::plan::Irreversible> {
+    let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
+    let now = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t));
+    if let (Some(kb), Some(now)) = (facts.top_buffer.expanded_size_kb, now)
+        && now.expanded_size_kb.is_none()
+        && out.is_empty()
+    {
+        out.push(crate::plan::top_buffer_allocated(
+            &facts.top_buffer,
+            kb,
+            false,
+        ));
+    }
+    out
 }
 
 /// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.

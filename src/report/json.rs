@@ -113,6 +113,10 @@ pub struct JsonReport {
     pub stacks: Option<Stacks>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub expectations: Vec<ExpectResult>,
+    /// Kernel effects of the run that no undo reverses (declared before it,
+    /// or observed afterwards); empty for `report` on a file.
+    #[serde(default)]
+    pub irreversible: Vec<crate::plan::Irreversible>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -246,6 +250,7 @@ impl JsonReport {
             latency: a.latencies.clone(),
             stacks: a.stacks.clone(),
             expectations: Vec::new(),
+            irreversible: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub use tracer::{FUNCTION_TRACERS, ResolvedTracer};
 pub use trigger::{EVENT_ACTIONS, FUNCTION_ACTIONS, ResolvedTrigger};
 
 use crate::diagnostic::Diagnostic;
+use crate::host::HostFacts;
 use crate::kernel::KernelFacts;
 use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
 use crate::suggest;
@@ -154,6 +155,7 @@ const MAX_COMM: usize = 15;
 struct Ctx<'a> {
     loaded: &'a LoadedRecipe,
     facts: &'a KernelFacts,
+    host: &'a HostFacts,
     diags: Vec<Diagnostic>,
     /// The recipe's own probes as events (`kprobes:NAME`, `uprobes:NAME`), with
     /// the format the kernel will give them; `[[events]]` and `[[triggers]]` may
@@ -232,15 +234,19 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
     Some(map)
 }
 
-/// Checks `loaded` against `facts`. Returns the [`ValidRecipe`], or every problem.
+/// Checks `loaded` against a kernel's `facts` and this host's `host` facts,
+/// with no I/O of its own (so it works as well against another machine's fact
+/// file). Returns the [`ValidRecipe`], or every problem.
 pub fn validate(
     loaded: &LoadedRecipe,
     facts: &KernelFacts,
+    host: &HostFacts,
 ) -> Result<ValidRecipe, Vec<Diagnostic>> {
     let r = &loaded.recipe;
     let mut cx = Ctx {
         loaded,
         facts,
+        host,
         diags: loaded.problems.clone(),
         probe_formats: Default::default(),
     };
@@ -387,7 +393,7 @@ pub fn validate(
         .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
 
     for (i, pid) in r.scope.pids.iter().enumerate() {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !cx.host.live_pids.contains(pid) {
             let span = cx.span(&path!("scope", "pids", i));
             cx.recipe(span, format!("no process with pid {pid} is running"), None);
         }
@@ -429,23 +435,15 @@ pub fn validate(
         );
     }
     let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
-    let template = r.output.template.as_ref().and_then(|t| {
-        let dir = loaded
-            .source
-            .path
-            .parent()
-            .unwrap_or(std::path::Path::new("."));
-        let loaded_template =
-            crate::report::Template::load(&dir.join(t)).and_then(|tpl| tpl.check().map(|()| tpl));
-        match loaded_template {
-            Ok(tpl) => Some(tpl),
-            Err(e) => {
-                let span = cx.span(&path!("output", "template"));
-                cx.recipe(span, e.to_string(), None);
-                None
-            }
+    let template = match cx.host.template.clone() {
+        Some(Ok(tpl)) => Some(tpl),
+        Some(Err(e)) => {
+            let span = cx.span(&path!("output", "template"));
+            cx.recipe(span, e, None);
+            None
         }
-    });
+        None => None,
+    };
 
     if !cx.diags.is_empty() {
         let mut diags = cx.diags;
