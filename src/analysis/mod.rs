@@ -629,14 +629,13 @@ mod tests {
         let learned = tracedat::Comms::of_file(&file).unwrap();
         let cmdlines = learned.extend_cmdlines(&meta.cmdlines);
         assert_eq!(cmdlines, b"7 worker\n42 renamed\n");
-        let merged = dir.path().join("merged.dat");
-        write(
-            &merged,
-            &CaptureMeta {
-                cmdlines,
-                ..meta.clone()
-            },
-        );
+        // The recorder's trace.dat writer adds them to the cmdlines section.
+        let out = crate::output::OutputDir::create(
+            &dir.path().join("out"),
+            std::path::Path::new("/sys/kernel/tracing"),
+        )
+        .unwrap();
+        let merged = out.write_trace_dat("trace.dat", &meta, &cpus).unwrap();
         let out = std::process::Command::new("trace-cmd")
             .arg("report")
             .arg(&merged)
