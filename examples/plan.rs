@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use trace_recipe::diagnostic::render_all;
+use trace_recipe::host::HostFacts;
 use trace_recipe::kernel::KernelFacts;
 use trace_recipe::plan::{instance_name, plan, probe_group};
 use trace_recipe::recipe::{Builtins, LoadError, load};
@@ -37,7 +38,8 @@ fn main() -> ExitCode {
         }
     };
 
-    // 2. Read the running kernel's facts (read-only) and validate against them.
+    // 2. Read the running kernel's facts (read-only) and this host's (pids,
+    //    uprobe files, template), and validate against them.
     let tracefs = match Tracefs::locate_or_mount() {
         Ok((t, _)) => t,
         Err(e) => {
@@ -52,7 +54,8 @@ fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let valid = match validate(&loaded, &facts) {
+    let host = HostFacts::gather(&loaded);
+    let valid = match validate(&loaded, &facts, &host) {
         Ok(v) => v,
         Err(diagnostics) => {
             print!("{}", render_all(&diagnostics, &loaded.source));
@@ -78,6 +81,8 @@ fn main() -> ExitCode {
         &probe_group(std::process::id()),
         &valid.recipe.scope.pids,
         &trace_recipe::workload::pids_with_comm(&valid.recipe.scope.comms),
+        // The run's own thread ids, kept out of the trace; this process stands in.
+        &[std::process::id()],
     );
     for (i, step) in p.steps.iter().enumerate() {
         println!("{:>3}. {step:#}", i + 1);

@@ -11,8 +11,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::analysis::{AnalysisName, Selection, analyze};
 use crate::report::{JsonReport, Template, render_html};
 use crate::run::{
-    RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate, run,
-    signal_name,
+    FactsFrom, RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate,
+    run, signal_name,
 };
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -65,10 +65,28 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// First print every effective key with the file:line that set it (the
+        /// recipe or a base it `extends`).
+        #[arg(long)]
+        explain: bool,
         /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
         /// 2.1.0, for code review).
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
+        /// Validate offline against another kernel's facts: a fact file
+        /// (`trace-recipe facts -o FILE`, JSON or `.json.zst`) or a bundle
+        /// (`.tar.zst`, its facts.json). Needs neither root nor tracefs.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+    },
+    /// Print what validation needs to know about the running kernel's ftrace
+    /// (events and formats, tracers, options, clocks, probe support, buffer
+    /// state, symbols) as versioned JSON. Read-only. Schema:
+    /// `trace-recipe schema --of facts`.
+    Facts {
+        /// Write to FILE instead of stdout (`.zst` at the end: compressed with zstd).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Run a recipe: apply, record, roll back, write trace.dat and reports.
     Run {
@@ -289,14 +307,32 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run { .. } | Command::Guard { .. } | Command::Reset { .. }
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Check {
             recipe,
             sets,
             plan,
+            explain,
             format,
+            facts,
         } => match find_recipe(&recipe) {
-            Some(recipe) => check(&recipe, &sets, plan, format),
+            Some(recipe) => {
+                if explain && format == CheckFormat::Text {
+                    print_explain(&recipe, &sets);
+                }
+                check(&recipe, &sets, plan, format, facts.as_deref())
+            }
             None => {
                 if format != CheckFormat::Text {
                     let d = crate::diagnostic::Diagnostic::recipe(
@@ -304,10 +340,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                         format!("no recipe `{}` on the recipe path", recipe.display()),
                     )
                     .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source {
-                        path: recipe.clone(),
-                        text: String::new(),
-                    };
+                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
                     check_machine(&recipe, format, Err((&[d], &source)));
                 }
                 exit::INVALID
@@ -538,6 +571,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             }
             Ok(code)
         }),
+        Command::Facts { out } => facts_cmd(out.as_deref()),
         Command::Schema {
             report,
             manifest,
@@ -609,10 +643,7 @@ fn check_machine(
         match result {
             Ok(_) => (
                 &[],
-                crate::diagnostic::Source {
-                    path: recipe.to_path_buf(),
-                    text: String::new(),
-                },
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
             ),
             Err((d, s)) => (d, s.clone()),
         };
@@ -630,10 +661,84 @@ fn check_machine(
     print!("{text}");
 }
 
-fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: CheckFormat) -> i32 {
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &std::path::Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins {
+        started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+    };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
+}
+
+/// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
+fn facts_cmd(out: Option<&std::path::Path>) -> i32 {
     with_tracefs(|tracefs| {
+        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(|e| e.to_string())?;
+        match out {
+            Some(path) => facts.save(path).map_err(|e| e.to_string())?,
+            None => print!("{}", crate::format::to_json(&facts)),
+        }
+        Ok(exit::OK)
+    })
+}
+
+/// `check`: against the running kernel, or offline against `facts_file` (a
+/// fact file or a bundle), which needs neither root nor tracefs.
+fn check(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    facts_file: Option<&std::path::Path>,
+) -> i32 {
+    match facts_file {
+        Some(file) => {
+            // A bundle's facts are its facts.json member, read from a temporary
+            // folder; an output folder's, its facts.json.
+            let is_bundle = file.to_string_lossy().ends_with(".tar.zst");
+            let opened = match is_bundle {
+                true => match crate::bundle::open(file) {
+                    Ok(o) => Some(o),
+                    Err(e) => {
+                        eprintln!("trace-recipe: error: {e}");
+                        return exit::FAILED;
+                    }
+                },
+                false => None,
+            };
+            let path = match &opened {
+                Some(o) => o.dir.path().join("facts.json"),
+                None if file.is_dir() => file.join("facts.json"),
+                None => file.to_path_buf(),
+            };
+            check_with(recipe, sets, show_plan, format, FactsFrom::File(&path)).unwrap_or_else(
+                |e| {
+                    eprintln!("trace-recipe: error: {e}");
+                    exit::FAILED
+                },
+            )
+        }
+        None => with_tracefs(|tracefs| {
+            check_with(recipe, sets, show_plan, format, FactsFrom::Live(tracefs))
+        }),
+    }
+}
+
+fn check_with(
+    recipe: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    from: FactsFrom<'_>,
+) -> Result<i32, String> {
+    {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(tracefs, recipe, sets, &started) {
+        match load_and_validate(from, recipe, sets, &started) {
             Ok((valid, _, facts)) if format != CheckFormat::Text => {
                 check_machine(recipe, format, Ok((&valid.recipe.name, &facts.release)));
                 Ok(exit::OK)
@@ -653,7 +758,7 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                     valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
                 );
                 let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-                let p = build_plan(&valid, workload);
+                let p = build_plan(&valid, workload, &[std::process::id()]);
                 let top = p.top_level_files();
                 if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
                     println!(
@@ -669,6 +774,24 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                         crate::plan::TOP_LEVEL_LOCK
                     );
                 }
+                if let Some(t) = valid
+                    .tracer
+                    .as_ref()
+                    .filter(|t| t.name != "nop" && !t.at_top_level)
+                {
+                    println!(
+                        "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
+                        t.name, facts.instance.source
+                    );
+                }
+                if let FactsFrom::File(file) = from {
+                    println!(
+                        "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
+                        file.display(),
+                        facts.release,
+                        facts.arch
+                    );
+                }
                 if !valid.probes.is_empty() {
                     println!(
                         "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
@@ -676,8 +799,22 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                         if valid.probes.len() == 1 { "" } else { "s" }
                     );
                 }
+                for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+                    println!(
+                        "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+                        i.effect, i.file, i.before, i.after
+                    );
+                }
+                let function_tracer = valid
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.is_function_tracer());
+                println!("note: {}", valid.self_exclusion.describe(function_tracer));
                 if show_plan {
-                    println!("plan (pid 0 stands for the workload's pid):");
+                    println!(
+                        "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+                        std::process::id()
+                    );
                     for (i, step) in p.steps.iter().enumerate() {
                         println!("{:>3}. {step:#}", i + 1);
                     }
@@ -698,17 +835,15 @@ fn check(recipe: &std::path::Path, sets: &[String], show_plan: bool, format: Che
                 if format != CheckFormat::Text {
                     // The file has no text to point into: one problem without a place.
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source = crate::diagnostic::Source {
-                        path: recipe.to_path_buf(),
-                        text: String::new(),
-                    };
+                    let source =
+                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
                     check_machine(recipe, format, Err((&[d], &source)));
                 }
                 Ok(exit::INVALID)
             }
             Err(e) => Err(e.to_string()),
         }
-    })
+    }
 }
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
@@ -719,14 +854,15 @@ fn list(format: OutFormat) -> i32 {
         let recipes = crate::library::discover(&dirs)
             .iter()
             .map(|f| {
-                let verdict = match load_and_validate(tracefs, &f.path, &[], &started) {
-                    Ok(_) => Ok(()),
-                    Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
-                        .iter()
-                        .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
-                        .collect()),
-                    Err(e) => Err(vec![e.to_string()]),
-                };
+                let verdict =
+                    match load_and_validate(FactsFrom::Live(tracefs), &f.path, &[], &started) {
+                        Ok(_) => Ok(()),
+                        Err(RunError::Invalid { text, diagnostics }) => Err(diagnostics
+                            .iter()
+                            .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
+                            .collect()),
+                        Err(e) => Err(vec![e.to_string()]),
+                    };
                 crate::library::entry(f, verdict)
             })
             .collect();
@@ -772,16 +908,29 @@ fn events(
         }
     };
     match facts {
-        Some(path) => match crate::inventory::events_from_facts(path, glob, fields) {
-            Ok(e) => show(e),
+        Some(path) => match crate::kernel::KernelFacts::load(path) {
+            Ok(f) => show(crate::inventory::events(
+                &f,
+                &path.display().to_string(),
+                glob,
+                fields,
+            )),
             Err(e) => {
                 eprintln!("trace-recipe: error: {e}");
-                exit::INVALID
+                exit::FAILED
             }
         },
         None => with_tracefs(|t| {
-            let facts = crate::kernel::KernelFacts::read(t).map_err(|e| e.to_string())?;
-            Ok(show(crate::inventory::events_live(&facts, glob, fields)))
+            let scope = crate::kernel::Scope {
+                systems: None,
+                kernel_symbols: false,
+                filter_functions: false,
+            };
+            let facts =
+                crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(|e| e.to_string())?;
+            Ok(show(crate::inventory::events(
+                &facts, "tracefs", glob, fields,
+            )))
         }),
     }
 }
@@ -813,6 +962,11 @@ fn run_human(
     let result = run(&opts, |ev| match ev {
         _ if quiet => {}
         RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Irreversible(effects) => {
+            for e in effects {
+                eprintln!("irreversible: this run {e}");
+            }
+        }
         RunEvent::Applied { instance, steps } => {
             let place = if instance.is_empty() {
                 "the top level"

@@ -70,7 +70,9 @@ impl Diagnostic {
             Fault::Recipe => "recipe",
             Fault::Kernel => "this kernel",
         };
-        let span = self.span.as_ref().map(|s| {
+        let (source, span) = source.part_of(self.span.clone());
+        let source = &source;
+        let span = span.as_ref().map(|s| {
             let start = floor_char_boundary(&source.text, s.start.min(source.text.len()));
             // One line at most: the first line of the span, and never empty.
             let line_end = source.text[start..]
@@ -88,6 +90,7 @@ impl Diagnostic {
         };
         let mut out = format!("{place}: error ({fault}): {}\n", self.message);
         let mut group = Group::with_level(Level::ERROR);
+        let has_span = span.is_some();
         if let Some(span) = span {
             group = group.element(
                 Snippet::source(source.text.as_str())
@@ -99,7 +102,7 @@ impl Diagnostic {
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help.as_str()));
         }
-        if self.span.is_some() || self.help.is_some() {
+        if has_span || self.help.is_some() {
             out.push_str(&Renderer::plain().render(&[group]));
             out.push('\n');
         }
@@ -137,7 +140,9 @@ pub struct JsonDiagnostic {
 impl Diagnostic {
     /// The diagnostic's place and text as [`JsonDiagnostic`], against `source`.
     pub fn to_json(&self, source: &Source) -> JsonDiagnostic {
-        let place = self.span.as_ref().map(|s| {
+        let (source, span) = source.part_of(self.span.clone());
+        let source = &source;
+        let place = span.as_ref().map(|s| {
             let start = s.start.min(source.text.len());
             let end = s.end.clamp(start, source.text.len());
             (source.line_col(start), source.line_col(end.max(start)))
@@ -172,6 +177,10 @@ fn suggestions(help: &str) -> Vec<String> {
 }
 
 /// The text diagnostics point into: the recipe as rendered, and the file it came from.
+///
+/// A recipe that `extends` others is one text made of every file of its chain,
+/// the recipe itself first, each file's text starting at its [`SourcePart::start`];
+/// a span into a base file is shown against that file, with its own line numbers.
 #[derive(Debug, Clone)]
 pub struct Source {
     /// The recipe file as given on the command line.
@@ -179,9 +188,61 @@ pub struct Source {
     /// The rendered recipe text (templates expanded). Line numbers match the file's
     /// because rendering never adds or removes lines.
     pub text: String,
+    /// The files of an `extends` chain after the first (empty for a lone recipe).
+    pub parts: Vec<SourcePart>,
+}
+
+/// A base file's place in [`Source::text`].
+#[derive(Debug, Clone)]
+pub struct SourcePart {
+    /// The base file, as its `extends` line resolves it.
+    pub path: PathBuf,
+    /// Byte offset of its first byte in [`Source::text`]; it runs to the next part's start.
+    pub start: usize,
 }
 
 impl Source {
+    /// A source made of one file.
+    pub fn single(path: impl Into<PathBuf>, text: impl Into<String>) -> Source {
+        Source {
+            path: path.into(),
+            text: text.into(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// The single file `span` points into, with the span made relative to it.
+    pub fn part_of(&self, span: Option<Range<usize>>) -> (Source, Option<Range<usize>>) {
+        let first_end = self.parts.first().map_or(self.text.len(), |p| p.start);
+        let Some(s) = span else {
+            return (Source::single(&self.path, &self.text[..first_end]), None);
+        };
+        let found = self
+            .parts
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, p)| p.start <= s.start);
+        match found {
+            None => (Source::single(&self.path, &self.text[..first_end]), Some(s)),
+            Some((i, p)) => {
+                let end = self.parts.get(i + 1).map_or(self.text.len(), |n| n.start);
+                let shifted = s.start - p.start..s.end.saturating_sub(p.start);
+                (
+                    Source::single(&p.path, &self.text[p.start..end]),
+                    Some(shifted),
+                )
+            }
+        }
+    }
+
+    /// `FILE:LINE:COL` of byte offset `offset`, in the file it falls in.
+    pub fn place(&self, offset: usize) -> String {
+        let (part, span) = self.part_of(Some(offset..offset));
+        let (l, c) = part.line_col(span.map_or(0, |s| s.start));
+        format!("{}:{l}:{c}", part.path.display())
+    }
+
     /// 1-based line and column (in characters) of byte offset `offset`.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
@@ -227,10 +288,7 @@ mod tests {
 
     #[test]
     fn line_and_column_are_one_based() {
-        let src = Source {
-            path: "r.toml".into(),
-            text: "a = 1\nbb = \"x\"\n".into(),
-        };
+        let src = Source::single("r.toml", "a = 1\nbb = \"x\"\n");
         assert_eq!(src.line_col(0), (1, 1));
         assert_eq!(src.line_col(6), (2, 1));
         assert_eq!(src.line_col(11), (2, 6));
@@ -245,10 +303,7 @@ mod tests {
 
     #[test]
     fn json_has_place_end_and_suggestions() {
-        let src = Source {
-            path: "r.toml".into(),
-            text: "a = 1\nbb = \"x\"\n".into(),
-        };
+        let src = Source::single("r.toml", "a = 1\nbb = \"x\"\n");
         let d = Diagnostic::kernel(Some(11..14), "no such event `x`")
             .with_help("did you mean `xa`, `xb`? see available_events");
         let j = d.to_json(&src);
@@ -267,10 +322,7 @@ mod tests {
     fn carets_line_up_under_tabs_and_wide_characters() {
         let text = "\tname = \"日本:x\"\n".to_string();
         let start = text.find('"').unwrap();
-        let src = Source {
-            path: "r.toml".into(),
-            text: text.clone(),
-        };
+        let src = Source::single("r.toml", text.clone());
         let out = Diagnostic::kernel(Some(start..text.len() - 1), "no such event").render(&src);
         assert!(
             out.starts_with("r.toml:1:9: error (this kernel): no such event\n"),

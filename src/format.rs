@@ -289,6 +289,8 @@ pub enum SchemaOf {
     Events,
     /// `diff --format json` (schema/diff.schema.json).
     Diff,
+    /// `facts` (schema/facts.schema.json): a kernel's ftrace facts.
+    Facts,
 }
 
 /// The JSON Schema (draft 2020-12) of `of`'s output, pretty-printed.
@@ -301,6 +303,7 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::List => schemars::schema_for!(crate::library::ListJson),
         SchemaOf::Events => schemars::schema_for!(crate::inventory::EventsJson),
         SchemaOf::Diff => schemars::schema_for!(crate::diff::DiffReport),
+        SchemaOf::Facts => schemars::schema_for!(crate::kernel::KernelFacts),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

@@ -3,11 +3,9 @@
 //!
 //! Events come from `available_events` and each event's
 //! `events/SYSTEM/EVENT/format` (Documentation/trace/events.rst section 3), or
-//! from a fact file (JSON). Functions come from `available_filter_functions`,
+//! from a fact file (`trace-recipe facts`). Functions come from `available_filter_functions`,
 //! or, where the kernel refuses the function tracer, from /proc/kallsyms (text
 //! symbols: what kprobes can attach to). Each listing says what it could not read.
-
-use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -55,12 +53,12 @@ pub struct EventsJson {
     pub unreadable: Vec<String>,
 }
 
-/// The events of this kernel matching `glob` (`*` when `None`), with their
-/// fields when `fields`.
-pub fn events_live(facts: &KernelFacts, glob: Option<&str>, fields: bool) -> EventsJson {
+/// The events of a kernel (`facts`, read from `source`: `tracefs` or a fact
+/// file) matching `glob` (`*` when `None`), with their fields when `fields`.
+pub fn events(facts: &KernelFacts, source: &str, glob: Option<&str>, fields: bool) -> EventsJson {
     let mut out = EventsJson {
         format_version: crate::format::FORMAT_VERSION,
-        source: "tracefs".into(),
+        source: source.into(),
         kernel_release: Some(facts.release.clone()),
         events: Vec::new(),
         unreadable: Vec::new(),
@@ -114,93 +112,6 @@ fn type_text(type_name: &str, array_len: Option<usize>) -> String {
         Some(n) if n > 0 && !type_name.ends_with(']') => format!("{type_name}[{n}]"),
         _ => type_name.to_string(),
     }
-}
-
-/// The events of a fact file (JSON) matching `glob`. Reads, leniently:
-/// `release` (or `kernel_release`); `events` as a list of `system:event` names
-/// or an object keyed by them; fields from `formats.NAME.fields` or
-/// `events.NAME.fields`, each with `name` and `type` (or `type_name`), and
-/// optional `size` and `signed`. Errors: the file cannot be read or is not JSON.
-pub fn events_from_facts(
-    path: &Path,
-    glob: Option<&str>,
-    fields: bool,
-) -> Result<EventsJson, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read fact file {}: {e}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a JSON fact file: {e}", path.display()))?;
-    let mut out = EventsJson {
-        format_version: crate::format::FORMAT_VERSION,
-        source: path.display().to_string(),
-        kernel_release: v
-            .get("release")
-            .or_else(|| v.get("kernel_release"))
-            .and_then(|r| r.as_str())
-            .map(str::to_string),
-        events: Vec::new(),
-        unreadable: Vec::new(),
-    };
-    let mut names: Vec<String> = match v.get("events") {
-        Some(serde_json::Value::Array(a)) => a
-            .iter()
-            .filter_map(|e| e.as_str().map(str::to_string))
-            .collect(),
-        Some(serde_json::Value::Object(o)) => o.keys().cloned().collect(),
-        _ => {
-            out.unreadable
-                .push(format!("{}: has no `events` list", path.display()));
-            Vec::new()
-        }
-    };
-    names.sort();
-    let pat = pattern(glob);
-    for name in names.into_iter().filter(|n| glob_match(&pat, n)) {
-        let mut e = EventInfo {
-            name: name.clone(),
-            fields: None,
-            error: None,
-        };
-        if fields {
-            let list = v
-                .get("formats")
-                .and_then(|f| f.get(&name))
-                .or_else(|| v.get("events").and_then(|f| f.get(&name)))
-                .and_then(|f| f.get("fields"))
-                .and_then(|f| f.as_array());
-            match list {
-                Some(list) => {
-                    e.fields = Some(
-                        list.iter()
-                            .filter_map(|f| {
-                                Some(FieldInfo {
-                                    name: f.get("name")?.as_str()?.to_string(),
-                                    type_name: f
-                                        .get("type")
-                                        .or_else(|| f.get("type_name"))
-                                        .and_then(|t| t.as_str())
-                                        .unwrap_or("?")
-                                        .to_string(),
-                                    size: f
-                                        .get("size")
-                                        .and_then(|s| s.as_u64())
-                                        .map(|s| s as usize),
-                                    signed: f.get("signed").and_then(|s| s.as_bool()),
-                                })
-                            })
-                            .collect(),
-                    )
-                }
-                None => {
-                    let why = format!("{name}: the fact file has no fields for it");
-                    out.unreadable.push(why.clone());
-                    e.error = Some(why);
-                }
-            }
-        }
-        out.events.push(e);
-    }
-    Ok(out)
 }
 
 /// `events` as text: one event per line, fields indented under it as
@@ -280,32 +191,5 @@ pub fn functions(facts: &KernelFacts, glob: &str) -> Functions {
                 unreadable,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fact_file_events_and_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("facts.json");
-        std::fs::write(
-            &p,
-            r#"{"release":"6.1.0","events":["sched:sched_switch","irq:irq_handler_entry"],
-               "formats":{"sched:sched_switch":{"fields":[{"name":"prev_pid","type":"pid_t","size":4,"signed":true}]}}}"#,
-        )
-        .unwrap();
-        let e = events_from_facts(&p, Some("sched_*"), true).unwrap();
-        assert_eq!(e.kernel_release.as_deref(), Some("6.1.0"));
-        assert_eq!(e.events.len(), 1);
-        let f = e.events[0].fields.as_ref().unwrap();
-        assert_eq!(f[0].name, "prev_pid");
-        assert_eq!(f[0].type_name, "pid_t");
-        let all = events_from_facts(&p, None, true).unwrap();
-        assert_eq!(all.events.len(), 2);
-        assert_eq!(all.unreadable.len(), 1, "{:?}", all.unreadable);
-        assert!(events_from_facts(&dir.path().join("none.json"), None, false).is_err());
     }
 }

@@ -1,25 +1,49 @@
-//! `KernelFacts`: what the running kernel's tracefs offers, read once before
-//! validation (events, tracers, clocks, CPUs, options, probe support).
+//! `KernelFacts`: what a kernel's tracefs offers, as plain data (serde + JSON
+//! Schema in `schema/facts.schema.json`), read once before validation — from a
+//! live tracefs ([`KernelFacts::read`], read-only) or from a fact file
+//! ([`KernelFacts::load`], `trace-recipe facts -o FILE` on any host).
 //!
-//! Read-only: nothing here writes tracefs. Event formats are read on demand from
-//! `events/SYSTEM/EVENT/format` (Documentation/trace/events.rst section 3).
+//! Read-only: nothing here writes tracefs. What only a write could tell (which
+//! tracers an instance offers) comes from a kernel-version rule
+//! ([`instance_rule`]); `run` learns the real answer in its own instance.
 
-use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tracedat::EventFormat;
 
 use crate::tracefs::{Tracefs, TracefsError, bracketed, words};
 
-/// Facts about the running kernel's ftrace, as the validator needs them.
-#[derive(Debug)]
+/// Version of the fact-file format this build writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The largest fact file [`KernelFacts::load`] reads, decompressed: 256 MiB (a
+/// kernel with every event format and kallsyms names takes a few MiB).
+const MAX_FACTS_BYTES: u64 = 256 << 20;
+
+/// Facts about one kernel's ftrace, as the validator needs them.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct KernelFacts {
+    /// Fact-file format version ([`FORMAT_VERSION`]); a newer one is refused.
+    pub format_version: u32,
     /// `uname -r`.
     pub release: String,
+    /// `uname -m` (e.g. `x86_64`).
+    pub arch: String,
+    /// Where tracefs was found (e.g. `/sys/kernel/tracing`).
+    pub tracefs: String,
     /// Every `system:event` in `available_events`.
     pub events: BTreeSet<String>,
+    /// `system:event` → the text of `events/SYSTEM/EVENT/format`
+    /// (Documentation/trace/events.rst section 3), for every readable event.
+    pub formats: BTreeMap<String, String>,
     /// Tracers in `available_tracers` (top level).
     pub tracers: Vec<String>,
+    /// What a fresh instance offers (from a rule or an existing instance).
+    pub instance: InstanceFacts,
     /// Clocks in `trace_clock`.
     pub clocks: Vec<String>,
     /// The default (current top-level) clock.
@@ -28,23 +52,129 @@ pub struct KernelFacts {
     pub cpus: Vec<u32>,
     /// Names under `options/` (top level).
     pub options: BTreeSet<String>,
+    /// Names of the files and directories at the tracefs root (feature probes:
+    /// `set_graph_function`, `max_graph_depth`, `tracing_thresh`, ...).
+    pub files: BTreeSet<String>,
     /// `kprobe_events` exists (CONFIG_KPROBE_EVENTS).
     pub has_kprobe_events: bool,
     /// `uprobe_events` exists (CONFIG_UPROBE_EVENTS).
     pub has_uprobe_events: bool,
-    /// Physical memory in KiB (from /proc/meminfo), to bound buffer sizes.
-    pub mem_total_kb: u64,
+    /// `dynamic_events` exists (CONFIG_DYNAMIC_EVENTS).
+    pub has_dynamic_events: bool,
+    /// Events have a `hist` file (CONFIG_HIST_TRIGGERS).
+    pub has_hist_triggers: bool,
     /// `snapshot` exists (CONFIG_TRACER_SNAPSHOT).
     pub has_snapshot: bool,
-    tracefs: Tracefs,
-    formats: RefCell<BTreeMap<String, Option<EventFormat>>>,
-    kernel_symbols: OnceCell<Option<BTreeSet<String>>>,
-    filter_functions: OnceCell<Result<FilterFunctions, String>>,
-    instance: OnceCell<Option<InstanceFacts>>,
+    /// Physical memory in KiB (from /proc/meminfo), to bound buffer sizes.
+    pub mem_total_kb: u64,
+    /// `buffer_subbuf_size_kb` (Linux 6.8+), KiB; `None` when the file is absent.
+    pub subbuf_size_kb: Option<u64>,
+    /// The top-level ring buffer as found.
+    pub top_buffer: TopBuffer,
+    /// Function symbols from /proc/kallsyms (types `t`/`T`), as `NAME` and, for
+    /// module functions, also `MODULE:NAME` (kprobe target syntax). `None` when
+    /// /proc/kallsyms cannot be read or shows no names.
+    pub kernel_symbols: Option<BTreeSet<String>>,
+    /// `available_filter_functions`, or why it cannot be read (e.g.
+    /// `EPERM: Operation not permitted` when the kernel refuses function tracing).
+    pub filter_functions: Result<FilterFunctions, String>,
+    /// Whether every event format, symbol and filter function was read (`trace-recipe
+    /// facts`), or only those one recipe needs (a run's `facts.json`).
+    #[serde(default)]
+    pub complete: bool,
+}
+
+/// Which of the costly facts [`KernelFacts::read_scoped`] reads.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// Event systems whose formats to read; `None`: every system.
+    pub systems: Option<BTreeSet<String>>,
+    /// Read kallsyms function names (kprobe targets).
+    pub kernel_symbols: bool,
+    /// Read available_filter_functions (function tracers and filters).
+    pub filter_functions: bool,
+}
+
+impl Scope {
+    /// Everything.
+    pub fn all() -> Scope {
+        Scope {
+            systems: None,
+            kernel_symbols: true,
+            filter_functions: true,
+        }
+    }
+
+    /// What validating `recipe` needs: the formats of every system its events,
+    /// triggers and expectations name (all systems when a system is a glob), the
+    /// kernel's symbols when it has kprobes, the filter functions when it has a
+    /// tracer or a function trigger.
+    pub fn for_recipe(recipe: &crate::recipe::Recipe) -> Scope {
+        let names = recipe
+            .events
+            .iter()
+            .map(|e| e.name.as_str())
+            .chain(recipe.triggers.iter().filter_map(|t| t.event.as_deref()))
+            .chain(recipe.triggers.iter().filter_map(|t| t.target.as_deref()));
+        let mut systems = Some(BTreeSet::new());
+        for name in names {
+            let system = name.split_once(':').map_or(name, |(s, _)| s);
+            match system.contains(['*', '?', '[']) {
+                true => systems = None,
+                false => {
+                    if let Some(s) = systems.as_mut() {
+                        s.insert(system.to_string());
+                    }
+                }
+            }
+        }
+        Scope {
+            systems,
+            kernel_symbols: !recipe.kprobes.is_empty(),
+            filter_functions: recipe.tracer.is_some()
+                || recipe.triggers.iter().any(|t| t.function.is_some()),
+        }
+    }
+
+    fn wants_system(&self, system: &str) -> bool {
+        self.systems.as_ref().is_none_or(|s| s.contains(system))
+    }
+}
+
+/// The top-level ring buffer (`buffer_size_kb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TopBuffer {
+    /// Size per CPU now, KiB (`buffer_size_kb`'s number).
+    pub size_kb: u64,
+    /// `Some(n)` while the buffer is still unexpanded: `buffer_size_kb` reads
+    /// `7 (expanded: 1408)` until the first use grows it to `n` KiB per CPU.
+    pub expanded_size_kb: Option<u64>,
+}
+
+impl TopBuffer {
+    /// Parses `buffer_size_kb`: `1408`, or `7 (expanded: 1408)`. `None` if neither.
+    pub fn parse(text: &str) -> Option<TopBuffer> {
+        let text = text.trim();
+        let (size, rest) = text.split_once(' ').unwrap_or((text, ""));
+        let expanded_size_kb = match rest.trim() {
+            "" => None,
+            r => Some(
+                r.strip_prefix("(expanded:")?
+                    .strip_suffix(')')?
+                    .trim()
+                    .parse()
+                    .ok()?,
+            ),
+        };
+        Some(TopBuffer {
+            size_kb: size.parse().ok()?,
+            expanded_size_kb,
+        })
+    }
 }
 
 /// `available_filter_functions`: the functions the function tracers can trace.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct FilterFunctions {
     /// Every function name (a name in several modules appears once).
     pub names: BTreeSet<String>,
@@ -54,7 +184,7 @@ pub struct FilterFunctions {
 
 /// What a fresh instance offers, which can be less than the top level
 /// (tracers without `allow_instances`, their options and files).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct InstanceFacts {
     /// The instance's `available_tracers`.
     pub tracers: Vec<String>,
@@ -62,12 +192,118 @@ pub struct InstanceFacts {
     pub options: BTreeSet<String>,
     /// Files at the instance's root (`set_graph_function`, `max_graph_depth`, ...).
     pub files: BTreeSet<String>,
+    /// Where these facts come from: `rule: ...` (a kernel-version rule, see
+    /// [`instance_rule`]) or `instance NAME` (read from an existing instance).
+    pub source: String,
+}
+
+/// Why a fact file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    /// The file cannot be read.
+    #[error("cannot read fact file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Not a fact file (bad JSON, bad zstd, missing fields).
+    #[error("{path} is not a trace-recipe fact file: {why}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Written by a newer trace-recipe.
+    #[error(
+        "{path} has fact-file format_version {found}, newer than this trace-recipe reads ({FORMAT_VERSION}): upgrade trace-recipe or regenerate the file with this one (`trace-recipe facts -o FILE`)"
+    )]
+    TooNew {
+        /// The file.
+        path: String,
+        /// Its format_version.
+        found: u32,
+    },
+}
+
+/// Top-level trace options an instance never has (kernel/trace/trace.c
+/// `TOP_LEVEL_TRACE_FLAGS`).
+const TOP_LEVEL_ONLY_OPTIONS: &[&str] = &[
+    "trace_printk",
+    "printk-msg-only",
+    "record-cmd",
+    "prof-text-offset",
+];
+
+/// Release `(major, minor)` from `uname -r` (`6.12.57+deb13-amd64` → (6, 12)).
+fn release_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// What an instance offers by the kernel-version rule, given the top level's
+/// tracers, options and files. No write needed: a tracer is offered in
+/// instances when its `struct tracer` sets `allow_instances` (kernel/trace/):
+/// `nop` and `function` on every kernel this tool supports; `function_graph`
+/// from Linux 6.11 (the fgraph multiple-users work; the lab shows 6.1 without
+/// and 6.12 with); `hwlat`, `osnoise`, `timerlat`, `wakeup*` set it too.
+/// Options: the top level's minus the top-level-only flags and, where
+/// function_graph stays at the top level, its `funcgraph-*` options.
+pub fn instance_rule(
+    release: &str,
+    tracers: &[String],
+    options: &BTreeSet<String>,
+    files: &BTreeSet<String>,
+) -> InstanceFacts {
+    let graph_ok = release_version(release).is_some_and(|v| v >= (6, 11));
+    let allowed = |t: &str| match t {
+        "function_graph" => graph_ok,
+        "nop" | "function" | "hwlat" | "osnoise" | "timerlat" | "wakeup" | "wakeup_rt"
+        | "wakeup_dl" => true,
+        _ => false,
+    };
+    let graph_file = |f: &str| {
+        matches!(
+            f,
+            "set_graph_function" | "set_graph_notrace" | "max_graph_depth"
+        )
+    };
+    InstanceFacts {
+        tracers: tracers.iter().filter(|t| allowed(t)).cloned().collect(),
+        options: options
+            .iter()
+            .filter(|o| !TOP_LEVEL_ONLY_OPTIONS.contains(&o.as_str()))
+            .filter(|o| graph_ok || !o.starts_with("funcgraph-"))
+            .cloned()
+            .collect(),
+        files: files
+            .iter()
+            .filter(|f| graph_ok || !graph_file(f))
+            .cloned()
+            .collect(),
+        source: format!(
+            "rule: kernel {release} offers in an instance the tracers that set allow_instances ({}function_graph from Linux 6.11)",
+            if graph_ok { "" } else { "not " }
+        ),
+    }
 }
 
 impl KernelFacts {
-    /// Reads the facts from a live tracefs. Errors: a core tracefs file is unreadable.
+    /// Reads every fact from a live tracefs, read-only (root sees everything;
+    /// others see what tracefs lets them read): what `trace-recipe facts`
+    /// prints. Errors: a core tracefs file (`available_events`, `trace_clock`,
+    /// `available_tracers`) is unreadable.
     pub fn read(tracefs: &Tracefs) -> Result<KernelFacts, TracefsError> {
-        let events = tracefs
+        KernelFacts::read_scoped(tracefs, &Scope::all())
+    }
+
+    /// [`KernelFacts::read`], with the costly facts (event formats, about 0.1 s
+    /// for every event; kallsyms names; available_filter_functions) limited to
+    /// `scope`: what `check` and `run` read for one recipe.
+    pub fn read_scoped(tracefs: &Tracefs, scope: &Scope) -> Result<KernelFacts, TracefsError> {
+        let events: BTreeSet<String> = tracefs
             .read("available_events")?
             .lines()
             .map(str::trim)
@@ -75,21 +311,15 @@ impl KernelFacts {
             .map(str::to_string)
             .collect();
         let clock_text = tracefs.read("trace_clock")?;
-        let mut cpus: Vec<u32> = std::fs::read_dir(tracefs.path("per_cpu"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tracers = words(&tracefs.read("available_tracers")?);
+        let mut cpus: Vec<u32> = tracefs
+            .list("per_cpu")
+            .iter()
+            .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
+            .collect();
         cpus.sort_unstable();
-        let options = std::fs::read_dir(tracefs.path("options"))
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let options: BTreeSet<String> = tracefs.list("options").into_iter().collect();
+        let files: BTreeSet<String> = tracefs.list("").into_iter().collect();
         let mem_total_kb = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| {
@@ -98,158 +328,149 @@ impl KernelFacts {
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             })
             .unwrap_or(u64::MAX);
+        let mut formats = BTreeMap::new();
+        let mut has_hist_triggers = false;
+        for (i, e) in events.iter().enumerate() {
+            let Some((sys, ev)) = e.split_once(':') else {
+                continue;
+            };
+            if i < 8 && tracefs.exists(&format!("events/{sys}/{ev}/hist")) {
+                has_hist_triggers = true;
+            }
+            if scope.wants_system(sys)
+                && let Ok(text) = tracefs.read(&format!("events/{sys}/{ev}/format"))
+            {
+                formats.insert(e.clone(), text);
+            }
+        }
+        let uname = rustix::system::uname();
+        let release = uname.release().to_string_lossy().into_owned();
+        let instance = instance_rule(&release, &tracers, &options, &files);
+        let top_buffer = tracefs
+            .read("buffer_size_kb")
+            .ok()
+            .and_then(|t| TopBuffer::parse(&t))
+            .unwrap_or(TopBuffer {
+                size_kb: 0,
+                expanded_size_kb: None,
+            });
         Ok(KernelFacts {
-            release: rustix::system::uname()
-                .release()
-                .to_string_lossy()
-                .into_owned(),
+            format_version: FORMAT_VERSION,
+            arch: uname.machine().to_string_lossy().into_owned(),
+            release,
+            tracefs: tracefs.root().display().to_string(),
             events,
-            tracers: words(&tracefs.read("available_tracers")?),
+            formats,
+            tracers,
+            instance,
             clocks: words(&clock_text),
             default_clock: bracketed(&clock_text).unwrap_or("local").to_string(),
             cpus,
             options,
-            has_kprobe_events: tracefs.exists("kprobe_events"),
-            has_uprobe_events: tracefs.exists("uprobe_events"),
+            has_kprobe_events: files.contains("kprobe_events"),
+            has_uprobe_events: files.contains("uprobe_events"),
+            has_dynamic_events: files.contains("dynamic_events"),
+            has_hist_triggers,
+            has_snapshot: files.contains("snapshot"),
+            files,
             mem_total_kb,
-            has_snapshot: tracefs.exists("snapshot"),
-            tracefs: tracefs.clone(),
-            formats: RefCell::new(BTreeMap::new()),
-            kernel_symbols: OnceCell::new(),
-            filter_functions: OnceCell::new(),
-            instance: OnceCell::new(),
+            subbuf_size_kb: tracefs
+                .read("buffer_subbuf_size_kb")
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
+            top_buffer,
+            kernel_symbols: scope.kernel_symbols.then(read_kallsyms).flatten(),
+            filter_functions: match scope.filter_functions {
+                true => read_filter_functions(tracefs),
+                false => Err("not read (the recipe traces no function)".into()),
+            },
+            complete: scope.systems.is_none() && scope.kernel_symbols && scope.filter_functions,
         })
     }
 
-    /// Whether this kernel has hist triggers (CONFIG_HIST_TRIGGERS): events have a
-    /// `hist` file. Looks at the first few events of `available_events`.
-    pub fn has_hist_triggers(&self) -> bool {
-        self.events.iter().take(8).any(|e| {
-            let (sys, ev) = e.split_once(':').unwrap_or((e, ""));
-            self.tracefs.exists(&format!("events/{sys}/{ev}/hist"))
-        })
+    /// Reads a fact file written by `trace-recipe facts` (JSON, or JSON
+    /// compressed with zstd when the name ends in `.zst`). Errors: unreadable,
+    /// not a fact file, or a newer `format_version` than [`FORMAT_VERSION`].
+    pub fn load(path: &Path) -> Result<KernelFacts, FactsError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| FactsError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        let parse = |why: String| FactsError::Parse {
+            path: name.clone(),
+            why,
+        };
+        let bytes = if path.extension().is_some_and(|e| e == "zst") {
+            let dec = zstd::stream::read::Decoder::new(bytes.as_slice())
+                .map_err(|e| parse(format!("zstd: {e}")))?;
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(dec, MAX_FACTS_BYTES + 1),
+                &mut out,
+            )
+            .map_err(|e| parse(format!("zstd: {e}")))?;
+            if out.len() as u64 > MAX_FACTS_BYTES {
+                return Err(parse(format!(
+                    "it decompresses to more than {} MiB",
+                    MAX_FACTS_BYTES >> 20
+                )));
+            }
+            out
+        } else {
+            bytes
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| parse(e.to_string()))?;
+        let found = value
+            .get("format_version")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| parse("no format_version".into()))?;
+        if found > u64::from(FORMAT_VERSION) {
+            return Err(FactsError::TooNew {
+                path: name,
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+            });
+        }
+        serde_json::from_value(value).map_err(|e| parse(e.to_string()))
+    }
+
+    /// Writes these facts to `path` as pretty JSON, compressed with zstd when
+    /// the name ends in `.zst`. Errors: the file cannot be written.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        let bytes = match path.extension().is_some_and(|e| e == "zst") {
+            true => zstd::encode_all(json.as_slice(), 3)?,
+            false => json,
+        };
+        std::fs::write(path, bytes)
     }
 
     /// Whether top-level file `rel` exists (a feature probe, e.g. `set_graph_function`).
     pub fn has_file(&self, rel: &str) -> bool {
-        self.tracefs.exists(rel)
+        self.files.contains(rel)
     }
 
-    /// Function symbols of the running kernel from /proc/kallsyms (types `t`/`T`),
-    /// as `NAME` and, for module functions, also `MODULE:NAME` (kprobe target
-    /// syntax). `None` when /proc/kallsyms cannot be read. Read on first use.
+    /// [`KernelFacts::kernel_symbols`] as a reference.
     pub fn kernel_symbols(&self) -> Option<&BTreeSet<String>> {
-        self.kernel_symbols
-            .get_or_init(|| {
-                let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
-                let mut set = BTreeSet::new();
-                for line in text.lines() {
-                    let mut w = line.split_whitespace();
-                    let (_, ty, name) = (w.next(), w.next()?, w.next()?);
-                    if !matches!(ty, "t" | "T") {
-                        continue;
-                    }
-                    if let Some(m) = w
-                        .next()
-                        .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
-                    {
-                        set.insert(format!("{m}:{name}"));
-                    }
-                    set.insert(name.to_string());
-                }
-                (!set.is_empty()).then_some(set)
-            })
-            .as_ref()
+        self.kernel_symbols.as_ref()
     }
 
-    /// `available_filter_functions`, read on first use. `Err` holds why it cannot
-    /// be read (e.g. `Operation not permitted` when the kernel refuses function
-    /// tracing), as text.
+    /// [`KernelFacts::filter_functions`], or why it is unreadable.
     pub fn filter_functions(&self) -> Result<&FilterFunctions, &str> {
-        self.filter_functions
-            .get_or_init(|| {
-                let text =
-                    self.tracefs
-                        .read("available_filter_functions")
-                        .map_err(|e| match e {
-                            TracefsError::Read { source, .. } => errno_text(&source),
-                            other => other.to_string(),
-                        })?;
-                let mut f = FilterFunctions::default();
-                for line in text.lines() {
-                    let mut w = line.split_whitespace();
-                    let Some(name) = w.next() else { continue };
-                    if let Some(m) = w
-                        .next()
-                        .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
-                    {
-                        f.modules
-                            .entry(m.to_string())
-                            .or_default()
-                            .insert(name.to_string());
-                    }
-                    f.names.insert(name.to_string());
-                }
-                Ok(f)
-            })
-            .as_ref()
-            .map_err(String::as_str)
+        self.filter_functions.as_ref().map_err(String::as_str)
     }
 
-    /// What an instance offers, learnt once from a scratch instance
-    /// (`instances/trace-recipe-probe-PID`, created and removed at once; `reset`
-    /// removes it should this process die in between). `None` when it cannot be
-    /// created (not root, no instances).
+    /// What an instance offers (see [`InstanceFacts::source`] for how it is known).
     pub fn instance_facts(&self) -> Option<&InstanceFacts> {
-        self.instance
-            .get_or_init(|| {
-                let dir = format!(
-                    "instances/{}probe-{}",
-                    crate::tracefs::INSTANCE_PREFIX,
-                    std::process::id()
-                );
-                self.tracefs.mkdir(&dir).ok()?;
-                let list = |rel: &str| -> BTreeSet<String> {
-                    std::fs::read_dir(self.tracefs.path(rel))
-                        .map(|rd| {
-                            rd.filter_map(|e| e.ok())
-                                .filter_map(|e| e.file_name().into_string().ok())
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                let facts = InstanceFacts {
-                    tracers: self
-                        .tracefs
-                        .read(&format!("{dir}/available_tracers"))
-                        .map(|t| words(&t))
-                        .unwrap_or_default(),
-                    options: list(&format!("{dir}/options")),
-                    files: list(&dir),
-                };
-                let _ = self.tracefs.rmdir(&dir);
-                Some(facts)
-            })
-            .as_ref()
+        Some(&self.instance)
     }
 
-    /// The format of `system:event`, read from tracefs on first use; `None` when the
-    /// event does not exist or its format cannot be read or parsed.
+    /// The parsed format of `system:event`; `None` when the event does not
+    /// exist or its format was unreadable or does not parse.
     pub fn format(&self, event: &str) -> Option<EventFormat> {
-        if let Some(f) = self.formats.borrow().get(event) {
-            return f.clone();
-        }
-        let parsed = event.split_once(':').and_then(|(system, name)| {
-            let text = self
-                .tracefs
-                .read(&format!("events/{system}/{name}/format"))
-                .ok()?;
-            EventFormat::parse(system, &text).ok()
-        });
-        self.formats
-            .borrow_mut()
-            .insert(event.to_string(), parsed.clone());
-        parsed
+        let (system, _) = event.split_once(':')?;
+        EventFormat::parse(system, self.formats.get(event)?).ok()
     }
 
     /// Events matching a `system:event` glob (`*`, `?`), sorted.
@@ -260,6 +481,54 @@ impl KernelFacts {
             .filter(|e| glob_match(pattern, e))
             .collect()
     }
+}
+
+/// /proc/kallsyms function symbols (`t`/`T`) as `NAME` and `MODULE:NAME`;
+/// `None` when unreadable or empty.
+fn read_kallsyms() -> Option<BTreeSet<String>> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let mut set = BTreeSet::new();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let (_, ty, name) = (w.next(), w.next()?, w.next()?);
+        if !matches!(ty, "t" | "T") {
+            continue;
+        }
+        if let Some(m) = w
+            .next()
+            .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
+        {
+            set.insert(format!("{m}:{name}"));
+        }
+        set.insert(name.to_string());
+    }
+    (!set.is_empty()).then_some(set)
+}
+
+/// `available_filter_functions`, or why it cannot be read, as text.
+fn read_filter_functions(tracefs: &Tracefs) -> Result<FilterFunctions, String> {
+    let text = tracefs
+        .read("available_filter_functions")
+        .map_err(|e| match e {
+            TracefsError::Read { source, .. } => errno_text(&source),
+            other => other.to_string(),
+        })?;
+    let mut f = FilterFunctions::default();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let Some(name) = w.next() else { continue };
+        if let Some(m) = w
+            .next()
+            .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
+        {
+            f.modules
+                .entry(m.to_string())
+                .or_default()
+                .insert(name.to_string());
+        }
+        f.names.insert(name.to_string());
+    }
+    Ok(f)
 }
 
 /// `EPERM: Operation not permitted` for an OS error, else its text.
@@ -302,7 +571,32 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{TopBuffer, glob_match, release_version};
+
+    #[test]
+    fn buffer_size_kb_parses_expanded_and_not() {
+        assert_eq!(
+            TopBuffer::parse("7 (expanded: 1408)\n"),
+            Some(TopBuffer {
+                size_kb: 7,
+                expanded_size_kb: Some(1408)
+            })
+        );
+        assert_eq!(
+            TopBuffer::parse("1410\n"),
+            Some(TopBuffer {
+                size_kb: 1410,
+                expanded_size_kb: None
+            })
+        );
+        assert_eq!(TopBuffer::parse("x"), None);
+    }
+
+    #[test]
+    fn release_versions_parse() {
+        assert_eq!(release_version("6.12.57+deb13-amd64"), Some((6, 12)));
+        assert_eq!(release_version("6.1.0-40-amd64"), Some((6, 1)));
+    }
 
     #[test]
     fn globs_match_like_the_shell() {

@@ -26,6 +26,7 @@ pub mod diff;
 pub mod elf;
 pub mod expr;
 pub mod format;
+pub mod host;
 pub mod inventory;
 pub mod kernel;
 pub mod library;
@@ -48,6 +49,12 @@ pub mod workload;
 /// The recipe's JSON Schema (draft 2020-12), generated from the serde model.
 pub fn schema_json() -> String {
     let schema = schemars::schema_for!(recipe::Recipe);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
+/// A fact file's JSON Schema (draft 2020-12), generated from [`kernel::KernelFacts`].
+pub fn facts_schema_json() -> String {
+    let schema = schemars::schema_for!(kernel::KernelFacts);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }
 

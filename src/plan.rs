@@ -17,7 +17,7 @@
 use std::fmt;
 
 use crate::tracefs::{INSTANCE_PREFIX, WriteMode};
-use crate::validate::{Span, ValidRecipe};
+use crate::validate::{SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,53 @@ pub struct Plan {
     pub steps: Vec<Step>,
 }
 
+/// A kernel effect of applying a plan that no undo can reverse (schema in
+/// report.json's `irreversible`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct Irreversible {
+    /// What happens, one sentence.
+    pub effect: String,
+    /// The tracefs file that shows it.
+    pub file: String,
+    /// How the file reads before.
+    pub before: String,
+    /// How it reads after.
+    pub after: String,
+    /// Whether it was declared before the run (`check --plan`, the run's first
+    /// lines); `false`: only observed afterwards.
+    pub declared: bool,
+}
+
+/// The irreversible effects `plan` will have on a kernel whose top-level ring
+/// buffer is `top`: a run at the top level (a tracer instances lack) allocates
+/// a top-level ring buffer still unallocated since boot, which user space can
+/// never shrink back (kernel/trace/trace.c, `ring_buffer_expanded`).
+pub fn irreversible(plan: &Plan, top: &crate::kernel::TopBuffer) -> Vec<Irreversible> {
+    match (plan.instance.is_empty(), top.expanded_size_kb) {
+        (true, Some(kb)) => vec![top_buffer_allocated(top, kb, true)],
+        _ => Vec::new(),
+    }
+}
+
+/// The effect "top-level ring buffer allocated", from `top` to `kb` KiB per CPU.
+pub fn top_buffer_allocated(
+    top: &crate::kernel::TopBuffer,
+    kb: u64,
+    declared: bool,
+) -> Irreversible {
+    Irreversible {
+        effect: format!(
+            "allocates the top-level ring buffer, unallocated since boot: {kb} KiB per CPU that user space cannot free again"
+        ),
+        file: "buffer_size_kb".into(),
+        before: format!("{} (expanded: {kb})", top.size_kb),
+        after: format!("{kb} (rounded up to whole pages)"),
+        declared,
+    }
+}
+
 /// Prefix of every probe group a run defines: `trace_recipe_PID`.
 pub const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
 /// Lock file (flock, exclusive) held by a run while it holds top-level state.
@@ -98,13 +145,15 @@ pub fn instance_name(name: &str, pid: u32) -> String {
 /// in group `group`, scoping events (and function tracers) to `pids` (the
 /// recipe's and the workload's). Function tracers are also scoped to
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
-/// comm through their filters instead).
+/// comm through their filters instead). `own` are the thread ids of the run
+/// itself, kept out of the trace as `valid.self_exclusion` says.
 pub fn plan(
     valid: &ValidRecipe,
     instance: &str,
     group: &str,
     pids: &[u32],
     comm_pids: &[u32],
+    own: &[u32],
 ) -> Plan {
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
@@ -207,6 +256,19 @@ pub fn plan(
             None,
         );
     }
+    let own = match valid.self_exclusion {
+        SelfExclusion::Off => &[][..],
+        _ => own,
+    };
+    if matches!(valid.self_exclusion, SelfExclusion::NotracePid { .. }) && !own.is_empty() {
+        write(
+            f("set_event_notrace_pid"),
+            pid_list(own),
+            WriteMode::Replace,
+            local(Undo::Write(String::new())),
+            None,
+        );
+    }
     let mut touches_top_level = false;
     if let Some(t) = &valid.tracer {
         for (file, list) in [
@@ -253,6 +315,17 @@ pub fn plan(
                 write(
                     f("set_ftrace_pid"),
                     pid_list(&ftrace_pids),
+                    WriteMode::Replace,
+                    local(Undo::Write(String::new())),
+                    None,
+                );
+            }
+            if valid.self_exclusion == (SelfExclusion::NotracePid { ftrace: true })
+                && !own.is_empty()
+            {
+                write(
+                    f("set_ftrace_notrace_pid"),
+                    pid_list(own),
                     WriteMode::Replace,
                     local(Undo::Write(String::new())),
                     None,
@@ -314,10 +387,11 @@ pub fn plan(
             Undo::Append(p.removal(group)),
             p.span.clone(),
         );
+        let filter = without_own(p.filter.as_deref(), "", own, valid.self_exclusion);
         enable_event(
             &mut write,
             &f(&format!("events/{group}/{}", p.event)),
-            p.filter.as_deref(),
+            filter.as_deref(),
             p.stacktrace,
             top,
             &p.span,
@@ -325,10 +399,11 @@ pub fn plan(
     }
     for ev in &valid.events {
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
+        let filter = without_own(ev.filter.as_deref(), &ev.name, own, valid.self_exclusion);
         enable_event(
             &mut write,
             &f(&format!("events/{system}/{event}")),
-            ev.filter.as_deref(),
+            filter.as_deref(),
             ev.stacktrace,
             top,
             &ev.span,
@@ -412,6 +487,54 @@ fn enable_event(
         undo("0"),
         span.clone(),
     );
+}
+
+/// The events whose pid filtering looks at two tasks, the current one and the
+/// one switched to or woken: the kernel records them unless *both* are left out
+/// (kernel/trace/trace_events.c, `event_filter_pid_sched_switch_probe_pre` and
+/// the `sched_wakeup*`/`sched_waking` probes). Their pid fields name the other task.
+const TWO_TASK_EVENTS: &[(&str, &[&str])] = &[
+    ("sched:sched_switch", &["prev_pid", "next_pid"]),
+    ("sched:sched_wakeup", &["pid"]),
+    ("sched:sched_wakeup_new", &["pid"]),
+    ("sched:sched_waking", &["pid"]),
+];
+
+/// The filter of event `name`: `filter` (the recipe's, if any) and-ed with what
+/// keeps the run's own threads `own` out of it. With
+/// [`SelfExclusion::CommonPidFilter`], every event gets `common_pid != TID ...`.
+/// In both modes the two-task sched events also leave out every switch to or
+/// from one of the run's threads and every wakeup of one: the trace then reads
+/// as if the run had not been there (the task it preempted simply runs on).
+fn without_own(
+    filter: Option<&str>,
+    name: &str,
+    own: &[u32],
+    how: SelfExclusion,
+) -> Option<String> {
+    if own.is_empty() || how == SelfExclusion::Off {
+        return filter.map(str::to_string);
+    }
+    let none_of = |field: &str| {
+        own.iter()
+            .map(|p| format!("{field} != {p}"))
+            .collect::<Vec<_>>()
+            .join(" && ")
+    };
+    let mut parts: Vec<String> = filter.map(|f| format!("({f})")).into_iter().collect();
+    if how == SelfExclusion::CommonPidFilter {
+        parts.push(format!("({})", none_of("common_pid")));
+    }
+    if let Some((_, fields)) = TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
+        for field in *fields {
+            parts.push(format!("({})", none_of(field)));
+        }
+    }
+    match parts.len() {
+        0 => None,
+        1 if filter.is_some() => filter.map(str::to_string),
+        _ => Some(parts.join(" && ")),
+    }
 }
 
 fn pid_list(pids: &[u32]) -> String {
@@ -511,6 +634,7 @@ mod tests {
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
+            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
         }
     }
 
@@ -526,7 +650,14 @@ mod tests {
 
     #[test]
     fn a_probe_is_defined_before_it_is_enabled_and_removed_exactly() {
-        let p = plan(&valid(), "trace-recipe-x-1", "trace_recipe_1", &[], &[]);
+        let p = plan(
+            &valid(),
+            "trace-recipe-x-1",
+            "trace_recipe_1",
+            &[],
+            &[],
+            &[],
+        );
         assert_eq!(
             files(&p),
             [
@@ -568,7 +699,7 @@ mod tests {
             graph_filter_at_top: true,
             span: None,
         });
-        let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[]);
+        let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
         assert_eq!(p.instance, "");
         assert!(p.touches_top_level);
         for s in &p.steps {
@@ -584,5 +715,84 @@ mod tests {
         }
         assert!(files(&p).contains(&"set_ftrace_pid".to_string()));
         assert!(files(&p).contains(&"set_graph_function".to_string()));
+    }
+
+    fn write_of<'a>(p: &'a Plan, file: &str) -> Option<&'a str> {
+        p.steps.iter().find_map(|s| match &s.op {
+            Op::Write { file: f, value, .. } if f.ends_with(file) => Some(value.as_str()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn the_runs_own_threads_are_kept_out_by_notrace_pid_and_sched_filters() {
+        let mut v = valid();
+        v.probes.clear();
+        v.events = [
+            "sched:sched_switch",
+            "sched:sched_waking",
+            "syscalls:sys_enter_read",
+        ]
+        .iter()
+        .map(|n| crate::validate::ResolvedEvent {
+            name: n.to_string(),
+            filter: (*n == "sched:sched_waking").then(|| "prio < 100".to_string()),
+            stacktrace: false,
+            span: None,
+        })
+        .collect();
+        let p = plan(&v, "i", "g", &[], &[], &[11, 12]);
+        assert_eq!(write_of(&p, "/set_event_notrace_pid"), Some("11 12"));
+        assert_eq!(
+            write_of(&p, "sched_switch/filter"),
+            Some("(prev_pid != 11 && prev_pid != 12) && (next_pid != 11 && next_pid != 12)")
+        );
+        assert_eq!(
+            write_of(&p, "sched_waking/filter"),
+            Some("(prio < 100) && (pid != 11 && pid != 12)")
+        );
+        assert_eq!(write_of(&p, "sys_enter_read/filter"), None);
+
+        v.self_exclusion = SelfExclusion::CommonPidFilter;
+        let p = plan(&v, "i", "g", &[], &[], &[11]);
+        assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
+        assert_eq!(
+            write_of(&p, "sys_enter_read/filter"),
+            Some("(common_pid != 11)")
+        );
+
+        v.self_exclusion = SelfExclusion::Off;
+        let p = plan(&v, "i", "g", &[], &[], &[11]);
+        assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
+        assert_eq!(write_of(&p, "sched_switch/filter"), None);
+        assert_eq!(write_of(&p, "sched_waking/filter"), Some("prio < 100"));
+    }
+
+    #[test]
+    fn a_function_tracer_also_gets_set_ftrace_notrace_pid() {
+        let mut v = valid();
+        v.tracer = Some(ResolvedTracer {
+            name: "function_graph".into(),
+            functions: Vec::new(),
+            notrace: Vec::new(),
+            graph_functions: Vec::new(),
+            graph_notrace: Vec::new(),
+            max_graph_depth: None,
+            thresh_us: None,
+            options: Vec::new(),
+            at_top_level: false,
+            graph_filter_at_top: false,
+            span: None,
+        });
+        let p = plan(&v, "i", "g", &[], &[], &[5, 6]);
+        assert_eq!(write_of(&p, "/set_ftrace_notrace_pid"), Some("5 6"));
+        let tracer_at = files(&p).iter().position(|f| f.ends_with("current_tracer"));
+        let notrace_at = files(&p)
+            .iter()
+            .position(|f| f.ends_with("set_ftrace_notrace_pid"));
+        assert!(notrace_at < tracer_at, "{:?}", files(&p));
+        v.self_exclusion = SelfExclusion::NotracePid { ftrace: false };
+        let p = plan(&v, "i", "g", &[], &[], &[5, 6]);
+        assert_eq!(write_of(&p, "/set_ftrace_notrace_pid"), None);
     }
 }

@@ -45,6 +45,154 @@ pub struct CpuCapture {
 /// A reader thread; it returns the bytes it wrote and its CPU time.
 type ReaderThread = JoinHandle<std::io::Result<(u64, Duration)>>;
 
+/// What an idle reader is given to start reading: its CPU's trace_pipe_raw,
+/// its raw file and the sub-buffer size.
+struct Job {
+    fd: OwnedFd,
+    out: File,
+    subbuf: usize,
+}
+
+/// Per-CPU reader threads started before anything is applied, each waiting for
+/// its CPU's trace_pipe_raw (the instance does not exist yet). Started this
+/// early so that their thread ids are known when the plan is built: the plan
+/// keeps the run's own threads out of the trace (`set_event_notrace_pid`), and
+/// the kernel's pid lists name threads, not processes. Dropping it ends the
+/// threads without reading anything.
+#[derive(Debug)]
+pub struct Readers {
+    threads: Vec<(u32, std::sync::mpsc::Sender<Job>, ReaderThread)>,
+    tids: Vec<u32>,
+    draining: Arc<AtomicBool>,
+    wake_rd: Arc<OwnedFd>,
+    wake: Option<OwnedFd>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl Readers {
+    /// Starts one idle reader thread (`record-cpuN`) per CPU in `cpus`. Errors:
+    /// a pipe or a thread could not be created.
+    pub fn spawn(cpus: &[u32]) -> Result<Readers, RecordError> {
+        let (wake_rd, wake) =
+            rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
+                RecordError::Open {
+                    cpu: 0,
+                    path: PathBuf::from("pipe"),
+                    source: e.into(),
+                }
+            })?;
+        let mut readers = Readers {
+            threads: Vec::new(),
+            tids: Vec::new(),
+            draining: Arc::new(AtomicBool::new(false)),
+            wake_rd: Arc::new(wake_rd),
+            wake: Some(wake),
+            bytes: Arc::new(AtomicU64::new(0)),
+        };
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        for &cpu in cpus {
+            let (job_tx, job_rx) = std::sync::mpsc::channel::<Job>();
+            let (draining, bytes, wake) = (
+                readers.draining.clone(),
+                readers.bytes.clone(),
+                readers.wake_rd.clone(),
+            );
+            let tid_tx = tid_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("record-cpu{cpu}"))
+                .spawn(move || {
+                    let _ = tid_tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u32);
+                    drop(tid_tx);
+                    match job_rx.recv() {
+                        Ok(j) => {
+                            crate::apply::hooks::hold_readers(&draining);
+                            read_cpu(j.fd, j.out, j.subbuf, (&draining, &wake), &bytes)
+                        }
+                        Err(_) => Ok((0, Duration::ZERO)),
+                    }
+                })
+                .map_err(|source| RecordError::Open {
+                    cpu,
+                    path: PathBuf::from(format!("thread record-cpu{cpu}")),
+                    source,
+                })?;
+            readers.threads.push((cpu, job_tx, handle));
+        }
+        drop(tid_tx);
+        readers.tids = tid_rx.iter().collect();
+        Ok(readers)
+    }
+
+    /// The reader threads' ids (what `gettid(2)` returns in each).
+    pub fn tids(&self) -> &[u32] {
+        &self.tids
+    }
+
+    /// Hands each reader its CPU's `per_cpu/cpuN/trace_pipe_raw` of `instance`
+    /// (relative to tracefs), to read `subbuf` bytes (the sub-buffer size) at a
+    /// time into `raw_dir/cpuN.raw`. Errors: a file could not be opened or
+    /// created (the readers are then ended).
+    pub fn start(
+        mut self,
+        tracefs: &Tracefs,
+        instance: &str,
+        subbuf: usize,
+        raw_dir: &Path,
+    ) -> Result<Recorder, RecordError> {
+        let mut jobs = Vec::new();
+        for (cpu, _, _) in &self.threads {
+            let cpu = *cpu;
+            let pipe = tracefs.path(&format!("{instance}/per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let fd = open(
+                &pipe,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| RecordError::Open {
+                cpu,
+                path: pipe.clone(),
+                source: e.into(),
+            })?;
+            let out_path = raw_dir.join(format!("cpu{cpu}.raw"));
+            let out = File::create(&out_path).map_err(|source| RecordError::Open {
+                cpu,
+                path: out_path.clone(),
+                source,
+            })?;
+            jobs.push((Job { fd, out, subbuf }, out_path));
+        }
+        let mut rec = Recorder {
+            threads: Vec::new(),
+            draining: self.draining.clone(),
+            wake: None,
+            bytes: self.bytes.clone(),
+            tracefs: tracefs.clone(),
+            instance: instance.to_string(),
+        };
+        for ((cpu, tx, handle), (job, out_path)) in
+            std::mem::take(&mut self.threads).into_iter().zip(jobs)
+        {
+            // A reader that is gone already reports why when joined.
+            let _ = tx.send(job);
+            rec.threads.push((cpu, out_path, handle));
+        }
+        rec.wake = self.wake.take();
+        crate::apply::hooks::fail_at("recorder")
+            .map_err(|source| RecordError::Read { cpu: 0, source })?;
+        Ok(rec)
+    }
+}
+
+impl Drop for Readers {
+    /// Ends readers that were never started: each sees its job channel close.
+    fn drop(&mut self) {
+        for (_, tx, handle) in std::mem::take(&mut self.threads) {
+            drop(tx);
+            let _ = handle.join();
+        }
+    }
+}
+
 /// Per-CPU readers running in the background.
 #[derive(Debug)]
 pub struct Recorder {
@@ -85,67 +233,6 @@ pub enum RecordError {
 }
 
 impl Recorder {
-    /// Starts one reader per CPU in `cpus` of `instance` (relative to tracefs), each
-    /// reading `subbuf` bytes (the sub-buffer size) at a time into `raw_dir/cpuN.raw`.
-    pub fn start(
-        tracefs: &Tracefs,
-        instance: &str,
-        cpus: &[u32],
-        subbuf: usize,
-        raw_dir: &Path,
-    ) -> Result<Recorder, RecordError> {
-        let draining = Arc::new(AtomicBool::new(false));
-        let bytes = Arc::new(AtomicU64::new(0));
-        let (wake_rd, wake_wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-            .map_err(|e| RecordError::Open {
-                cpu: 0,
-                path: PathBuf::from("pipe"),
-                source: e.into(),
-            })?;
-        let wake_rd = Arc::new(wake_rd);
-        let mut rec = Recorder {
-            threads: Vec::new(),
-            draining: draining.clone(),
-            wake: Some(wake_wr),
-            bytes: bytes.clone(),
-            tracefs: tracefs.clone(),
-            instance: instance.to_string(),
-        };
-        for &cpu in cpus {
-            let pipe = tracefs.path(&format!("{instance}/per_cpu/cpu{cpu}/trace_pipe_raw"));
-            let fd = open(
-                &pipe,
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|e| RecordError::Open {
-                cpu,
-                path: pipe.clone(),
-                source: e.into(),
-            })?;
-            let out_path = raw_dir.join(format!("cpu{cpu}.raw"));
-            let out = File::create(&out_path).map_err(|source| RecordError::Open {
-                cpu,
-                path: out_path.clone(),
-                source,
-            })?;
-            let (draining, bytes, wake) = (draining.clone(), bytes.clone(), wake_rd.clone());
-            let handle = std::thread::Builder::new()
-                .name(format!("record-cpu{cpu}"))
-                .spawn(move || read_cpu(fd, out, subbuf, (&draining, &wake), &bytes))
-                .map_err(|source| RecordError::Open {
-                    cpu,
-                    path: pipe,
-                    source,
-                })?;
-            rec.threads.push((cpu, out_path, handle));
-            if let Err(source) = crate::apply::hooks::fail_at("recorder") {
-                return Err(RecordError::Read { cpu, source });
-            }
-        }
-        Ok(rec)
-    }
-
     /// Raw bytes captured so far, all CPUs together.
     pub fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)

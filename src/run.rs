@@ -32,7 +32,7 @@ use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, LoadError, OnAbort, load};
-use crate::record::{CpuCapture, RecordError, Recorder};
+use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
@@ -62,6 +62,9 @@ pub struct RunOptions {
 pub enum RunEvent {
     /// tracefs was mounted by us.
     Mounted(String),
+    /// The plan has kernel effects no undo reverses: each one sentence,
+    /// said before anything is applied.
+    Irreversible(Vec<String>),
     /// Every step was applied to the instance.
     Applied {
         /// Instance directory.
@@ -121,6 +124,9 @@ pub enum RunError {
     /// The recipe could not be read.
     #[error(transparent)]
     Load(LoadError),
+    /// The fact file given to `check --facts` cannot be used.
+    #[error(transparent)]
+    Facts(#[from] crate::kernel::FactsError),
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
@@ -218,10 +224,11 @@ pub fn incomplete_message(r: &RollbackReport) -> String {
 }
 
 fn apply_message(e: &ApplyError, source: &Source) -> String {
-    let place = e.step.span.as_ref().map(|s| {
-        let (l, c) = source.line_col(s.start);
-        format!("{}:{l}:{c}: ", source.path.display())
-    });
+    let place = e
+        .step
+        .span
+        .as_ref()
+        .map(|s| format!("{}: ", source.place(s.start)));
     let mut msg = format!("{}{e}", place.unwrap_or_default());
     if e.rollback.complete() {
         msg.push_str("\n  = note: every step already applied was undone; tracefs is as it was");
@@ -314,20 +321,29 @@ impl Drop for Signals {
     }
 }
 
-/// Validates a recipe against the live kernel: the shared first half of `check` and `run`.
+/// Where validation's [`KernelFacts`] come from.
+#[derive(Debug, Clone, Copy)]
+pub enum FactsFrom<'a> {
+    /// Read from this live tracefs (read-only).
+    Live(&'a Tracefs),
+    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
+    File(&'a Path),
+}
+
+/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
 pub fn load_and_validate(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(tracefs, path, sets, started, &Default::default())
+    load_and_validate_with(from, path, sets, started, &Default::default())
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
 /// before validation; problems of an overridden key name its flag.
 pub fn load_and_validate_with(
-    tracefs: &Tracefs,
+    from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
@@ -351,8 +367,14 @@ pub fn load_and_validate_with(
         other => RunError::Load(other),
     })?;
     let flag_problems = overrides.apply(&mut loaded);
-    let facts = KernelFacts::read(tracefs)?;
-    match validate(&loaded, &facts) {
+    let facts = match from {
+        FactsFrom::Live(tracefs) => {
+            KernelFacts::read_scoped(tracefs, &crate::kernel::Scope::for_recipe(&loaded.recipe))?
+        }
+        FactsFrom::File(file) => KernelFacts::load(file)?,
+    };
+    let host = crate::host::HostFacts::gather(&loaded);
+    match validate(&loaded, &facts, &host) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(RunError::Invalid {
             text: loaded.source,
@@ -368,7 +390,9 @@ pub fn load_and_validate_with(
 /// The plan of a run of `valid` by this process, the one function `run` and
 /// `check --plan` share. `workload` is the workload's pid, scoped by
 /// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
-pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>) -> Plan {
+/// `own` are the run's own thread ids, kept out of the trace unless
+/// `[scope] include_self` (`check` passes its own pid for them).
+pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>, own: &[u32]) -> Plan {
     let recipe = &valid.recipe;
     let mut pids = recipe.scope.pids.clone();
     pids.extend(workload);
@@ -378,7 +402,13 @@ pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>) -> Plan {
         &probe_group(std::process::id()),
         &pids,
         &crate::workload::pids_with_comm(&recipe.scope.comms),
+        own,
     )
+}
+
+/// The id of the calling thread (`gettid(2)`).
+fn gettid() -> u32 {
+    rustix::thread::gettid().as_raw_nonzero().get() as u32
 }
 
 /// Phase 1: everything known before tracefs is touched. The recipe is valid,
@@ -400,6 +430,14 @@ struct Prepared {
     /// /proc/kallsyms, read in the background meanwhile (it takes the kernel
     /// about 0.1 s to list).
     kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// The per-CPU reader threads, idle until [`Armed::record`] starts them.
+    readers: Option<Readers>,
+    /// The guard, started before the plan is built so that its pid is in it;
+    /// told the run is over by [`Armed::teardown`] (or when arming fails).
+    guard: Option<Guard>,
+    /// The run's own thread ids (this thread, the guard, the readers, the
+    /// kallsyms reader): excluded from the trace unless `[scope] include_self`.
+    own_tids: Vec<u32>,
 }
 
 /// Phase 2: the plan is applied. Owns everything that must be undone or ended:
@@ -408,7 +446,6 @@ struct Prepared {
 struct Armed {
     p: Prepared,
     tx: Transaction,
-    guard: Guard,
     workload_record: Option<PathBuf>,
     _top_level_lock: Option<std::fs::File>,
     recorder: Option<Recorder>,
@@ -428,6 +465,8 @@ struct Stopped {
 struct RolledBack {
     p: Prepared,
     rollback: RollbackReport,
+    /// The irreversible effects declared, and any observed that were not.
+    irreversible: Vec<crate::plan::Irreversible>,
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
@@ -449,7 +488,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
     let (valid, source, facts) = load_and_validate_with(
-        &tracefs,
+        FactsFrom::Live(&tracefs),
         &opts.recipe,
         &opts.sets,
         &started,
@@ -481,14 +520,17 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
-    out.write_new("recipe.toml", source.text.as_bytes())?;
-    // The recipe as written, for the bundle's manifest and for `rerun`.
-    if let Ok(raw) = std::fs::read(&opts.recipe) {
-        out.write_new("recipe.source.toml", &raw)?;
+    // The recipe as rendered, and as written with every file it extends, for the
+    // bundle's manifest and for `rerun`.
+    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+        out.write_new(&name, &bytes)?;
     }
+    // The kernel's facts this recipe was validated against, for `check --facts`
+    // on another host and for `diff`.
+    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
-    let workload = match command.is_empty() {
+    let mut workload = match command.is_empty() {
         true => None,
         false => Some(
             Workload::spawn_held(&command).map_err(|e| RunError::Workload {
@@ -497,11 +539,48 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             })?,
         ),
     };
-    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid));
+    // Every thread and process of the run exists before the plan is built, so
+    // that the plan can keep them all out of the trace (the kernel's pid lists
+    // name threads): the per-CPU readers wait idle, the guard waits on its pipe.
+    let end_workload = |w: &mut Option<Workload>| {
+        if let Some(w) = w.as_mut() {
+            let _ = w.terminate(Duration::from_secs(1));
+        }
+    };
+    let readers = match Readers::spawn(&facts.cpus) {
+        Ok(r) => r,
+        Err(e) => {
+            end_workload(&mut workload);
+            return Err(e.into());
+        }
+    };
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let kallsyms = std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(|| crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default())
+        .spawn(move || {
+            let _ = tid_tx.send(gettid());
+            crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default()
+        })
         .ok();
+    // The guard ends the workload's group if the run dies without rolling back.
+    let orphan = workload
+        .as_ref()
+        .filter(|_| valid.recipe.scope.on_abort == OnAbort::Kill)
+        .map(Workload::pid);
+    let guard = match Guard::spawn(
+        &path_for(Path::new(JOURNAL_DIR), std::process::id()),
+        orphan,
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            end_workload(&mut workload);
+            return Err(RunError::Guard(e));
+        }
+    };
+    let mut own_tids = vec![gettid(), guard.pid()];
+    own_tids.extend(readers.tids());
+    own_tids.extend(tid_rx.recv().ok());
+    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid), &own_tids);
     Ok(Prepared {
         signals,
         tracefs,
@@ -514,14 +593,21 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         workload,
         bundle,
         kallsyms,
+        readers: Some(readers),
+        guard: Some(guard),
+        own_tids,
     })
 }
 
 impl Prepared {
-    /// Ends the held workload of a run that stops before anything was applied.
+    /// Ends the held workload of a run that stops before anything was applied,
+    /// and tells the guard the run is over.
     fn end_workload(&mut self) {
         if let Some(w) = self.workload.as_mut() {
             let _ = w.terminate(Duration::from_secs(1));
+        }
+        if let Some(g) = self.guard.take() {
+            let _ = g.done();
         }
     }
 
@@ -564,26 +650,14 @@ impl Prepared {
             }
             None => None,
         };
-        // The guard starts before anything is written: whenever the run dies
-        // after this point, someone is watching for the journal.
-        let orphan = self
-            .workload
-            .as_ref()
-            .filter(|_| self.valid.recipe.scope.on_abort == OnAbort::Kill)
-            .map(Workload::pid);
-        let abort = |p: &mut Prepared, guard: Option<Guard>, e: RunError| {
+        // The guard started before anything is written (in `prepare`): whenever
+        // the run dies after this point, someone is watching for the journal.
+        let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
-            if let Some(g) = guard {
-                let _ = g.done();
-            }
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
             e
-        };
-        let guard = match Guard::spawn(&path_for(journal_dir, me), orphan) {
-            Ok(g) => g,
-            Err(e) => return Err(abort(&mut self, None, RunError::Guard(e))),
         };
         let header = Header {
             format: "trace-recipe-journal".into(),
@@ -595,17 +669,19 @@ impl Prepared {
         };
         let journal = match Journal::create(journal_dir, &header) {
             Ok(j) => j,
-            Err(e) => return Err(abort(&mut self, Some(guard), e.into())),
+            Err(e) => return Err(abort(&mut self, e.into())),
         };
+        let declared = crate::plan::irreversible(&self.plan, &self.facts.top_buffer);
+        if !declared.is_empty() {
+            on_event(RunEvent::Irreversible(
+                declared.iter().map(|i| i.effect.clone()).collect(),
+            ));
+        }
         let tx = match apply(&self.tracefs, &self.plan, Some(journal), |_| {}) {
             Ok(tx) => tx,
             Err(error) => {
                 let text = self.source.clone();
-                return Err(abort(
-                    &mut self,
-                    Some(guard),
-                    RunError::Apply { error, text },
-                ));
+                return Err(abort(&mut self, RunError::Apply { error, text }));
             }
         };
         on_event(RunEvent::Applied {
@@ -615,7 +691,6 @@ impl Prepared {
         Ok(Armed {
             p: self,
             tx,
-            guard,
             workload_record,
             _top_level_lock: top_level_lock,
             recorder: None,
@@ -636,13 +711,13 @@ impl Armed {
         let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
         let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
-        let recorder = self.recorder.insert(Recorder::start(
-            tracefs,
-            inst,
-            &self.p.facts.cpus,
-            subbuf,
-            &raw_dir,
-        )?);
+        let readers = self.p.readers.take().ok_or_else(|| RecordError::Read {
+            cpu: 0,
+            source: std::io::Error::other("the readers were started already"),
+        })?;
+        let recorder = self
+            .recorder
+            .insert(readers.start(tracefs, inst, subbuf, &raw_dir)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: tracefs.path(&format!("{inst}/tracing_on")),
             value: "1".into(),
@@ -770,12 +845,15 @@ impl Armed {
             Ok((stopped, captures, meta))
         });
         let rollback = self.tx.rollback();
+        let irreversible = observe_irreversible(&tracefs, &self.p.plan, &self.p.facts);
         if let Some(r) = &self.workload_record {
             let _ = std::fs::remove_file(r);
         }
         // A guard that cannot be told is ended by its pipe closing when it drops:
         // it then finds no journal, or the kept one, which `reset` also handles.
-        let _ = self.guard.done();
+        if let Some(g) = self.p.guard.take() {
+            let _ = g.done();
+        }
         if rollback.complete() {
             on_event(RunEvent::RolledBack);
         } else {
@@ -787,6 +865,7 @@ impl Armed {
         RolledBack {
             p: self.p,
             rollback,
+            irreversible,
             workload_exit: self.workload_exit,
             captured,
         }
@@ -804,10 +883,17 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     let RolledBack {
         p,
         rollback,
+        irreversible,
         workload_exit,
         captured,
     } = rolled_back;
-    let result = captured.and_then(|c| write_output(&p, c, workload_exit));
+    for i in irreversible.iter().filter(|i| !i.declared) {
+        on_event(RunEvent::Irreversible(vec![format!(
+            "{} (seen after the run, not declared before it)",
+            i.effect
+        )]));
+    }
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible));
     match (result, rollback.complete()) {
         (Ok(mut outcome), _) => {
             outcome.rollback = rollback;
@@ -826,6 +912,7 @@ fn write_output(
     p: &Prepared,
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
+    irreversible: Vec<crate::plan::Irreversible>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -854,6 +941,10 @@ fn write_output(
     let recorder_info = RecorderInfo {
         bytes: captures.iter().map(|c| c.bytes).sum(),
         cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
+        excluded_tids: match p.valid.self_exclusion {
+            crate::validate::SelfExclusion::Off => Vec::new(),
+            _ => p.own_tids.clone(),
+        },
     };
     let info = RunInfo {
         recipe: recipe.name.clone(),
@@ -874,6 +965,7 @@ fn write_output(
             }),
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    report.irreversible = irreversible;
     report.expectations = crate::expr::check_all(
         p.valid
             .expectations
@@ -927,6 +1019,33 @@ fn write_output(
         rollback: RollbackReport::default(),
         bundle,
     })
+}
+
+/// The irreversible effects of the run: those [`crate::plan::irreversible`]
+/// declares for `plan`, plus the allocation of the top-level ring buffer when it
+/// happened without being declared (seen in `buffer_size_kb`, which `facts`
+/// read before the run).
+fn observe_irreversible(
+    tracefs: &Tracefs,
+    plan: &Plan,
+    facts: &KernelFacts,
+) -> Vec<crate::plan::Irreversible> {
+    let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
+    let now = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t));
+    if let (Some(kb), Some(now)) = (facts.top_buffer.expanded_size_kb, now)
+        && now.expanded_size_kb.is_none()
+        && out.is_empty()
+    {
+        out.push(crate::plan::top_buffer_allocated(
+            &facts.top_buffer,
+            kb,
+            false,
+        ));
+    }
+    out
 }
 
 /// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.

@@ -25,7 +25,7 @@ pub fn render(diagnostics: &[Diagnostic], source: &Source) -> String {
                 Some(h) => format!("{} (help: {h})", j.message),
                 None => j.message.clone(),
             };
-            let mut location = json!({ "artifactLocation": { "uri": uri } });
+            let mut location = json!({ "artifactLocation": { "uri": j.file } });
             if let (Some(l), Some(c), Some(el), Some(ec)) =
                 (j.line, j.column, j.end_line, j.end_column)
             {

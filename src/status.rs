@@ -1,5 +1,5 @@
-//! `status` and `reset`, and the tracefs [`Snapshot`] that tests compare before and
-//! after every run.
+//! `status` and `reset`: what differs from a clean boot, what runs left behind,
+//! and removing exactly that.
 //!
 //! A run's instance is named `trace-recipe-NAME-PID`: `status` reports one whose
 //! PID is no longer a live trace-recipe process as left behind, and `reset`
@@ -8,7 +8,6 @@
 //! `trace_recipe_PID` of kprobe_events / uprobe_events: `status` reports those of
 //! dead runs and `reset` removes exactly them (`-:GROUP/EVENT`).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use std::path::Path;
@@ -19,116 +18,6 @@ use crate::plan::PROBE_GROUP_PREFIX;
 use crate::tracefs::{
     FILE_RULES, INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode, restore_value,
 };
-
-/// Files compared in every buffer (top level and each instance).
-const BUFFER_FILES: &[&str] = &[
-    "tracing_on",
-    "current_tracer",
-    "trace_clock",
-    "buffer_size_kb",
-    "tracing_cpumask",
-    "set_event",
-    "set_event_pid",
-    "set_event_notrace_pid",
-    "set_ftrace_pid",
-    "set_ftrace_notrace_pid",
-    "set_ftrace_filter",
-    "set_ftrace_notrace",
-    "set_graph_function",
-    "set_graph_notrace",
-    "max_graph_depth",
-    "tracing_thresh",
-];
-/// Global files, top level only.
-const GLOBAL_FILES: &[&str] = &[
-    "kprobe_events",
-    "uprobe_events",
-    "dynamic_events",
-    "saved_cmdlines_size",
-];
-
-/// A full picture of tracefs state: every buffer's settings, options, and every
-/// event's enable, filter and trigger, plus probe definitions and instance names.
-/// Keys are paths relative to tracefs; values are the files' text.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Snapshot(pub BTreeMap<String, String>);
-
-impl Snapshot {
-    /// Reads the snapshot. Files that cannot be read (absent on this kernel, or
-    /// refused) are recorded as `<unreadable>`.
-    pub fn take(tracefs: &Tracefs) -> Snapshot {
-        let mut map = BTreeMap::new();
-        let mut read = |rel: String| {
-            if tracefs.exists(&rel) {
-                let v = tracefs
-                    .read(&rel)
-                    .unwrap_or_else(|_| "<unreadable>".to_string());
-                map.insert(rel, v);
-            }
-        };
-        for f in GLOBAL_FILES {
-            read((*f).to_string());
-        }
-        let instances = tracefs.instances();
-        let mut dirs = vec![String::new()];
-        dirs.extend(instances.iter().map(|i| format!("instances/{i}/")));
-        for dir in &dirs {
-            for f in BUFFER_FILES {
-                read(format!("{dir}{f}"));
-            }
-            for opt in list_dir(tracefs, &format!("{dir}options")) {
-                read(format!("{dir}options/{opt}"));
-            }
-            for sys in list_dir(tracefs, &format!("{dir}events")) {
-                for ev in list_dir(tracefs, &format!("{dir}events/{sys}")) {
-                    for f in ["enable", "filter", "trigger"] {
-                        read(format!("{dir}events/{sys}/{ev}/{f}"));
-                    }
-                }
-            }
-        }
-        map.insert("<instances>".into(), instances.join(" "));
-        // Rollback journals are state too: one left behind means a run was not
-        // finished, even when tracefs itself looks clean.
-        let journals: Vec<String> = crate::apply::journal::list(Path::new(JOURNAL_DIR))
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        map.insert("<journals>".into(), journals.join(" "));
-        Snapshot(map)
-    }
-
-    /// Lines describing how `after` differs from `self`: `path: before -> after`.
-    pub fn diff(&self, after: &Snapshot) -> Vec<String> {
-        let mut out = Vec::new();
-        let keys: std::collections::BTreeSet<&String> =
-            self.0.keys().chain(after.0.keys()).collect();
-        for k in keys {
-            let (a, b) = (self.0.get(k), after.0.get(k));
-            if a != b {
-                out.push(format!(
-                    "{k}: {:?} -> {:?}",
-                    a.map(|s| s.trim_end()),
-                    b.map(|s| s.trim_end())
-                ));
-            }
-        }
-        out
-    }
-}
-
-fn list_dir(tracefs: &Tracefs, rel: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(tracefs.path(rel))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
 
 /// An instance of ours and whether its run is still alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,8 +121,8 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             ));
         }
     }
-    for sys in list_dir(tracefs, "events") {
-        for ev in list_dir(tracefs, &format!("events/{sys}")) {
+    for sys in tracefs.list("events") {
+        for ev in tracefs.list(&format!("events/{sys}")) {
             let base = format!("events/{sys}/{ev}");
             if let Ok(f) = tracefs.read(&format!("{base}/filter"))
                 && f.trim() != "none"
@@ -248,12 +137,32 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             }
         }
     }
-    if differs.is_empty() {
+    // Allocated by the first tracer or event since boot, and never freed again
+    // (Documentation/trace/ftrace.rst, buffer_size_kb): not something to reset.
+    let allocated = tracefs
+        .read("buffer_size_kb")
+        .ok()
+        .and_then(|t| crate::kernel::TopBuffer::parse(&t))
+        .filter(|b| b.expanded_size_kb.is_none());
+    if let (true, Some(b)) = (differs.is_empty(), allocated) {
+        let _ = writeln!(
+            o,
+            "top level: as after a clean boot, except what user space cannot undo:\n  top-level ring buffer allocated since boot: {} KiB per CPU",
+            b.size_kb
+        );
+    } else if differs.is_empty() {
         let _ = writeln!(o, "top level: as after a clean boot");
     } else {
         let _ = writeln!(o, "top level differs from a clean boot:");
         for d in differs {
             let _ = writeln!(o, "{d}");
+        }
+        if let Some(b) = allocated {
+            let _ = writeln!(
+                o,
+                "  top-level ring buffer allocated since boot: {} KiB per CPU (user space cannot undo it)",
+                b.size_kb
+            );
         }
     }
     let ours = our_instances(tracefs);
@@ -424,7 +333,8 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     out.push(Ok(format!(
         "disabled every event; cleared {cleared} event filters and triggers"
     )));
-    let max_cpu = list_dir(tracefs, "per_cpu")
+    let max_cpu = tracefs
+        .list("per_cpu")
         .iter()
         .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
         .max();
@@ -472,8 +382,8 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
 /// returns how many were set.
 fn clear_event_settings(tracefs: &Tracefs, prefix: &str) -> usize {
     let mut n = 0;
-    for sys in list_dir(tracefs, &format!("{prefix}events")) {
-        for ev in list_dir(tracefs, &format!("{prefix}events/{sys}")) {
+    for sys in tracefs.list(&format!("{prefix}events")) {
+        for ev in tracefs.list(&format!("{prefix}events/{sys}")) {
             let base = format!("{prefix}events/{sys}/{ev}");
             if tracefs
                 .read(&format!("{base}/filter"))

@@ -242,6 +242,21 @@ impl Tracefs {
         self.path(rel).exists()
     }
 
+    /// Names of the files and directories in directory `rel`, sorted (empty
+    /// when it cannot be read).
+    pub fn list(&self, rel: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.path(rel))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir() || t.is_file()))
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
     /// Names of the instances (directories under `instances/`), sorted.
     pub fn instances(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.path("instances"))

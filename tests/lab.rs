@@ -137,6 +137,48 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// The records of event `event` in the trace.dat of lab recipe `name`, each as
+/// its decoded fields (`pid` too; numbers as decimal text, strings as text, and
+/// for `ip`/`func` fields also `ip_sym`/`func_sym`, the kallsyms name), read
+/// with our own reader's field decoder, independent of how a line is printed.
+fn records_of(
+    out: &Path,
+    name: &str,
+    event: &str,
+) -> Vec<std::collections::BTreeMap<String, String>> {
+    use tracedat::{FieldValue, Record, TraceFile};
+    let file = TraceFile::open(&out.join(name).join("run/trace.dat")).unwrap();
+    let mut v = Vec::new();
+    for rec in file.records() {
+        let Ok(Record::Event(e)) = rec else { continue };
+        if e.format.name != event {
+            continue;
+        }
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("pid".to_string(), e.pid().to_string());
+        for (k, val) in e.fields() {
+            let text = match val {
+                FieldValue::Int(i) => i.to_string(),
+                FieldValue::UInt(u) => {
+                    if matches!(k, "ip" | "func")
+                        && let Some((sym, _)) = file.symbol(u)
+                    {
+                        m.insert(format!("{k}_sym"), sym.to_string());
+                    }
+                    u.to_string()
+                }
+                FieldValue::Str(s) | FieldValue::Bytes(s) => {
+                    String::from_utf8_lossy(s).into_owned()
+                }
+                FieldValue::Array(_) => continue,
+            };
+            m.insert(k.to_string(), text);
+        }
+        v.push(m);
+    }
+    v
+}
+
 /// The recipe `name` checked and ran cleanly; returns the report text of its trace.dat.
 fn ran(out: &Path, name: &str) -> String {
     let d = out.join(name);
@@ -174,6 +216,31 @@ fn lines_of<'a>(report: &'a str, event: &str) -> Vec<&'a str> {
     report.lines().filter(|l| l.contains(&needle)).collect()
 }
 
+/// Events of run `name`'s trace (`report`) from the run's own threads
+/// (report.json `recorder.excluded_tids`, or a comm of ours), and all events.
+fn own_events(out: &Path, name: &str, report: &str) -> (usize, usize) {
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join(format!("{name}/run/report.json")))).unwrap();
+    let tids: Vec<i64> = json["recorder"]["excluded_tids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_i64()).collect())
+        .unwrap_or_default();
+    assert!(tids.len() >= 4, "{name}: {json:#}");
+    let lines: Vec<crate::common::ReportLine> = report
+        .lines()
+        .filter_map(crate::common::ReportLine::parse)
+        .collect();
+    let own = lines
+        .iter()
+        .filter(|l| {
+            tids.contains(&i64::from(l.pid()))
+                || l.comm() == "trace-recipe"
+                || l.comm().starts_with("record-cpu")
+        })
+        .count();
+    (own, lines.len())
+}
+
 /// The `hitcount:` of one hist table row.
 fn hitcount(row: &str) -> u64 {
     row.split("hitcount:")
@@ -193,14 +260,18 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     let report = ran(out, "function-filter");
     let calls = lines_of(&report, "function");
     assert!(!calls.is_empty(), "{tag}: no function events:\n{report}");
-    for l in &calls {
+    let traced = records_of(out, "function-filter", "function");
+    for r in &traced {
+        let f = r.get("ip_sym").map_or("", String::as_str);
         assert!(
-            l.contains(" ip=vfs_read ") || l.contains(" ip=vfs_writ"),
-            "{tag}: unfiltered: {l}"
+            f == "vfs_read" || f.starts_with("vfs_writ"),
+            "{tag}: unfiltered: {r:?}"
         );
     }
     assert!(
-        calls.iter().any(|l| l.contains("vfs_read")),
+        traced
+            .iter()
+            .any(|r| r.get("ip_sym").is_some_and(|f| f == "vfs_read")),
         "{tag}: {report}"
     );
     let json: serde_json::Value =
@@ -228,34 +299,89 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: {check}"
     );
     let report = ran(out, "function-graph");
-    let entries = lines_of(&report, "funcgraph_entry");
+    let entries = records_of(out, "function-graph", "funcgraph_entry");
     assert!(
-        entries.iter().any(|l| l.contains("func=do_sys_openat2 ")),
+        entries
+            .iter()
+            .any(|r| r.get("func_sym").is_some_and(|f| f == "do_sys_openat2")),
         "{tag}: no graph of do_sys_openat2:\n{report}"
     );
-    for l in entries.iter().chain(&lines_of(&report, "funcgraph_exit")) {
-        let depth: u32 = l
-            .split("depth=")
-            .nth(1)
-            .and_then(|d| d.split_whitespace().next())
+    for r in entries
+        .iter()
+        .chain(&records_of(out, "function-graph", "funcgraph_exit"))
+    {
+        let depth: u32 = r
+            .get("depth")
             .and_then(|d| d.parse().ok())
-            .unwrap_or_else(|| panic!("{tag}: no depth in {l}"));
-        assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {l}");
+            .unwrap_or_else(|| panic!("{tag}: no depth in {r:?}"));
+        assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {r:?}");
     }
+
+    // The run's own threads stay out of the trace: a whole-system trace of the
+    // idle guest holds under 1 % of events from them, and a function_graph of
+    // do_sys_openat2 no graph of their opens (with include_self it does, so the
+    // check can fail).
+    let (own, total) = own_events(out, "idle-self", &ran(out, "idle-self"));
+    assert!(total > 0, "{tag}: the idle trace is empty");
+    let share = 100.0 * own as f64 / total as f64;
+    eprintln!(
+        "FIGURE kernel lab {tag}: idle whole-system trace: {own} of {total} events ({share:.2} %) from the run itself"
+    );
+    assert!(
+        share < 1.0,
+        "{tag}: {own} of {total} events are the run's own"
+    );
+    let graph = |name: &str| {
+        let d = out.join(name);
+        assert_eq!(
+            read(&d.join("run.rc")).trim(),
+            "0",
+            "{tag}: {name}: {}",
+            read(&d.join("run.txt"))
+        );
+        let r = Command::new(bin())
+            .arg("report")
+            .arg(d.join("run/trace.dat"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{tag}: {name}: {}", text(&r.stderr));
+        let report = text(&r.stdout);
+        let tool: Vec<String> = lines_of(&report, "funcgraph_entry")
+            .into_iter()
+            .filter(|l| l.contains("func=do_sys_openat2 "))
+            .filter_map(crate::common::ReportLine::parse)
+            .filter(|l| l.comm() == "trace-recipe" || l.comm().starts_with("record-cpu"))
+            .map(|l| format!("{l:?}"))
+            .collect();
+        tool
+    };
+    let mine = graph("recipe-call-graph-depth");
+    assert!(
+        mine.is_empty(),
+        "{tag}: call graphs of the run's own opens:\n{}",
+        mine.join("\n")
+    );
+    let with_self = graph("recipe-call-graph-depth-self");
+    assert!(
+        !with_self.is_empty(),
+        "{tag}: include_self = true, yet no graph of the run's own opens"
+    );
 
     // kprobe with fetchargs and a string filter.
     let report = ran(out, "kprobe-fetch");
-    let opens = lines_of(&report, "open_entry");
+    let opens = records_of(out, "kprobe-fetch", "open_entry");
     assert!(!opens.is_empty(), "{tag}: {report}");
-    for l in &opens {
+    for r in &opens {
         assert!(
-            l.contains("path=/payload/lab/marker.txt") && l.contains("dfd=-100"),
-            "{tag}: {l}"
+            r.get("path")
+                .is_some_and(|p| p == "/payload/lab/marker.txt")
+                && r.get("dfd").is_some_and(|d| d == "-100"),
+            "{tag}: {r:?}"
         );
     }
 
     assert!(
-        report.contains(" kernel_stack: ") && report.contains("=> "),
+        !records_of(out, "kprobe-fetch", "kernel_stack").is_empty() && report.contains("=> "),
         "{tag}: `stacktrace = true` records a kernel stack with each hit:\n{report}"
     );
 
@@ -276,10 +402,10 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         hitcount(row) >= 1,
         "{tag}: the row for ret -2 counts no hit: {row}"
     );
-    for l in &rets {
+    for r in &records_of(out, "kretprobe-filter", "open_ret") {
         assert!(
-            l.contains("ret=-2"),
-            "{tag}: the filter keeps ret < 0 only: {l}"
+            r.get("ret").is_some_and(|v| v == "-2"),
+            "{tag}: the filter keeps ret < 0 only: {r:?}"
         );
     }
 
@@ -354,6 +480,113 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
             );
         }
     }
+
+    // On the freshly booted guest, a tracer run changes tracefs in exactly what
+    // it declared irreversible (6.1: it runs at the top level and allocates the
+    // top-level ring buffer) and in nothing else.
+    assert_eq!(
+        read(&out.join("fresh-run.rc")).trim(),
+        "0",
+        "{tag}: {}",
+        read(&out.join("fresh-run.txt"))
+    );
+    // `FILE:LINE` lines (tests/lab/guest.sh tracefs_state), grouped by file.
+    let state = |f: &str| -> std::collections::BTreeMap<String, String> {
+        let mut m = std::collections::BTreeMap::<String, String>::new();
+        for (k, v) in read(&out.join(f)).lines().filter_map(|l| l.split_once(':')) {
+            let e = m.entry(k.to_string()).or_default();
+            if !e.is_empty() {
+                e.push('\n');
+            }
+            e.push_str(v.trim());
+        }
+        m
+    };
+    let (before, after) = (state("fresh-before.txt"), state("fresh-after.txt"));
+    let report: serde_json::Value =
+        serde_json::from_str(&read(&out.join("fresh-run/report.json"))).unwrap();
+    let declared = report["irreversible"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    let undeclared: Vec<&String> = changed
+        .iter()
+        .filter(|c| {
+            !declared.iter().any(|d| {
+                d["declared"] == true
+                    && c.starts_with(&format!("{}: ", d["file"].as_str().unwrap_or("")))
+                    && before
+                        .get(d["file"].as_str().unwrap_or(""))
+                        .map(String::as_str)
+                        == d["before"].as_str()
+            })
+        })
+        .collect();
+    eprintln!(
+        "FIGURE kernel lab {tag}: fresh boot, tracer run changed {} tracefs file(s), {} declared irreversible, {} undeclared",
+        changed.len(),
+        declared.len(),
+        undeclared.len()
+    );
+    assert!(
+        undeclared.is_empty(),
+        "{tag}: undeclared changes {undeclared:?}; declared {declared:?}"
+    );
+    if !six_twelve {
+        assert!(
+            declared.len() == 1 && changed.len() == 1,
+            "{tag}: the top-level run allocates the ring buffer, declared: {declared:?} {changed:?}"
+        );
+        assert!(
+            read(&out.join("status.txt")).contains("top-level ring buffer allocated since boot")
+        );
+    }
+
+    // `check --facts` with the guest's fact file, here, as a user without root
+    // and without tracefs, reaches the guest's own verdict on every recipe.
+    let facts = out.join("facts.json.zst");
+    assert!(facts.is_file(), "{tag}: {}", read(&out.join("facts.txt")));
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for e in std::fs::read_dir(out).unwrap() {
+        let d = e.unwrap().path();
+        let name = d.file_name().unwrap().to_str().unwrap().to_string();
+        if !d.join("check.rc").is_file() {
+            continue;
+        }
+        let recipe = match name.strip_prefix("recipe-") {
+            Some(n) => repo().join(format!("recipes/{n}.toml")),
+            None => repo().join(format!("tests/lab/{name}.toml")),
+        };
+        let o = crate::facts::check_offline_as_nobody(&facts, &recipe);
+        let (guest, host) = (
+            read(&d.join("check.rc")).trim().to_string(),
+            o.status.code(),
+        );
+        compared += 1;
+        if host.map(|c| c.to_string()) != Some(guest.clone()) {
+            differ.push(format!(
+                "{name}: guest check exit {guest}, host check --facts exit {host:?}\n{}\n{}",
+                read(&d.join("check.txt")),
+                text(&o.stdout) + &text(&o.stderr)
+            ));
+        }
+    }
+    eprintln!(
+        "FIGURE kernel lab {tag}: check --facts as nobody agrees with the guest's check on {}/{compared} recipes",
+        compared - differ.len()
+    );
+    assert!(
+        compared >= 10 && differ.is_empty(),
+        "{tag}:\n{}",
+        differ.join("\n")
+    );
 
     // Fault and kill trials at the steps of a kprobe, a function tracer and a
     // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).

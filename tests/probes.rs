@@ -161,7 +161,7 @@ fn top_level_tracer_available() -> bool {
 
 #[test]
 fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored() {
-    let guard = TracefsGuard::acquire();
+    let mut guard = TracefsGuard::acquire();
     if !top_level_tracer_available() {
         return;
     }
@@ -193,6 +193,28 @@ fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored(
             .any(|l| l.contains("sched_process_exec") && l.contains("/bin/true")),
         "{listing}"
     );
+    // A top-level buffer still unallocated since boot (a fresh machine) is
+    // allocated by this run, which nothing can undo: the run must have declared
+    // exactly that, and the snapshot then allows exactly that.
+    let declared = guard.allow_declared(&out.join("report.json"));
+    let unallocated = guard
+        .before("buffer_size_kb")
+        .is_some_and(|b| b.contains("expanded"));
+    assert_eq!(
+        declared.len(),
+        usize::from(unallocated),
+        "declared {declared:?} with buffer_size_kb {:?} before the run",
+        guard.before("buffer_size_kb")
+    );
+    if unallocated {
+        assert!(
+            text(&o.stderr).contains("irreversible: this run allocates the top-level ring buffer")
+        );
+        assert!(
+            check.contains("irreversible: a run of this recipe allocates"),
+            "{check}"
+        );
+    }
     // The guard's snapshot covers every top-level file the run wrote.
     guard.assert_unchanged();
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use trace_recipe::status::Snapshot;
+use crate::common::snapshot::Snapshot;
 
 use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
 

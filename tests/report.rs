@@ -394,35 +394,29 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
 fn losing_more_than_max_lost_percent_exits_4_after_writing_everything() {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
-    // A tiny buffer that keeps the oldest events, and a burst of syscalls.
+    // An 8 KiB buffer that keeps the oldest events, 5000 markers written while
+    // the readers are held back: a few hundred fit, the rest are dropped, every time.
     let recipe = write_recipe(
         dir.path(),
         "lossy.toml",
-        "name = \"lossy\"\ndescription = \"t\"\nduration = \"30s\"\n[buffer]\nsize_kb = 8\noverwrite = false\n[scope]\nfollow_forks = true\n[[events]]\nname = \"syscalls:sys_enter_read\"\n[[events]]\nname = \"syscalls:sys_exit_read\"\n[output]\nmax_lost_percent = 1\n",
+        "name = \"lost\"\ndescription = \"t\"\nduration = \"60s\"\n[buffer]\nsize_kb = 8\noverwrite = false\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename == \"/no/such/program\"'\n[output]\nmax_lost_percent = 1\n",
     );
-    let out = dir.path().join("out");
-    let (code, stderr) = run(
-        &recipe,
-        &out,
-        "dd if=/dev/zero of=/dev/null bs=1 count=300000 2>/dev/null",
-    );
+    let (code, stderr, report, markers) =
+        crate::capture::overflow_with_markers(dir.path(), &recipe, 5000);
     guard.assert_unchanged();
-    let report = json(&out.join("report.json"));
-    let pct = report["lost_percent"].as_f64().unwrap();
+    let out = dir.path().join("out-lossy");
     assert!(out.join("trace.dat").is_file() && out.join("summary.txt").is_file());
-    if pct > 1.0 {
-        assert_eq!(code, Some(4), "{stderr}");
-        assert!(stderr.contains("max_lost_percent"), "{stderr}");
-    } else {
-        assert_eq!(code, Some(0), "{stderr}");
-    }
+    let lost = report["lost_total"].as_u64().unwrap();
+    assert_eq!(markers + lost, 5000, "{report:#}");
     assert!(
-        report["lost_total"].as_u64().unwrap() > 0,
-        "300000 reads into 8 KiB should lose events: {report:#}"
+        report["lost_percent"].as_f64().unwrap() > 50.0,
+        "{report:#}"
     );
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("max_lost_percent"), "{stderr}");
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(
-        summary.contains(&format!("lost events: {}", report["lost_total"])),
+        summary.contains(&format!("lost events: {lost}")),
         "{summary}"
     );
 }

@@ -2,7 +2,6 @@
 //! trace.dat, reports agree with it, and tracefs is exactly as before whatever
 //! way the run ends.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -280,7 +279,10 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
         "the recipe entry is named: {err}"
     );
     assert!(
-        err.contains("failed: echo \"prev_pid.function == 1\" > instances/trace-recipe-refused-"),
+        // The recipe's filter, and-ed with the one that keeps the run's own
+        // threads out of sched_switch.
+        err.contains("failed: echo \"(prev_pid.function == 1) && (prev_pid != ")
+            && err.contains("> instances/trace-recipe-refused-"),
         "{err}"
     );
     assert!(
@@ -364,17 +366,7 @@ fn interrupt_mid_run(signal: i32, expected_code: i32, reason: &str) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !seen.contains("recording until") && Instant::now() < deadline {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&line);
-    }
-    assert!(seen.contains("recording until"), "{seen}");
+    let (mut stderr, seen) = crate::common::until_recording(&mut child);
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, signal) };

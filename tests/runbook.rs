@@ -6,7 +6,9 @@ use std::process::Command;
 
 use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
 
-const SCHEMAS: &[&str] = &["check", "status", "reset", "run", "list", "events", "diff"];
+const SCHEMAS: &[&str] = &[
+    "check", "status", "reset", "run", "list", "events", "facts", "diff",
+];
 
 #[test]
 fn checked_in_output_schemas_are_what_schema_of_prints() {
@@ -290,16 +292,11 @@ fn events_and_functions_of_this_kernel() {
         Some(1)
     );
 
-    let dir = tempfile::tempdir().unwrap();
-    let facts = dir.path().join("facts.json");
-    std::fs::write(
-        &facts,
-        r#"{"release":"6.1.0","events":["sched:sched_switch","kmem:kmalloc"],"formats":{"kmem:kmalloc":{"fields":[{"name":"bytes_req","type":"size_t","size":8,"signed":false}]}}}"#,
-    )
-    .unwrap();
+    // Another kernel's events, from its fact file (the lab's Debian 6.1).
+    let facts = crate::common::repo().join("tests/facts/debian-6.1.json.zst");
     let out = trace_recipe(&[
         "events",
-        "kmem:*",
+        "kmem:kmalloc",
         "--fields",
         "--facts",
         facts.to_str().unwrap(),

@@ -229,7 +229,6 @@ fn journals_of_runs_dead_with_their_guard_are_swept_by_reset_and_by_the_next_run
 /// probe, its journal and its tracing all survive, and the run ends normally.
 #[test]
 fn reset_beside_a_live_run_leaves_it_alone() {
-    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let guard = TracefsGuard::acquire();
     let t = tracefs();
@@ -251,16 +250,7 @@ fn reset_beside_a_live_run_leaves_it_alone() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("recording until") {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&line);
-    }
-    assert!(seen.contains("recording until"), "{seen}");
+    let (mut stderr, seen) = crate::common::until_recording(&mut child);
     let instance = format!("instances/trace-recipe-live-{}", child.id());
     let journal = trace_recipe::apply::journal::path_for(
         std::path::Path::new(trace_recipe::apply::journal::JOURNAL_DIR),

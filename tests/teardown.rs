@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::common::snapshot::Snapshot;
 use trace_recipe::apply::journal::{JOURNAL_DIR, list, lock};
 use trace_recipe::apply::{
     FAIL_AT_ENV, FAIL_JOURNAL_ENV, FAIL_UNDO_ENV, KILL_AT_ENV, KILL_STEP_ENV,
 };
 use trace_recipe::cli::exit;
-use trace_recipe::status::Snapshot;
 
 use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
 use crate::reliability::{settles_to, spawn_run};
@@ -306,7 +306,7 @@ fn on_abort_leave_keeps_the_workload_running_and_status_names_it() {
 
 #[test]
 fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_ends() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufRead, Read};
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
@@ -321,16 +321,7 @@ fn a_second_ctrl_c_says_rollback_is_in_progress_and_the_whole_workload_group_end
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    while !seen.contains("recording until") {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        seen.push_str(&line);
-    }
-    assert!(seen.contains("recording until"), "{seen}");
+    let (mut stderr, mut seen) = crate::common::until_recording(&mut child);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     while !seen.contains("stopped: signal SIGINT") {

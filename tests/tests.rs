@@ -3,10 +3,13 @@
 mod common;
 
 mod bundle;
+mod capture;
 mod check;
+mod compose;
 mod diff;
 mod docs;
 mod expect;
+mod facts;
 mod hostile;
 mod lab;
 mod probes;

@@ -18,15 +18,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
-    let all = [
-        AnalysisName::Counts,
-        AnalysisName::Syscalls,
-        AnalysisName::Wakeup,
-        AnalysisName::Kretprobe,
-        AnalysisName::Funcgraph,
-        AnalysisName::Stacks,
-    ];
-    let Ok(a) = analyze(&file, &Selection::new(&file, &all)) else { return };
+    let Ok(a) = analyze(&file, &Selection::new(&file, &AnalysisName::ALL)) else { return };
     let r = JsonReport::new(&file, &a, None);
     let _ = serde_json::to_string(&r);
     let _ = render_html(&r);

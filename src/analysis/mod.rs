@@ -410,39 +410,17 @@ mod tests {
     //! hand-made pages instead.
 
     use super::*;
+    use tracedat::testing::{Endian, Page, event_format};
     use tracedat::{CaptureMeta, CpuData};
 
-    const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
-    const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+    const E: Endian = Endian::LITTLE64;
 
     fn format(name: &str, id: u16, fields: &str) -> Vec<u8> {
-        format!("name: {name}\nID: {id}\nformat:\n{COMMON}{fields}\nprint fmt: \"\"\n").into_bytes()
-    }
-
-    /// One page of events `(delta ns, payload)` (payloads 8-byte aligned, < 112 bytes).
-    fn page(ts: u64, events: &[(u32, Vec<u8>)]) -> Vec<u8> {
-        let mut data = Vec::new();
-        for (delta, payload) in events {
-            let words = payload.len().div_ceil(4) as u32;
-            data.extend(((delta << 5) | words).to_le_bytes());
-            data.extend(payload);
-            data.resize(data.len().next_multiple_of(4), 0);
-        }
-        let mut p = ts.to_le_bytes().to_vec();
-        p.extend((data.len() as u64).to_le_bytes());
-        p.extend(data);
-        p.resize(4096, 0);
-        p
+        event_format(name, id, fields, "\"\"").into_bytes()
     }
 
     fn payload(id: u16, pid: i32, words: &[u64]) -> Vec<u8> {
-        let mut v = id.to_le_bytes().to_vec();
-        v.extend([0, 0]);
-        v.extend(pid.to_le_bytes());
-        for w in words {
-            v.extend(w.to_le_bytes());
-        }
-        v
+        tracedat::testing::payload(E, id, pid, words)
     }
 
     #[test]
@@ -463,9 +441,13 @@ mod tests {
             (5, payload(10, 7, &[f, 1, 2000, 2050])),
         ];
         let raw = dir.path().join("cpu0.raw");
-        std::fs::write(&raw, page(1_000_000, &events)).unwrap();
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
         let meta = CaptureMeta {
-            header_page: HEADER_PAGE.as_bytes().to_vec(),
+            header_page: E.header_page(4096).into_bytes(),
             header_event: Vec::new(),
             ftrace_formats: vec![format(
                 "funcgraph_exit",

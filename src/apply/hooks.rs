@@ -16,13 +16,32 @@
 //! | `tables` | (fail only) saving the hist tables and the snapshot after recording |
 //!
 //! The step hooks of the apply itself are [`super::FAIL_STEP_ENV`] and
-//! [`super::KILL_STEP_ENV`].
+//! [`super::KILL_STEP_ENV`]. [`HOLD_READERS_ENV`] holds the per-CPU readers back
+//! until a file exists, so that a test can overflow the ring buffer on purpose.
 
 /// Comma-separated points at which the process SIGKILLs itself.
 pub const KILL_AT_ENV: &str = "TRACE_RECIPE_TEST_KILL_AT";
 
 /// Comma-separated points at which the stage fails with an injected error.
 pub const FAIL_AT_ENV: &str = "TRACE_RECIPE_TEST_FAIL_AT";
+
+/// A path: while it names no file, the per-CPU readers read nothing (they
+/// start as soon as it exists, or when the recorder is told to drain). Tests
+/// use it to fill a small ring buffer past its size with a known number of
+/// events and check the lost count.
+pub const HOLD_READERS_ENV: &str = "TRACE_RECIPE_TEST_HOLD_READERS";
+
+/// Waits while [`HOLD_READERS_ENV`] names a file that does not exist yet and
+/// `draining` is false (checked every 10 ms: test-only).
+pub(crate) fn hold_readers(draining: &std::sync::atomic::AtomicBool) {
+    let Some(path) = std::env::var_os(HOLD_READERS_ENV) else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    while !path.exists() && !draining.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
 
 /// Whether `point` is listed in the variable `var`.
 fn listed(var: &str, point: &str) -> bool {

@@ -14,16 +14,19 @@
 //!
 //! Nothing here touches the kernel.
 
+mod compose;
 mod model;
 mod render;
 mod spans;
 
 use std::path::Path;
 
+pub use compose::{ChainFile, MAX_DEPTH, explain, run_files};
 pub use model::{
-    Buffer, Event, Expect, OnAbort, Output, ParamValue, Probe, Recipe, Scope, Stop, Tracer, Trigger,
+    Buffer, Event, Expect, OnAbort, Output, Param, ParamType, ParamValue, Probe, Recipe, Scope,
+    Stop, Tracer, Trigger, TypedParam,
 };
-pub use render::{Builtins, render};
+pub use render::Builtins;
 pub use spans::{PathSeg, SpanIndex};
 
 use crate::diagnostic::{Diagnostic, Source};
@@ -40,6 +43,8 @@ pub struct LoadedRecipe {
     /// Problems that do not stop validation (unknown keys); `validate` reports
     /// them together with its own.
     pub problems: Vec<Diagnostic>,
+    /// The files read, the recipe first, then each base it `extends` in turn.
+    pub chain: Vec<ChainFile>,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -63,10 +68,11 @@ pub enum LoadError {
     },
 }
 
-/// Reads, renders and parses the recipe at `path`.
+/// Reads, renders and parses the recipe at `path`, with every file it `extends`.
 ///
 /// `sets` are the `--set KEY=VALUE` overrides. Errors: [`LoadError::Read`] when the
-/// file cannot be read; [`LoadError::Invalid`] with every template and TOML problem.
+/// file cannot be read; [`LoadError::Invalid`] with every chain, template and TOML
+/// problem, each in the file it comes from.
 pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedRecipe, LoadError> {
     let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
@@ -75,50 +81,60 @@ pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedR
     load_str(path, &raw, sets, builtins)
 }
 
-/// Like [`load`], for recipe text already in memory (`path` is used in messages only).
+/// Like [`load`], for recipe text already in memory (`path` is used in messages
+/// and to resolve `extends`).
 pub fn load_str(
     path: &Path,
     raw: &str,
     sets: &[String],
     builtins: &Builtins,
 ) -> Result<LoadedRecipe, LoadError> {
-    let rendered = render(raw, sets, builtins);
-    let (text, mut diagnostics) = match rendered {
-        Ok(text) => (text, Vec::new()),
-        Err(diags) => (raw.to_string(), diags),
-    };
-    let source = Source {
-        path: path.to_path_buf(),
-        text,
-    };
-    if !diagnostics.is_empty() {
-        return Err(LoadError::Invalid {
-            text: source,
-            diagnostics,
-        });
+    let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
+    let (files, heads) = compose::read_chain(path, raw.to_string())
+        .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
+    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+    let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
+    let params = render::merge_params(&base_first, sets)
+        .map_err(|diagnostics| invalid(raw_source(), diagnostics))?;
+    let name = heads.iter().find_map(|h| h.name.clone());
+    let ctx = render::context(&params, name, builtins);
+    let mut rendered = Vec::with_capacity(files.len());
+    let mut diagnostics = Vec::new();
+    let mut offset = 0;
+    for f in &files {
+        match render::render(&f.raw, &ctx, offset) {
+            Ok(text) => rendered.push(text),
+            Err(d) => diagnostics.extend(d),
+        }
+        offset += f.raw.len();
     }
-    match parse(&source.text) {
+    if !diagnostics.is_empty() {
+        return Err(invalid(raw_source(), diagnostics));
+    }
+    let source = compose::concat(
+        files
+            .iter()
+            .zip(&rendered)
+            .map(|(f, text)| (f.path.as_path(), text.as_str())),
+    );
+    let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
+    match parse(root) {
         Ok((recipe, spans, problems)) => Ok(LoadedRecipe {
             source,
             recipe,
             spans,
             problems,
+            chain: files,
         }),
-        Err(diags) => {
-            diagnostics = diags;
-            Err(LoadError::Invalid {
-                text: source,
-                diagnostics,
-            })
-        }
+        Err(diagnostics) => Err(invalid(source, diagnostics)),
     }
 }
 
-/// Parses rendered recipe text. Unknown keys are returned beside the recipe when
-/// it otherwise parsed; a type error fails the parse (with the unknown keys).
-fn parse(text: &str) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
-    let spans = SpanIndex::parse(text).map_err(|d| vec![d])?;
-    let de = toml::de::Deserializer::parse(text).map_err(|e| vec![toml_error(&e)])?;
+/// Deserializes the merged root table. Unknown keys are returned beside the recipe
+/// when it otherwise parsed; a type error fails the parse (with the unknown keys).
+fn parse(root: toml_edit::Table) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
+    let spans = SpanIndex::from_table(root.clone());
+    let de = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(root));
     let mut unknown = Vec::new();
     let result: Result<Recipe, _> = serde_ignored::deserialize(de, |path| {
         unknown.push(spans::segments(&path));
@@ -160,7 +176,7 @@ fn parse(text: &str) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnos
     }
 }
 
-fn toml_error(e: &toml::de::Error) -> Diagnostic {
+fn toml_error(e: &toml_edit::de::Error) -> Diagnostic {
     Diagnostic::recipe(e.span(), e.message().trim_end().to_string())
 }
 

@@ -15,6 +15,13 @@ use serde::{Deserialize, Serialize};
 #[schemars(deny_unknown_fields)]
 #[schemars(title = "trace-recipe recipe (format version 1)")]
 pub struct Recipe {
+    /// A base recipe this one builds on, relative to this file's folder
+    /// (recipe-format 1.1). Chains are allowed; cycles and chains deeper than 8
+    /// are refused. Tables merge key by key; `[[events]]`, `[[kprobes]]`,
+    /// `[[uprobes]]`, `[[triggers]]` and `[[expect]]` entries with the identity of
+    /// one of the base's replace it, the others are appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<String>,
     /// `[a-z0-9_-]+`, used in instance and output folder names.
     pub name: String,
     /// One sentence saying which question the recipe answers.
@@ -24,9 +31,10 @@ pub struct Recipe {
     /// first of duration, workload exit, a stop condition or Ctrl-C.
     #[serde(default)]
     pub duration: Option<String>,
-    /// Template variables (minijinja), overridable with `--set KEY=VALUE`.
+    /// Template variables (minijinja), overridable with `--set KEY=VALUE`: a plain
+    /// value, or a typed table (`[params.NAME] type = ..., default = ..., help = ...`).
     #[serde(default)]
-    pub params: BTreeMap<String, ParamValue>,
+    pub params: BTreeMap<String, Param>,
     /// The per-CPU ring buffer of the run's instance.
     #[serde(default)]
     pub buffer: Buffer,
@@ -68,6 +76,44 @@ pub struct Expect {
     /// `lost_events == 0`, `p99(ANALYSIS:KEY) < 2ms` (ANALYSIS: syscalls, wakeup,
     /// kretprobe, funcgraph; durations in ns, us, ms, s).
     pub that: String,
+}
+
+/// One `[params]` entry: `NAME = value`, or a typed `[params.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Param {
+    /// A plain value; `--set` values must parse as its type.
+    Value(ParamValue),
+    /// A typed parameter.
+    Typed(TypedParam),
+}
+
+/// `[params.NAME]`: a parameter with a declared type, a default and a help text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
+pub struct TypedParam {
+    /// What `default` and every `--set` value must be.
+    #[serde(rename = "type")]
+    pub kind: ParamType,
+    /// The value when no `--set` gives one; without it, `--set NAME=...` is required.
+    pub default: Option<ParamValue>,
+    /// One line saying what the parameter does (shown by `check --explain`).
+    pub help: Option<String>,
+}
+
+/// The type of a typed parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamType {
+    /// A whole number (i64).
+    Int,
+    /// Any string.
+    String,
+    /// A duration string such as `"500ms"`, `"10s"`, `"2m"` (rendered as written).
+    Duration,
+    /// `true` or `false`.
+    Bool,
 }
 
 /// A template variable's value.
@@ -120,6 +166,12 @@ pub struct Scope {
     /// without rolling back (SIGKILL, OOM kill): `kill` (default) or `leave`.
     #[serde(default)]
     pub on_abort: OnAbort,
+    /// Trace the run's own threads too (its main thread, guard and readers).
+    /// By default they are kept out of the trace: `set_event_notrace_pid` (and
+    /// `set_ftrace_notrace_pid` for function tracers), or a `common_pid` filter on
+    /// kernels without those files.
+    #[serde(default)]
+    pub include_self: bool,
 }
 
 /// `[scope] on_abort`: the workload's fate when its run dies without rolling back.

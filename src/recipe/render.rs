@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use std::ops::Range;
+
 use minijinja::{Environment, UndefinedBehavior, Value};
 
-use super::ParamValue;
+use super::{ParamType, ParamValue};
 use crate::diagnostic::Diagnostic;
 
 /// Variables every recipe may use besides its `[params]`.
@@ -17,16 +19,223 @@ pub struct Builtins {
 /// Largest rendered recipe accepted, in bytes.
 const MAX_RENDERED: usize = 1 << 20;
 
-/// Renders recipe text: `[params]` and `name` from the raw text, overridden by `sets`
-/// (`KEY=VALUE`), expanded with strict undefined variables.
-///
-/// Templates can read nothing but these variables (no files, no environment), and
-/// rendering is bounded (minijinja fuel, output size). Errors: one diagnostic per
-/// problem (bad `--set`, undefined variable, template syntax, a template that
-/// expands to several lines).
-pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String, Vec<Diagnostic>> {
+/// `[params]`, `name` and `extends` of one file of a recipe, read from its raw
+/// text (before rendering), with spans shifted by the file's offset in the
+/// chain's [`crate::diagnostic::Source`].
+#[derive(Debug, Default)]
+pub(crate) struct RawHead {
+    /// The parameters this file declares.
+    pub params: BTreeMap<String, ParamDef>,
+    /// `name`, when this file sets it as a plain string.
+    pub name: Option<String>,
+    /// `extends` and the span of its value.
+    pub extends: Option<(String, Option<Range<usize>>)>,
+    /// Problems of typed parameters (unknown type, a default of another type).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One parameter as declared: its value (if any), its declared type (typed form
+/// only), its help text, and the span of its key.
+#[derive(Debug, Clone)]
+pub(crate) struct ParamDef {
+    /// The default value (plain form: the value).
+    pub value: Option<ParamValue>,
+    /// The declared type (typed form only).
+    pub kind: Option<ParamType>,
+    /// The help text (typed form only).
+    pub help: Option<String>,
+    /// Span of the parameter's key in the chain's source.
+    pub span: Option<Range<usize>>,
+}
+
+/// Reads [`RawHead`] from `raw`, whose first byte is at `offset` of the chain's text.
+pub(crate) fn raw_head(raw: &str, offset: usize) -> RawHead {
+    let doc = match super::spans::parse_at(raw, offset) {
+        Ok(doc) => doc,
+        // The raw text is not TOML (templates outside strings): keep only the
+        // lines that matter here, every other byte blanked so offsets still hold.
+        Err(_) => match super::spans::parse_at(&head_lines(raw), offset) {
+            Ok(doc) => doc,
+            Err(_) => return RawHead::default(),
+        },
+    };
+    let mut head = RawHead {
+        name: doc.get("name").and_then(|n| n.as_str()).map(str::to_string),
+        extends: doc.get_key_value("extends").and_then(|(_, v)| {
+            let s = v.as_str()?.to_string();
+            Some((s, v.span()))
+        }),
+        ..RawHead::default()
+    };
+    let Some(params) = doc.get("params").and_then(|p| p.as_table_like()) else {
+        return head;
+    };
+    for (key, item) in params.iter() {
+        let span = params.get_key_value(key).and_then(|(k, _)| k.span());
+        let def = match item.as_table_like() {
+            None => ParamDef {
+                value: item.as_value().and_then(edit_value),
+                kind: None,
+                help: None,
+                span,
+            },
+            Some(t) => typed_def(key, t, span, &mut head.diagnostics),
+        };
+        head.params.insert(key.to_string(), def);
+    }
+    head
+}
+
+fn typed_def(
+    name: &str,
+    t: &dyn toml_edit::TableLike,
+    span: Option<Range<usize>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> ParamDef {
+    const TYPES: &str = "\"int\", \"string\", \"duration\" or \"bool\"";
+    for (k, _) in t.iter() {
+        if !matches!(k, "type" | "default" | "help") {
+            let at = t.get_key_value(k).and_then(|(k, _)| k.span());
+            diagnostics.push(
+                Diagnostic::recipe(at, format!("unknown key `{k}` in `params.{name}`"))
+                    .with_help("known keys: type, default, help"),
+            );
+        }
+    }
+    let kind = match t.get("type") {
+        None => {
+            diagnostics.push(
+                Diagnostic::recipe(span.clone(), format!("`params.{name}` has no `type`"))
+                    .with_help(format!("write `type = ` {TYPES}")),
+            );
+            None
+        }
+        Some(item) => {
+            let kind = match item.as_str() {
+                Some("int") => Some(ParamType::Int),
+                Some("string") => Some(ParamType::String),
+                Some("duration") => Some(ParamType::Duration),
+                Some("bool") => Some(ParamType::Bool),
+                _ => None,
+            };
+            if kind.is_none() {
+                diagnostics.push(
+                    Diagnostic::recipe(
+                        item.span(),
+                        format!("`params.{name}.type` is not a parameter type"),
+                    )
+                    .with_help(format!("write {TYPES}")),
+                );
+            }
+            kind
+        }
+    };
+    let value = t.get("default").and_then(|d| {
+        let v = d.as_value().and_then(edit_value);
+        if let (Some(kind), Some(v)) = (kind, &v)
+            && let Err(msg) = fits(kind, v)
+        {
+            diagnostics.push(Diagnostic::recipe(
+                d.span(),
+                format!("the default of `{name}` {msg}"),
+            ));
+        }
+        v
+    });
+    ParamDef {
+        value,
+        kind,
+        help: t.get("help").and_then(|h| h.as_str()).map(str::to_string),
+        span,
+    }
+}
+
+/// Whether `v` is a value of `kind`; the error completes "the value ...".
+fn fits(kind: ParamType, v: &ParamValue) -> Result<(), String> {
+    let ok = match (kind, v) {
+        (ParamType::Int, ParamValue::Int(_))
+        | (ParamType::Bool, ParamValue::Bool(_))
+        | (ParamType::String, ParamValue::Str(_)) => true,
+        (ParamType::Duration, ParamValue::Str(s)) => {
+            return crate::validate::parse_duration(s).map(|_| ());
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("is not {}", type_words(kind)))
+    }
+}
+
+fn type_words(kind: ParamType) -> &'static str {
+    match kind {
+        ParamType::Int => "an integer",
+        ParamType::String => "a string",
+        ParamType::Duration => "a duration (`500ms`, `10s`, `2m`)",
+        ParamType::Bool => "true or false",
+    }
+}
+
+/// The lines of `raw` that [`raw_head`] reads (top-level `name` and `extends`,
+/// `[params]` and `[params.NAME]` sections); every other byte but newlines
+/// becomes a space.
+fn head_lines(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut section: Option<bool> = None;
+    for line in raw.split_inclusive('\n') {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let header = t
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim();
+            section = Some(header == "params" || header.starts_with("params."));
+        }
+        let keep = match section {
+            None => t.starts_with("name") || t.starts_with("extends"),
+            Some(in_params) => in_params,
+        };
+        if keep {
+            out.push_str(line);
+        } else {
+            out.extend(line.bytes().map(|b| if b == b'\n' { '\n' } else { ' ' }));
+        }
+    }
+    out
+}
+
+/// Merges the parameters of a chain (base first; a later file's entry replaces an
+/// earlier one, keeping a declared type) and applies `--set KEY=VALUE`. Errors: a
+/// `--set` that is malformed, names no parameter or does not fit its type (at the
+/// parameter's line), a typed parameter without a value.
+pub(crate) fn merge_params(
+    heads: &[&RawHead],
+    sets: &[String],
+) -> Result<BTreeMap<String, ParamDef>, Vec<Diagnostic>> {
     let mut diagnostics = Vec::new();
-    let (mut params, name) = raw_params(raw);
+    let mut params: BTreeMap<String, ParamDef> = BTreeMap::new();
+    for head in heads {
+        diagnostics.extend(head.diagnostics.iter().cloned());
+        for (k, def) in &head.params {
+            let mut def = def.clone();
+            if let Some(old) = params.get(k) {
+                def.kind = def.kind.or(old.kind);
+                def.help = def.help.or_else(|| old.help.clone());
+                if let (Some(kind), Some(v)) = (def.kind, &def.value)
+                    && let Err(msg) = fits(kind, v)
+                {
+                    diagnostics.push(
+                        Diagnostic::recipe(def.span.clone(), format!("`{k}` {msg}"))
+                            .with_help("its base recipe declares its type"),
+                    );
+                }
+            }
+            params.insert(k.clone(), def);
+        }
+    }
     for set in sets {
         let Some((key, value)) = set.split_once('=') else {
             diagnostics.push(
@@ -36,7 +245,7 @@ pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String,
             continue;
         };
         let key = key.trim();
-        match params.get(key) {
+        match params.get_mut(key) {
             None => diagnostics.push(
                 Diagnostic::recipe(
                     None,
@@ -51,18 +260,59 @@ pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String,
                     )
                 }),
             ),
-            Some(old) => match typed_like(old, value) {
-                Ok(v) => {
-                    params.insert(key.to_string(), v);
-                }
-                Err(msg) => diagnostics.push(Diagnostic::recipe(None, msg)),
+            Some(def) => match set_value(def, value) {
+                Ok(v) => def.value = Some(v),
+                Err(msg) => diagnostics.push(
+                    Diagnostic::recipe(def.span.clone(), format!("`--set {key}={value}`: {msg}"))
+                        .with_help(format!("`{key}` is declared here")),
+                ),
             },
         }
     }
-    if !diagnostics.is_empty() {
-        return Err(diagnostics);
+    for (k, def) in &params {
+        if def.value.is_none() && def.kind.is_some() {
+            diagnostics.push(
+                Diagnostic::recipe(def.span.clone(), format!("parameter `{k}` has no value"))
+                    .with_help(format!("give it a `default`, or pass `--set {k}=...`")),
+            );
+        }
     }
+    if diagnostics.is_empty() {
+        Ok(params)
+    } else {
+        Err(diagnostics)
+    }
+}
 
+/// The template context: the parameters, `name` and the builtins.
+pub(crate) fn context(
+    params: &BTreeMap<String, ParamDef>,
+    name: Option<String>,
+    builtins: &Builtins,
+) -> BTreeMap<String, Value> {
+    let mut ctx: BTreeMap<String, Value> = params
+        .iter()
+        .filter_map(|(k, d)| Some((k.clone(), param_value(d.value.as_ref()?))))
+        .collect();
+    ctx.entry("name".into())
+        .or_insert_with(|| Value::from(name.unwrap_or_default()));
+    ctx.entry("started".into())
+        .or_insert_with(|| Value::from(builtins.started.clone()));
+    ctx
+}
+
+/// Renders one file's raw text with `ctx`, strict about undefined variables;
+/// spans of problems are shifted by `offset`.
+///
+/// Templates can read nothing but these variables (no files, no environment), and
+/// rendering is bounded (minijinja fuel, output size). Errors: one diagnostic per
+/// problem (undefined variable, template syntax, a template that expands to
+/// several lines).
+pub(crate) fn render(
+    raw: &str,
+    ctx: &BTreeMap<String, Value>,
+    offset: usize,
+) -> Result<String, Vec<Diagnostic>> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
@@ -72,19 +322,12 @@ pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String,
         env.set_syntax(syntax);
     }
     env.set_fuel(Some(200_000));
-    let mut ctx: BTreeMap<String, Value> = params
-        .iter()
-        .map(|(k, v)| (k.clone(), param_value(v)))
-        .collect();
-    ctx.entry("name".into())
-        .or_insert_with(|| Value::from(name.unwrap_or_default()));
-    ctx.entry("started".into())
-        .or_insert_with(|| Value::from(builtins.started.clone()));
-
+    let shift = |r: Range<usize>| r.start + offset..r.end + offset;
     let rendered = env.render_str(raw, ctx).map_err(|e| {
         let span = e
             .range()
-            .or_else(|| e.line().map(|line| line_span(raw, line)));
+            .or_else(|| e.line().map(|line| line_span(raw, line)))
+            .map(shift);
         let mut msg = e
             .detail()
             .map_or_else(|| e.kind().to_string(), str::to_string);
@@ -114,48 +357,6 @@ pub fn render(raw: &str, sets: &[String], builtins: &Builtins) -> Result<String,
     Ok(rendered)
 }
 
-/// `[params]` and `name` as written in the raw file (before rendering).
-fn raw_params(raw: &str) -> (BTreeMap<String, ParamValue>, Option<String>) {
-    if let Ok(doc) = toml_edit::Document::parse(raw.to_string()) {
-        let params = doc
-            .get("params")
-            .and_then(|p| p.as_table_like())
-            .map(|t| {
-                t.iter()
-                    .filter_map(|(k, v)| Some((k.to_string(), edit_value(v.as_value()?)?)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let name = doc.get("name").and_then(|n| n.as_str()).map(str::to_string);
-        return (params, name);
-    }
-    // The raw text is not TOML (templates outside strings): read the `[params]`
-    // section and the `name` line on their own.
-    let mut section = String::new();
-    let mut in_params = false;
-    let mut name = None;
-    let mut seen_table = false;
-    for line in raw.lines() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            seen_table = true;
-            in_params = t.trim_end_matches(|c: char| c != ']') == "[params]";
-            continue;
-        }
-        if in_params {
-            section.push_str(line);
-            section.push('\n');
-        } else if !seen_table
-            && t.starts_with("name")
-            && let Ok(v) = toml::from_str::<BTreeMap<String, ParamValue>>(t)
-            && let Some(ParamValue::Str(s)) = v.get("name")
-        {
-            name = Some(s.clone());
-        }
-    }
-    (toml::from_str(&section).unwrap_or_default(), name)
-}
-
 fn edit_value(v: &toml_edit::Value) -> Option<ParamValue> {
     Some(match v {
         toml_edit::Value::String(s) => ParamValue::Str(s.value().clone()),
@@ -166,19 +367,40 @@ fn edit_value(v: &toml_edit::Value) -> Option<ParamValue> {
     })
 }
 
-fn typed_like(old: &ParamValue, value: &str) -> Result<ParamValue, String> {
+/// The value of `--set NAME=value` for parameter `def`: of its declared type, or of
+/// the type of its plain default.
+fn set_value(def: &ParamDef, value: &str) -> Result<ParamValue, String> {
     if value.chars().any(char::is_control) {
-        return Err(format!(
-            "`--set` value {value:?} contains a control character"
-        ));
+        return Err(format!("the value {value:?} contains a control character"));
     }
-    let bad =
-        |kind: &str| format!("`--set` value `{value}` is not {kind}, as the recipe's default is");
-    Ok(match old {
-        ParamValue::Str(_) => ParamValue::Str(value.to_string()),
-        ParamValue::Int(_) => ParamValue::Int(value.parse().map_err(|_| bad("an integer"))?),
-        ParamValue::Float(_) => ParamValue::Float(value.parse().map_err(|_| bad("a number"))?),
-        ParamValue::Bool(_) => ParamValue::Bool(value.parse().map_err(|_| bad("true or false"))?),
+    let kind = def.kind.or(match &def.value {
+        Some(ParamValue::Int(_)) => Some(ParamType::Int),
+        Some(ParamValue::Bool(_)) => Some(ParamType::Bool),
+        Some(ParamValue::Str(_)) => Some(ParamType::String),
+        Some(ParamValue::Float(_)) => None,
+        None => Some(ParamType::String),
+    });
+    let bad = |kind: ParamType| {
+        let whose = if def.kind.is_some() {
+            "as the parameter's type says"
+        } else {
+            "as the recipe's default is"
+        };
+        format!("`{value}` is not {}, {whose}", type_words(kind))
+    };
+    Ok(match kind {
+        Some(ParamType::Int) => ParamValue::Int(value.parse().map_err(|_| bad(ParamType::Int))?),
+        Some(ParamType::Bool) => ParamValue::Bool(value.parse().map_err(|_| bad(ParamType::Bool))?),
+        Some(ParamType::Duration) => {
+            crate::validate::parse_duration(value).map_err(|_| bad(ParamType::Duration))?;
+            ParamValue::Str(value.to_string())
+        }
+        Some(ParamType::String) => ParamValue::Str(value.to_string()),
+        None => ParamValue::Float(
+            value
+                .parse()
+                .map_err(|_| format!("`{value}` is not a number, as the recipe's default is"))?,
+        ),
     })
 }
 

@@ -4,6 +4,17 @@ use std::ops::Range;
 
 use toml_edit::{Document, Item, Table, Value};
 
+/// Parses `text` as TOML whose first byte sits at `offset` of a longer text (a
+/// file of an `extends` chain), so every span the document holds is an offset
+/// into that longer text. toml_edit has no base offset, so the text is parsed
+/// behind `offset` spaces (whitespace TOML ignores).
+pub(crate) fn parse_at(text: &str, offset: usize) -> Result<Document<String>, Diagnostic> {
+    let mut padded = " ".repeat(offset);
+    padded.push_str(text);
+    Document::parse(padded)
+        .map_err(|e| Diagnostic::recipe(e.span(), e.message().trim_end().to_string()))
+}
+
 use crate::diagnostic::Diagnostic;
 
 /// Spans of a key and of its value, where known.
@@ -33,7 +44,7 @@ impl From<usize> for PathSeg {
 /// Byte ranges of keys and values of a parsed TOML document.
 #[derive(Debug)]
 pub struct SpanIndex {
-    doc: Document<String>,
+    root: Table,
 }
 
 enum Node<'a> {
@@ -45,9 +56,19 @@ enum Node<'a> {
 impl SpanIndex {
     /// Parses `text`; a TOML syntax error becomes a diagnostic at its place.
     pub fn parse(text: &str) -> Result<SpanIndex, Diagnostic> {
-        Document::parse(text.to_string())
-            .map(|doc| SpanIndex { doc })
-            .map_err(|e| Diagnostic::recipe(e.span(), e.message().trim_end().to_string()))
+        parse_at(text, 0).map(|doc| SpanIndex {
+            root: doc.as_table().clone(),
+        })
+    }
+
+    /// The index of an already parsed (or merged) root table.
+    pub(crate) fn from_table(root: Table) -> SpanIndex {
+        SpanIndex { root }
+    }
+
+    /// The root table the spans come from.
+    pub fn root(&self) -> &Table {
+        &self.root
     }
 
     /// The span of the value at `path` (e.g. `["events", 2, "filter"]`).
@@ -70,7 +91,7 @@ impl SpanIndex {
 
     /// Like [`Self::span`] with segments written inline: `at(&["events".into(), 0.into()])`.
     fn lookup(&self, path: &[PathSeg]) -> Option<KeyValueSpans> {
-        let mut node = Node::Table(self.doc.as_table());
+        let mut node = Node::Table(&self.root);
         let mut key_span = None;
         for seg in path {
             let (next, kspan) = match (seg, node) {
@@ -158,6 +179,7 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
     });
     match table {
         None => vec![
+            "extends",
             "name",
             "description",
             "duration",
@@ -171,9 +193,17 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "triggers",
             "stop",
             "output",
+            "expect",
         ],
         Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
-        Some("scope") => vec!["pids", "comms", "follow_forks", "command", "on_abort"],
+        Some("scope") => vec![
+            "pids",
+            "comms",
+            "follow_forks",
+            "command",
+            "on_abort",
+            "include_self",
+        ],
         Some("tracer") => vec![
             "name",
             "functions",

@@ -47,6 +47,9 @@ pub struct RecorderInfo {
     pub bytes: u64,
     /// CPU time of the reader threads together (user + system), seconds.
     pub cpu_s: f64,
+    /// Thread ids of the run itself (main thread, guard, per-CPU readers,
+    /// kallsyms reader), kept out of the trace; empty with `[scope] include_self`.
+    pub excluded_tids: Vec<u32>,
 }
 
 /// The workload of a run.
@@ -95,7 +98,7 @@ pub struct JsonReport {
     pub top_pids: Vec<PidCount>,
     /// Lost events per CPU (keys are CPU numbers as strings).
     pub lost_events: BTreeMap<String, Lost>,
-    /// Sum of all lost events.
+    /// Sum of all lost events, each counted once (the per-CPU `total`s).
     pub lost_total: u64,
     /// `lost_total` as a percentage of recorded plus lost events (0 when none).
     pub lost_percent: f64,
@@ -110,6 +113,10 @@ pub struct JsonReport {
     pub stacks: Option<Stacks>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub expectations: Vec<ExpectResult>,
+    /// Kernel effects of the run that no undo reverses (declared before it,
+    /// or observed afterwards); empty for `report` on a file.
+    #[serde(default)]
+    pub irreversible: Vec<crate::plan::Irreversible>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -144,15 +151,36 @@ pub struct PidCount {
     pub count: u64,
 }
 
-/// Lost events of one CPU.
+/// Lost events of one CPU, as the kernel counts them in each of its three places.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Lost {
-    /// `overrun` from per_cpu/cpuN/stats: events overwritten.
+    /// `overrun` from per_cpu/cpuN/stats: events overwritten (overwrite mode).
     pub overrun: u64,
-    /// `dropped events` from stats: events dropped because the buffer was full.
+    /// `dropped events` from stats: events dropped because the buffer was full
+    /// (drop-newest mode, `options/overwrite` = 0).
     pub dropped: u64,
-    /// Lost-event markers found in the recorded pages.
+    /// Lost-event counts found in the headers of the recorded sub-buffers.
     pub in_pages: u64,
+    /// Events lost on this CPU, each counted once: [`Lost::total`].
+    pub total: u64,
+}
+
+impl Lost {
+    /// Events lost, each counted once: `dropped + max(overrun, in_pages)`.
+    ///
+    /// In overwrite mode the kernel counts an overwritten event in `overrun`,
+    /// and the reader that next takes a sub-buffer is told how many were
+    /// overwritten since its previous one (kernel/trace/ring_buffer.c,
+    /// `rb_get_reader_page`: `lost_events = overrun - last_overrun`), which
+    /// `ring_buffer_read_page` stores in that sub-buffer's header
+    /// (`RB_MISSED_EVENTS`, with the count when it fits, `RB_MISSED_STORED`):
+    /// the marks and `overrun` count the same events, so the larger is taken
+    /// (marks without a stored count read as 0; a trace.dat without stats has
+    /// only the marks). In drop-newest mode a full buffer refuses the new event
+    /// and counts it in `dropped events`, which no mark repeats.
+    pub fn total(&self) -> u64 {
+        self.dropped + self.overrun.max(self.in_pages)
+    }
 }
 
 impl JsonReport {
@@ -175,10 +203,10 @@ impl JsonReport {
         for (cpu, n) in &c.lost_records {
             lost.entry(cpu.to_string()).or_default().in_pages += n;
         }
-        let lost_total = lost
-            .values()
-            .map(|l| l.overrun + l.dropped + l.in_pages)
-            .sum();
+        for l in lost.values_mut() {
+            l.total = l.total();
+        }
+        let lost_total = lost.values().map(|l| l.total).sum();
         JsonReport {
             format_version: JSON_FORMAT_VERSION,
             recipe: run.map(|r| r.recipe.clone()),
@@ -222,6 +250,7 @@ impl JsonReport {
             latency: a.latencies.clone(),
             stacks: a.stacks.clone(),
             expectations: Vec::new(),
+            irreversible: Vec::new(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub use tracer::{FUNCTION_TRACERS, ResolvedTracer};
 pub use trigger::{EVENT_ACTIONS, FUNCTION_ACTIONS, ResolvedTrigger};
 
 use crate::diagnostic::Diagnostic;
+use crate::host::HostFacts;
 use crate::kernel::KernelFacts;
 use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
 use crate::suggest;
@@ -70,6 +71,64 @@ pub struct ValidRecipe {
     pub template: Option<crate::report::Template>,
     /// `[[expect]]`, parsed, checked after the run.
     pub expectations: Vec<ValidExpect>,
+    /// How the run keeps its own threads out of the trace on this kernel.
+    pub self_exclusion: SelfExclusion,
+}
+
+/// How a run keeps its own threads (its main thread, the guard, the per-CPU
+/// readers, the kallsyms reader) out of the trace: decided from the recipe's
+/// `[scope] include_self` and what this kernel offers. The thread ids are only
+/// known at run time; [`crate::plan::plan`] writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelfExclusion {
+    /// `[scope] include_self = true`: the run's own activity is traced like any other.
+    #[default]
+    Off,
+    /// The instance's `set_event_notrace_pid` (Linux 5.8+), and for function
+    /// tracers `set_ftrace_notrace_pid` when `ftrace` (the kernel has it).
+    NotracePid {
+        /// Whether `set_ftrace_notrace_pid` exists.
+        ftrace: bool,
+    },
+    /// No `set_event_notrace_pid`: a `common_pid != TID` filter is and-ed to
+    /// every event's filter; function tracers cannot exclude a pid there.
+    CommonPidFilter,
+}
+
+impl SelfExclusion {
+    /// What this means for the run, in one sentence (for `check`), given
+    /// whether its tracer is a function tracer.
+    pub fn describe(self, function_tracer: bool) -> String {
+        const WHO: &str =
+            "the run's own threads (main thread, guard, per-CPU readers, kallsyms reader)";
+        match self {
+            SelfExclusion::Off => {
+                format!("[scope] include_self = true: {WHO} are traced like any other task")
+            }
+            SelfExclusion::NotracePid { ftrace } => {
+                let funcs = match (function_tracer, ftrace) {
+                    (false, _) => "",
+                    (true, true) => " and set_ftrace_notrace_pid",
+                    (true, false) => {
+                        "; this kernel has no set_ftrace_notrace_pid, so the function tracer still traces them"
+                    }
+                };
+                format!(
+                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on their pid fields"
+                )
+            }
+            SelfExclusion::CommonPidFilter => {
+                let funcs = if function_tracer {
+                    "; the function tracer still traces them (no set_ftrace_notrace_pid either)"
+                } else {
+                    ""
+                };
+                format!(
+                    "{WHO} are kept out of the trace with a `common_pid` filter on every event (this kernel has no set_event_notrace_pid, Linux 5.8+){funcs}"
+                )
+            }
+        }
+    }
 }
 
 /// One concrete event to enable.
@@ -96,6 +155,7 @@ const MAX_COMM: usize = 15;
 struct Ctx<'a> {
     loaded: &'a LoadedRecipe,
     facts: &'a KernelFacts,
+    host: &'a HostFacts,
     diags: Vec<Diagnostic>,
     /// The recipe's own probes as events (`kprobes:NAME`, `uprobes:NAME`), with
     /// the format the kernel will give them; `[[events]]` and `[[triggers]]` may
@@ -174,15 +234,19 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
     Some(map)
 }
 
-/// Checks `loaded` against `facts`. Returns the [`ValidRecipe`], or every problem.
+/// Checks `loaded` against a kernel's `facts` and this host's `host` facts,
+/// with no I/O of its own (so it works as well against another machine's fact
+/// file). Returns the [`ValidRecipe`], or every problem.
 pub fn validate(
     loaded: &LoadedRecipe,
     facts: &KernelFacts,
+    host: &HostFacts,
 ) -> Result<ValidRecipe, Vec<Diagnostic>> {
     let r = &loaded.recipe;
     let mut cx = Ctx {
         loaded,
         facts,
+        host,
         diags: loaded.problems.clone(),
         probe_formats: Default::default(),
     };
@@ -329,7 +393,7 @@ pub fn validate(
         .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
 
     for (i, pid) in r.scope.pids.iter().enumerate() {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !cx.host.live_pids.contains(pid) {
             let span = cx.span(&path!("scope", "pids", i));
             cx.recipe(span, format!("no process with pid {pid} is running"), None);
         }
@@ -371,23 +435,15 @@ pub fn validate(
         );
     }
     let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
-    let template = r.output.template.as_ref().and_then(|t| {
-        let dir = loaded
-            .source
-            .path
-            .parent()
-            .unwrap_or(std::path::Path::new("."));
-        let loaded_template =
-            crate::report::Template::load(&dir.join(t)).and_then(|tpl| tpl.check().map(|()| tpl));
-        match loaded_template {
-            Ok(tpl) => Some(tpl),
-            Err(e) => {
-                let span = cx.span(&path!("output", "template"));
-                cx.recipe(span, e.to_string(), None);
-                None
-            }
+    let template = match cx.host.template.clone() {
+        Some(Ok(tpl)) => Some(tpl),
+        Some(Err(e)) => {
+            let span = cx.span(&path!("output", "template"));
+            cx.recipe(span, e, None);
+            None
         }
-    });
+        None => None,
+    };
 
     if !cx.diags.is_empty() {
         let mut diags = cx.diags;
@@ -408,6 +464,13 @@ pub fn validate(
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
         template,
         expectations,
+        self_exclusion: match r.scope.include_self {
+            true => SelfExclusion::Off,
+            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
+                ftrace: facts.has_file("set_ftrace_notrace_pid"),
+            },
+            false => SelfExclusion::CommonPidFilter,
+        },
     })
 }
 

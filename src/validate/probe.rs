@@ -431,10 +431,7 @@ fn kernel_target(
 /// with PATH made absolute.
 fn user_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<String> {
     let span = cx.span(&path!(table, i, "target"));
-    let Some((file, what)) = target
-        .rsplit_once(':')
-        .filter(|(f, w)| !f.is_empty() && !w.is_empty())
-    else {
+    let Some((file, _)) = crate::host::split_target(target) else {
         cx.recipe(
             span,
             format!("uprobe target `{target}` is not PATH:SYMBOL or PATH:0xOFFSET"),
@@ -450,41 +447,22 @@ fn user_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<
         );
         return None;
     }
-    let abs = match std::fs::canonicalize(file) {
-        Ok(p) if p.is_file() => p,
-        _ => {
+    match cx.host.uprobe_targets.get(target) {
+        Some(Ok(resolved)) => Some(resolved.clone()),
+        Some(Err((msg, help))) => {
+            let (msg, help) = (msg.clone(), help.clone());
+            cx.recipe(span, msg, help);
+            None
+        }
+        None => {
             cx.recipe(
                 span,
-                format!("`{file}` is not a file"),
-                Some("give the path of an executable or shared library".into()),
+                format!("uprobe target `{target}` was not looked up on this host"),
+                None,
             );
-            return None;
+            None
         }
-    };
-    let offset = if let Some(hex) = what.strip_prefix("0x") {
-        match u64::from_str_radix(hex, 16) {
-            Ok(n) => n,
-            Err(_) => {
-                cx.recipe(span, format!("`{what}` is not a hex offset"), None);
-                return None;
-            }
-        }
-    } else {
-        match crate::elf::symbol_file_offset(&abs, what) {
-            Ok(n) => n,
-            Err(e) => {
-                let help = match &e {
-                    crate::elf::ElfError::NoSymbol { near, .. } if !near.is_empty() => {
-                        format!("did you mean {}?", backticked(near))
-                    }
-                    _ => "give the symbol's file offset instead: PATH:0xOFFSET".to_string(),
-                };
-                cx.recipe(span, e.to_string(), Some(help));
-                return None;
-            }
-        }
-    };
-    Some(format!("{}:{offset:#x}", abs.display()))
+    }
 }
 
 fn backticked<S: AsRef<str>>(names: &[S]) -> String {

@@ -300,15 +300,11 @@ fn event_trigger(
             );
         }
         ("hist", None) => {
-            let has_hist = if on_probe {
-                cx.facts.has_hist_triggers()
-            } else {
-                cx.facts.has_file(&format!("events/{sys}/{ev}/hist"))
-            };
-            if !has_hist {
+            // With CONFIG_HIST_TRIGGERS every event has a `hist` file.
+            if !cx.facts.has_hist_triggers {
                 cx.kernel(
                     action_span.clone(),
-                    format!("this kernel has no hist triggers (no events/{sys}/{ev}/hist file: CONFIG_HIST_TRIGGERS)"),
+                    format!("this kernel has no hist triggers (events/{sys}/{ev} has no `hist` file: CONFIG_HIST_TRIGGERS)"),
                     Some("run this recipe on a kernel built with CONFIG_HIST_TRIGGERS (see the kernel lab in README.md)".into()),
                 );
             } else if let Some(format) = &format {

@@ -5,7 +5,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use trace_recipe::status::Snapshot;
+pub mod snapshot;
+pub use snapshot::Snapshot;
 use trace_recipe::tracefs::{INSTANCE_PREFIX, Tracefs};
 
 /// Whether the tests run under CI: `CI` set to anything but empty, `0` or
@@ -25,11 +26,14 @@ pub fn tracefs() -> Tracefs {
 }
 
 /// Holds the tracefs lock and the snapshot taken when it was acquired; on drop
-/// (test end, also on panic) it checks that tracefs is exactly as it was.
+/// (test end, also on panic) it checks that tracefs is exactly as it was, but
+/// for the irreversible changes a run declared ([`TracefsGuard::allow_declared`]).
 pub struct TracefsGuard {
     _lock: File,
     before: Snapshot,
     tracefs: Tracefs,
+    /// `(file, before)` of each declared irreversible change.
+    allowed: Vec<(String, String)>,
 }
 
 impl TracefsGuard {
@@ -47,7 +51,33 @@ impl TracefsGuard {
             _lock: lock,
             before,
             tracefs,
+            allowed: Vec::new(),
         }
+    }
+
+    /// How top-level `file` read when the guard was acquired.
+    pub fn before(&self, file: &str) -> Option<&str> {
+        self.before.0.get(file).map(|v| v.trim_end())
+    }
+
+    /// Allows the irreversible changes declared in a run's `report.json` (its
+    /// `irreversible` entries with `declared: true`): the file may go from the
+    /// declared before-value to an allocated size, nothing else. Returns them.
+    pub fn allow_declared(&mut self, report_json: &Path) -> Vec<serde_json::Value> {
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(report_json).unwrap()).unwrap();
+        let declared: Vec<serde_json::Value> = report["irreversible"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| i["declared"] == true)
+            .collect();
+        for i in &declared {
+            let (file, before) = (i["file"].as_str().unwrap(), i["before"].as_str().unwrap());
+            self.allowed.push((file.to_string(), before.to_string()));
+        }
+        declared
     }
 
     /// What differs from the snapshot taken at acquire (empty when nothing does).
@@ -55,10 +85,24 @@ impl TracefsGuard {
         self.before.diff(&Snapshot::take(&self.tracefs))
     }
 
-    /// Asserts tracefs equals the snapshot taken at acquire.
+    /// Asserts tracefs equals the snapshot taken at acquire, but for the
+    /// declared irreversible changes: `buffer_size_kb` from its declared
+    /// unallocated reading to an allocated size (a plain number).
     pub fn assert_unchanged(&self) {
         let after = Snapshot::take(&self.tracefs);
-        let diff = self.before.diff(&after);
+        let diff: Vec<String> = self
+            .before
+            .diff(&after)
+            .into_iter()
+            .filter(|line| {
+                !self.allowed.iter().any(|(file, before)| {
+                    let now = after.0.get(file).map_or("", |v| v.trim());
+                    line.starts_with(&format!("{file}: "))
+                        && self.before(file) == Some(before.as_str())
+                        && now.parse::<u64>().is_ok()
+                })
+            })
+            .collect();
         assert!(diff.is_empty(), "tracefs changed:\n{}", diff.join("\n"));
         assert_no_leftovers(&self.tracefs);
     }
@@ -272,4 +316,24 @@ pub fn run_recipe(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
         args.extend(cmd);
     }
     trace_recipe(&args)
+}
+
+/// Reads `child`'s piped stderr until a line says it is recording (`recording
+/// until`); returns the reader (to read the rest later) and what was read.
+/// Panics when stderr ends first.
+pub fn until_recording(
+    child: &mut std::process::Child,
+) -> (std::io::BufReader<std::process::ChildStderr>, String) {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut seen = String::new();
+    while !seen.contains("recording until") {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("recording until"), "{seen}");
+    (stderr, seen)
 }

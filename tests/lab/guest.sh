@@ -5,6 +5,41 @@
 cd /payload
 mkdir -p /run
 uname -r > "$KLAB_OUT/release.txt"
+# The kernel's facts first, as freshly booted: the host checks every recipe
+# offline against them and must reach the guest's verdicts.
+./trace-recipe facts -o "$KLAB_OUT/facts.json.zst" > "$KLAB_OUT/facts.txt" 2>&1
+# Still fresh: one run of a tracer recipe (at the top level on 6.1, whose
+# instances lack function_graph; in an instance on 6.12), and the guest's
+# tracefs before and after it, top level and options: the host asserts that
+# they differ in exactly what the run declared irreversible.
+# The guest's tracefs as `FILE: LINE` lines: every readable file at the top
+# level, every option, every event's enable, filter and trigger, the
+# instances; not what changes by itself (trace data, counters, statistics,
+# error_log, the per-CPU files). `tracefs_state nobuf` leaves out
+# buffer_size_kb, whose first allocation no one can undo (a run declares it).
+tracefs_state() {
+  cd "$TRACEFS" || return
+  for f in *; do
+    [ -f "$f" ] && [ -r "$f" ] || continue
+    case "$f" in
+      trace|trace_pipe|trace_marker|trace_marker_raw|printk_formats|saved_cmdlines|saved_tgids|\
+      available_*|README|error_log|touched_functions|enabled_functions|dyn_ftrace_total_info|\
+      *_profile|tracing_max_latency|stack_trace|stack_max_size|snapshot|free_buffer|\
+      buffer_total_size_kb|trace_options|kallsyms|function_profile_enabled) continue ;;
+      buffer_size_kb) [ "$1" = nobuf ] && continue ;;
+    esac
+    grep -H '' "$f" 2>/dev/null
+  done
+  grep -H '' options/* events/enable events/*/enable events/*/*/enable \
+    events/*/*/filter events/*/*/trigger 2>/dev/null | grep -v ':#'
+  echo "instances:$(ls instances | tr '\n' ' ')"
+  echo "journals:$(ls /run/trace-recipe 2>/dev/null | grep journal | tr '\n' ' ')"
+  cd /payload || return
+}
+tracefs_state > "$KLAB_OUT/fresh-before.txt"
+./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
+echo $? > "$KLAB_OUT/fresh-run.rc"
+tracefs_state > "$KLAB_OUT/fresh-after.txt"
 for r in lab/*.toml recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
@@ -22,24 +57,26 @@ for r in lab/*.toml recipes/*.toml; do
       ;;
   esac
 done
+# The run's own threads stay out of the trace: recipes/call-graph-depth.toml
+# (function_graph of do_sys_openat2, no workload) must hold no graph of ours.
+o="$KLAB_OUT/recipe-call-graph-depth"
+./trace-recipe run recipes/call-graph-depth.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
+echo $? > "$o/run.rc"
+# The same with [scope] include_self = true: the run's own opens are graphed.
+o="$KLAB_OUT/recipe-call-graph-depth-self"
+mkdir -p "$o"
+awk '{ print } /^\[scope\]$/ { print "include_self = true" }' recipes/call-graph-depth.toml > /tmp/call-graph-self.toml
+./trace-recipe run /tmp/call-graph-self.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
+echo $? > "$o/run.rc"
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
-# each step (its guard undoes it); after each, the global tracefs files must be
-# as before the trials. buffer_size_kb is left out: its first expansion cannot
-# be undone and is declared by the run.
-state() {
-  for f in current_tracer tracing_on trace_clock set_event set_event_pid set_ftrace_pid \
-      set_ftrace_filter set_ftrace_notrace set_graph_function set_graph_notrace \
-      max_graph_depth tracing_thresh kprobe_events uprobe_events dynamic_events; do
-    [ -r "$TRACEFS/$f" ] && echo "$f: $(grep -v '^#' "$TRACEFS/$f" 2>/dev/null | tr '\n' ' ')"
-  done
-  echo "instances: $(ls "$TRACEFS/instances")"
-  echo "journals: $(ls /run/trace-recipe 2>/dev/null | grep journal)"
-}
+# each step (its guard undoes it); after each, the guest's whole tracefs
+# (tracefs_state) must be as before the trials. buffer_size_kb is left out: its
+# first expansion cannot be undone and is declared by the run.
 # They run in one boot (guest.sh faults): under emulation a run takes ~10 s.
 # The kprobe run fails and is killed at every step; the function tracer and
 # hist runs at their last step (when every earlier step has to be undone).
-baseline=$(state)
+baseline=$(tracefs_state nobuf)
 [ "$1" = faults ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
   n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
   s=1
@@ -59,7 +96,15 @@ baseline=$(state)
         i=$((i + 1))
       done
       rm -rf /tmp/fault-run
-      if [ "$(state)" = "$baseline" ]; then c=clean; else c=dirty; state > "$KLAB_OUT/fault-$(basename "$r" .toml)-$mode-$s.txt"; fi
+      now=$(tracefs_state nobuf)
+      if [ "$now" = "$baseline" ]; then
+        c=clean
+      else
+        c=dirty
+        echo "$baseline" > /tmp/before.txt
+        echo "$now" > /tmp/now.txt
+        diff /tmp/before.txt /tmp/now.txt > "$KLAB_OUT/fault-$(basename "$r" .toml)-$mode-$s.txt"
+      fi
       echo "$(basename "$r" .toml) $mode $s/$n $rc $c $(cut -d' ' -f1 /proc/uptime)" >> "$KLAB_OUT/faults.txt"
     done
     s=$((s + 1))

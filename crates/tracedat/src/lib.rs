@@ -21,6 +21,8 @@ mod printfmt;
 mod reader;
 mod records;
 mod report;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod writer;
 
 pub use comms::{Comms, names_tasks};

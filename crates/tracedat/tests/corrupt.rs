@@ -2,12 +2,11 @@
 //! hang, both when opening and when iterating and formatting all records.
 
 mod common;
-mod synth;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use synth::Endian;
+use tracedat::testing::Endian;
 use tracedat::{TraceFile, format_record};
 
 /// Open and fully iterate `bytes`; returns whether everything succeeded.
@@ -105,7 +104,7 @@ fn torture(name: &str, good: &[u8], dense: usize, sparse: usize) {
 
 #[test]
 fn truncated_header_names_the_offset() {
-    let (file, _) = synth::standard(Endian {
+    let (file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });
@@ -124,7 +123,7 @@ fn truncated_header_names_the_offset() {
 
 #[test]
 fn corrupt_synthetic_little_endian() {
-    let (file, _) = synth::standard(Endian {
+    let (file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });
@@ -133,7 +132,7 @@ fn corrupt_synthetic_little_endian() {
 
 #[test]
 fn corrupt_synthetic_big_endian_32bit() {
-    let (file, _) = synth::standard(Endian { big: true, long: 4 });
+    let (file, _) = tracedat::testing::standard(Endian { big: true, long: 4 });
     torture("synthetic BE", &file.build(), 2000, 2500);
 }
 
@@ -169,7 +168,7 @@ fn corrupt_trace_cmd_v7_uncompressed_conversion() {
         eprintln!("skipping: needs trace-cmd");
         return;
     }
-    let (mut file, _) = synth::standard(Endian {
+    let (mut file, _) = tracedat::testing::standard(Endian {
         big: false,
         long: 8,
     });

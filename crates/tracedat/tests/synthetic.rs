@@ -3,12 +3,11 @@
 //! DATE/OFFSET options, and the writer's round trip and error cases.
 
 mod common;
-mod synth;
 
 use std::fs;
 use std::process::Command;
 
-use synth::{Endian, Want};
+use tracedat::testing::{Endian, Want};
 use tracedat::{CaptureMeta, CpuData, FieldValue, Record, TraceFile, format_record, write_v6};
 
 fn records(f: &TraceFile) -> Vec<Want> {
@@ -51,7 +50,7 @@ const ENDIANS: [Endian; 4] = [
 #[test]
 fn all_record_types_both_byte_orders_and_long_sizes() {
     for e in ENDIANS {
-        let (file, want) = synth::standard(e);
+        let (file, want) = tracedat::testing::standard(e);
         let f = TraceFile::from_bytes(file.build()).unwrap_or_else(|err| panic!("{e:?}: {err}"));
         assert_eq!(f.version(), 6);
         assert_eq!(f.big_endian(), e.big);
@@ -92,7 +91,7 @@ fn all_record_types_both_byte_orders_and_long_sizes() {
 
 #[test]
 fn report_lines_and_buffer_prefix() {
-    let (file, _) = synth::standard(ENDIANS[0]);
+    let (file, _) = tracedat::testing::standard(ENDIANS[0]);
     let f = TraceFile::from_bytes(file.build()).unwrap();
     let mut out = Vec::new();
     for r in f.records() {
@@ -125,7 +124,7 @@ fn report_lines_and_buffer_prefix() {
             (ENDIANS[0], 2),
             (ENDIANS[3], 2),
         ] {
-            let (mut file, _) = synth::standard(e);
+            let (mut file, _) = tracedat::testing::standard(e);
             file.buffers.truncate(nbuf);
             let p = dir.path().join("synth.dat");
             fs::write(&p, file.build()).unwrap();
@@ -156,9 +155,9 @@ fn report_lines_and_buffer_prefix() {
 
 #[test]
 fn date_and_offset_options_shift_timestamps() {
-    let (mut file, want) = synth::standard(ENDIANS[0]);
-    file.options.push((1, synth::cstr("0x10"))); // DATE: 16 us
-    file.options.push((7, synth::cstr("1000"))); // OFFSET: 1000 ns
+    let (mut file, want) = tracedat::testing::standard(ENDIANS[0]);
+    file.options.push((1, tracedat::testing::cstr("0x10"))); // DATE: 16 us
+    file.options.push((7, tracedat::testing::cstr("1000"))); // OFFSET: 1000 ns
     let f = TraceFile::from_bytes(file.build()).unwrap();
     assert_eq!(f.ts_offset(), 17_000);
     let got = records(&f);
@@ -192,16 +191,16 @@ fn date_and_offset_options_shift_timestamps() {
     assert_eq!(got, shifted);
 }
 
-fn meta_for(file: &synth::File) -> CaptureMeta {
+fn meta_for(file: &tracedat::testing::File) -> CaptureMeta {
     CaptureMeta {
         header_page: file.e.header_page(file.page).into_bytes(),
         header_event: b"# compressed entry header\n".to_vec(),
         ftrace_formats: Vec::new(),
         event_formats: vec![(
-            synth::SYSTEM.to_string(),
+            tracedat::testing::SYSTEM.to_string(),
             vec![
-                synth::small_format().into_bytes(),
-                synth::big_format().into_bytes(),
+                tracedat::testing::small_format().into_bytes(),
+                tracedat::testing::big_format().into_bytes(),
             ],
         )],
         kallsyms: Vec::new(),
@@ -221,7 +220,7 @@ fn write_v6_round_trip_of_synthetic_pages() {
         big: cfg!(target_endian = "big"),
         long: 8,
     };
-    let (file, want) = synth::standard(host);
+    let (file, want) = tracedat::testing::standard(host);
     let dir = tempfile::tempdir().unwrap();
     // Top buffer only; CPU 1 has no data file, CPU 2 gets CPU 1's pages.
     let c0 = dir.path().join("c0");

@@ -1,8 +1,37 @@
-//! A small, independent v6 trace.dat builder for tests: any byte order, 4-
-//! or 8-byte kernel longs, hand-made pages, extra options and named buffers.
-#![allow(dead_code)]
+//! Builders for tests (feature `testing`): event formats, event payloads,
+//! ring-buffer pages and a small v6 trace.dat builder that is independent of
+//! [`crate::write_v6`], in any byte order, with 4- or 8-byte kernel longs,
+//! hand-made pages, extra options and named buffers. Page layout:
+//! Documentation/trace/ring-buffer-design.rst and the project's trace.dat spec.
+//! Builders assert on misuse (they serve tests, not input).
 
+/// The event system of [`small_format`] and [`big_format`].
 pub const SYSTEM: &str = "synth";
+
+/// The common fields every event format starts with (8 bytes: type, flags,
+/// preempt count, pid), as in `events/SYSTEM/EVENT/format`.
+pub const COMMON_FIELDS: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n";
+
+/// An event format file's text: `name`, `id`, the common fields, then `fields`
+/// (format lines, offsets from 8) and `print fmt: PRINT` (e.g. `"x=%d", REC->x`).
+pub fn event_format(name: &str, id: u16, fields: &str, print: &str) -> String {
+    format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}\n{fields}\nprint fmt: {print}\n")
+}
+
+/// A payload of event `id` from `pid`: the common fields, then `words` (kernel
+/// longs, u64 each) in byte order `e`.
+pub fn payload(e: Endian, id: u16, pid: i32, words: &[u64]) -> Vec<u8> {
+    let mut v = e.u16(id);
+    v.extend([0, 0]);
+    v.extend(e.u32(pid as u32));
+    for w in words {
+        v.extend(e.u64(*w));
+    }
+    v
+}
 
 /// Format of event `small` (id 100): `u32 val` and `char name[8]`.
 pub fn small_format() -> String {
@@ -33,13 +62,23 @@ print fmt: \"msg=%s\", __get_str(msg)\n"
         .to_string()
 }
 
+/// Byte order and kernel long size of the traced machine.
 #[derive(Clone, Copy, Debug)]
 pub struct Endian {
+    /// Big-endian.
     pub big: bool,
+    /// `sizeof(long)`: 4 or 8 bytes.
     pub long: usize,
 }
 
 impl Endian {
+    /// Little-endian with 8-byte longs (x86_64, aarch64).
+    pub const LITTLE64: Endian = Endian {
+        big: false,
+        long: 8,
+    };
+
+    /// `v` in this byte order.
     pub fn u16(&self, v: u16) -> Vec<u8> {
         if self.big {
             v.to_be_bytes().to_vec()
@@ -47,6 +86,7 @@ impl Endian {
             v.to_le_bytes().to_vec()
         }
     }
+    /// `v` in this byte order.
     pub fn u32(&self, v: u32) -> Vec<u8> {
         if self.big {
             v.to_be_bytes().to_vec()
@@ -54,6 +94,7 @@ impl Endian {
             v.to_le_bytes().to_vec()
         }
     }
+    /// `v` in this byte order.
     pub fn u64(&self, v: u64) -> Vec<u8> {
         if self.big {
             v.to_be_bytes().to_vec()
@@ -61,6 +102,7 @@ impl Endian {
             v.to_le_bytes().to_vec()
         }
     }
+    /// `v` as a kernel long (truncated to 4 bytes on 32-bit).
     pub fn long(&self, v: u64) -> Vec<u8> {
         if self.long == 4 {
             self.u32(v as u32)
@@ -68,9 +110,11 @@ impl Endian {
             self.u64(v)
         }
     }
+    /// Offset of a page's data: after the u64 timestamp and the long commit.
     pub fn data_offset(&self) -> usize {
         8 + self.long
     }
+    /// The `events/header_page` text for pages of `page` bytes.
     pub fn header_page(&self, page: usize) -> String {
         let d = self.data_offset();
         format!(
@@ -113,16 +157,22 @@ pub fn big(e: Endian, pid: i32, msg: &[u8]) -> Vec<u8> {
 
 /// Builds one ring-buffer page and records the events it should decode to.
 pub struct Page {
+    /// Byte order and long size.
     pub e: Endian,
+    /// Page size in bytes.
     pub size: usize,
+    /// The page's timestamp (ns).
     pub ts: u64,
+    /// Timestamp of the last record added (ns).
     pub now: u64,
+    /// The data written so far (record headers and payloads).
     pub body: Vec<u8>,
     /// (absolute ts, payload) of each event.
     pub events: Vec<(u64, Vec<u8>)>,
 }
 
 impl Page {
+    /// An empty page of `size` bytes starting at `ts` ns.
     pub fn new(e: Endian, size: usize, ts: u64) -> Page {
         Page {
             e,
@@ -206,24 +256,33 @@ impl Page {
     }
 }
 
+/// A buffer of a synthetic file: its name (`""` = top level) and per-CPU pages.
 pub struct Buffer {
+    /// Instance name, `""` for the top level.
     pub name: String,
     /// Raw data per CPU (whole pages).
     pub cpus: Vec<Vec<u8>>,
 }
 
+/// A synthetic v6 trace.dat, built by [`File::build`].
 pub struct File {
+    /// Byte order and long size.
     pub e: Endian,
+    /// Page size in bytes.
     pub page: usize,
     /// Extra options (after TRACECLOCK).
     pub options: Vec<(u16, Vec<u8>)>,
+    /// The `trace_clock` text (e.g. `[local] global`).
     pub clock: &'static str,
     /// Top buffer first.
     pub buffers: Vec<Buffer>,
+    /// The saved_cmdlines text (`PID COMM` lines).
     pub cmdlines: String,
+    /// The kallsyms text (`ADDR TYPE NAME` lines).
     pub kallsyms: String,
 }
 
+/// `s` with its NUL terminator.
 pub fn cstr(s: &str) -> Vec<u8> {
     let mut v = s.as_bytes().to_vec();
     v.push(0);
@@ -231,6 +290,7 @@ pub fn cstr(s: &str) -> Vec<u8> {
 }
 
 impl File {
+    /// The file's bytes.
     pub fn build(&self) -> Vec<u8> {
         let e = self.e;
         let mut f = vec![0x17, 0x08, 0x44];
@@ -306,13 +366,16 @@ impl File {
 
 /// Expected record, as the reader should yield it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)] // the fields say what the reader must yield
 pub enum Want {
+    /// An event in `buffer` on `cpu` at `ts` ns with payload `data`.
     Event {
         buffer: String,
         cpu: u32,
         ts: u64,
         data: Vec<u8>,
     },
+    /// A lost-events mark (`count` when the page stored it).
     Lost {
         buffer: String,
         cpu: u32,

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Refreshes the kernel fact files the validation tests run from (tests/facts/):
+# this host's, and those of the kernel lab's freshly booted Debian 6.1 and 6.12
+# guests (`trace-recipe facts` run first thing after boot, so the top-level ring
+# buffer is still unexpanded). Needs root and the kernel lab
+# (../shared/kernel-lab/README.md); takes a few minutes under emulation.
+#
+# Usage: sudo scripts/refresh-facts.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lab=${KERNEL_LAB_SCRIPT:-../shared/kernel-lab/run-in-kernel.sh}
+cargo build --release -q
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/payload" tests/facts
+cp target/release/trace-recipe "$work/payload/"
+cat > "$work/payload/facts.sh" <<'GUEST'
+cd /payload && ./trace-recipe facts -o "$KLAB_OUT/facts.json.zst"
+GUEST
+# The lab and the host's facts are read under the tracefs lock the tests hold.
+exec 9>/tmp/trace-recipe-tracefs.lock
+flock 9
+target/release/trace-recipe facts -o tests/facts/host.json.zst
+for spec in "6.1:" "6.12:linux-image-6.12.117+deb12-amd64"; do
+  tag=${spec%%:*} pkg=${spec#*:}
+  "$lab" --smp 1 --timeout 900 ${pkg:+--kernel-package "$pkg"} --out "$work/$tag" \
+    "$work/payload" -- sh /payload/facts.sh
+  cp "$work/$tag/facts.json.zst" "tests/facts/debian-$tag.json.zst"
+done
+ls -l tests/facts

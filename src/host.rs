@@ -1,0 +1,98 @@
+//! `HostFacts`: what validating a recipe needs from this host besides its
+//! kernel — which `[scope] pids` run, where each uprobe target's file and
+//! symbol are, the `[output] template` — gathered by [`HostFacts::gather`]
+//! before validation, so that `validate` itself does no I/O and can check a
+//! recipe against another machine's [`crate::kernel::KernelFacts`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::recipe::LoadedRecipe;
+use crate::report::Template;
+
+/// Why a uprobe target cannot be resolved on this host: a message and a help line.
+pub type TargetProblem = (String, Option<String>);
+
+/// Facts about this host that validation needs (see the module docs).
+#[derive(Debug, Default)]
+pub struct HostFacts {
+    /// `[scope] pids` that have a /proc entry (are running).
+    pub live_pids: BTreeSet<u32>,
+    /// Each uprobe target `PATH:SYMBOL` / `PATH:0xOFFSET` (as written) →
+    /// `ABSPATH:0xOFFSET`, or why it cannot be resolved.
+    pub uprobe_targets: BTreeMap<String, Result<String, TargetProblem>>,
+    /// The `[output] template`, loaded and compiled, or why it cannot be.
+    pub template: Option<Result<Template, String>>,
+}
+
+/// `PATH:WHAT` split at its last `:`; `None` unless both parts are non-empty.
+pub fn split_target(target: &str) -> Option<(&str, &str)> {
+    target
+        .rsplit_once(':')
+        .filter(|(f, w)| !f.is_empty() && !w.is_empty())
+}
+
+impl HostFacts {
+    /// Reads what `loaded` needs from this host: /proc for its pids, the ELF
+    /// files its uprobes name (symbol → file offset, see [`crate::elf`]), its
+    /// template file (relative to the recipe's folder). Never fails: every
+    /// problem is kept for `validate` to report at its line.
+    pub fn gather(loaded: &LoadedRecipe) -> HostFacts {
+        let r = &loaded.recipe;
+        let live_pids = r
+            .scope
+            .pids
+            .iter()
+            .copied()
+            .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        let uprobe_targets = r
+            .uprobes
+            .iter()
+            .filter_map(|p| {
+                let (file, what) = split_target(&p.target)?;
+                Some((p.target.clone(), resolve_user_target(file, what)))
+            })
+            .collect();
+        let template = r.output.template.as_ref().map(|t| {
+            let dir = loaded.source.path.parent().unwrap_or(Path::new("."));
+            Template::load(&dir.join(t))
+                .and_then(|tpl| tpl.check().map(|()| tpl))
+                .map_err(|e| e.to_string())
+        });
+        HostFacts {
+            live_pids,
+            uprobe_targets,
+            template,
+        }
+    }
+}
+
+/// `FILE:0xOFFSET` or `FILE:SYMBOL` (its file offset from the ELF symbol table)
+/// as `ABSFILE:0xOFFSET`.
+fn resolve_user_target(file: &str, what: &str) -> Result<String, TargetProblem> {
+    let abs = match std::fs::canonicalize(file) {
+        Ok(p) if p.is_file() => p,
+        _ => {
+            return Err((
+                format!("`{file}` is not a file"),
+                Some("give the path of an executable or shared library".into()),
+            ));
+        }
+    };
+    let offset = match what.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .map_err(|_| (format!("`{what}` is not a hex offset"), None))?,
+        None => crate::elf::symbol_file_offset(&abs, what).map_err(|e| {
+            let help = match &e {
+                crate::elf::ElfError::NoSymbol { near, .. } if !near.is_empty() => {
+                    let names: Vec<String> = near.iter().map(|n| format!("`{n}`")).collect();
+                    format!("did you mean {}?", names.join(", "))
+                }
+                _ => "give the symbol's file offset instead: PATH:0xOFFSET".to_string(),
+            };
+            (e.to_string(), Some(help))
+        })?,
+    };
+    Ok(format!("{}:{offset:#x}", abs.display()))
+}

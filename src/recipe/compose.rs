@@ -1,0 +1,366 @@
+//! Composition: the `extends` chain of a recipe and how its files merge.
+//!
+//! A recipe may name one base with `extends = "PATH"` (relative to its own
+//! folder); the base may extend another, at most [`MAX_DEPTH`] deep, never in a
+//! cycle. Each file is rendered on its own with the chain's merged parameters,
+//! parsed at its offset in one [`Source`] (the recipe first, then its bases), and
+//! the parsed tables are merged base first:
+//!
+//! - tables (`[buffer]`, `[scope]`, `[params]`, `options = {...}`, ...) merge key
+//!   by key, the later file's value winning;
+//! - `[[events]]`, `[[kprobes]]`, `[[uprobes]]`, `[[triggers]]` and `[[expect]]`
+//!   entries whose identity ([`identity`]) matches one of the base's replace it
+//!   in place; the others are appended;
+//! - everything else (strings, numbers, plain arrays) is replaced.
+//!
+//! Every key keeps the span it had in its own file, so diagnostics and
+//! `check --explain` point into the file that set it.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml_edit::{ArrayOfTables, Item, Table, Value};
+
+use super::render::{self, RawHead};
+use super::spans::parse_at;
+use crate::diagnostic::{Diagnostic, Source, SourcePart};
+
+/// Most `extends` steps from a recipe to its last base.
+pub const MAX_DEPTH: usize = 8;
+
+/// One file of a chain as read from disk.
+#[derive(Debug, Clone)]
+pub struct ChainFile {
+    /// The path as resolved (the recipe's as given; a base's joined to its
+    /// extender's folder).
+    pub path: PathBuf,
+    /// The `extends` value as written in the file that names this one (None for the recipe).
+    pub named_as: Option<String>,
+    /// The raw text.
+    pub raw: String,
+}
+
+/// Reads the chain of `path`: the recipe first, then each base in turn.
+/// Errors: `Err(Ok(io))` when the recipe itself cannot be read; `Err(Err((source,
+/// diagnostics)))` for a base that cannot be read, a cycle or a chain deeper than
+/// [`MAX_DEPTH`], each at the `extends` value that causes it.
+#[allow(clippy::type_complexity)]
+pub(crate) fn read_chain(
+    path: &Path,
+    raw: String,
+) -> Result<(Vec<ChainFile>, Vec<RawHead>), (Source, Vec<Diagnostic>)> {
+    let mut files = vec![ChainFile {
+        path: path.to_path_buf(),
+        named_as: None,
+        raw,
+    }];
+    let mut heads = vec![render::raw_head(&files[0].raw, 0)];
+    let mut seen = vec![std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())];
+    loop {
+        let last = files.len() - 1;
+        let Some((name, span)) = heads[last].extends.clone() else {
+            break;
+        };
+        let fail = |files: &[ChainFile], message: String, help: String| {
+            let source = concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+            (
+                source,
+                vec![Diagnostic::recipe(span.clone(), message).with_help(help)],
+            )
+        };
+        let base = files[last]
+            .path
+            .parent()
+            .unwrap_or(Path::new(""))
+            .join(&name);
+        if files.len() > MAX_DEPTH {
+            return Err(fail(
+                &files,
+                format!("`extends` chain is longer than {MAX_DEPTH} steps"),
+                "flatten the chain: let a recipe extend a base that extends nothing".into(),
+            ));
+        }
+        let canonical = std::fs::canonicalize(&base).unwrap_or_else(|_| base.clone());
+        if let Some(i) = seen.iter().position(|p| *p == canonical) {
+            let cycle: Vec<String> = files[i..]
+                .iter()
+                .map(|f| f.path.display().to_string())
+                .chain([base.display().to_string()])
+                .collect();
+            return Err(fail(
+                &files,
+                format!("`extends` makes a cycle: {}", cycle.join(" -> ")),
+                "a base must not extend, directly or not, a recipe that extends it".into(),
+            ));
+        }
+        let raw = match std::fs::read_to_string(&base) {
+            Ok(raw) => raw,
+            Err(e) => {
+                return Err(fail(
+                    &files,
+                    format!("cannot read base recipe `{}`: {e}", base.display()),
+                    "`extends` is relative to the folder of the file that writes it".into(),
+                ));
+            }
+        };
+        let offset: usize = files.iter().map(|f| f.raw.len()).sum();
+        heads.push(render::raw_head(&raw, offset));
+        seen.push(canonical);
+        files.push(ChainFile {
+            path: base,
+            named_as: Some(name),
+            raw,
+        });
+    }
+    Ok((files, heads))
+}
+
+/// One [`Source`] of texts: the first at offset 0, each next one right after.
+pub(crate) fn concat<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Source {
+    let mut source = Source::single(PathBuf::new(), String::new());
+    for (i, (path, text)) in texts.into_iter().enumerate() {
+        if i == 0 {
+            source.path = path.to_path_buf();
+        } else {
+            source.parts.push(SourcePart {
+                path: path.to_path_buf(),
+                start: source.text.len(),
+            });
+        }
+        source.text.push_str(text);
+    }
+    source
+}
+
+/// Parses each rendered file at its offset in `source` and merges them, base
+/// first, into one root table whose spans point into `source`.
+pub(crate) fn merge_files(source: &Source) -> Result<Table, Vec<Diagnostic>> {
+    let mut bounds: Vec<Range<usize>> = Vec::new();
+    let mut starts: Vec<usize> = vec![0];
+    starts.extend(source.parts.iter().map(|p| p.start));
+    for (i, s) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(source.text.len());
+        bounds.push(*s..end);
+    }
+    let mut diagnostics = Vec::new();
+    let mut merged: Option<Table> = None;
+    for b in bounds.into_iter().rev() {
+        match parse_at(&source.text[b.clone()], b.start) {
+            Ok(doc) => {
+                let table = doc.as_table().clone();
+                merged = Some(match merged {
+                    None => table,
+                    Some(mut base) => {
+                        merge_table(&mut base, table, true);
+                        base
+                    }
+                });
+            }
+            Err(d) => diagnostics.push(d),
+        }
+    }
+    match (merged, diagnostics.is_empty()) {
+        (Some(t), true) => Ok(t),
+        _ => Err(diagnostics),
+    }
+}
+
+/// The arrays of entries merged by identity.
+const ENTRY_ARRAYS: [&str; 5] = ["events", "kprobes", "uprobes", "triggers", "expect"];
+
+fn merge_table(base: &mut Table, over: Table, root: bool) {
+    let keys: Vec<String> = over.iter().map(|(k, _)| k.to_string()).collect();
+    let mut over = over;
+    for k in keys {
+        let Some((key, item)) = over.remove_entry(&k) else {
+            continue;
+        };
+        let merged = match (base.remove(&k), item) {
+            (Some(old), new) if root && ENTRY_ARRAYS.contains(&k.as_str()) => {
+                match (entries(old), entries(new)) {
+                    (Ok(old), Ok(new)) => Item::ArrayOfTables(merge_entries(&k, old, new)),
+                    (_, Ok(new)) => Item::ArrayOfTables(new.into_iter().collect()),
+                    (_, Err(new)) => *new,
+                }
+            }
+            (Some(old), new) if is_table(&old) && is_table(&new) => {
+                let (mut old, new) = (into_table(old), into_table(new));
+                merge_table(&mut old, new, false);
+                Item::Table(old)
+            }
+            (_, new) => new,
+        };
+        base.insert_formatted(&key, merged);
+    }
+}
+
+fn is_table(item: &Item) -> bool {
+    matches!(item, Item::Table(_) | Item::Value(Value::InlineTable(_)))
+}
+
+fn into_table(item: Item) -> Table {
+    match item {
+        Item::Table(t) => t,
+        Item::Value(Value::InlineTable(t)) => t.into_table(),
+        _ => Table::new(),
+    }
+}
+
+/// The entries of an array of tables or an inline array of inline tables; the
+/// item back when it is neither (the model's type check reports it).
+fn entries(item: Item) -> Result<Vec<Table>, Box<Item>> {
+    match item {
+        Item::ArrayOfTables(a) => Ok(a.into_iter().collect()),
+        Item::Value(Value::Array(a)) if a.iter().all(Value::is_inline_table) => Ok(a
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::InlineTable(t) => Some(t.into_table()),
+                _ => None,
+            })
+            .collect()),
+        other => Err(Box::new(other)),
+    }
+}
+
+fn merge_entries(array: &str, base: Vec<Table>, over: Vec<Table>) -> ArrayOfTables {
+    let mut out: Vec<Option<Table>> = base.into_iter().map(Some).collect();
+    for t in over {
+        let id = identity(array, &t);
+        let same: Vec<usize> = out
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| id.is_some() && b.as_ref().and_then(|b| identity(array, b)) == id)
+            .map(|(i, _)| i)
+            .collect();
+        match same.split_first() {
+            Some((first, rest)) => {
+                out[*first] = Some(t);
+                for i in rest {
+                    out[*i] = None;
+                }
+            }
+            None => out.push(Some(t)),
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
+/// The identity of an entry of `array`, which an entry of an extending recipe
+/// replaces: `[[events]]` its `name`; `[[kprobes]]`/`[[uprobes]]` its `event`;
+/// `[[triggers]]` its `event` (or `function`), `action` and `target`;
+/// `[[expect]]` what its `that` measures (the text before the comparison, blanks
+/// removed: `p99(syscalls:openat)`, `lost_events`). None when the keys are missing.
+fn identity(array: &str, t: &Table) -> Option<String> {
+    let s = |k: &str| t.get(k).and_then(Item::as_str).map(str::to_string);
+    match array {
+        "events" => s("name"),
+        "kprobes" | "uprobes" => s("event"),
+        "triggers" => {
+            let on = s("event")
+                .map(|e| format!("event {e}"))
+                .or_else(|| s("function").map(|f| format!("function {f}")))?;
+            Some(format!(
+                "{on} {} {}",
+                s("action")?,
+                s("target").unwrap_or_default()
+            ))
+        }
+        "expect" => {
+            let that = s("that")?;
+            let cut = that.find(['=', '!', '<', '>']).unwrap_or(that.len());
+            Some(that[..cut].split_whitespace().collect())
+        }
+        _ => None,
+    }
+}
+
+/// `check --explain`: every effective key of the merged `root`, as `KEY = VALUE`
+/// and the `FILE:LINE` that set it, one per line in document order; entries of
+/// arrays of tables as `events[0].name`.
+pub fn explain(root: &Table, source: &Source) -> String {
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    walk(root, String::new(), source, &mut rows);
+    let width = rows
+        .iter()
+        .map(|r| r.0.len() + r.1.len() + 3)
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (k, v, place) in rows {
+        let kv = format!("{k} = {v}");
+        out.push_str(&format!("{kv:width$}  # {place}\n"));
+    }
+    out
+}
+
+fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, String, String)>) {
+    for (k, item) in table.iter() {
+        let path = if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let key_span = table.key(k).and_then(|k| k.span());
+        match item {
+            Item::Table(t) => walk(t, path, source, rows),
+            Item::ArrayOfTables(a) => {
+                for (i, t) in a.iter().enumerate() {
+                    walk(t, format!("{path}[{i}]"), source, rows);
+                }
+            }
+            Item::Value(v) => {
+                let text = v
+                    .span()
+                    .and_then(|s| source.text.get(s))
+                    .map_or_else(|| v.to_string(), |t| t.trim().to_string());
+                let place = key_span.or(v.span()).map_or_else(
+                    || "?".to_string(),
+                    |s| {
+                        let p = source.place(s.start);
+                        p.rsplit_once(':')
+                            .map_or(p.clone(), |(fl, _)| fl.to_string())
+                    },
+                );
+                rows.push((path, text, place));
+            }
+            Item::None => {}
+        }
+    }
+}
+
+/// The recipe files a run folder (and so a bundle) carries, as `(name, bytes)`:
+/// `recipe.toml`, the recipe as rendered (for a recipe that extends others, the
+/// merged recipe with `extends` dropped, so it stands alone); `recipe.source.toml`,
+/// the recipe as written; `recipe.base-N.toml`, the N-th file of its `extends`
+/// chain as written (1 is the base the recipe names). A file that can no longer
+/// be read is left out.
+pub fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    if source.parts.is_empty() {
+        out.push(("recipe.toml".to_string(), source.text.clone().into_bytes()));
+    } else {
+        let mut merged = recipe.clone();
+        merged.extends = None;
+        let mut text = format!(
+            "# `{}` merged with {}\n",
+            source.path.display(),
+            source
+                .parts
+                .iter()
+                .map(|p| format!("`{}`", p.path.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        text.push_str(&toml::to_string(&merged).unwrap_or_default());
+        out.push(("recipe.toml".to_string(), text.into_bytes()));
+    }
+    if let Ok(raw) = std::fs::read(&source.path) {
+        out.push(("recipe.source.toml".to_string(), raw));
+    }
+    for (i, p) in source.parts.iter().enumerate() {
+        if let Ok(raw) = std::fs::read(&p.path) {
+            out.push((format!("recipe.base-{}.toml", i + 1), raw));
+        }
+    }
+    out
+}

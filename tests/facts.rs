@@ -1,0 +1,200 @@
+//! Kernel facts as data: `trace-recipe facts` reads tracefs without changing
+//! it, `check --facts` validates offline (no root, no tracefs) against a fact
+//! file, a bundle or an output folder, and validation runs from the fact files
+//! of this host and the kernel lab's Debian 6.1 and 6.12 (tests/facts/, made by
+//! scripts/refresh-facts.sh) without the tracefs lock.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use trace_recipe::host::HostFacts;
+use trace_recipe::kernel::KernelFacts;
+use trace_recipe::recipe::{Builtins, load};
+use trace_recipe::validate::validate;
+
+use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
+
+fn facts_file(name: &str) -> PathBuf {
+    repo().join("tests/facts").join(format!("{name}.json.zst"))
+}
+
+/// `trace-recipe check --facts FACTS RECIPE` run as user and group 65534
+/// (nobody), who may not read tracefs.
+pub(crate) fn check_offline_as_nobody(facts: &Path, recipe: &Path) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .arg("check")
+        .arg("--facts")
+        .arg(facts)
+        .arg(recipe)
+        .output()
+        .expect("setpriv (util-linux)")
+}
+
+/// Validates `recipe` (a repo path) against fact file `facts` through the
+/// library, as a unit test would: no tracefs, no lock.
+fn verdict(facts: &str, recipe: &str) -> Result<(), String> {
+    let facts = KernelFacts::load(&facts_file(facts)).unwrap();
+    let loaded = load(
+        &repo().join(recipe),
+        &[],
+        &Builtins {
+            started: "20260101-000000".into(),
+        },
+    )
+    .unwrap();
+    let host = HostFacts::gather(&loaded);
+    validate(&loaded, &facts, &host).map(|_| ()).map_err(|d| {
+        d.iter()
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+#[test]
+fn validation_runs_from_the_fact_files_of_three_kernels() {
+    // kprobes and hist triggers: the Debian kernels have them, this host does not.
+    for (recipe, missing) in [
+        ("tests/lab/kprobe-fetch.toml", "kprobe_events"),
+        ("tests/lab/hist-trigger.toml", "hist"),
+    ] {
+        assert_eq!(verdict("debian-6.1", recipe), Ok(()), "{recipe} on 6.1");
+        assert_eq!(verdict("debian-6.12", recipe), Ok(()), "{recipe} on 6.12");
+        let here = verdict("host", recipe).unwrap_err();
+        assert!(here.contains(missing), "{recipe} here: {here}");
+    }
+    // function_graph: both Debian kernels offer it (6.1 at the top level only).
+    let f61 = KernelFacts::load(&facts_file("debian-6.1")).unwrap();
+    let f612 = KernelFacts::load(&facts_file("debian-6.12")).unwrap();
+    assert!(!f61.instance.tracers.contains(&"function_graph".to_string()));
+    assert!(
+        f612.instance
+            .tracers
+            .contains(&"function_graph".to_string())
+    );
+    assert_eq!(
+        verdict("debian-6.12", "tests/lab/function-graph.toml"),
+        Ok(())
+    );
+    assert_eq!(
+        verdict("debian-6.1", "tests/lab/function-graph.toml"),
+        Ok(())
+    );
+    assert!(verdict("host", "tests/lab/function-graph.toml").is_err());
+    // A freshly booted kernel's top-level ring buffer is still unexpanded.
+    assert!(
+        f61.top_buffer.expanded_size_kb.is_some(),
+        "{:?}",
+        f61.top_buffer
+    );
+    // Events of every kernel: the plain recipes pass everywhere.
+    for facts in ["debian-6.1", "debian-6.12", "host"] {
+        assert_eq!(verdict(facts, "recipes/exec-tree.toml"), Ok(()), "{facts}");
+    }
+}
+
+#[test]
+fn check_facts_as_nobody_gives_the_kernel_specific_verdict() {
+    let recipe = repo().join("tests/lab/kprobe-fetch.toml");
+    let ok = check_offline_as_nobody(&facts_file("debian-6.12"), &recipe);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}{}",
+        text(&ok.stdout),
+        text(&ok.stderr)
+    );
+    assert!(
+        text(&ok.stdout).contains("checked offline against the facts in"),
+        "{}",
+        text(&ok.stdout)
+    );
+    let bad = check_offline_as_nobody(&facts_file("host"), &recipe);
+    let out = text(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(1), "{out}{}", text(&bad.stderr));
+    assert!(
+        out.contains("kprobe-fetch.toml:") && out.contains("kprobe_events"),
+        "{out}"
+    );
+}
+
+#[test]
+fn unusable_fact_files_are_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = repo().join("recipes/exec-tree.toml");
+    let newer = dir.path().join("newer.json");
+    std::fs::write(&newer, r#"{"format_version": 99}"#).unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "not json").unwrap();
+    let truncated = dir.path().join("cut.json.zst");
+    let whole = std::fs::read(facts_file("host")).unwrap();
+    std::fs::write(&truncated, &whole[..whole.len() / 2]).unwrap();
+    for (file, want) in [
+        (&newer, "newer than this trace-recipe reads"),
+        (&junk, "is not a trace-recipe fact file"),
+        (&truncated, "is not a trace-recipe fact file"),
+        (&dir.path().join("absent.json"), "cannot read fact file"),
+    ] {
+        let o = check_offline_as_nobody(file, &recipe);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{}: {err}", file.display());
+        assert!(err.contains(want), "{}: {err}", file.display());
+    }
+}
+
+#[test]
+fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f.json");
+    let o = trace_recipe(&["facts", "-o", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let facts = KernelFacts::load(&f).unwrap();
+    assert_eq!(
+        facts.release,
+        rustix::system::uname().release().to_str().unwrap()
+    );
+    assert!(facts.complete);
+    assert!(facts.format("sched:sched_switch").is_some());
+    for r in ["recipes/exec-tree.toml", "tests/lab/kprobe-fetch.toml"] {
+        let _ = trace_recipe(&["check", "--plan", repo().join(r).to_str().unwrap()]);
+    }
+    guard.assert_unchanged();
+
+    // A run writes the facts it validated against; its bundle carries them, and
+    // `check --facts BUNDLE` (as nobody) validates another recipe against them.
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"carry\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let out = dir.path().join("out");
+    let o = Command::new(bin())
+        .args(["run", recipe.to_str().unwrap(), "--bundle", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let carried = KernelFacts::load(&out.join("facts.json")).unwrap();
+    assert_eq!(carried.release, facts.release);
+    assert!(carried.format("sched:sched_process_exec").is_some());
+    let bundle = dir.path().join("out.tar.zst");
+    assert!(bundle.is_file(), "{}", text(&o.stdout));
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let c = check_offline_as_nobody(&bundle, &recipe);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "{}{}",
+        text(&c.stdout),
+        text(&c.stderr)
+    );
+    guard.assert_unchanged();
+}
