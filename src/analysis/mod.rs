@@ -541,9 +541,13 @@ mod tests {
             (10, payload(22, 42, &[0])),
         ];
         let raw = dir.path().join("cpu0.raw");
-        std::fs::write(&raw, page(1_000_000, &events)).unwrap();
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
         let meta = CaptureMeta {
-            header_page: HEADER_PAGE.as_bytes().to_vec(),
+            header_page: E.header_page(4096).into_bytes(),
             event_formats: vec![
                 (
                     "task".into(),
