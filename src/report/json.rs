@@ -242,7 +242,7 @@ impl JsonReport {
                 .take(TOP)
                 .map(|(pid, n)| PidCount {
                     pid: *pid,
-                    comm: comm_of(file, *pid),
+                    comm: comm_of(file, &c.learned, *pid),
                     count: *n,
                 })
                 .collect(),
