@@ -65,6 +65,10 @@ enum Command {
         /// Also print the plan: every tracefs change and its undo, one per line.
         #[arg(long)]
         plan: bool,
+        /// With `--plan`: print only the plan as a POSIX shell script that applies
+        /// it, traces until interrupted and undoes every step in reverse (`sh`).
+        #[arg(long, value_enum, requires = "plan")]
+        export: Option<ExportFormat>,
         /// First print every effective key with the file:line that set it (the
         /// recipe or a base it `extends`).
         #[arg(long)]
@@ -348,9 +352,11 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             sets,
             plan,
             explain,
+            export,
             format,
             facts,
         } => match find_recipe(&recipe) {
+            Some(recipe) if export.is_some() => export_cmd(&recipe, &sets),
             Some(recipe) => {
                 if explain && format == CheckFormat::Text {
                     print_explain(&recipe, &sets);
@@ -747,6 +753,38 @@ fn check_machine(
         }),
     };
     print!("{text}");
+}
+
+/// `check --plan --export`'s formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// A POSIX shell script.
+    Sh,
+}
+
+/// `check --plan --export sh`: the plan `run` would apply (with no workload), as
+/// a shell script on stdout; problems as `check` prints them.
+fn export_cmd(recipe: &std::path::Path, sets: &[String]) -> i32 {
+    with_tracefs(|tracefs| {
+        let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
+        match load_and_validate(FactsFrom::Live(tracefs), recipe, sets, &started) {
+            Ok((valid, _, _)) => {
+                let p = build_plan(&valid, None, &[]);
+                match crate::export::sh(&p, &valid.recipe.name) {
+                    Ok(script) => {
+                        print!("{script}");
+                        Ok(exit::OK)
+                    }
+                    Err(e) => Err(format!("cannot export this plan: {e}")),
+                }
+            }
+            Err(RunError::Invalid { text, diagnostics }) => {
+                print!("{}", crate::diagnostic::render_all(&diagnostics, &text));
+                Ok(exit::INVALID)
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    })
 }
 
 /// `check --explain`: the effective keys and where each was set (nothing when the

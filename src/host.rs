@@ -23,6 +23,8 @@ pub struct HostFacts {
     pub uprobe_targets: BTreeMap<String, Result<String, TargetProblem>>,
     /// The `[output] template`, loaded and compiled, or why it cannot be.
     pub template: Option<Result<Template, String>>,
+    /// Programs of `[collect]` commands that are neither a file nor on PATH.
+    pub missing_programs: BTreeSet<String>,
 }
 
 /// `PATH:WHAT` split at its last `:`; `None` unless both parts are non-empty.
@@ -60,10 +62,19 @@ impl HostFacts {
                 .and_then(|tpl| tpl.check().map(|()| tpl))
                 .map_err(|e| e.to_string())
         });
+        let missing_programs = r
+            .collect
+            .before
+            .iter()
+            .chain(&r.collect.after)
+            .filter_map(|c| c.argv()?.into_iter().next())
+            .filter(|p| !crate::workload::resolvable(p))
+            .collect();
         HostFacts {
             live_pids,
             uprobe_targets,
             template,
+            missing_programs,
         }
     }
 }

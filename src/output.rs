@@ -210,7 +210,11 @@ impl OutputDir {
         std::fs::remove_file(&p).map_err(io(&p))
     }
 
-    /// Writes trace.dat (v6) from the capture.
+    /// Writes trace.dat (v6) from the capture. When the recorded events name
+    /// tasks that `saved_cmdlines` lacks (sched_switch, fork, exec, ...:
+    /// [`tracedat::Comms`]), the file is written a second time with those
+    /// comms added to its cmdlines section, so trace-cmd and KernelShark show
+    /// them too.
     pub fn write_trace_dat(
         &self,
         name: &str,
@@ -218,12 +222,36 @@ impl OutputDir {
         cpus: &[CpuData],
     ) -> Result<PathBuf, OutputError> {
         let (f, p) = self.create_new(name)?;
-        let mut w = BufWriter::new(f);
-        tracedat::write_v6(&mut w, meta, cpus).map_err(|source| OutputError::TraceDat {
+        write_dat(f, &p, meta, cpus)?;
+        let dat_err = |source| OutputError::TraceDat {
             path: p.clone(),
             source,
-        })?;
-        w.flush().map_err(io(&p))?;
+        };
+        let learned = tracedat::TraceFile::open(&p)
+            .and_then(|t| tracedat::Comms::of_file(&t))
+            .map_err(dat_err)?;
+        if !learned.is_empty() {
+            let meta = CaptureMeta {
+                cmdlines: learned.extend_cmdlines(&meta.cmdlines),
+                ..meta.clone()
+            };
+            let f = std::fs::File::create(&p).map_err(io(&p))?;
+            write_dat(f, &p, &meta, cpus)?;
+        }
         Ok(p)
     }
+}
+
+fn write_dat(
+    f: std::fs::File,
+    p: &Path,
+    meta: &CaptureMeta,
+    cpus: &[CpuData],
+) -> Result<(), OutputError> {
+    let mut w = BufWriter::new(f);
+    tracedat::write_v6(&mut w, meta, cpus).map_err(|source| OutputError::TraceDat {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    w.flush().map_err(io(p))
 }

@@ -27,6 +27,7 @@ use crate::apply::journal::{
 };
 use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, RollbackReport, Transaction, apply};
+use crate::collect::Collected;
 use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
@@ -177,6 +178,9 @@ pub enum RunError {
     /// The bundle could not be written (the output folder was).
     #[error(transparent)]
     Bundle(Box<crate::bundle::BundleError>),
+    /// A `[collect]` command failed and the recipe says `required = true`.
+    #[error("a required [collect] command failed: {0}")]
+    Collect(String),
     /// A signal arrived before tracing started; everything was undone.
     #[error("interrupted by signal {0} before recording started; tracefs was rolled back")]
     Interrupted(i32),
@@ -438,6 +442,8 @@ struct Prepared {
     /// The run's own thread ids (this thread, the guard, the readers, the
     /// kallsyms reader): excluded from the trace unless `[scope] include_self`.
     own_tids: Vec<u32>,
+    /// The `[collect] before` commands, as run.
+    collected: Vec<Collected>,
 }
 
 /// Phase 2: the plan is applied. Owns everything that must be undone or ended:
@@ -528,6 +534,11 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
     out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
+    // `[collect] before`: context from before anything is applied.
+    let collected = crate::collect::run_phase(&recipe.collect, "before", out.path());
+    if let Some(f) = required_failure(recipe, &collected) {
+        return Err(RunError::Collect(f));
+    }
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
     let mut workload = match command.is_empty() {
@@ -596,6 +607,18 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         readers: Some(readers),
         guard: Some(guard),
         own_tids,
+        collected,
+    })
+}
+
+/// The first failed `[collect]` command, as text, when the recipe requires them all.
+fn required_failure(recipe: &crate::recipe::Recipe, collected: &[Collected]) -> Option<String> {
+    if !recipe.collect.required {
+        return None;
+    }
+    collected.iter().find_map(|c| {
+        let e = c.error.as_ref()?;
+        Some(format!("`{}`: {e}", c.command.join(" ")))
     })
 }
 
@@ -966,6 +989,13 @@ fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
+    // `[collect] after`: context from after the rollback.
+    report.collected = p.collected.clone();
+    report.collected.extend(crate::collect::run_phase(
+        &recipe.collect,
+        "after",
+        out.path(),
+    ));
     report.expectations = crate::expr::check_all(
         p.valid
             .expectations
@@ -1006,6 +1036,9 @@ fn write_output(
     } else {
         None
     };
+    if let Some(f) = required_failure(recipe, &report.collected) {
+        return Err(RunError::Collect(f));
+    }
     let lost_limit_exceeded = recipe
         .output
         .max_lost_percent

@@ -153,6 +153,8 @@ pub(super) struct Latencies {
     syscalls: Groups,
     sys_pending: FxHashMap<(i32, bool), (usize, u64)>,
     raw_ids: FxHashMap<i64, usize>,
+    /// Names raw syscall numbers for the file's machine.
+    sys_names: SyscallTable,
     wakeup: Groups,
     wake_all: usize,
     wake_pending: FxHashMap<i32, u64>,
@@ -162,6 +164,48 @@ pub(super) struct Latencies {
     probe_ids: FxHashMap<u64, usize>,
     funcgraph: Groups,
     func_ids: FxHashMap<u64, usize>,
+}
+
+/// Which syscall table numbers a raw `id` (`raw_syscalls:sys_enter` and
+/// `sys_exit`): the machine of the file's uname (its last word, as `uname -m`
+/// prints it), from the `syscalls` crate's copies of the kernel's tables.
+/// A 32-bit task on a 64-bit kernel uses the compat table, which this does
+/// not know: its ids are named from the 64-bit table.
+#[derive(Debug, Clone, Copy)]
+enum SyscallTable {
+    X86_64,
+    X86,
+    Aarch64,
+    Arm,
+    Unknown,
+}
+
+impl SyscallTable {
+    fn of(file: &TraceFile) -> SyscallTable {
+        let machine = file
+            .uname()
+            .and_then(|u| u.split_whitespace().last())
+            .unwrap_or("");
+        match machine {
+            "x86_64" | "amd64" => SyscallTable::X86_64,
+            "i386" | "i486" | "i586" | "i686" | "x86" => SyscallTable::X86,
+            "aarch64" | "arm64" => SyscallTable::Aarch64,
+            m if m.starts_with("arm") => SyscallTable::Arm,
+            _ => SyscallTable::Unknown,
+        }
+    }
+
+    /// The syscall's name, else `NR n`.
+    fn name(self, nr: i64) -> String {
+        let name = usize::try_from(nr).ok().and_then(|n| match self {
+            SyscallTable::X86_64 => syscalls::x86_64::Sysno::new(n).map(|s| s.name()),
+            SyscallTable::X86 => syscalls::x86::Sysno::new(n).map(|s| s.name()),
+            SyscallTable::Aarch64 => syscalls::aarch64::Sysno::new(n).map(|s| s.name()),
+            SyscallTable::Arm => syscalls::arm::Sysno::new(n).map(|s| s.name()),
+            SyscallTable::Unknown => None,
+        });
+        name.map_or_else(|| format!("NR {nr}"), str::to_string)
+    }
 }
 
 fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
@@ -248,6 +292,7 @@ impl Latencies {
             syscalls,
             sys_pending: FxHashMap::default(),
             raw_ids: FxHashMap::default(),
+            sys_names: SyscallTable::of(file),
             wakeup,
             wake_all,
             wake_pending: FxHashMap::default(),
@@ -279,7 +324,7 @@ impl Latencies {
                     let g = *self
                         .raw_ids
                         .entry(nr as i64)
-                        .or_insert_with(|| self.syscalls.id(&format!("NR {}", nr as i64)));
+                        .or_insert_with(|| self.syscalls.id(&self.sys_names.name(nr as i64)));
                     self.sys_pending.insert((pid, true), (g, ev.ts));
                 }
             }
@@ -426,5 +471,24 @@ fn pair_syscall(
     match pending.remove(&key) {
         Some((g, t)) if Some(g) == group => groups.hists[g].add(ts.saturating_sub(t)),
         _ => groups.unpaired += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SyscallTable;
+
+    #[test]
+    fn raw_syscall_ids_are_named_per_machine() {
+        // openat is 257 on x86_64, 56 on arm64 (the generic table), 295 on
+        // i386 and 322 on arm EABI: the same id names different calls.
+        assert_eq!(SyscallTable::X86_64.name(257), "openat");
+        assert_eq!(SyscallTable::Aarch64.name(56), "openat");
+        assert_eq!(SyscallTable::X86.name(295), "openat");
+        assert_eq!(SyscallTable::Arm.name(322), "openat");
+        assert_eq!(SyscallTable::X86.name(257), "remap_file_pages");
+        assert_eq!(SyscallTable::Unknown.name(257), "NR 257");
+        assert_eq!(SyscallTable::X86_64.name(-1), "NR -1");
+        assert_eq!(SyscallTable::X86_64.name(100_000), "NR 100000");
     }
 }

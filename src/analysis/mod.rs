@@ -147,8 +147,10 @@ pub struct Counts {
     pub events: BTreeMap<String, u64>,
     /// Per CPU.
     pub cpus: BTreeMap<u32, u64>,
-    /// Per comm (from saved cmdlines; `<idle>` for pid 0, `<...>` when unknown).
+    /// Per comm ([`comm_of`]: saved cmdlines, else learned from the events).
     pub comms: FxHashMap<String, u64>,
+    /// Comms learned from the events for pids the saved cmdlines lack.
+    pub learned: tracedat::Comms,
     /// Per pid (`common_pid`).
     pub pids: FxHashMap<i32, u64>,
     /// Lost events found in the pages, per CPU (the count the kernel stored, 0
@@ -206,6 +208,8 @@ struct Slot {
     counted: usize,
     /// `kernel_stack`: where `caller` starts.
     stack_at: Option<usize>,
+    /// Its records can name a task ([`tracedat::names_tasks`]).
+    names_tasks: bool,
 }
 
 /// Runs the `selection` over every record of `file` in one pass.
@@ -222,6 +226,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         if f.system == "ftrace" && f.name == "kernel_stack" {
             s.stack_at = f.field("caller").map(|c| c.offset);
         }
+        s.names_tasks = tracedat::names_tasks(&f.system, &f.name);
     }
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
@@ -270,6 +275,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         latencies.add(file, &ev, pid);
+        if slot.is_some_and(|s| s.names_tasks) {
+            counts.learned.learn(file, &ev);
+        }
         if want_stacks {
             if let Some(at) = slot.and_then(|s| s.stack_at) {
                 stack_total += 1;
@@ -298,7 +306,10 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     }
     counts.pids = pids.iter().copied().collect();
     for (pid, n) in &counts.pids {
-        *counts.comms.entry(comm_of(file, *pid)).or_default() += n;
+        *counts
+            .comms
+            .entry(comm_of(file, &counts.learned, *pid))
+            .or_default() += n;
     }
     let mut stacks = want_stacks.then(|| top_stacks(file, &event_names, stacks, stack_total));
     let mut latencies = latencies.finish();
@@ -314,7 +325,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     }
     Ok(Analysis {
         selected,
-        timeline: timeline.map(|t| t.finish(file, &event_names, &pids)),
+        timeline: timeline.map(|t| t.finish(file, &counts.learned, &event_names, &pids)),
         latencies,
         stacks,
         counts,
@@ -382,12 +393,14 @@ fn top_stacks(
     }
 }
 
-/// The comm of `pid`: saved cmdlines, `<idle>` for pid 0, else `<...>`.
-pub fn comm_of(file: &TraceFile, pid: i32) -> String {
-    if pid == 0 {
-        return "<idle>".to_string();
+/// The comm of `pid`: saved cmdlines, else learned from the events
+/// (`learned`), `<idle>` for pid 0, else `<...>`.
+pub fn comm_of(file: &TraceFile, learned: &tracedat::Comms, pid: i32) -> String {
+    match learned.get(file, pid) {
+        Some(c) => c.to_string(),
+        None if pid == 0 => "<idle>".to_string(),
+        None => "<...>".to_string(),
     }
-    file.comm(pid).unwrap_or("<...>").to_string()
 }
 
 #[cfg(test)]
@@ -497,5 +510,124 @@ mod tests {
             ("do_sys_open", 2, 30, 50)
         );
         assert_eq!(a.counts.total, 9);
+    }
+
+    /// A task missing from saved_cmdlines is named by task_newtask, then
+    /// task_rename: in the text, in the counts, and (through the cmdlines
+    /// the recorder adds) in `trace-cmd report` of the file.
+    #[test]
+    fn comms_are_learned_from_events_that_name_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let comm = |s: &str| {
+            let mut b = s.as_bytes().to_vec();
+            b.resize(16, 0);
+            b
+        };
+        let mut newtask = payload(20, 7, &[]);
+        newtask.extend(42i32.to_le_bytes());
+        newtask.extend(comm("newkid"));
+        newtask.resize(32, 0);
+        let mut rename = payload(21, 42, &[]);
+        rename.extend(42i32.to_le_bytes());
+        rename.extend(comm("newkid"));
+        rename.extend(comm("renamed"));
+        rename.resize(48, 0);
+        let events = vec![
+            (10, payload(22, 42, &[0])),
+            (10, newtask),
+            (10, payload(22, 42, &[0])),
+            (10, rename),
+            (10, payload(22, 42, &[0])),
+            (10, payload(22, 42, &[0])),
+        ];
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let meta = CaptureMeta {
+            header_page: E.header_page(4096).into_bytes(),
+            event_formats: vec![
+                (
+                    "task".into(),
+                    vec![
+                        format(
+                            "task_newtask",
+                            20,
+                            "\tfield:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:char comm[16];\toffset:12;\tsize:16;\tsigned:0;\n",
+                        ),
+                        format(
+                            "task_rename",
+                            21,
+                            "\tfield:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:char oldcomm[16];\toffset:12;\tsize:16;\tsigned:0;\n\tfield:char newcomm[16];\toffset:28;\tsize:16;\tsigned:0;\n",
+                        ),
+                    ],
+                ),
+                (
+                    "x".into(),
+                    vec![format(
+                        "tick",
+                        22,
+                        "\tfield:unsigned long n;\toffset:8;\tsize:8;\tsigned:0;\n",
+                    )],
+                ),
+            ],
+            cmdlines: b"7 worker\n".to_vec(),
+            cpu_count: 1,
+            trace_clock: "[local] global".into(),
+            uname: "Linux t 6.0 x86_64".into(),
+            version: "test".into(),
+            cpu_stats: vec![String::new()],
+            ..CaptureMeta::default()
+        };
+        let cpus = [CpuData { cpu: 0, path: raw }];
+        let write = |path: &std::path::Path, meta: &CaptureMeta| {
+            tracedat::write_v6(std::fs::File::create(path).unwrap(), meta, &cpus).unwrap();
+            TraceFile::open(path).unwrap()
+        };
+        let file = write(&dir.path().join("t.dat"), &meta);
+        let mut printer = tracedat::Printer::new(&file);
+        let mut text = Vec::new();
+        for rec in file.records() {
+            printer.write(&rec.unwrap(), &mut text).unwrap();
+        }
+        let heads: Vec<&str> = std::str::from_utf8(&text)
+            .unwrap()
+            .lines()
+            .map(|l| l.split(" [").next().unwrap().trim())
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                "<...>-42",
+                "worker-7",
+                "newkid-42",
+                "newkid-42",
+                "renamed-42",
+                "renamed-42"
+            ]
+        );
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        assert_eq!(a.counts.comms.get("renamed"), Some(&5));
+        assert_eq!(a.counts.comms.get("<...>"), None);
+
+        let learned = tracedat::Comms::of_file(&file).unwrap();
+        let cmdlines = learned.extend_cmdlines(&meta.cmdlines);
+        assert_eq!(cmdlines, b"7 worker\n42 renamed\n");
+        // The recorder's trace.dat writer adds them to the cmdlines section.
+        let out = crate::output::OutputDir::create(
+            &dir.path().join("out"),
+            std::path::Path::new("/sys/kernel/tracing"),
+        )
+        .unwrap();
+        let merged = out.write_trace_dat("trace.dat", &meta, &cpus).unwrap();
+        let out = std::process::Command::new("trace-cmd")
+            .arg("report")
+            .arg(&merged)
+            .output()
+            .expect("trace-cmd is installed");
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.matches("renamed-42").count(), 5, "{out}");
     }
 }

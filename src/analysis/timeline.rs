@@ -103,6 +103,7 @@ impl Builder {
     pub(super) fn finish(
         self,
         file: &TraceFile,
+        learned: &tracedat::Comms,
         event_names: &[String],
         pids: &[(i32, u64)],
     ) -> Timeline {
@@ -150,7 +151,7 @@ impl Builder {
             .collect();
         let mut by_comm: FxHashMap<String, Vec<u64>> = FxHashMap::default();
         for ((pid, _), v) in pids.iter().zip(&self.pids) {
-            let acc = by_comm.entry(comm_of(file, *pid)).or_default();
+            let acc = by_comm.entry(comm_of(file, learned, *pid)).or_default();
             if acc.len() < v.len() {
                 acc.resize(v.len(), 0);
             }
@@ -167,7 +168,7 @@ impl Builder {
         let pids = top(pids
             .iter()
             .zip(&self.pids)
-            .map(|((pid, _), v)| series(format!("{}-{pid}", comm_of(file, *pid)), v))
+            .map(|((pid, _), v)| series(format!("{}-{pid}", comm_of(file, learned, *pid)), v))
             .collect());
         Timeline {
             start_ns: self.start.unwrap_or(0),

@@ -23,8 +23,8 @@ use std::path::Path;
 
 pub use compose::{ChainFile, MAX_DEPTH, explain, run_files};
 pub use model::{
-    Buffer, Event, Expect, OnAbort, Output, Param, ParamType, ParamValue, Probe, Recipe, Scope,
-    Stop, Tracer, Trigger, TypedParam,
+    Buffer, Collect, CollectCommand, Event, Expect, OnAbort, Output, Param, ParamType, ParamValue,
+    Probe, Recipe, Scope, Stop, Tracer, Trigger, TypedParam,
 };
 pub use render::Builtins;
 pub use spans::{PathSeg, SpanIndex};

@@ -66,6 +66,56 @@ pub struct Recipe {
     /// the run exit 5 after writing everything.
     #[serde(default)]
     pub expect: Vec<Expect>,
+    /// Context saved with the run (recipe-format 1.1): commands run before
+    /// tracing starts and after it is rolled back.
+    #[serde(default)]
+    pub collect: Collect,
+}
+
+/// `[collect]`: commands whose output is saved in the output folder (and so the
+/// bundle) as `collect/before-N-PROGRAM.txt` / `collect/after-N-PROGRAM.txt`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Collect {
+    /// Run before tracing starts (before the plan is applied).
+    #[serde(default)]
+    pub before: Vec<CollectCommand>,
+    /// Run after tracing ended and tracefs was rolled back.
+    #[serde(default)]
+    pub after: Vec<CollectCommand>,
+    /// How long each command may run (default `"5s"`); it is killed after that.
+    pub timeout: Option<String>,
+    /// Largest output kept per command, in KiB (default 1024); the command is
+    /// killed once it wrote more.
+    pub max_output_kb: Option<u64>,
+    /// Whether a failed command (not found, non-zero exit, timeout) fails the
+    /// run (exit 3); otherwise it is only recorded in report.json.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// One `[collect]` command: an argv array, or a string split into words like a
+/// shell would (quotes, backslashes) but never run through a shell: write
+/// `["sh", "-c", "..."]` for pipes and redirections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum CollectCommand {
+    /// `["cat", "/proc/interrupts"]`.
+    Argv(Vec<String>),
+    /// `"uname -a"`.
+    Line(String),
+}
+
+impl CollectCommand {
+    /// The argv; `None` for a string that does not split (an open quote) or an
+    /// empty command.
+    pub fn argv(&self) -> Option<Vec<String>> {
+        let argv = match self {
+            CollectCommand::Argv(a) => a.clone(),
+            CollectCommand::Line(l) => shlex::split(l)?,
+        };
+        (!argv.is_empty()).then_some(argv)
+    }
 }
 
 /// `[[expect]]`: one expectation on the run's results.

@@ -194,7 +194,9 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "stop",
             "output",
             "expect",
+            "collect",
         ],
+        Some("collect") => vec!["before", "after", "timeout", "max_output_kb", "required"],
         Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
         Some("scope") => vec![
             "pids",

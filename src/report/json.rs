@@ -117,6 +117,10 @@ pub struct JsonReport {
     /// or observed afterwards); empty for `report` on a file.
     #[serde(default)]
     pub irreversible: Vec<crate::plan::Irreversible>,
+    /// The `[collect]` commands of the run and how each ended (empty for
+    /// `report` on a file).
+    #[serde(default)]
+    pub collected: Vec<crate::collect::Collected>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -238,7 +242,7 @@ impl JsonReport {
                 .take(TOP)
                 .map(|(pid, n)| PidCount {
                     pid: *pid,
-                    comm: comm_of(file, *pid),
+                    comm: comm_of(file, &c.learned, *pid),
                     count: *n,
                 })
                 .collect(),
@@ -250,6 +254,7 @@ impl JsonReport {
             latency: a.latencies.clone(),
             stacks: a.stacks.clone(),
             expectations: Vec::new(),
+            collected: Vec::new(),
             irreversible: Vec::new(),
         }
     }

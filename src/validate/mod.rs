@@ -289,6 +289,8 @@ pub fn validate(
         }
     });
 
+    check_collect(&mut cx, r);
+
     let mut probes = Vec::new();
     probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
     probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
@@ -733,6 +735,35 @@ fn check_predicates(
                 cx.recipe(span, format!("{msg} (event `{event}`)"), Some("numeric fields take ==, !=, <, <=, >, >=, & and a number; string fields take ==, !=, ~ and a quoted string".into()));
             }
         }
+    }
+}
+
+/// `[collect]`: each command splits into words and names a program this host
+/// has; the timeout is a duration.
+fn check_collect(cx: &mut Ctx<'_>, r: &Recipe) {
+    for (phase, commands) in [("before", &r.collect.before), ("after", &r.collect.after)] {
+        for (i, c) in commands.iter().enumerate() {
+            let span = cx.span(&path!("collect", phase, i));
+            match c.argv() {
+                None => cx.recipe(
+                    span,
+                    "this command is empty or does not split into words (an open quote?)",
+                    Some("write an argv array: [\"cat\", \"/proc/interrupts\"]".into()),
+                ),
+                Some(argv) if cx.host.missing_programs.contains(&argv[0]) => cx.recipe(
+                    span,
+                    format!("`{}` is not a file and not found in PATH", argv[0]),
+                    Some("install it, or give its full path".into()),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    if let Some(t) = &r.collect.timeout
+        && let Err(msg) = parse_duration(t)
+    {
+        let span = cx.span(&path!("collect", "timeout"));
+        cx.recipe(span, msg, Some("write a duration such as \"5s\"".into()));
     }
 }
 

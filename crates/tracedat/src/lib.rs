@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod bytes;
+mod comms;
 mod error;
 mod format;
 mod printfmt;
@@ -24,6 +25,7 @@ mod report;
 pub mod testing;
 mod writer;
 
+pub use comms::{Comms, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};

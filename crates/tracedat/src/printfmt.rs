@@ -803,6 +803,11 @@ impl PrintFmt {
         for pc in &self.pieces {
             match pc {
                 Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::Conv(c) if !c.width_arg && !c.prec_arg => {
+                    let v = self.args.get(ai).map(|e| eval(e, cx));
+                    ai += 1;
+                    conv(cx, c, v.unwrap_or(Val::Num(0)), out);
+                }
                 Piece::Conv(c) => {
                     let mut c = c.clone();
                     if c.width_arg {
@@ -1073,44 +1078,63 @@ fn format_int(c: &Conv, v: i64, long: usize, out: &mut Vec<u8>) {
         };
         (false, u)
     };
-    let mut digits = match c.kind {
-        b'x' => format!("{mag:x}"),
-        b'X' => format!("{mag:X}"),
-        b'o' => format!("{mag:o}"),
-        _ => mag.to_string(),
+    // Digits into a stack buffer (22 octal digits hold any u64): no
+    // allocation per record.
+    let (base, table): (u64, &[u8; 16]) = match c.kind {
+        b'x' => (16, b"0123456789abcdef"),
+        b'X' => (16, b"0123456789ABCDEF"),
+        b'o' => (8, b"0123456789abcdef"),
+        _ => (10, b"0123456789abcdef"),
     };
-    if let Some(p) = c.prec {
-        if p == 0 && mag == 0 {
-            digits.clear();
-        }
-        while digits.len() < p {
-            digits.insert(0, '0');
+    let mut buf = [0u8; 24];
+    let mut at = buf.len();
+    let mut m = mag;
+    loop {
+        at -= 1;
+        buf[at] = table[(m % base) as usize];
+        m /= base;
+        if m == 0 {
+            break;
         }
     }
-    let mut prefix = String::new();
-    if neg {
-        prefix.push('-');
+    let mut digits = &buf[at..];
+    if c.prec == Some(0) && mag == 0 {
+        digits = &[];
+    }
+    // Leading zeros the precision asks for.
+    let mut zeros = c.prec.map_or(0, |p| p.saturating_sub(digits.len()));
+    let mut prefix: &[u8] = if neg {
+        b"-"
     } else if signed && c.plus {
-        prefix.push('+');
+        b"+"
     } else if signed && c.space {
-        prefix.push(' ');
-    }
+        b" "
+    } else {
+        b""
+    };
     if c.alt && mag != 0 {
         match c.kind {
-            b'x' => prefix.push_str("0x"),
-            b'X' => prefix.push_str("0X"),
-            b'o' if !digits.starts_with('0') => prefix.push('0'),
+            b'x' => prefix = b"0x",
+            b'X' => prefix = b"0X",
+            b'o' if zeros == 0 && digits.first() != Some(&b'0') => prefix = b"0",
             _ => {}
         }
     }
     let w = c.width.unwrap_or(0);
     if c.zero && !c.left && c.prec.is_none() {
-        while prefix.len() + digits.len() < w {
-            digits.insert(0, '0');
-        }
+        zeros += w.saturating_sub(prefix.len() + digits.len() + zeros);
     }
-    prefix.push_str(&digits);
-    pad(c, prefix.as_bytes(), out);
+    let len = prefix.len() + zeros + digits.len();
+    let fill = w.saturating_sub(len);
+    if !c.left {
+        out.extend(std::iter::repeat_n(b' ', fill));
+    }
+    out.extend_from_slice(prefix);
+    out.extend(std::iter::repeat_n(b'0', zeros));
+    out.extend_from_slice(digits);
+    if c.left {
+        out.extend(std::iter::repeat_n(b' ', fill));
+    }
 }
 
 fn until_nul(b: &[u8]) -> &[u8] {

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
 use crate::printfmt::{Ctx, Kernel, PrintFmt};
-use crate::{Event, Record, TraceFile};
+use crate::{Comms, Event, Record, TraceFile};
 
 impl Kernel for TraceFile {
     fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
@@ -400,10 +400,8 @@ pub struct Printer<'a> {
     names: Vec<Option<Box<[u8]>>>,
     /// How each format's body is printed (index = id; unknown at the end).
     bodies: Vec<Option<Body>>,
-    /// Comms learned from sched_switch / sched_wakeup records for pids the
-    /// saved cmdlines do not name (the first name seen wins, as in
-    /// trace-cmd).
-    learned: FxHashMap<i32, Box<str>>,
+    /// Comms learned from the records printed so far ([`Comms`]).
+    comms: Comms,
     /// Per CPU, the call chain the function plugin has seen (for indents).
     calls: Vec<Vec<Option<String>>>,
     line: Vec<u8>,
@@ -419,7 +417,7 @@ impl<'a> Printer<'a> {
             names: Vec::new(),
             bodies: Vec::new(),
             calls: Vec::new(),
-            learned: FxHashMap::default(),
+            comms: Comms::new(),
             line: Vec::with_capacity(256),
         }
     }
@@ -450,9 +448,9 @@ impl<'a> Printer<'a> {
                 .extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
         }
         let pid = ev.pid();
-        let learned = &self.learned;
+        let comms = &self.comms;
         let head = self.heads.entry(pid).or_insert_with(|| {
-            let comm = match file.comm(pid).or_else(|| learned.get(&pid).map(|c| &**c)) {
+            let comm = match comms.get(file, pid) {
                 Some(c) => c,
                 None if pid == 0 => "<idle>",
                 None => "<...>",
@@ -520,8 +518,10 @@ impl<'a> Printer<'a> {
             }
             Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
         }
-        if ev.format.system == "sched" {
-            self.learn(ev);
+        if matches!(ev.format.system.as_str(), "sched" | "task") {
+            for pid in self.comms.learn(file, ev).into_iter().flatten() {
+                self.heads.remove(&pid);
+            }
         }
         self.line.push(b'\n');
         Ok(())
@@ -529,29 +529,6 @@ impl<'a> Printer<'a> {
 }
 
 impl Printer<'_> {
-    /// Remembers the comms a sched_switch or sched_wakeup record names, as
-    /// trace-cmd's sched_switch plugin does while printing them.
-    fn learn(&mut self, ev: &Event<'_>) {
-        let pairs: &[(&str, &str)] = match ev.format.name.as_str() {
-            "sched_switch" => &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")],
-            "sched_wakeup" | "sched_wakeup_new" => &[("pid", "comm")],
-            _ => return,
-        };
-        for (pid, comm) in pairs {
-            let pid = num_field(ev, pid) as i32;
-            if pid == 0 || self.file.comm(pid).is_some() || self.learned.contains_key(&pid) {
-                continue;
-            }
-            let comm = str_field(ev, comm);
-            if comm.is_empty() {
-                continue;
-            }
-            self.learned
-                .insert(pid, String::from_utf8_lossy(comm).into());
-            self.heads.remove(&pid);
-        }
-    }
-
     /// A function tracer line as trace-cmd's function plugin prints it by
     /// default: the function's symbol, indented three spaces per level of
     /// the call chain it has seen on this CPU (a function's level is one
