@@ -250,7 +250,11 @@ fn release_version(release: &str) -> Option<(u32, u32)> {
 /// from Linux 6.11 (the fgraph multiple-users work; the lab shows 6.1 without
 /// and 6.12 with); `hwlat`, `osnoise`, `timerlat`, `wakeup*` set it too.
 /// Options: the top level's minus the top-level-only flags and, where
-/// function_graph stays at the top level, its `funcgraph-*` options.
+/// function_graph stays at the top level, its `funcgraph-*` options. Files:
+/// the top level's minus `set_graph_function`, `set_graph_notrace` and
+/// `max_graph_depth`, which stay global even where instances offer
+/// function_graph (the lab's 6.12 instance has no `set_graph_function`:
+/// writing it there fails with ENOENT).
 pub fn instance_rule(
     release: &str,
     tracers: &[String],
@@ -278,11 +282,7 @@ pub fn instance_rule(
             .filter(|o| graph_ok || !o.starts_with("funcgraph-"))
             .cloned()
             .collect(),
-        files: files
-            .iter()
-            .filter(|f| graph_ok || !graph_file(f))
-            .cloned()
-            .collect(),
+        files: files.iter().filter(|f| !graph_file(f)).cloned().collect(),
         source: format!(
             "rule: kernel {release} offers in an instance the tracers that set allow_instances ({}function_graph from Linux 6.11)",
             if graph_ok { "" } else { "not " }

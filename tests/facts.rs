@@ -74,6 +74,8 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
             .tracers
             .contains(&"function_graph".to_string())
     );
+    // Its graph filter files stay global (the instance has none).
+    assert!(!f612.instance.files.contains("set_graph_function"));
     assert_eq!(
         verdict("debian-6.12", "tests/lab/function-graph.toml"),
         Ok(())
