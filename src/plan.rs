@@ -492,12 +492,15 @@ fn enable_event(
 /// The events whose pid filtering looks at two tasks, the current one and the
 /// one switched to or woken: the kernel records them unless *both* are left out
 /// (kernel/trace/trace_events.c, `event_filter_pid_sched_switch_probe_pre` and
-/// the `sched_wakeup*`/`sched_waking` probes). Their pid fields name the other task.
+/// the `sched_wakeup*`/`sched_waking` probes). Their fields name both tasks:
+/// a switch's `prev_pid` (the current task) and `next_pid`; a wakeup's `pid`
+/// (the woken task) and `common_pid` (the waker, which may be one of ours
+/// waking someone else).
 const TWO_TASK_EVENTS: &[(&str, &[&str])] = &[
     ("sched:sched_switch", &["prev_pid", "next_pid"]),
-    ("sched:sched_wakeup", &["pid"]),
-    ("sched:sched_wakeup_new", &["pid"]),
-    ("sched:sched_waking", &["pid"]),
+    ("sched:sched_wakeup", &["pid", "common_pid"]),
+    ("sched:sched_wakeup_new", &["pid", "common_pid"]),
+    ("sched:sched_waking", &["pid", "common_pid"]),
 ];
 
 /// The filter of event `name`: `filter` (the recipe's, if any) and-ed with what
@@ -527,6 +530,9 @@ fn without_own(
     }
     if let Some((_, fields)) = TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
         for field in *fields {
+            if *field == "common_pid" && how == SelfExclusion::CommonPidFilter {
+                continue; // already there
+            }
             parts.push(format!("({})", none_of(field)));
         }
     }
@@ -749,7 +755,9 @@ mod tests {
         );
         assert_eq!(
             write_of(&p, "sched_waking/filter"),
-            Some("(prio < 100) && (pid != 11 && pid != 12)")
+            Some(
+                "(prio < 100) && (pid != 11 && pid != 12) && (common_pid != 11 && common_pid != 12)"
+            )
         );
         assert_eq!(write_of(&p, "sys_enter_read/filter"), None);
 

@@ -114,7 +114,7 @@ impl SelfExclusion {
                     }
                 };
                 format!(
-                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on their pid fields"
+                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on the pids of both tasks"
                 )
             }
             SelfExclusion::CommonPidFilter => {
