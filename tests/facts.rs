@@ -19,17 +19,50 @@ fn facts_file(name: &str) -> PathBuf {
 }
 
 /// `trace-recipe check --facts FACTS RECIPE` run as user and group 65534
-/// (nobody), who may not read tracefs.
+/// (nobody), who may not read tracefs. The binary, the facts and the recipe are
+/// copied into a world-readable temporary folder first (the checkout may sit
+/// where nobody cannot read, e.g. under /root); a FACTS that does not exist
+/// stays a path that does not exist.
 pub(crate) fn check_offline_as_nobody(facts: &Path, recipe: &Path) -> Output {
-    Command::new("setpriv")
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("trace-recipe-nobody-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let open = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open(dir.path(), 0o755);
+    let copy = |from: &Path, mode: u32| -> PathBuf {
+        let to = dir.path().join(from.file_name().unwrap());
+        if from.exists() {
+            std::fs::copy(from, &to).unwrap();
+            open(&to, mode);
+        }
+        to
+    };
+    let (exe, facts, recipe) = (copy(&bin(), 0o755), copy(facts, 0o644), copy(recipe, 0o644));
+    let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin())
+        .arg(&exe)
         .arg("check")
         .arg("--facts")
-        .arg(facts)
-        .arg(recipe)
+        .arg(&facts)
+        .arg(&recipe)
+        .current_dir(dir.path())
         .output()
-        .expect("setpriv (util-linux)")
+        .expect("setpriv (util-linux)");
+    // Paths in the output name the copies: say them as the caller gave them.
+    let back = |b: Vec<u8>| {
+        String::from_utf8_lossy(&b)
+            .replace(&format!("{}/", dir.path().display()), "")
+            .into_bytes()
+    };
+    Output {
+        status: o.status,
+        stdout: back(o.stdout),
+        stderr: back(o.stderr),
+    }
 }
 
 /// Validates `recipe` (a repo path) against fact file `facts` through the
