@@ -465,7 +465,7 @@ fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
     let recipe = write_recipe(
         dir.path(),
         "stacks.toml",
-        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
+        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ninclude_self = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
     );
     let out = dir.path().join("out");
     let (code, stderr) = run(
