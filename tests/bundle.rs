@@ -21,17 +21,7 @@ fn bundled_run(dir: &Path) -> (PathBuf, PathBuf) {
         "name = \"bundled\"\ndescription = \"execs of a shell\"\nduration = \"30s\"\n[params]\nwho = \"me\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n",
     );
     let out = dir.join("run");
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--bundle",
-        "--",
-        "sh",
-        "-c",
-        "ls / > /dev/null; true",
-    ]);
+    let o = crate::common::run_bundled(&recipe, &out, &["sh", "-c", "ls / > /dev/null; true"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let bundle = dir.join("run.tar.zst");
     assert!(

@@ -23,15 +23,7 @@ name = "sched:sched_process_exec"
     );
     let out = dir.path().join("run");
     let guard = TracefsGuard::acquire();
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--bundle",
-        "--",
-        "true",
-    ]);
+    let o = crate::common::run_bundled(&recipe, &out, &["true"]);
     guard.assert_unchanged();
     drop(guard);
     // Failures of optional commands are recorded, not fatal.

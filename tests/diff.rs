@@ -16,17 +16,7 @@ fn run_execs(dir: &Path, tag: &str, execs: usize, label: &str) -> PathBuf {
     );
     let out = dir.join(tag);
     let script = "for i in $(seq $N); do /bin/true; done".replace("$N", &execs.to_string());
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--bundle",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    let o = crate::common::run_bundled(&recipe, &out, &["sh", "-c", &script]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     out
 }

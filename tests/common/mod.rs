@@ -337,3 +337,18 @@ pub fn until_recording(
     assert!(seen.contains("recording until"), "{seen}");
     (stderr, seen)
 }
+
+/// `trace-recipe run RECIPE -o OUT --bundle -- CMD...`: a run that also packs
+/// its output folder into `OUT.tar.zst`.
+pub fn run_bundled(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        recipe.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--bundle",
+        "--",
+    ];
+    args.extend_from_slice(cmd);
+    trace_recipe(&args)
+}
