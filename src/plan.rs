@@ -641,6 +641,7 @@ mod tests {
             template: None,
             expectations: Vec::new(),
             self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            params: Default::default(),
         }
     }
 

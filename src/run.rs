@@ -991,6 +991,7 @@ fn write_output(
     report.irreversible = irreversible;
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
+    report.params = p.valid.params.clone();
     report.collected.extend(crate::collect::run_phase(
         &recipe.collect,
         "after",

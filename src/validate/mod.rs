@@ -73,6 +73,8 @@ pub struct ValidRecipe {
     pub expectations: Vec<ValidExpect>,
     /// How the run keeps its own threads out of the trace on this kernel.
     pub self_exclusion: SelfExclusion,
+    /// The parameters the recipe was rendered with ([`LoadedRecipe::params`]).
+    pub params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
@@ -473,6 +475,7 @@ pub fn validate(
             },
             false => SelfExclusion::CommonPidFilter,
         },
+        params: loaded.params.clone(),
     })
 }
 
