@@ -245,7 +245,10 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> std:
     tar.append_data(&mut h, name, bytes)
 }
 
-fn manifest_for(
+/// The manifest of output folder `dir` with `members` (what `pack` writes;
+/// `rerun` and `check --against` read a folder's through it too). Never fails
+/// on a missing or unreadable report.json or recipe: those fields stay empty.
+pub(crate) fn manifest_for(
     dir: &Path,
     members: BTreeMap<String, Member>,
     redact_host: bool,

@@ -39,6 +39,7 @@ pub mod plan;
 pub mod progress;
 pub mod recipe;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sarif;

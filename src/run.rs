@@ -32,7 +32,7 @@ use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
-use crate::recipe::{Builtins, LoadError, OnAbort, load};
+use crate::recipe::{Builtins, Chain, LoadError, OnAbort, load_with};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
@@ -56,6 +56,9 @@ pub struct RunOptions {
     pub bundle: bool,
     /// `--duration`, `--buffer-size-kb` (override recipe keys, validated like them).
     pub overrides: crate::overrides::Overrides,
+    /// Where the recipe's `extends` chain is read from ([`Chain::Stored`] for
+    /// `rerun`: the recipe is a run folder's `recipe.source.toml`).
+    pub chain: Chain,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -341,24 +344,34 @@ pub fn load_and_validate(
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(from, path, sets, started, &Default::default())
+    load_and_validate_with(
+        from,
+        path,
+        sets,
+        started,
+        &Default::default(),
+        Chain::Extends,
+    )
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
-/// before validation; problems of an overridden key name its flag.
+/// before validation (problems of an overridden key name its flag), and the
+/// `extends` chain read from where `chain` says.
 pub fn load_and_validate_with(
     from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
     overrides: &crate::overrides::Overrides,
+    chain: Chain,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    let mut loaded = load(
+    let mut loaded = load_with(
         path,
         sets,
         &Builtins {
             started: started.to_string(),
         },
+        chain,
     )
     .map_err(|e| match e {
         LoadError::Invalid {
@@ -499,6 +512,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         &opts.sets,
         &started,
         &opts.overrides,
+        opts.chain,
     )?;
     let recipe = &valid.recipe;
 
