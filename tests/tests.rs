@@ -21,4 +21,5 @@ mod report;
 mod run;
 mod runbook;
 mod status;
+mod teams;
 mod teardown;
