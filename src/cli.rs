@@ -1461,10 +1461,26 @@ fn against_cmd(
                     false => format!(", params {}", replay.sets.join(" ")),
                 }
             );
+            let bases = (1..)
+                .map(|n| format!("recipe.base-{n}.toml"))
+                .take_while(|b| stored.dir.join(b).is_file());
+            let files: Vec<String> = [recipe
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()]
+            .into_iter()
+            .chain(bases)
+            .collect();
             println!(
-                "note: its files are read from {} ({} and the bases it extends)",
+                "note: the run's recipe files are checked in {}{}: {}",
                 stored.dir.display(),
-                recipe.file_name().unwrap_or_default().to_string_lossy()
+                if from.is_dir() {
+                    ""
+                } else {
+                    " (unpacked, removed on exit)"
+                },
+                files.join(", ")
             );
         }
         let code = check_with(

@@ -461,3 +461,50 @@ pub fn commands_text(foreign: &[(&'static str, Vec<String>)]) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(name: &str) -> KernelFacts {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts")
+            .join(format!("{name}.json.zst"));
+        KernelFacts::load(&path).unwrap()
+    }
+
+    fn recipe(text: &str) -> Recipe {
+        let builtins = crate::recipe::Builtins::default();
+        crate::recipe::load_str(Path::new("r.toml"), text, &[], &builtins)
+            .unwrap()
+            .recipe
+    }
+
+    #[test]
+    fn differences_name_what_the_recipe_uses_and_changed() {
+        let r = recipe(
+            "name = \"r\"\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n[[kprobes]]\nevent = \"open\"\nkind = \"kprobe\"\ntarget = \"do_sys_openat2\"\n",
+        );
+        let (debian, here) = (facts("debian-6.1"), facts("host"));
+        let got: Vec<String> = differences(&r, &debian, &here)
+            .iter()
+            .map(|d| format!("{}: {} -> {}", d.what, d.bundle, d.here))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "kernel release: 6.1.0-56-amd64 -> 6.18.44-fc-v782",
+                "cpus: 1 -> 2",
+                "event sched:sched_switch field next_comm: char[16] (16 bytes, signed) -> char[16] (16 bytes, unsigned)",
+                "event sched:sched_switch field prev_comm: char[16] (16 bytes, signed) -> char[16] (16 bytes, unsigned)",
+                "feature kprobe_events: present -> absent",
+            ],
+            "{got:#?}"
+        );
+        // Nothing differs between a kernel and itself; a recipe that uses none
+        // of the changed facts sees only the kernel-wide ones.
+        assert!(differences(&r, &here, &here).is_empty());
+        let plain = recipe("name = \"p\"\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n");
+        assert_eq!(differences(&plain, &debian, &here).len(), 2);
+    }
+}
