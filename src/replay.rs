@@ -83,18 +83,30 @@ impl StoredRun {
         }
     }
 
-    /// The run's params as `--set KEY=VALUE` arguments, followed by `overrides`
-    /// (the later wins).
+    /// The run's params as `--set KEY=VALUE` arguments, each replaced by the
+    /// override of the same key in `overrides`, then the other overrides (an
+    /// override that is not `KEY=VALUE` is kept for `--set`'s own error).
     pub fn sets(&self, overrides: &[String]) -> Vec<String> {
-        self.manifest
+        let key = |s: &str| s.split_once('=').map(|(k, _)| k.trim().to_string());
+        let mut out: Vec<String> = self
+            .manifest
             .params
             .iter()
             .filter_map(|(k, v)| {
                 let v: ParamValue = serde_json::from_value(v.clone()).ok()?;
                 Some(format!("{k}={}", param_text(&v)))
             })
-            .chain(overrides.iter().cloned())
-            .collect()
+            .collect();
+        for o in overrides {
+            match out
+                .iter()
+                .position(|s| key(s).is_some() && key(s) == key(o))
+            {
+                Some(i) => out[i] = o.clone(),
+                None => out.push(o.clone()),
+            }
+        }
+        out
     }
 
     /// The kernel facts the run was validated against (its `facts.json`).
