@@ -326,14 +326,9 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    /// Runs `recipe` with these options (see [`run_cmd`]); returns the exit code.
-    fn run(
-        self,
-        recipe: PathBuf,
-        sets: Vec<String>,
-        command: Vec<String>,
-        chain: crate::recipe::Chain,
-    ) -> i32 {
+    /// Runs `recipe` with these options (see [`run_cmd`]; `stored`: a stored
+    /// run's recipe, see [`RunOptions::stored`]); returns the exit code.
+    fn run(self, recipe: PathBuf, sets: Vec<String>, command: Vec<String>, stored: bool) -> i32 {
         let opts = RunOptions {
             recipe,
             sets,
@@ -344,7 +339,7 @@ impl RunArgs {
                 duration: self.duration,
                 buffer_size_kb: self.buffer_size_kb,
             },
-            chain,
+            stored,
         };
         run_cmd(opts, self.format, self.quiet, self.junit.as_deref())
     }
@@ -441,7 +436,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             args,
             command,
         } => match find_recipe(&recipe) {
-            Some(recipe) => args.run(recipe, sets, command, crate::recipe::Chain::Extends),
+            Some(recipe) => args.run(recipe, sets, command, false),
             None => {
                 if args.format == OutFormat::Json {
                     print!(
@@ -1551,12 +1546,7 @@ fn rerun(
             ),
         );
     }
-    args.run(
-        stored.recipe(),
-        replay.sets,
-        replay.command,
-        crate::recipe::Chain::Stored,
-    )
+    args.run(stored.recipe(), replay.sets, replay.command, true)
 }
 
 /// Asks on the terminal whether to start `commands` (stdin and stderr must both

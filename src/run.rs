@@ -56,9 +56,12 @@ pub struct RunOptions {
     pub bundle: bool,
     /// `--duration`, `--buffer-size-kb` (override recipe keys, validated like them).
     pub overrides: crate::overrides::Overrides,
-    /// Where the recipe's `extends` chain is read from ([`Chain::Stored`] for
-    /// `rerun`: the recipe is a run folder's `recipe.source.toml`).
-    pub chain: Chain,
+    /// `rerun`: the recipe is a stored run's `recipe.source.toml` (or
+    /// `recipe.toml`), its `extends` chain read from the run's
+    /// `recipe.base-N.toml` ([`Chain::Stored`]); its `[output] dir` is not used,
+    /// since a bundle does not choose where a root process writes (`out_dir` or
+    /// the default folder instead).
+    pub stored: bool,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -512,7 +515,10 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         &opts.sets,
         &started,
         &opts.overrides,
-        opts.chain,
+        match opts.stored {
+            true => Chain::Stored,
+            false => Chain::Extends,
+        },
     )?;
     let recipe = &valid.recipe;
 
@@ -535,7 +541,10 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let out_dir = opts
         .out_dir
         .clone()
-        .or_else(|| recipe.output.dir.as_ref().map(PathBuf::from))
+        .or_else(|| match opts.stored {
+            true => None,
+            false => recipe.output.dir.as_ref().map(PathBuf::from),
+        })
         .unwrap_or_else(|| {
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
