@@ -459,13 +459,44 @@ fn top_stacks_of_a_trace_cmd_file_match_its_listing() {
 }
 
 #[test]
+fn a_stack_is_recorded_only_for_an_event_its_filter_keeps() {
+    // The kernel calls a stacktrace trigger even for an event its filter
+    // discards; the plan gives the trigger the event's filter. sched_switch
+    // fires all the time and its filter keeps none; every exit keeps its stack.
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "filtered-stacks.toml",
+        "name = \"filtered-stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\nfilter = 'next_comm == \"no-such-task\"'\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(
+        &recipe,
+        &out,
+        "for i in 1 2 3 4; do sleep 0.01; ls / > /dev/null; done",
+    );
+    guard.assert_unchanged();
+    assert_eq!(code, Some(0), "{stderr}");
+    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count("sched_switch:"), 0, "{listing}");
+    let exits = count("sched_process_exit:");
+    assert!(
+        exits >= 5,
+        "the workload's exits were not recorded: {listing}"
+    );
+    assert_eq!(count("<stack trace >"), exits, "{listing}");
+}
+
+#[test]
 fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(
         dir.path(),
         "stacks.toml",
-        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ninclude_self = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
+        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
     );
     let out = dir.path().join("out");
     let (code, stderr) = run(
