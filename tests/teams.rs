@@ -110,6 +110,22 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
         text(&o.stderr)
     );
     assert!(!same.exists(), "a refused rerun writes nothing");
+    // A workload of B's own needs no agreement; the bundle's `[collect]` still does.
+    let o = trace_recipe(&[
+        "rerun",
+        bundle_s,
+        "-o",
+        same.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("collect before: uname -r") && !err.contains("workload:"),
+        "{err}"
+    );
+    assert!(!same.exists(), "a refused rerun writes nothing");
     guard.assert_unchanged();
 
     // Rerun at the same speed, and slower (the param the workload sleeps for).
