@@ -14,7 +14,8 @@ pub enum FieldLayout {
     /// `__rel_loc`: like `DataLoc`, but the data offset is counted from the
     /// end of this 4-byte field.
     RelLoc,
-    /// A trailing flexible array (`char buf[]` with `size:0`): the bytes from
+    /// A trailing flexible array (`char buf[]` with `size:0`, or `char buf`
+    /// with `size:0` on old kernels): the bytes from
     /// `offset` to the end of the record.
     Trailing,
 }
@@ -200,7 +201,10 @@ fn parse_decl(decl: &str, offset: usize, size: usize, signed: bool) -> Result<Fi
             },
             type_part
         );
-    } else if array_len == Some(0) && size == 0 {
+    } else if size == 0 && matches!(array_len, None | Some(0)) {
+        // `char buf[]`, or on old kernels `char buf` / `u32 buf` with size 0:
+        // the bytes from the offset to the end of the record.
+        array_len = Some(0);
         layout = FieldLayout::Trailing;
     }
     let base = elem_type

@@ -10,7 +10,7 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
-use crate::printfmt::{Ctx, Kernel, PrintFmt};
+use crate::printfmt::{Ctx, Kernel, PrintFmt, write_bprint};
 use crate::{Comms, Event, Record, TraceFile};
 
 impl Kernel for TraceFile {
@@ -64,6 +64,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
             ["function", "now"].iter().all(|n| f.field(n).is_some())
         }
         ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
+        ("ftrace", "bprint") => ["ip", "fmt", "buf"].iter().all(|n| f.field(n).is_some()),
         _ => false,
     };
     if plugin {
@@ -316,6 +317,36 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                             _ => write!(out, "\n=> {addr:x}")?,
                         }
                     }
+                }
+                return Ok(());
+            }
+            "bprint" => {
+                if let Some(ip) = ev.field("ip").as_ref().and_then(as_u64) {
+                    write_symbol(file, out, ip)?;
+                    out.write_all(b": ")?;
+                }
+                let fmt_addr = ev.field("fmt").as_ref().and_then(as_u64).unwrap_or(0);
+                let args = ev
+                    .format
+                    .field("buf")
+                    .and_then(|b| b.raw(&ev.data, ev.big_endian))
+                    .unwrap_or(&[]);
+                let cx = Ctx {
+                    fmt: ev.format,
+                    data: &ev.data,
+                    big: ev.big_endian,
+                    kernel: file,
+                };
+                let mark = out.len();
+                let done = file
+                    .printk_string(fmt_addr)
+                    .is_some_and(|fmt| write_bprint(&cx, fmt, args, out).is_ok());
+                if !done {
+                    out.truncate(mark);
+                    write!(out, "{fmt_addr:x}")?;
+                }
+                if out.last() == Some(&b'\n') {
+                    out.pop();
                 }
                 return Ok(());
             }
