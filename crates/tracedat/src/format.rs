@@ -340,6 +340,7 @@ impl EventFormat {
     }
 
     /// Offset of `common_pid` when it is a 4-byte field.
+    #[inline]
     pub(crate) fn pid_offset(&self) -> Option<usize> {
         self.pid_offset
     }
@@ -353,6 +354,7 @@ fn pid_offset(common: &[Field]) -> Option<usize> {
 }
 
 /// Read an unsigned integer of `size` (1, 2, 4 or 8) bytes.
+#[inline]
 pub(crate) fn read_uint(b: &[u8], big: bool) -> Option<u64> {
     Some(match b.len() {
         1 => b[0] as u64,
