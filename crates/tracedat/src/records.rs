@@ -486,44 +486,60 @@ impl<'a> CpuStream<'a> {
         }
     }
 
-    /// Next event of this CPU, in page order.
-    #[inline]
-    pub(crate) fn next_item(&mut self) -> Result<Option<Item<'a>>, Error> {
+    /// Makes `entries[pos]` the stream's next event, loading pages as
+    /// needed: false at the end of the stream. An error ends the stream.
+    #[inline(always)]
+    fn fill(&mut self) -> Result<bool, Error> {
         loop {
-            if let Some(&(ts, start, end)) = self.entries.get(self.pos) {
-                self.pos += 1;
-                let (start, end) = (start as usize, end as usize);
-                let data = match &self.page {
-                    Some(PageBytes::Mapped(s)) => EventData(DataRef::Mapped(&s[start..end])),
-                    Some(PageBytes::Shared(a, base)) => {
-                        EventData(DataRef::Shared(a.clone(), base + start, base + end))
-                    }
-                    None => EventData(DataRef::Mapped(&[])),
-                };
-                return Ok(Some(Item {
-                    ts,
-                    lost: self.lost.take(),
-                    data,
-                }));
+            if self.pos < self.entries.len() {
+                return Ok(true);
             }
             if let Some(e) = self.error.take() {
                 self.finish();
                 return Err(e);
             }
             if self.done {
-                return Ok(None);
+                return Ok(false);
             }
             match self.load_page() {
                 Ok(true) => {}
                 Ok(false) => {
                     self.finish();
-                    return Ok(None);
+                    return Ok(false);
                 }
                 Err(e) => {
                     self.finish();
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// Timestamp of the next event (after [`CpuStream::fill`] returned true).
+    #[inline(always)]
+    fn head_ts(&self) -> u64 {
+        self.entries.get(self.pos).map_or(u64::MAX, |e| e.0)
+    }
+
+    /// The next event (after [`CpuStream::fill`] returned true), consumed.
+    #[inline(always)]
+    fn take(&mut self) -> Item<'a> {
+        let (ts, start, end) = self.entries.get(self.pos).copied().unwrap_or((0, 0, 0));
+        self.pos += 1;
+        let (start, end) = (start as usize, end as usize);
+        let data = match &self.page {
+            Some(PageBytes::Mapped(s)) => {
+                EventData(DataRef::Mapped(s.get(start..end).unwrap_or(&[])))
+            }
+            Some(PageBytes::Shared(a, base)) => {
+                EventData(DataRef::Shared(a.clone(), base + start, base + end))
+            }
+            None => EventData(DataRef::Mapped(&[])),
+        };
+        Item {
+            ts,
+            lost: self.lost.take(),
+            data,
         }
     }
 
@@ -543,7 +559,6 @@ impl<'a> CpuStream<'a> {
 pub struct Records<'a> {
     file: &'a TraceFile,
     streams: Vec<CpuStream<'a>>,
-    heads: Vec<Option<Item<'a>>>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     pending: Option<Event<'a>>,
     errors: VecDeque<Error>,
@@ -564,11 +579,9 @@ impl<'a> Records<'a> {
                 }
             }
         }
-        let n = streams.len();
         Records {
             file,
             streams,
-            heads: (0..n).map(|_| None).collect(),
             heap: BinaryHeap::new(),
             pending: None,
             errors,
@@ -577,17 +590,14 @@ impl<'a> Records<'a> {
     }
 
     fn refill(&mut self, i: usize) {
-        match self.streams[i].next_item() {
-            Ok(Some(it)) => {
-                self.heap.push(Reverse((it.ts, i)));
-                self.heads[i] = Some(it);
-            }
-            Ok(None) => {}
+        match self.streams[i].fill() {
+            Ok(true) => self.heap.push(Reverse((self.streams[i].head_ts(), i))),
+            Ok(false) => {}
             Err(e) => self.errors.push_back(e),
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn make_event(&self, i: usize, it: Item<'a>) -> Event<'a> {
         let s = &self.streams[i];
         let file = self.file;
@@ -614,7 +624,9 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>, Error>;
 
-    #[inline]
+    // Inlined into the caller's loop: a record is too large to be returned
+    // in registers, and the copy through memory costs more than its decoding.
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if !self.started {
             self.started = true;
@@ -631,15 +643,16 @@ impl<'a> Iterator for Records<'a> {
         // The stream with the earliest head: its next item replaces it at the
         // top of the heap (one sift instead of a pop and a push).
         let Reverse((_, i)) = *self.heap.peek()?;
-        let it = self.heads[i].take()?;
-        match self.streams[i].next_item() {
-            Ok(Some(next)) => {
+        let stream = &mut self.streams[i];
+        let it = stream.take();
+        match stream.fill() {
+            Ok(true) => {
+                let ts = stream.head_ts();
                 if let Some(mut top) = self.heap.peek_mut() {
-                    *top = Reverse((next.ts, i));
+                    *top = Reverse((ts, i));
                 }
-                self.heads[i] = Some(next);
             }
-            Ok(None) => {
+            Ok(false) => {
                 self.heap.pop();
             }
             Err(e) => {
