@@ -402,7 +402,10 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
 ///   (see `printfmt`); sched_switch, sched_wakeup(_new) and function events
 ///   are printed as trace-cmd's plugins print them (`prev:pid [prio] S ==>
 ///   next:pid [prio]`, the function name indented by call depth); `print` (trace_marker) shows
-///   `SYMBOL: TEXT`, and `kernel_stack` shows `<stack trace >` then one
+///   `SYMBOL: TEXT`; `bprint` (`trace_printk`) shows `SYMBOL: ` and its
+///   format string from the printk formats section filled with the
+///   arguments packed in the record (the format's address in hex when the
+///   section lacks it), and `kernel_stack` shows `<stack trace >` then one
 ///   `=> SYMBOL (ADDR)` line per frame, resolved through kallsyms. An event
 ///   whose print fmt cannot be evaluated is printed as `name=value` pairs
 ///   (strings as text, integers in decimal, pointers in hex, arrays as
