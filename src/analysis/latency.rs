@@ -151,7 +151,9 @@ pub(super) struct Latencies {
     roles: Vec<Role>,
     selected: Vec<AnalysisName>,
     syscalls: Groups,
-    sys_pending: FxHashMap<(i32, bool), (usize, u64)>,
+    /// Per pid slot (see `analyze`): the open `sys_enter_X` and raw
+    /// `sys_enter` (group, ts).
+    sys_pending: Vec<[Option<(usize, u64)>; 2]>,
     raw_ids: FxHashMap<i64, usize>,
     /// Names raw syscall numbers for the file's machine.
     sys_names: SyscallTable,
@@ -290,7 +292,7 @@ impl Latencies {
             roles,
             selected: sel.names().to_vec(),
             syscalls,
-            sys_pending: FxHashMap::default(),
+            sys_pending: Vec::new(),
             raw_ids: FxHashMap::default(),
             sys_names: SyscallTable::of(file),
             wakeup,
@@ -305,8 +307,9 @@ impl Latencies {
         }
     }
 
-    /// Feeds one event (`pid` is its `common_pid`).
-    pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>, pid: i32) {
+    /// Feeds one event (`pid` is its `common_pid`, `slot` that pid's place in
+    /// `analyze`'s pid list).
+    pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>, pid: i32, slot: usize) {
         let id = ev.type_id() as usize;
         if ev.format.id as usize != id {
             return;
@@ -317,7 +320,7 @@ impl Latencies {
         match role {
             Role::None => {}
             Role::SysEnter(g) => {
-                self.sys_pending.insert((pid, false), (*g, ev.ts));
+                pending_syscall(&mut self.sys_pending, slot)[0] = Some((*g, ev.ts));
             }
             Role::RawEnter(f) => {
                 if let Some(nr) = uint(f, ev) {
@@ -325,26 +328,18 @@ impl Latencies {
                         .raw_ids
                         .entry(nr as i64)
                         .or_insert_with(|| self.syscalls.id(&self.sys_names.name(nr as i64)));
-                    self.sys_pending.insert((pid, true), (g, ev.ts));
+                    pending_syscall(&mut self.sys_pending, slot)[1] = Some((g, ev.ts));
                 }
             }
-            Role::SysExit(g) => pair_syscall(
-                &mut self.syscalls,
-                &mut self.sys_pending,
-                (pid, false),
-                Some(*g),
-                ev.ts,
-            ),
+            Role::SysExit(g) => {
+                let open = pending_syscall(&mut self.sys_pending, slot)[0].take();
+                pair_syscall(&mut self.syscalls, open, Some(*g), ev.ts);
+            }
             Role::RawExit(f) => {
                 let g = uint(f, ev).and_then(|nr| self.raw_ids.get(&(nr as i64)).copied());
                 let g = g.or(Some(usize::MAX));
-                pair_syscall(
-                    &mut self.syscalls,
-                    &mut self.sys_pending,
-                    (pid, true),
-                    g,
-                    ev.ts,
-                );
+                let open = pending_syscall(&mut self.sys_pending, slot)[1].take();
+                pair_syscall(&mut self.syscalls, open, g, ev.ts);
             }
             Role::Wake(f) => {
                 if let Some(p) = uint(f, ev) {
@@ -461,14 +456,20 @@ impl Latencies {
 
 /// Pairs a syscall exit with the pending enter of `key`; `group` is the exit's
 /// syscall (`usize::MAX` for an unknown raw id).
-fn pair_syscall(
-    groups: &mut Groups,
-    pending: &mut FxHashMap<(i32, bool), (usize, u64)>,
-    key: (i32, bool),
-    group: Option<usize>,
-    ts: u64,
-) {
-    match pending.remove(&key) {
+/// The open syscalls (`sys_enter_X`, raw `sys_enter`) of the task in pid slot `slot`.
+fn pending_syscall(
+    pending: &mut Vec<[Option<(usize, u64)>; 2]>,
+    slot: usize,
+) -> &mut [Option<(usize, u64)>; 2] {
+    if slot >= pending.len() {
+        pending.resize(slot + 1, [None, None]);
+    }
+    &mut pending[slot]
+}
+
+/// Pairs a syscall exit of `group` at `ts` with the task's `open` entry.
+fn pair_syscall(groups: &mut Groups, open: Option<(usize, u64)>, group: Option<usize>, ts: u64) {
+    match open {
         Some((g, t)) if Some(g) == group => groups.hists[g].add(ts.saturating_sub(t)),
         _ => groups.unpaired += 1,
     }

@@ -244,6 +244,8 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
     let mut last_on_cpu: Vec<usize> = Vec::new();
+    // Per CPU, the pid of its last event and that pid's slot.
+    let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
     for rec in file.records() {
         let ev = match rec? {
@@ -257,24 +259,34 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
         let counted = slot.map_or(0, |s| s.counted);
         let pid = ev.pid();
-        let pid_slot = *pid_slots.entry(pid).or_insert_with(|| {
-            pids.push((pid, 0));
-            pids.len() - 1
-        });
-        pids[pid_slot].1 += 1;
         let cpu = ev.cpu as usize;
-        counts.total += 1;
-        per_event[counted] += 1;
         if cpu >= per_cpu.len() {
             per_cpu.resize(cpu + 1, 0);
             last_on_cpu.resize(cpu + 1, 0);
+            cpu_pid.resize(cpu + 1, None);
         }
+        // Consecutive events of a CPU are mostly of one task: the pid map is
+        // asked only when the CPU's task changes.
+        let pid_slot = match cpu_pid[cpu] {
+            Some((p, s)) if p == pid => s,
+            _ => {
+                let s = *pid_slots.entry(pid).or_insert_with(|| {
+                    pids.push((pid, 0));
+                    pids.len() - 1
+                });
+                cpu_pid[cpu] = Some((pid, s));
+                s
+            }
+        };
+        pids[pid_slot].1 += 1;
+        counts.total += 1;
+        per_event[counted] += 1;
         per_cpu[cpu] += 1;
         counts.span = Some(counts.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
         if let Some(t) = timeline.as_mut() {
             t.add(ev.ts, counted, cpu, pid_slot);
         }
-        latencies.add(file, &ev, pid);
+        latencies.add(file, &ev, pid, pid_slot);
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }

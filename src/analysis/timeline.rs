@@ -52,6 +52,11 @@ pub(super) struct Builder {
     cpus: Vec<Vec<u64>>,
     /// By pid slot (see `analyze`).
     pids: Vec<Vec<u64>>,
+    /// The bucket of the last timestamp and its range `lo..hi` (empty at
+    /// first): most timestamps fall into the bucket of the one before.
+    cur: usize,
+    lo: u64,
+    hi: u64,
 }
 
 fn bump(v: &mut Vec<u64>, i: usize) {
@@ -74,11 +79,14 @@ impl Builder {
             events: vec![Vec::new(); events],
             cpus: Vec::new(),
             pids: Vec::new(),
+            cur: 0,
+            lo: 1,
+            hi: 0,
         }
     }
 
-    /// Counts one event; `pid` is the pid's slot in `analyze`'s pid list.
-    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
+    /// The bucket of `ts`, doubling the width while it lies beyond the last.
+    fn bucket(&mut self, ts: u64) -> usize {
         let start = *self.start.get_or_insert(ts);
         let mut i = (ts.saturating_sub(start) / self.width) as usize;
         while i >= MAX_BUCKETS {
@@ -88,6 +96,21 @@ impl Builder {
             self.pids.iter_mut().for_each(halve);
             i = (ts.saturating_sub(start) / self.width) as usize;
         }
+        if ts >= start {
+            self.cur = i;
+            self.lo = start + i as u64 * self.width;
+            self.hi = self.lo.saturating_add(self.width);
+        }
+        i
+    }
+
+    /// Counts one event; `pid` is the pid's slot in `analyze`'s pid list.
+    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
+        let i = if self.lo <= ts && ts < self.hi {
+            self.cur
+        } else {
+            self.bucket(ts)
+        };
         bump(&mut self.events[event], i);
         if cpu >= self.cpus.len() {
             self.cpus.resize(cpu + 1, Vec::new());

@@ -14,7 +14,8 @@ pub enum FieldLayout {
     /// `__rel_loc`: like `DataLoc`, but the data offset is counted from the
     /// end of this 4-byte field.
     RelLoc,
-    /// A trailing flexible array (`char buf[]` with `size:0`): the bytes from
+    /// A trailing flexible array (`char buf[]` with `size:0`, or `char buf`
+    /// with `size:0` on old kernels): the bytes from
     /// `offset` to the end of the record.
     Trailing,
 }
@@ -200,7 +201,10 @@ fn parse_decl(decl: &str, offset: usize, size: usize, signed: bool) -> Result<Fi
             },
             type_part
         );
-    } else if array_len == Some(0) && size == 0 {
+    } else if size == 0 && matches!(array_len, None | Some(0)) {
+        // `char buf[]`, or on old kernels `char buf` / `u32 buf` with size 0:
+        // the bytes from the offset to the end of the record.
+        array_len = Some(0);
         layout = FieldLayout::Trailing;
     }
     let base = elem_type
@@ -336,6 +340,7 @@ impl EventFormat {
     }
 
     /// Offset of `common_pid` when it is a 4-byte field.
+    #[inline]
     pub(crate) fn pid_offset(&self) -> Option<usize> {
         self.pid_offset
     }
@@ -349,6 +354,7 @@ fn pid_offset(common: &[Field]) -> Option<usize> {
 }
 
 /// Read an unsigned integer of `size` (1, 2, 4 or 8) bytes.
+#[inline]
 pub(crate) fn read_uint(b: &[u8], big: bool) -> Option<u64> {
     Some(match b.len() {
         1 => b[0] as u64,

@@ -841,6 +841,104 @@ impl PrintFmt {
     }
 }
 
+/// Renders a `bprint` record (`trace_printk` with a constant format): `fmt`
+/// is the format string the kernel keeps at the record's `fmt` address
+/// (printk formats section), `args` the record's `buf`, where the kernel's
+/// `vbin_printf` packed the arguments: each number aligned to its size (at
+/// most 4: 8-byte values are stored as two u32 words) from the start of
+/// `buf` (`int` for no length modifier and for `*` widths, `char`
+/// for `hh`, `short` for `h`, `long` for `l`/`z`, 8 bytes for `ll`, `long` for
+/// `%p`), each `%s` inline up to its NUL. Arguments `args` is too short for
+/// print as 0 or empty. Errors: a conversion the format parser does not
+/// support (the caller then prints the format as it is).
+pub(crate) fn write_bprint<K: Kernel>(
+    cx: &Ctx<'_, K>,
+    fmt: &str,
+    args: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    let pieces = parse_printf(fmt)?;
+    let long = cx.kernel.long_size();
+    let big = cx.big;
+    let mut at = 0usize;
+    let next_num = |at: &mut usize, size: usize, signed: bool| -> i64 {
+        *at = at.next_multiple_of(size.min(4));
+        let v = args
+            .get(*at..*at + size)
+            .and_then(|b| read_uint(b, big))
+            .unwrap_or(0);
+        *at += size;
+        if signed && size < 8 {
+            let shift = 64 - 8 * size as u32;
+            ((v << shift) as i64) >> shift
+        } else {
+            v as i64
+        }
+    };
+    let mut strings: Vec<(usize, usize)> = Vec::new();
+    let mut vals: Vec<Option<i64>> = Vec::new();
+    // First pass: where each argument lies (strings need the running offset).
+    for pc in &pieces {
+        let Piece::Conv(c) = pc else { continue };
+        if c.width_arg {
+            vals.push(Some(next_num(&mut at, 4, true)));
+        }
+        if c.prec_arg {
+            vals.push(Some(next_num(&mut at, 4, true)));
+        }
+        match c.kind {
+            b's' => {
+                let start = at.min(args.len());
+                let len = until_nul(&args[start..]).len();
+                strings.push((start, len));
+                vals.push(None);
+                at = start + len + 1;
+            }
+            b'p' => vals.push(Some(next_num(&mut at, long, false))),
+            _ => {
+                let size = match c.len {
+                    Len::Hh => 1,
+                    Len::H => 2,
+                    _ => int_size(c, long),
+                };
+                vals.push(Some(next_num(&mut at, size, matches!(c.kind, b'd' | b'i'))));
+            }
+        }
+    }
+    let mut vi = 0;
+    let mut si = 0;
+    for pc in &pieces {
+        match pc {
+            Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
+            Piece::Conv(c) => {
+                let mut c = c.clone();
+                if c.width_arg {
+                    let w = vals.get(vi).copied().flatten().unwrap_or(0);
+                    vi += 1;
+                    c.left |= w < 0;
+                    c.width = Some(w.unsigned_abs() as usize);
+                }
+                if c.prec_arg {
+                    let p = vals.get(vi).copied().flatten().unwrap_or(0);
+                    vi += 1;
+                    c.prec = (p >= 0).then_some(p as usize);
+                }
+                let v = match vals.get(vi).copied().flatten() {
+                    Some(n) => Val::Num(n),
+                    None => {
+                        let (s, l) = strings.get(si).copied().unwrap_or((0, 0));
+                        si += 1;
+                        Val::Bytes(args.get(s..s + l).unwrap_or(&[]), 1)
+                    }
+                };
+                vi += 1;
+                conv(cx, &c, v, out);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
     match eval(e, cx) {
         Val::Num(n) => n,
@@ -1312,6 +1410,38 @@ mod tests {
         )
         .unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn bprint_arguments_are_unpacked_as_vbin_printf_packs_them() {
+        let f = fmt("", "\"\"");
+        // int 7 at 0, "sh\0" at 4..7, 8-byte value aligned to 4 (not 8) at
+        // 8, a short aligned to 2 at 16, a %pS at 20 (again aligned to 4).
+        let mut a = vec![0u8; 28];
+        a[0..4].copy_from_slice(&7i32.to_le_bytes());
+        a[4..7].copy_from_slice(b"sh\0");
+        a[8..16].copy_from_slice(&(-2i64).to_le_bytes());
+        a[16..18].copy_from_slice(&300u16.to_le_bytes());
+        a[20..28].copy_from_slice(&0x1010u64.to_le_bytes());
+        let cx = Ctx {
+            fmt: &f,
+            data: &[],
+            big: false,
+            kernel: &K,
+        };
+        let mut out = Vec::new();
+        write_bprint(
+            &cx,
+            "n=%d c=%s v=%lld h=%hu f=%pS missing=%d\n",
+            &a,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "n=7 c=sh v=-2 h=300 f=do_thing+0x10 missing=0\n"
+        );
+        assert!(write_bprint(&cx, "%q", &a, &mut Vec::new()).is_err());
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub struct Event<'a> {
 
 impl Event<'_> {
     /// `common_type` of the record (0 if the record is too short).
+    #[inline]
     pub fn type_id(&self) -> u16 {
         match self.data.get(0..2) {
             Some(&[a, b]) if self.big_endian => u16::from_be_bytes([a, b]),
@@ -124,6 +125,7 @@ impl Event<'_> {
 
     /// `common_pid` (the task that emitted the event); -1 if the record is
     /// too short.
+    #[inline]
     pub fn pid(&self) -> i32 {
         if let Some(at) = self.format.pid_offset() {
             return self
@@ -171,15 +173,6 @@ impl PageBytes<'_> {
     }
 }
 
-struct CurPage<'a> {
-    bytes: PageBytes<'a>,
-    file_off: u64,
-    pos: usize,
-    end: usize,
-    ts: u64,
-    lost: Option<Option<u64>>,
-}
-
 /// Bytes of uncompressed data a stream reads between two releases of what it
 /// has read ([`TraceFile::release`]).
 const RELEASE_EVERY: usize = 8 << 20;
@@ -212,7 +205,16 @@ pub(crate) struct CpuStream<'a> {
     layout: PageLayout,
     ts_offset: i64,
     src: Source<'a>,
-    page: Option<CurPage<'a>>,
+    /// The page being read.
+    page: Option<PageBytes<'a>>,
+    /// Its events, decoded at once: (timestamp, start, end) in the page.
+    entries: Vec<(u64, u32, u32)>,
+    /// The next of `entries` to yield.
+    pos: usize,
+    /// Events lost before the page's first event (see [`Record::Lost`]).
+    lost: Option<Option<u64>>,
+    /// An error met in the page after `entries`: yielded after them.
+    error: Option<Error>,
     done: bool,
 }
 
@@ -263,6 +265,10 @@ impl<'a> CpuStream<'a> {
             ts_offset: file.ts_offset,
             src,
             page: None,
+            entries: Vec::new(),
+            pos: 0,
+            lost: None,
+            error: None,
             done: false,
         })
     }
@@ -345,7 +351,8 @@ impl<'a> CpuStream<'a> {
         }
     }
 
-    /// Load the next page with data; false at the end of the stream.
+    /// Load the next page with events and decode them into `entries`;
+    /// false at the end of the stream.
     fn load_page(&mut self) -> Result<bool, Error> {
         let l = self.layout;
         loop {
@@ -383,59 +390,46 @@ impl<'a> CpuStream<'a> {
             if len == 0 {
                 continue;
             }
-            self.page = Some(CurPage {
-                bytes,
-                file_off: off,
-                pos: l.data_offset,
-                end,
-                ts,
-                lost,
-            });
+            self.entries.clear();
+            self.pos = 0;
+            self.error = self.decode_page(p, off, ts, end).err();
+            if self.entries.is_empty() && self.error.is_none() {
+                continue;
+            }
+            self.lost = lost;
+            self.page = Some(bytes);
             return Ok(true);
         }
     }
 
-    /// Next event of this CPU, in page order.
-    pub(crate) fn next_item(&mut self) -> Result<Option<Item<'a>>, Error> {
-        if self.done {
-            return Ok(None);
-        }
-        let r = self.next_item_inner();
-        if !matches!(r, Ok(Some(_))) {
-            self.done = true;
-            self.page = None;
-        }
-        r
-    }
-
-    fn next_item_inner(&mut self) -> Result<Option<Item<'a>>, Error> {
+    /// Decodes the events of page `p` (data up to `end`, first timestamp
+    /// `ts`) into `entries`. Errors: a record running past `end`; the events
+    /// before it are kept.
+    fn decode_page(
+        &mut self,
+        p: &[u8],
+        file_off: u64,
+        mut ts: u64,
+        end: usize,
+    ) -> Result<(), Error> {
         let big = self.layout.big;
-        let ps = self.layout.page_size;
-        loop {
-            if self.page.is_none() && !self.load_page()? {
-                return Ok(None);
+        let rd4 = |o: usize| -> Option<u64> {
+            if o + 4 > end {
+                return None;
             }
-            let Some(pg) = self.page.as_mut() else {
-                return Ok(None);
-            };
-            let p = pg.bytes.bytes(ps);
-            let rd4 = |o: usize| -> Option<u64> {
-                if o + 4 > pg.end {
-                    return None;
-                }
-                p.get(o..o + 4).and_then(|b| read_uint(b, big))
-            };
-            let Some(hdr) = rd4(pg.pos) else {
-                self.page = None;
-                continue;
+            p.get(o..o + 4).and_then(|b| read_uint(b, big))
+        };
+        let mut pos = self.layout.data_offset;
+        loop {
+            let Some(hdr) = rd4(pos) else {
+                return Ok(());
             };
             let (type_len, delta) = if big {
                 (hdr >> 27, hdr & COMMIT_MASK)
             } else {
                 (hdr & 31, hdr >> 5)
             };
-            let at = pg.pos;
-            let file_off = pg.file_off;
+            let at = pos;
             let short = |what: &str| Error::Page {
                 buffer: self.buffer.to_string(),
                 cpu: self.cpu,
@@ -446,26 +440,25 @@ impl<'a> CpuStream<'a> {
                 29 => {
                     if delta == 0 {
                         // Null padding: the rest of the page is unused.
-                        self.page = None;
-                        continue;
+                        return Ok(());
                     }
                     let skip = rd4(at + 4).ok_or_else(|| short("padding record"))? as usize;
-                    pg.ts = pg.ts.wrapping_add(delta);
-                    pg.pos = at + 4 + skip.max(4);
+                    ts = ts.wrapping_add(delta);
+                    pos = at + 4 + skip.max(4);
                     continue;
                 }
                 30 => {
                     let ext = rd4(at + 4).ok_or_else(|| short("time extend record"))?;
-                    pg.ts = pg.ts.wrapping_add((ext << TS_SHIFT) + delta);
-                    pg.pos = at + 8;
+                    ts = ts.wrapping_add((ext << TS_SHIFT) + delta);
+                    pos = at + 8;
                     continue;
                 }
                 31 => {
                     let ext = rd4(at + 4).ok_or_else(|| short("time stamp record"))?;
                     let abs = (ext << TS_SHIFT) + delta;
                     let top = !((1u64 << 59) - 1);
-                    pg.ts = (pg.ts & top) | (abs & !top);
-                    pg.pos = at + 8;
+                    ts = (ts & top) | (abs & !top);
+                    pos = at + 8;
                     continue;
                 }
                 _ => {}
@@ -479,24 +472,82 @@ impl<'a> CpuStream<'a> {
             } else {
                 (at + 4, type_len as usize * 4)
             };
-            if start + len > pg.end {
+            if start + len > end {
                 return Err(short("event"));
             }
-            pg.ts = pg.ts.wrapping_add(delta);
-            pg.pos = start + len;
-            let data = match &pg.bytes {
-                PageBytes::Mapped(s) => EventData(DataRef::Mapped(&s[start..start + len])),
-                PageBytes::Shared(a, base) => {
-                    EventData(DataRef::Shared(a.clone(), base + start, base + start + len))
-                }
-            };
-            let lost = pg.lost.take();
-            return Ok(Some(Item {
-                ts: pg.ts.wrapping_add_signed(self.ts_offset),
-                lost,
-                data,
-            }));
+            ts = ts.wrapping_add(delta);
+            pos = start + len;
+            // Pages are at most a few MiB: offsets fit in u32.
+            self.entries.push((
+                ts.wrapping_add_signed(self.ts_offset),
+                start as u32,
+                (start + len) as u32,
+            ));
         }
+    }
+
+    /// Makes `entries[pos]` the stream's next event, loading pages as
+    /// needed: false at the end of the stream. An error ends the stream.
+    #[inline(always)]
+    fn fill(&mut self) -> Result<bool, Error> {
+        loop {
+            if self.pos < self.entries.len() {
+                return Ok(true);
+            }
+            if let Some(e) = self.error.take() {
+                self.finish();
+                return Err(e);
+            }
+            if self.done {
+                return Ok(false);
+            }
+            match self.load_page() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finish();
+                    return Ok(false);
+                }
+                Err(e) => {
+                    self.finish();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Timestamp of the next event (after [`CpuStream::fill`] returned true).
+    #[inline(always)]
+    fn head_ts(&self) -> u64 {
+        self.entries.get(self.pos).map_or(u64::MAX, |e| e.0)
+    }
+
+    /// The next event (after [`CpuStream::fill`] returned true), consumed.
+    #[inline(always)]
+    fn take(&mut self) -> Item<'a> {
+        let (ts, start, end) = self.entries.get(self.pos).copied().unwrap_or((0, 0, 0));
+        self.pos += 1;
+        let (start, end) = (start as usize, end as usize);
+        let data = match &self.page {
+            Some(PageBytes::Mapped(s)) => {
+                EventData(DataRef::Mapped(s.get(start..end).unwrap_or(&[])))
+            }
+            Some(PageBytes::Shared(a, base)) => {
+                EventData(DataRef::Shared(a.clone(), base + start, base + end))
+            }
+            None => EventData(DataRef::Mapped(&[])),
+        };
+        Item {
+            ts,
+            lost: self.lost.take(),
+            data,
+        }
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+        self.page = None;
+        self.entries = Vec::new();
+        self.pos = 0;
     }
 }
 
@@ -508,7 +559,6 @@ impl<'a> CpuStream<'a> {
 pub struct Records<'a> {
     file: &'a TraceFile,
     streams: Vec<CpuStream<'a>>,
-    heads: Vec<Option<Item<'a>>>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     pending: Option<Event<'a>>,
     errors: VecDeque<Error>,
@@ -529,11 +579,9 @@ impl<'a> Records<'a> {
                 }
             }
         }
-        let n = streams.len();
         Records {
             file,
             streams,
-            heads: (0..n).map(|_| None).collect(),
             heap: BinaryHeap::new(),
             pending: None,
             errors,
@@ -542,16 +590,14 @@ impl<'a> Records<'a> {
     }
 
     fn refill(&mut self, i: usize) {
-        match self.streams[i].next_item() {
-            Ok(Some(it)) => {
-                self.heap.push(Reverse((it.ts, i)));
-                self.heads[i] = Some(it);
-            }
-            Ok(None) => {}
+        match self.streams[i].fill() {
+            Ok(true) => self.heap.push(Reverse((self.streams[i].head_ts(), i))),
+            Ok(false) => {}
             Err(e) => self.errors.push_back(e),
         }
     }
 
+    #[inline(always)]
     fn make_event(&self, i: usize, it: Item<'a>) -> Event<'a> {
         let s = &self.streams[i];
         let file = self.file;
@@ -578,6 +624,9 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>, Error>;
 
+    // Inlined into the caller's loop: a record is too large to be returned
+    // in registers, and the copy through memory costs more than its decoding.
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if !self.started {
             self.started = true;
@@ -591,9 +640,26 @@ impl<'a> Iterator for Records<'a> {
         if let Some(e) = self.errors.pop_front() {
             return Some(Err(e));
         }
-        let Reverse((_, i)) = self.heap.pop()?;
-        let it = self.heads[i].take()?;
-        self.refill(i);
+        // The stream with the earliest head: its next item replaces it at the
+        // top of the heap (one sift instead of a pop and a push).
+        let Reverse((_, i)) = *self.heap.peek()?;
+        let stream = &mut self.streams[i];
+        let it = stream.take();
+        match stream.fill() {
+            Ok(true) => {
+                let ts = stream.head_ts();
+                if let Some(mut top) = self.heap.peek_mut() {
+                    *top = Reverse((ts, i));
+                }
+            }
+            Ok(false) => {
+                self.heap.pop();
+            }
+            Err(e) => {
+                self.heap.pop();
+                self.errors.push_back(e);
+            }
+        }
         let lost = it.lost;
         let ev = self.make_event(i, it);
         if let Some(count) = lost {

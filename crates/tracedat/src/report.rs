@@ -10,7 +10,7 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
-use crate::printfmt::{Ctx, Kernel, PrintFmt};
+use crate::printfmt::{Ctx, Kernel, PrintFmt, write_bprint};
 use crate::{Comms, Event, Record, TraceFile};
 
 impl Kernel for TraceFile {
@@ -64,6 +64,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
             ["function", "now"].iter().all(|n| f.field(n).is_some())
         }
         ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
+        ("ftrace", "bprint") => ["ip", "fmt", "buf"].iter().all(|n| f.field(n).is_some()),
         _ => false,
     };
     if plugin {
@@ -319,6 +320,36 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                 }
                 return Ok(());
             }
+            "bprint" => {
+                if let Some(ip) = ev.field("ip").as_ref().and_then(as_u64) {
+                    write_symbol(file, out, ip)?;
+                    out.write_all(b": ")?;
+                }
+                let fmt_addr = ev.field("fmt").as_ref().and_then(as_u64).unwrap_or(0);
+                let args = ev
+                    .format
+                    .field("buf")
+                    .and_then(|b| b.raw(&ev.data, ev.big_endian))
+                    .unwrap_or(&[]);
+                let cx = Ctx {
+                    fmt: ev.format,
+                    data: &ev.data,
+                    big: ev.big_endian,
+                    kernel: file,
+                };
+                let mark = out.len();
+                let done = file
+                    .printk_string(fmt_addr)
+                    .is_some_and(|fmt| write_bprint(&cx, fmt, args, out).is_ok());
+                if !done {
+                    out.truncate(mark);
+                    write!(out, "{fmt_addr:x}")?;
+                }
+                if out.last() == Some(&b'\n') {
+                    out.pop();
+                }
+                return Ok(());
+            }
             "print" => {
                 if let Some(ip) = ev.field("ip").as_ref().and_then(as_u64) {
                     write_symbol(file, out, ip)?;
@@ -371,7 +402,10 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
 ///   (see `printfmt`); sched_switch, sched_wakeup(_new) and function events
 ///   are printed as trace-cmd's plugins print them (`prev:pid [prio] S ==>
 ///   next:pid [prio]`, the function name indented by call depth); `print` (trace_marker) shows
-///   `SYMBOL: TEXT`, and `kernel_stack` shows `<stack trace >` then one
+///   `SYMBOL: TEXT`; `bprint` (`trace_printk`) shows `SYMBOL: ` and its
+///   format string from the printk formats section filled with the
+///   arguments packed in the record (the format's address in hex when the
+///   section lacks it), and `kernel_stack` shows `<stack trace >` then one
 ///   `=> SYMBOL (ADDR)` line per frame, resolved through kallsyms. An event
 ///   whose print fmt cannot be evaluated is printed as `name=value` pairs
 ///   (strings as text, integers in decimal, pointers in hex, arrays as

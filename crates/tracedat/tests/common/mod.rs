@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tracedat::{CaptureMeta, CpuData, TraceFile, format_record};
+use tracedat::{CaptureMeta, CpuData, Printer, TraceFile};
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
 pub const LOCK: &str = "/tmp/trace-recipe-tracefs.lock";
@@ -317,13 +317,15 @@ pub fn parse_report(s: &str) -> Vec<Line> {
         .collect()
 }
 
-/// Our reader's records formatted with `format_record`, then parsed the
-/// same way.
+/// Our reader's records printed by one [`Printer`] (which, like trace-cmd,
+/// names a task its saved cmdlines lack from the events seen before), then
+/// parsed the same way.
 pub fn our_report(f: &TraceFile) -> (String, Vec<Line>) {
     let mut out = Vec::new();
+    let mut printer = Printer::new(f);
     for r in f.records() {
         let r = r.expect("record");
-        format_record(f, &r, &mut out).expect("format");
+        printer.write(&r, &mut out).expect("format");
     }
     let s = String::from_utf8(out).expect("utf8");
     let lines = parse_report(&s);
