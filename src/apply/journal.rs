@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tracefs::{Tracefs, TracefsError, WriteMode, error_log_dir};
+use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 
 /// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
@@ -104,26 +104,23 @@ impl Undo {
     pub fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
         let result = match self {
             Undo::Rmdir { dir } => {
-                if !tracefs.exists(dir) {
+                let instance = Instance::at_dir(tracefs, dir);
+                if !instance.exists("") {
                     return Ok(());
                 }
                 // A probe event still enabled in it, or tracing on, would keep
                 // rmdir from succeeding on some kernels: switch it off first.
-                let _ = tracefs.write(&format!("{dir}/tracing_on"), "0", WriteMode::Replace, dir);
-                let _ = tracefs.write(
-                    &format!("{dir}/events/enable"),
-                    "0",
-                    WriteMode::Replace,
-                    dir,
-                );
-                tracefs.rmdir(dir)
+                let _ = instance.write("tracing_on", "0", WriteMode::Replace);
+                let _ = instance.write("events/enable", "0", WriteMode::Replace);
+                instance.remove()
             }
             Undo::Write {
                 file,
                 value,
                 append,
             } => {
-                if !tracefs.exists(file) {
+                let (instance, file) = Instance::holding(tracefs, file);
+                if !instance.exists(file) {
                     return Ok(());
                 }
                 let mode = if *append {
@@ -131,7 +128,7 @@ impl Undo {
                 } else {
                     WriteMode::Replace
                 };
-                tracefs.write(file, value, mode, error_log_dir(file))
+                instance.write(file, value, mode)
             }
         };
         match result {

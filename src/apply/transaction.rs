@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, error_log_dir, restore_value};
+use crate::tracefs::{Instance, Tracefs, TracefsError, restore_value};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -73,7 +73,8 @@ pub enum StepError {
 #[derive(Debug)]
 pub struct Transaction {
     tracefs: Tracefs,
-    log_dir: String,
+    /// The plan's instance (the top level when the run works there).
+    instance: Instance,
     /// Undos of the steps done, each with its 1-based place in the journal.
     done: Vec<(usize, Recorded)>,
     /// Undos recorded so far.
@@ -100,7 +101,7 @@ pub fn apply(
     let (fail_at, kill_at) = (step_env(FAIL_STEP_ENV), step_env(KILL_STEP_ENV));
     let mut tx = Transaction {
         tracefs: tracefs.clone(),
-        log_dir: plan.instance.clone(),
+        instance: Instance::at_dir(tracefs, &plan.instance),
         done: Vec::new(),
         recorded: 0,
         journal,
@@ -177,20 +178,23 @@ impl Transaction {
             );
         }
         match &step.op {
-            Op::Mkdir { dir } => self.tracefs.mkdir(dir)?,
+            Op::Mkdir { dir } => Instance::at_dir(&self.tracefs, dir).create()?,
             Op::Write {
                 file, value, mode, ..
-            } => self
-                .tracefs
-                .write(file, value, *mode, error_log_dir(file))?,
+            } => {
+                // Inside the run's instance, or a top-level file (a probe
+                // definition, a global knob): each explained by its own error_log.
+                let (instance, file) = Instance::holding(&self.tracefs, file);
+                instance.write(file, value, *mode)?
+            }
         }
         self.done.extend(undo);
         Ok(())
     }
 
-    /// The instance directory this transaction works in (relative to tracefs).
-    pub fn instance(&self) -> &str {
-        &self.log_dir
+    /// The instance this transaction works in.
+    pub fn instance(&self) -> &Instance {
+        &self.instance
     }
 
     /// Undoes every applied step in reverse order. When all undos succeeded the
