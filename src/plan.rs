@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, WriteMode};
+use crate::tracefs::{INSTANCE_PREFIX, WriteMode, instance_file};
 use crate::validate::{SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
@@ -158,11 +158,9 @@ pub fn plan(
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
     let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
-    let dir = if top {
-        String::new()
-    } else {
-        format!("instances/{instance}")
-    };
+    // Files of the run's instance, by their path relative to tracefs.
+    let name = (!top).then_some(instance);
+    let dir = instance_file(name, "");
     let local = |undo: Undo| if top { Undo::Restore } else { undo };
     let mut steps = Vec::new();
     let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
@@ -176,13 +174,7 @@ pub fn plan(
             span,
         });
     };
-    let f = |name: &str| {
-        if dir.is_empty() {
-            name.to_string()
-        } else {
-            format!("{dir}/{name}")
-        }
-    };
+    let f = |file: &str| instance_file(name, file);
     let r = &valid.recipe;
 
     write(

@@ -287,17 +287,12 @@ impl Instance {
     /// The instance's directory relative to tracefs: `instances/NAME`, or ""
     /// for the top level.
     pub fn dir(&self) -> String {
-        self.name
-            .as_ref()
-            .map_or_else(String::new, |n| format!("instances/{n}"))
+        instance_file(self.name(), "")
     }
 
     /// `file` of this instance as a path relative to tracefs.
     pub fn rel(&self, file: &str) -> String {
-        match &self.name {
-            Some(n) => format!("instances/{n}/{file}"),
-            None => file.to_string(),
-        }
+        instance_file(self.name(), file)
     }
 
     /// Absolute path of `file` of this instance.
@@ -428,6 +423,18 @@ impl Instance {
             None => Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
         };
         result.map_err(|source| TracefsError::Dir { op, path, source })
+    }
+}
+
+/// `file` of instance `name` (`None`: the top level) as a path relative to
+/// tracefs, without touching it: `instances/NAME/FILE`, or `FILE`; with `file`
+/// "" the instance's directory. What plans and journals record; [`Instance`]
+/// is the handle that reads and writes it.
+pub(crate) fn instance_file(name: Option<&str>, file: &str) -> String {
+    match (name, file) {
+        (Some(n), "") => format!("instances/{n}"),
+        (Some(n), f) => format!("instances/{n}/{f}"),
+        (None, f) => f.to_string(),
     }
 }
 
