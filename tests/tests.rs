@@ -22,3 +22,4 @@ mod run;
 mod runbook;
 mod status;
 mod teardown;
+mod writer;
