@@ -35,11 +35,11 @@ pub struct CpuCapture {
     /// The raw file: whole sub-buffers, in read order.
     pub path: PathBuf,
     /// Bytes in the file (a multiple of the sub-buffer size).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// The CPU's `stats` text, read after draining.
     pub stats: String,
     /// CPU time the reader thread used (user + system).
-    pub cpu_time: Duration,
+    pub(crate) cpu_time: Duration,
 }
 
 /// A reader thread; it returns the bytes it wrote and its CPU time.
@@ -231,14 +231,14 @@ pub enum RecordError {
 
 impl Recorder {
     /// Raw bytes captured so far, all CPUs together.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
 
     /// Events recorded and lost so far, all CPUs, from per_cpu/cpuN/stats:
     /// (`entries` + `read events`, `overrun` + `dropped events`). A CPU whose
     /// stats cannot be read counts 0.
-    pub fn live_counts(&self) -> (u64, u64) {
+    pub(crate) fn live_counts(&self) -> (u64, u64) {
         self.threads
             .iter()
             .filter_map(|(cpu, _, _)| self.instance.read(&format!("per_cpu/cpu{cpu}/stats")).ok())
@@ -426,7 +426,7 @@ fn stat(stats: &str, name: &str) -> u64 {
 }
 
 /// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
-pub fn lost_from_stats(stats: &str) -> (u64, u64) {
+pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
     (stat(stats, "overrun:"), stat(stats, "dropped events:"))
 }
 

@@ -21,17 +21,17 @@ use crate::tracefs::{
 
 /// An instance of ours and whether its run is still alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OurInstance {
+pub(crate) struct OurInstance {
     /// Instance name.
-    pub name: String,
+    pub(crate) name: String,
     /// The pid in its name.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Whether that pid is a live trace-recipe process (then the instance is in use).
-    pub alive: bool,
+    pub(crate) alive: bool,
 }
 
 /// Instances named `trace-recipe-*`, with their owner's liveness.
-pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
+pub(crate) fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
     tracefs
         .instances()
         .into_iter()
@@ -46,19 +46,19 @@ pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
 
 /// A probe of ours (group `trace_recipe_PID`) and whether its run is alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OurProbe {
+pub(crate) struct OurProbe {
     /// `kprobe_events` or `uprobe_events`.
-    pub file: &'static str,
+    pub(crate) file: &'static str,
     /// `trace_recipe_PID`.
-    pub group: String,
+    pub(crate) group: String,
     /// The event name.
-    pub event: String,
+    pub(crate) event: String,
     /// Whether the run of that pid is a live trace-recipe process.
-    pub alive: bool,
+    pub(crate) alive: bool,
 }
 
 /// Probes defined in a `trace_recipe_PID` group, with their owner's liveness.
-pub fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
+pub(crate) fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
     let mut out = Vec::new();
     for file in ["kprobe_events", "uprobe_events"] {
         let Ok(text) = tracefs.read(file) else {
@@ -235,7 +235,7 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
 
 /// Journals in [`JOURNAL_DIR`] whose run and guard are both dead (nobody holds
 /// their lock), so `reset` would roll them back.
-pub fn dead_journals() -> Vec<std::path::PathBuf> {
+pub(crate) fn dead_journals() -> Vec<std::path::PathBuf> {
     crate::apply::journal::list(Path::new(JOURNAL_DIR))
         .into_iter()
         .filter(|j| crate::apply::journal::lock(j, false).is_some())
@@ -253,7 +253,7 @@ fn one_line(s: &str) -> String {
 
 /// Rolls back the journals of dead runs, then removes every instance of ours whose
 /// run is dead. Returns one line per action; an `Err` line is a failure.
-pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+pub(crate) fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     let mut out: Vec<Result<String, String>> = sweep(Path::new(JOURNAL_DIR))
         .into_iter()
         .map(|r| match r {
@@ -304,7 +304,7 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
 /// every probe definition, and turns tracing on. Buffer sizes and options are
 /// left as they are. Files this kernel refuses (e.g. set_ftrace_pid without the
 /// function tracer) are skipped. Returns one line per action.
-pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+pub(crate) fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     let mut out = reset(tracefs);
     let top = Instance::top(tracefs);
     let w = |file: &str, value: &str, mode: WriteMode| {

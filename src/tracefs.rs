@@ -12,9 +12,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is usually mounted.
-pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
 /// The older place, inside debugfs.
-pub const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+pub(crate) const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
 /// Prefix of every instance a run creates: `trace-recipe-NAME-PID`.
 pub const INSTANCE_PREFIX: &str = "trace-recipe-";
 
@@ -147,7 +147,7 @@ impl Tracefs {
     }
 
     /// Fails with [`TracefsError::NotRoot`] unless this process may write tracefs.
-    pub fn require_root(&self) -> Result<(), TracefsError> {
+    pub(crate) fn require_root(&self) -> Result<(), TracefsError> {
         if rustix::process::geteuid().is_root() {
             Ok(())
         } else {
@@ -164,7 +164,7 @@ impl Tracefs {
 
     /// Absolute path of `rel` (relative to the tracefs root; a leading `/` is
     /// ignored, so `format!("{instance}/trace")` works for the top level too).
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         // `{instance}/file` with the top level's instance "" is `/file`.
         self.root.join(rel.trim_start_matches('/'))
     }
@@ -180,7 +180,7 @@ impl Tracefs {
     /// The first `read(2)` asks for 64 KiB: some tracefs files (`events/header_page`,
     /// `header_event`) answer only a read at offset 0 and return end-of-file for
     /// any later read, so a small first read would truncate them.
-    pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
+    pub(crate) fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
         let path = self.path(rel);
         read_all(&path).map_err(|source| TracefsError::Read { path, source })
     }
@@ -275,12 +275,12 @@ impl Instance {
     }
 
     /// The tracefs this instance belongs to.
-    pub fn tracefs(&self) -> &Tracefs {
+    pub(crate) fn tracefs(&self) -> &Tracefs {
         &self.tracefs
     }
 
     /// The instance's name; `None` for the top level.
-    pub fn name(&self) -> Option<&str> {
+    pub(crate) fn name(&self) -> Option<&str> {
         self.name.as_deref()
     }
 
@@ -291,12 +291,12 @@ impl Instance {
     }
 
     /// `file` of this instance as a path relative to tracefs.
-    pub fn rel(&self, file: &str) -> String {
+    pub(crate) fn rel(&self, file: &str) -> String {
         instance_file(self.name(), file)
     }
 
     /// Absolute path of `file` of this instance.
-    pub fn path(&self, file: &str) -> PathBuf {
+    pub(crate) fn path(&self, file: &str) -> PathBuf {
         self.tracefs.path(&self.rel(file))
     }
 
@@ -469,11 +469,11 @@ pub(crate) enum Readback {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FileRule {
     /// The file's name (the last path component).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// How it reads back.
-    pub readback: Readback,
+    pub(crate) readback: Readback,
     /// Its boot default, when `status` compares the top level's with it.
-    pub boot_default: Option<&'static str>,
+    pub(crate) boot_default: Option<&'static str>,
 }
 
 /// Every tracefs file the tool writes, restores or checks; any other file
@@ -558,14 +558,14 @@ pub(crate) fn restore_value(file: &str, old: &str) -> String {
 
 /// First line of `value` in `[brackets]` among words, e.g. the current clock of
 /// `trace_clock` (`"local global [mono]"` → `mono`).
-pub fn bracketed(value: &str) -> Option<&str> {
+pub(crate) fn bracketed(value: &str) -> Option<&str> {
     value
         .split_whitespace()
         .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
 }
 
 /// Words of a list file such as `available_tracers`, brackets removed.
-pub fn words(value: &str) -> Vec<String> {
+pub(crate) fn words(value: &str) -> Vec<String> {
     value
         .split_whitespace()
         .map(|w| w.trim_start_matches('[').trim_end_matches(']').to_string())

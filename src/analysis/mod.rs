@@ -25,9 +25,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
-pub use histogram::{HistRow, Histogram};
-pub use latency::{LatencyGroup, LatencyReport};
-pub use timeline::{Series, Timeline};
+pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
 
@@ -60,7 +59,7 @@ impl AnalysisName {
     ];
 
     /// The name as typed on the command line.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AnalysisName::Counts => "counts",
             AnalysisName::Syscalls => "syscalls",
@@ -98,7 +97,7 @@ impl Selection {
 
     /// `counts`, plus every analysis whose events have a format in `file`
     /// (a recorded event always has one).
-    pub fn for_file(file: &TraceFile) -> Selection {
+    pub(crate) fn for_file(file: &TraceFile) -> Selection {
         let has = |sys: &str, pred: &dyn Fn(&tracedat::EventFormat) -> bool| {
             file.formats().any(|f| f.system == sys && pred(f))
         };
@@ -128,77 +127,77 @@ impl Selection {
     }
 
     /// Whether `name` is selected.
-    pub fn has(&self, name: AnalysisName) -> bool {
+    pub(crate) fn has(&self, name: AnalysisName) -> bool {
         self.names.contains(&name)
     }
 
     /// The selected names, in report order.
-    pub fn names(&self) -> &[AnalysisName] {
+    pub(crate) fn names(&self) -> &[AnalysisName] {
         &self.names
     }
 }
 
 /// Totals over every record of a trace.dat.
 #[derive(Debug, Clone, Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// All events.
-    pub total: u64,
+    pub(crate) total: u64,
     /// Per `system:event`.
-    pub events: BTreeMap<String, u64>,
+    pub(crate) events: BTreeMap<String, u64>,
     /// Per CPU.
-    pub cpus: BTreeMap<u32, u64>,
+    pub(crate) cpus: BTreeMap<u32, u64>,
     /// Per comm ([`comm_of`]: saved cmdlines, else learned from the events).
-    pub comms: FxHashMap<String, u64>,
+    pub(crate) comms: FxHashMap<String, u64>,
     /// Comms learned from the events for pids the saved cmdlines lack.
-    pub learned: tracedat::Comms,
+    pub(crate) learned: tracedat::Comms,
     /// Per pid (`common_pid`).
-    pub pids: FxHashMap<i32, u64>,
+    pub(crate) pids: FxHashMap<i32, u64>,
     /// Lost events found in the pages, per CPU (the count the kernel stored, 0
     /// when it stored none).
-    pub lost_records: BTreeMap<u32, u64>,
+    pub(crate) lost_records: BTreeMap<u32, u64>,
     /// First and last timestamp (trace-clock units).
-    pub span: Option<(u64, u64)>,
+    pub(crate) span: Option<(u64, u64)>,
 }
 
 /// The most frequent kernel stacks.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
-pub struct Stacks {
+pub(crate) struct Stacks {
     /// kernel_stack records seen.
-    pub total: u64,
+    pub(crate) total: u64,
     /// Distinct stacks seen.
-    pub distinct: u64,
+    pub(crate) distinct: u64,
     /// The most frequent, most first (at most [`TOP`]).
-    pub top: Vec<StackCount>,
+    pub(crate) top: Vec<StackCount>,
 }
 
 /// One kernel stack and how often it was recorded.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct StackCount {
+pub(crate) struct StackCount {
     /// Times recorded.
-    pub count: u64,
+    pub(crate) count: u64,
     /// `system:event` of the record the stack followed on its CPU (the event
     /// whose stacktrace trigger or option took it); `""` if none.
-    pub event: String,
+    pub(crate) event: String,
     /// Frames, innermost first: `symbol+0xoff` through kallsyms, else the address in hex.
-    pub frames: Vec<String>,
+    pub(crate) frames: Vec<String>,
 }
 
 /// How many entries the "top" lists keep.
-pub const TOP: usize = 10;
+pub(crate) const TOP: usize = 10;
 
 /// Everything one pass computes.
 #[derive(Debug, Clone, Default)]
 pub struct Analysis {
     /// The analyses that ran.
-    pub selected: Vec<AnalysisName>,
+    pub(crate) selected: Vec<AnalysisName>,
     /// Totals (always computed).
-    pub counts: Counts,
+    pub(crate) counts: Counts,
     /// Counts over time (`counts`).
-    pub timeline: Option<Timeline>,
+    pub(crate) timeline: Option<Timeline>,
     /// Latency analyses, in [`AnalysisName::ALL`] order.
-    pub latencies: Vec<LatencyReport>,
+    pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
-    pub stacks: Option<Stacks>,
+    pub(crate) stacks: Option<Stacks>,
 }
 
 /// What a format id means to the pass.
@@ -395,7 +394,7 @@ fn top_stacks(
 
 /// The comm of `pid`: saved cmdlines, else learned from the events
 /// (`learned`), `<idle>` for pid 0, else `<...>`.
-pub fn comm_of(file: &TraceFile, learned: &tracedat::Comms, pid: i32) -> String {
+pub(crate) fn comm_of(file: &TraceFile, learned: &tracedat::Comms, pid: i32) -> String {
     match learned.get(file, pid) {
         Some(c) => c.to_string(),
         None if pid == 0 => "<idle>".to_string(),

@@ -84,7 +84,7 @@ impl Undo {
     /// Performs the undo recorded `n`-th (1-based) in its journal: as
     /// [`Undo::perform`], except that it fails untouched when [`FAIL_UNDO_ENV`]
     /// names `n`.
-    pub fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
+    pub(crate) fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
         if test_hook(FAIL_UNDO_ENV) == Some(n) {
             let file = match self {
                 Undo::Rmdir { dir } => dir,
@@ -101,7 +101,7 @@ impl Undo {
     }
 
     /// Performs the undo. A missing file or directory counts as already undone.
-    pub fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
+    pub(crate) fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
         let result = match self {
             Undo::Rmdir { dir } => {
                 let instance = Instance::at_dir(tracefs, dir);
@@ -145,7 +145,7 @@ impl Undo {
 
 /// Why a journal could not be written or read.
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
+pub(crate) enum JournalError {
     /// I/O on the journal file.
     #[error("journal {}: {source}", .path.display())]
     Io {
@@ -172,7 +172,7 @@ pub enum JournalError {
 
 /// An open journal being appended to by a run.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     file: File,
     records: usize,
@@ -180,7 +180,7 @@ pub struct Journal {
 
 impl Journal {
     /// Creates the journal of this process in `dir` (created 0700 if needed).
-    pub fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
+    pub(crate) fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| JournalError::Io { path, source }
@@ -216,15 +216,10 @@ impl Journal {
         Ok(j)
     }
 
-    /// The journal's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Records `undo` (one write(2), which outlives this process) before its change
     /// is made. Errors: the write failed; the undo may then be in the file or not,
     /// and the change must not be made.
-    pub fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
+    pub(crate) fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
         self.records += 1;
         if test_hook(FAIL_JOURNAL_ENV) == Some(self.records) {
             return Err(JournalError::Io {
@@ -248,12 +243,12 @@ impl Journal {
 
     /// Closes the journal and leaves it on disk (unlocked, so that `reset` can
     /// replay it): what a rollback with a failed undo does. Returns its path.
-    pub fn keep(self) -> PathBuf {
+    pub(crate) fn keep(self) -> PathBuf {
         self.path
     }
 
     /// Deletes the journal after a clean rollback.
-    pub fn remove(self) -> Result<(), JournalError> {
+    pub(crate) fn remove(self) -> Result<(), JournalError> {
         std::fs::remove_file(&self.path).map_err(|source| JournalError::Io {
             path: self.path.clone(),
             source,
@@ -263,13 +258,13 @@ impl Journal {
 
 /// A journal read back from disk.
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// The file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its header.
-    pub header: Header,
+    pub(crate) header: Header,
     /// Its undos, in the order they were recorded.
-    pub undos: Vec<Undo>,
+    pub(crate) undos: Vec<Undo>,
 }
 
 /// Locks the journal at `path` exclusively (waiting when `wait`), so that only one
@@ -292,7 +287,7 @@ pub fn lock(path: &Path, wait: bool) -> Option<File> {
 /// Errors: [`JournalError::Headerless`] for a journal whose run died while
 /// creating it (nothing was recorded, so nothing needs undoing: delete it);
 /// [`JournalError::Unreadable`] for one that is not ours or is too new.
-pub fn read(path: &Path) -> Result<Recorded, JournalError> {
+pub(crate) fn read(path: &Path) -> Result<Recorded, JournalError> {
     let unreadable = |reason: String| JournalError::Unreadable {
         path: path.to_path_buf(),
         reason,
@@ -347,7 +342,7 @@ impl Recorded {
     /// times, 100 ms apart; every undo is idempotent.
     /// `who` (`guard` or `reset`) names the replayer for the test hook
     /// `{who}-undo:N` ([`super::hooks`]).
-    pub fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
+    pub(crate) fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
         for attempt in 0..5 {
@@ -372,17 +367,12 @@ impl Recorded {
 
 /// Start time of process `pid` (field 22 of /proc/PID/stat), or `None` when it does
 /// not exist.
-pub fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The comm field (2) may contain spaces and parentheses: fields after the
     // last ')' are well formed. Field 3 is the first of them.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether the run that wrote `header` is still alive (same pid, same start time).
-pub fn owner_alive(header: &Header) -> bool {
-    process_start_time(header.pid) == Some(header.start_time)
 }
 
 /// The journal path of run `pid` in `dir`.
@@ -430,7 +420,7 @@ mod tests {
             append: false,
         })
         .unwrap();
-        let path = j.path().to_path_buf();
+        let path = path_for(dir.path(), header.pid);
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
@@ -455,21 +445,5 @@ mod tests {
         std::fs::write(&p, "{\"format\":\"trace-recipe-journal\",\"version\":99,\"pid\":1,\"start_time\":1,\"tracefs\":\"/x\",\"instance\":\"i\"}\n").unwrap();
         let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("newer trace-recipe"), "{e}");
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
-        let me = std::process::id();
-        let t = process_start_time(me).unwrap();
-        let h = |start_time| Header {
-            format: String::new(),
-            version: 1,
-            pid: me,
-            start_time,
-            tracefs: PathBuf::new(),
-            instance: String::new(),
-        };
-        assert!(owner_alive(&h(t)));
-        assert!(!owner_alive(&h(t + 1)));
     }
 }

@@ -10,14 +10,13 @@
 //!   by `reset` and at the start of every `run`).
 //! - [`hooks`]: named test-only points at which a run is killed or a stage fails.
 
-pub mod guard;
-pub mod hooks;
+pub(crate) mod guard;
+pub(crate) mod hooks;
 pub mod journal;
-pub mod sweep;
-pub mod transaction;
+pub(crate) mod sweep;
+pub(crate) mod transaction;
 
 pub use hooks::{FAIL_AT_ENV, KILL_AT_ENV};
 pub use journal::{FAIL_JOURNAL_ENV, FAIL_UNDO_ENV};
-pub use transaction::{
-    ApplyError, FAIL_STEP_ENV, KILL_STEP_ENV, RollbackReport, Transaction, apply,
-};
+pub(crate) use transaction::{ApplyError, RollbackReport, Transaction, apply};
+pub use transaction::{FAIL_STEP_ENV, KILL_STEP_ENV};

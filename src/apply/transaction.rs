@@ -26,41 +26,41 @@ pub const KILL_STEP_ENV: &str = "TRACE_RECIPE_TEST_KILL_STEP";
 /// A step that could not be applied, after everything before it was undone.
 #[derive(Debug, thiserror::Error)]
 #[error("step {number} of {total} failed: {step}\n  {source}")]
-pub struct ApplyError {
+pub(crate) struct ApplyError {
     /// 1-based number of the failing step.
-    pub number: usize,
+    pub(crate) number: usize,
     /// How many steps the plan has.
-    pub total: usize,
+    pub(crate) total: usize,
     /// The failing step (its span points at the recipe entry).
-    pub step: Step,
+    pub(crate) step: Step,
     /// What went wrong.
     #[source]
-    pub source: StepError,
+    pub(crate) source: StepError,
     /// How undoing the steps already done went.
-    pub rollback: RollbackReport,
+    pub(crate) rollback: RollbackReport,
 }
 
 /// What a rollback did.
 #[derive(Debug, Default)]
-pub struct RollbackReport {
+pub(crate) struct RollbackReport {
     /// Undos performed or attempted.
-    pub undone: usize,
+    pub(crate) undone: usize,
     /// Undos that failed: tracefs is not back as it was.
-    pub failures: Vec<TracefsError>,
+    pub(crate) failures: Vec<TracefsError>,
     /// The journal left on disk for `trace-recipe reset` (always when an undo failed).
-    pub journal_kept: Option<PathBuf>,
+    pub(crate) journal_kept: Option<PathBuf>,
 }
 
 impl RollbackReport {
     /// True when every undo succeeded (tracefs is as it was).
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.failures.is_empty()
     }
 }
 
 /// Why one step failed.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub(crate) enum StepError {
     /// tracefs refused it.
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
@@ -71,7 +71,7 @@ pub enum StepError {
 
 /// Applied steps, not yet undone.
 #[derive(Debug)]
-pub struct Transaction {
+pub(crate) struct Transaction {
     tracefs: Tracefs,
     /// The plan's instance (the top level when the run works there).
     instance: Instance,
@@ -87,7 +87,7 @@ pub struct Transaction {
 /// Applies `plan` step by step, journaling each undo in `journal` first (when
 /// given). On failure everything done so far is undone and the error names the
 /// step; `on_step(n)` is called before step `n` (1-based).
-pub fn apply(
+pub(crate) fn apply(
     tracefs: &Tracefs,
     plan: &Plan,
     journal: Option<Journal>,
@@ -193,14 +193,14 @@ impl Transaction {
     }
 
     /// The instance this transaction works in.
-    pub fn instance(&self) -> &Instance {
+    pub(crate) fn instance(&self) -> &Instance {
         &self.instance
     }
 
     /// Undoes every applied step in reverse order. When all undos succeeded the
     /// journal is deleted; otherwise it is closed and kept for `trace-recipe
     /// reset`, and the report names it.
-    pub fn rollback(mut self) -> RollbackReport {
+    pub(crate) fn rollback(mut self) -> RollbackReport {
         self.undo_all()
     }
 

@@ -21,13 +21,12 @@ mod spans;
 
 use std::path::Path;
 
-pub use compose::{ChainFile, MAX_DEPTH, explain, run_files};
-pub use model::{
-    Buffer, Collect, CollectCommand, Event, Expect, OnAbort, Output, Param, ParamType, ParamValue,
-    Probe, Recipe, Scope, Stop, Tracer, Trigger, TypedParam,
+pub(crate) use compose::{explain, run_files};
+pub(crate) use model::{
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Tracer, Trigger,
 };
 pub use render::Builtins;
-pub use spans::{PathSeg, SpanIndex};
+pub(crate) use spans::{PathSeg, SpanIndex};
 
 use crate::diagnostic::{Diagnostic, Source};
 
@@ -37,14 +36,12 @@ pub struct LoadedRecipe {
     /// The rendered text and the file it came from.
     pub source: Source,
     /// The parsed model.
-    pub recipe: Recipe,
+    pub(crate) recipe: Recipe,
     /// Byte ranges of keys and values in `source.text`.
-    pub spans: SpanIndex,
+    pub(crate) spans: SpanIndex,
     /// Problems that do not stop validation (unknown keys); `validate` reports
     /// them together with its own.
-    pub problems: Vec<Diagnostic>,
-    /// The files read, the recipe first, then each base it `extends` in turn.
-    pub chain: Vec<ChainFile>,
+    pub(crate) problems: Vec<Diagnostic>,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -124,7 +121,6 @@ pub fn load_str(
             recipe,
             spans,
             problems,
-            chain: files,
         }),
         Err(diagnostics) => Err(invalid(source, diagnostics)),
     }
