@@ -8,7 +8,7 @@
 //! and why the run ended, the recorder's statistics, lost events, the
 //! irreversible kernel effects the run declared, and the sha256 of every member.
 //!
-//! Reading a bundle ([`open`], [`unpack`]) treats it as hostile: only regular
+//! Reading a bundle ([`open`], `unpack`) treats it as hostile: only regular
 //! files with plain relative names are accepted (no `..`, no absolute path, no
 //! symlink, hard link, device or fifo), sizes and the compression ratio are
 //! bounded, a truncated or corrupt stream is refused, a manifest of a newer

@@ -179,7 +179,7 @@ fn suggestions(help: &str) -> Vec<String> {
 /// The text diagnostics point into: the recipe as rendered, and the file it came from.
 ///
 /// A recipe that `extends` others is one text made of every file of its chain,
-/// the recipe itself first, each file's text starting at its [`SourcePart::start`];
+/// the recipe itself first, each file's text starting at its `SourcePart::start`;
 /// a span into a base file is shown against that file, with its own line numbers.
 #[derive(Debug, Clone)]
 pub struct Source {

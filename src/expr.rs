@@ -15,7 +15,7 @@
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`.
 //!
-//! Parsing is pure; [`Expr::value`] reads a [`JsonReport`].
+//! Parsing is pure; `Expr::value` reads a [`JsonReport`].
 
 use std::fmt;
 use std::ops::Range;

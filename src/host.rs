@@ -36,7 +36,7 @@ pub(crate) fn split_target(target: &str) -> Option<(&str, &str)> {
 
 impl HostFacts {
     /// Reads what `loaded` needs from this host: /proc for its pids, the ELF
-    /// files its uprobes name (symbol → file offset, see [`crate::elf`]), its
+    /// files its uprobes name (symbol → file offset, see `crate::elf`), its
     /// template file (relative to the recipe's folder). Never fails: every
     /// problem is kept for `validate` to report at its line.
     pub fn gather(loaded: &LoadedRecipe) -> HostFacts {

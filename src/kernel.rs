@@ -5,7 +5,7 @@
 //!
 //! Read-only: nothing here writes tracefs. What only a write could tell (which
 //! tracers an instance offers) comes from a kernel-version rule
-//! ([`instance_rule`]); `run` learns the real answer in its own instance.
+//! (`instance_rule`); `run` learns the real answer in its own instance.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -393,7 +393,7 @@ impl KernelFacts {
 
     /// Reads a fact file written by `trace-recipe facts` (JSON, or JSON
     /// compressed with zstd when the name ends in `.zst`). Errors: unreadable,
-    /// not a fact file, or a newer `format_version` than [`FORMAT_VERSION`].
+    /// not a fact file, or a newer `format_version` than `FORMAT_VERSION`.
     pub fn load(path: &Path) -> Result<KernelFacts, FactsError> {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| FactsError::Read {

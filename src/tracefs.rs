@@ -1,5 +1,8 @@
-//! tracefs: locating (and if needed mounting) it, typed reads and writes, and the
-//! `error_log` text the kernel leaves when it refuses a write.
+//! tracefs: locating (and if needed mounting) it ([`Tracefs`]), the handle of
+//! one ring buffer, the top level or a named instance ([`Instance`], after
+//! libtracefs' `tracefs_instance`) with its file reads and writes, and the
+//! `error_log` text the kernel leaves when it refuses a write; plus the table
+//! of how each tracefs file reads back and is restored (`FILE_RULES`).
 //!
 //! Source of truth: Documentation/trace/ftrace.rst ("The File System") and
 //! Documentation/trace/events.rst. Tracefs files report size 0 in `stat`, so every
@@ -88,11 +91,13 @@ pub enum WriteMode {
     Append,
 }
 
-/// A mounted tracefs.
+/// A mounted tracefs. Its `read*`, `exists` and `list` take paths relative to
+/// the root; writes go through an [`Instance`].
 ///
-/// Clones share one record, per `error_log` (by directory), of the newest entry
-/// that was there before this process's writes, so that a refused write is
-/// explained only by the entries written after it, never by an older one.
+/// Clones (and the instances made from them) share one record, per instance's
+/// `error_log`, of the newest entry that was there before this process's
+/// writes, so that a refused write is explained only by the entries written
+/// after it, never by an older one.
 #[derive(Debug, Clone)]
 pub struct Tracefs {
     root: PathBuf,
@@ -109,7 +114,7 @@ impl Tracefs {
         }
     }
 
-    /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
+    /// Finds tracefs, mounting it at `TRACEFS_MOUNT` (falling back to debugfs's
     /// `tracing`) when it is not mounted. Returns a note saying what was mounted.
     ///
     /// Errors: [`TracefsError::NotRoot`] when it is not visible and we may not
@@ -310,7 +315,7 @@ impl Instance {
         self.tracefs.read(&self.rel(file))
     }
 
-    /// Reads a whole file of this instance as bytes; see [`Tracefs::read_bytes`].
+    /// Reads a whole file of this instance as bytes; see `Tracefs::read_bytes`.
     pub fn read_bytes(&self, file: &str) -> Result<Vec<u8>, TracefsError> {
         self.tracefs.read_bytes(&self.rel(file))
     }
@@ -572,7 +577,7 @@ pub(crate) fn words(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Reads `path` to the end with large reads (see [`Tracefs::read_bytes`]).
+/// Reads `path` to the end with large reads (see `Tracefs::read_bytes`).
 pub fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
     tracedat::read_tracefs_file(path).map_err(|e| match e {
         tracedat::Error::Io { source, .. } => source,

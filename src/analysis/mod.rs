@@ -3,7 +3,7 @@
 //!
 //! | name | needs | gives |
 //! |---|---|---|
-//! | `counts` | any event | per event, CPU, comm and pid totals, and the same over time ([`Timeline`]) |
+//! | `counts` | any event | per event, CPU, comm and pid totals, and the same over time (`Timeline`) |
 //! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
 //! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
@@ -11,7 +11,7 @@
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //!
 //! By default every analysis whose events the file holds formats for runs
-//! ([`Selection::for_file`]). Durations are in trace-clock units: ns for the
+//! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
 mod histogram;
@@ -71,7 +71,7 @@ impl AnalysisName {
     }
 }
 
-/// Which analyses a pass runs. A default selection ([`Selection::for_file`])
+/// Which analyses a pass runs. A default selection (`Selection::for_file`)
 /// drops, after the pass, the analyses whose events never occurred; an explicit
 /// one ([`Selection::new`] with names) reports them with no samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// Exactly these (an empty list means [`Selection::for_file`]).
+    /// Exactly these (an empty list means `Selection::for_file`).
     pub fn new(file: &TraceFile, names: &[AnalysisName]) -> Selection {
         if names.is_empty() {
             return Selection::for_file(file);

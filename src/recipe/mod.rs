@@ -3,11 +3,11 @@
 //! The passes, in order (each returns every problem it finds, and the next pass
 //! runs only when the previous one found none):
 //!
-//! 1. **render** ([`render`]): `[params]` (and `name`) are read from the raw file,
+//! 1. **render** (`render`): `[params]` (and `name`) are read from the raw file,
 //!    `--set KEY=VALUE` overrides them, and minijinja expands `{{ ... }}` with
 //!    strict undefined variables. Rendering never adds lines, so line numbers
 //!    in later diagnostics match the file.
-//! 2. **parse**: the rendered text is parsed as TOML into [`Recipe`]; unknown keys
+//! 2. **parse**: the rendered text is parsed as TOML into `Recipe`; unknown keys
 //!    anywhere are collected (not just the first) and reported at their key.
 //! 3. **validate** (module `validate`): checks against the recipe alone and against
 //!    `KernelFacts`.

@@ -63,7 +63,7 @@ pub(crate) struct WorkloadInfo {
     pub(crate) exit: WorkloadExit,
 }
 
-/// report.json, version [`JSON_FORMAT_VERSION`].
+/// report.json, version `JSON_FORMAT_VERSION`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct JsonReport {
     /// Layout version.
