@@ -438,6 +438,44 @@ mod tests {
         );
     }
 
+    /// A journal as version 1 writes it, byte for byte: it must stay readable
+    /// (and replayable by `reset`) by every later build.
+    #[test]
+    fn a_version_1_journal_reads_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run-7.journal");
+        std::fs::write(
+            &p,
+            concat!(
+                "{\"format\":\"trace-recipe-journal\",\"version\":1,\"pid\":7,\"start_time\":5,\"tracefs\":\"/sys/kernel/tracing\",\"instance\":\"instances/trace-recipe-x-7\"}\n",
+                "{\"undo\":\"rmdir\",\"dir\":\"instances/trace-recipe-x-7\"}\n",
+                "{\"undo\":\"write\",\"file\":\"kprobe_events\",\"value\":\"-:trace_recipe_7/open\",\"append\":true}\n",
+                "{\"undo\":\"write\",\"file\":\"instances/trace-recipe-x-7/events/sched/sched_switch/enable\",\"value\":\"0\",\"append\":false}\n",
+            ),
+        )
+        .unwrap();
+        let r = read(&p).unwrap();
+        assert_eq!(r.header.instance, "instances/trace-recipe-x-7");
+        assert_eq!(
+            r.undos,
+            [
+                Undo::Rmdir {
+                    dir: "instances/trace-recipe-x-7".into()
+                },
+                Undo::Write {
+                    file: "kprobe_events".into(),
+                    value: "-:trace_recipe_7/open".into(),
+                    append: true
+                },
+                Undo::Write {
+                    file: "instances/trace-recipe-x-7/events/sched/sched_switch/enable".into(),
+                    value: "0".into(),
+                    append: false
+                },
+            ]
+        );
+    }
+
     #[test]
     fn a_newer_journal_is_refused() {
         let dir = tempfile::tempdir().unwrap();
