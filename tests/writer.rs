@@ -397,28 +397,37 @@ fn lost_events_in_real_pages_print_like_trace_cmd() {
             }
         },
     );
-    // Patch copies of the raw files: on each CPU, the first page gets
-    // "lost, count stored" (count 392 + cpu) and the second "lost, count
-    // unknown".
+    // Patch copies of the raw files: on each CPU, the first page with room
+    // after its data gets "lost, count stored" (count 392 + cpu), and another
+    // page "lost, count unknown" (pages read while tracing are mostly full,
+    // and the kernel stores a count only where it fits).
     let ps = cap.page_size;
     let mut patched = Vec::new();
     let mut n_patched = 0;
     for c in &cap.cpus {
         let mut raw = std::fs::read(&c.path).unwrap();
-        for (k, page) in raw.chunks_exact_mut(ps).enumerate().take(2) {
+        let (mut stored, mut unknown) = (false, false);
+        for page in raw.chunks_exact_mut(ps) {
             let commit = u64::from_le_bytes(page[8..16].try_into().unwrap());
             let len = (commit & ((1 << 27) - 1)) as usize;
-            if len == 0 || 16 + len + 8 > ps {
+            let store = !stored && 16 + len + 8 <= ps;
+            if len == 0 || (!store && unknown) {
                 continue;
             }
-            let flags: u64 = if k == 0 { 0xc000_0000 } else { 0x8000_0000 };
+            let flags: u64 = if store { 0xc000_0000 } else { 0x8000_0000 };
             // The kernel sign-extends the flags into the upper half.
             let word = (len as u64) | flags | 0xffff_ffff_0000_0000;
             page[8..16].copy_from_slice(&word.to_le_bytes());
-            if k == 0 {
+            if store {
                 page[16 + len..24 + len].copy_from_slice(&(392 + c.cpu as u64).to_le_bytes());
+                stored = true;
+            } else {
+                unknown = true;
             }
             n_patched += 1;
+            if stored && unknown {
+                break;
+            }
         }
         let path = cap.dir.path().join(format!("patched{}.raw", c.cpu));
         std::fs::write(&path, raw).unwrap();
@@ -440,6 +449,10 @@ fn lost_events_in_real_pages_print_like_trace_cmd() {
         })
         .collect();
     assert_eq!(lost.len(), n_patched, "{text}");
+    assert!(
+        lost.iter().any(|(_, count)| count.is_some()),
+        "no page with a stored count: {lost:?}"
+    );
     for c in &cap.cpus {
         if lost.contains(&(c.cpu, Some(392 + c.cpu as u64))) {
             assert!(text.contains(&format!("CPU:{} [{} EVENTS DROPPED]", c.cpu, 392 + c.cpu)));
