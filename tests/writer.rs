@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use trace_recipe::record::Readers;
 use trace_recipe::tracefs::{Instance, WriteMode};
 use tracedat::testing::report::{ReportLine, assert_same_heads, heads};
-use tracedat::{CaptureMeta, Compression, CpuData, Record, TraceFile, format_record, write_v6};
+use tracedat::{CaptureMeta, Compression, CpuData, Record, TraceFile, write_v6};
 
 use crate::common::{TracefsGuard, trace_cmd, trace_cmd_report, tracefs};
 
@@ -174,12 +174,14 @@ fn write_file(cap: &Capture, name: &str) -> PathBuf {
     p
 }
 
-/// Our reader's listing of `f` through `format_record`, as `trace-cmd report`
-/// prints it (without the `cpus=N` header).
+/// Our reader's listing of `f`, as `trace-cmd report` prints it (without the
+/// `cpus=N` header): one [`tracedat::Printer`] for the whole file, which, like
+/// trace-cmd, names a task from the sched events read before its line.
 fn our_listing(f: &TraceFile) -> String {
     let mut out = Vec::new();
+    let mut printer = tracedat::Printer::new(f);
     for r in f.records() {
-        format_record(f, &r.unwrap(), &mut out).unwrap();
+        printer.write(&r.unwrap(), &mut out).unwrap();
     }
     String::from_utf8(out).unwrap()
 }
