@@ -60,8 +60,9 @@ pub struct Manifest {
     /// sha256 of the recipe as written (`recipe.source.toml`), hex.
     pub(crate) recipe_written_sha256: Option<String>,
     /// sha256 of the recipe as rendered (`recipe.toml`), hex.
-    pub(crate) recipe_rendered_sha256: Option<String>,
-    /// `[params]` of the rendered recipe.
+    pub recipe_rendered_sha256: Option<String>,
+    /// The params the run was rendered with (report.json `params`, after
+    /// `--set`; from an older folder, `[params]` of the rendered recipe).
     pub(crate) params: BTreeMap<String, serde_json::Value>,
     /// The workload's command line.
     pub(crate) workload: Option<Vec<String>>,
@@ -248,7 +249,10 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> std:
     tar.append_data(&mut h, name, bytes)
 }
 
-fn manifest_for(
+/// The manifest of output folder `dir` with `members` (what `pack` writes;
+/// `rerun` and `check --against` read a folder's through it too). Never fails
+/// on a missing or unreadable report.json or recipe: those fields stay empty.
+pub(crate) fn manifest_for(
     dir: &Path,
     members: BTreeMap<String, Member>,
     redact_host: bool,
@@ -262,15 +266,23 @@ fn manifest_for(
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or_default();
-    let params = recipe
-        .get("params")
-        .and_then(|p| p.as_table())
-        .map(|t| {
-            t.iter()
-                .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
-                .collect()
-        })
-        .unwrap_or_default();
+    // The values the run used (report.json `params`, after `--set`); for a
+    // folder written before report.json had them, the rendered recipe's `[params]`.
+    let used = report["params"]
+        .as_object()
+        .filter(|p| !p.is_empty())
+        .map(|p| p.clone().into_iter().collect());
+    let params = used.unwrap_or_else(|| {
+        recipe
+            .get("params")
+            .and_then(|p| p.as_table())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
     let str_of = |v: &serde_json::Value| v.as_str().map(str::to_string);
     Ok(Manifest {
         format: MANIFEST_FORMAT.into(),

@@ -12,7 +12,7 @@ use crate::analysis::{AnalysisName, Selection, analyze};
 use crate::report::{JsonReport, Template, render_html};
 use crate::run::{
     FactsFrom, RunError, RunEvent, RunOptions, build_plan, incomplete_message, load_and_validate,
-    run, signal_name,
+    load_and_validate_with, run, signal_name,
 };
 use crate::status;
 use crate::tracefs::Tracefs;
@@ -58,7 +58,8 @@ enum Command {
     Check {
         /// The recipe: a file (with a `/` or ending in `.toml`), or a name on the
         /// recipe path (see `list`).
-        recipe: PathBuf,
+        #[arg(required_unless_present = "against")]
+        recipe: Option<PathBuf>,
         /// Override a `[params]` value (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
@@ -82,6 +83,12 @@ enum Command {
         /// (`.tar.zst`, its facts.json). Needs neither root nor tracefs.
         #[arg(long, value_name = "FILE")]
         facts: Option<PathBuf>,
+        /// Validate a bundle's (or an output folder's) recipe, with the params it
+        /// ran with, on this kernel; list the kernel facts that differ from the
+        /// bundle's and matter to it, and the commands `rerun` would start.
+        /// Read-only: nothing is applied. `--set` overrides the bundle's params.
+        #[arg(long, value_name = "BUNDLE", conflicts_with_all = ["recipe", "facts", "export", "explain"])]
+        against: Option<PathBuf>,
     },
     /// Print what validation needs to know about the running kernel's ftrace
     /// (events and formats, tracers, options, clocks, probe support, buffer
@@ -100,29 +107,29 @@ enum Command {
         /// Override a `[params]` value (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
-        /// Output folder (default `./trace-recipe-out/NAME-TIMESTAMP`).
-        #[arg(short = 'o', long = "output", value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// Also write the `[[expect]]` results as JUnit XML to FILE (for CI).
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-        /// Also pack the output folder into one file, DIR.tar.zst (see `pack`).
-        #[arg(long)]
-        bundle: bool,
-        /// Replace the recipe's `duration` (e.g. `500ms`, `10s`, `2m`).
-        #[arg(long, value_name = "DURATION")]
-        duration: Option<String>,
-        /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
-        #[arg(long, value_name = "KB")]
-        buffer_size_kb: Option<u64>,
-        /// `text`: the summary on stdout; `json`: one object on stdout at the end
-        /// (schema/run.schema.json), the summary on stderr.
-        #[arg(long, value_enum, default_value_t = OutFormat::Text)]
-        format: OutFormat,
-        /// Print no progress or summary lines on stderr (errors and warnings stay).
-        #[arg(short, long)]
-        quiet: bool,
+        #[command(flatten)]
+        args: RunArgs,
         /// The workload: started held, scoped by pid, released once tracing is on.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Run a bundle's (or an output folder's) recipe again here, with the params
+    /// and the workload it ran with. Commands that come from the bundle (its
+    /// workload, `[scope] command`, `[collect]`) are listed and started only with
+    /// `--allow-commands` or a yes on a terminal; otherwise nothing runs (exit 2).
+    Rerun {
+        /// The bundle (`.tar.zst`) or output folder of the run.
+        #[arg(value_name = "BUNDLE")]
+        from: PathBuf,
+        /// Override one of the run's params (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Start the commands that come from the bundle without asking.
+        #[arg(long)]
+        allow_commands: bool,
+        #[command(flatten)]
+        args: RunArgs,
+        /// A workload of your own instead of the run's.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
@@ -291,6 +298,66 @@ enum Command {
     },
 }
 
+/// The options `run` and `rerun` share: where the output goes and how it is shown.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Output folder (default `./trace-recipe-out/NAME-TIMESTAMP`).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Also write the `[[expect]]` results as JUnit XML to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Also pack the output folder into one file, DIR.tar.zst (see `pack`).
+    #[arg(long)]
+    bundle: bool,
+    /// Replace the recipe's `duration` (e.g. `500ms`, `10s`, `2m`).
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+    /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
+    #[arg(long, value_name = "KB")]
+    buffer_size_kb: Option<u64>,
+    /// `text`: the summary on stdout; `json`: one object on stdout at the end
+    /// (schema/run.schema.json), the summary on stderr.
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    format: OutFormat,
+    /// Print no progress or summary lines on stderr (errors and warnings stay).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl RunArgs {
+    /// Runs `recipe` with these options (see [`run_cmd`]; `stored`: a stored
+    /// run's recipe, see [`RunOptions::stored`]); returns the exit code.
+    fn run(self, recipe: PathBuf, sets: Vec<String>, command: Vec<String>, stored: bool) -> i32 {
+        let opts = RunOptions {
+            recipe,
+            sets,
+            out_dir: self.out,
+            command,
+            bundle: self.bundle,
+            overrides: crate::overrides::Overrides {
+                duration: self.duration,
+                buffer_size_kb: self.buffer_size_kb,
+            },
+            stored,
+        };
+        run_cmd(opts, self.format, self.quiet, self.junit.as_deref())
+    }
+
+    /// A run that could not start: the error on stderr, and with `--format
+    /// json` the run object saying so; returns `code`.
+    fn failed(&self, code: i32, message: String) -> i32 {
+        eprintln!("trace-recipe: error: {message}");
+        if self.format == OutFormat::Json {
+            print!(
+                "{}",
+                crate::format::to_json(&crate::format::RunJson::failed(code, message))
+            );
+        }
+        code
+    }
+}
+
 /// `--format` of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum CheckFormat {
@@ -355,57 +422,23 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             export,
             format,
             facts,
-        } => match find_recipe(&recipe) {
-            Some(recipe) if export.is_some() => export_cmd(&recipe, &sets),
-            Some(recipe) => {
-                if explain && format == CheckFormat::Text {
-                    print_explain(&recipe, &sets);
-                }
-                check(&recipe, &sets, plan, format, facts.as_deref())
-            }
-            None => {
-                if format != CheckFormat::Text {
-                    let d = crate::diagnostic::Diagnostic::recipe(
-                        None,
-                        format!("no recipe `{}` on the recipe path", recipe.display()),
-                    )
-                    .with_help("see `trace-recipe list`");
-                    let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
-                    check_machine(&recipe, format, Err((&[d], &source)));
-                }
-                exit::INVALID
+            against,
+        } => match (against, recipe) {
+            (Some(from), _) => against_cmd(&from, &sets, plan, format),
+            (None, None) => exit::USAGE,
+            (None, Some(recipe)) => {
+                check_recipe(recipe, &sets, plan, explain, export, format, facts)
             }
         },
         Command::Run {
             recipe,
             sets,
-            out,
-            junit,
-            bundle,
-            duration,
-            buffer_size_kb,
-            format,
-            quiet,
+            args,
             command,
         } => match find_recipe(&recipe) {
-            Some(recipe) => run_cmd(
-                RunOptions {
-                    recipe,
-                    sets,
-                    out_dir: out,
-                    command,
-                    bundle,
-                    overrides: crate::overrides::Overrides {
-                        duration,
-                        buffer_size_kb,
-                    },
-                },
-                format,
-                quiet,
-                junit.as_deref(),
-            ),
+            Some(recipe) => args.run(recipe, sets, command, false),
             None => {
-                if format == OutFormat::Json {
+                if args.format == OutFormat::Json {
                     print!(
                         "{}",
                         crate::format::to_json(&crate::format::RunJson::failed(
@@ -417,6 +450,13 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
                 exit::INVALID
             }
         },
+        Command::Rerun {
+            from,
+            sets,
+            allow_commands,
+            args,
+            command,
+        } => rerun(&from, &sets, allow_commands, args, command),
         Command::List { format } => list(format),
         Command::Show { recipe } => match find_recipe(&recipe) {
             Some(path) => match std::fs::read_to_string(&path) {
@@ -732,6 +772,7 @@ fn check_machine(
     recipe: &std::path::Path,
     format: CheckFormat,
     result: Result<(&str, &str), (&[crate::diagnostic::Diagnostic], &crate::diagnostic::Source)>,
+    against: Option<&crate::replay::AgainstJson>,
 ) {
     let (diags, source): (&[crate::diagnostic::Diagnostic], crate::diagnostic::Source) =
         match result {
@@ -750,6 +791,7 @@ fn check_machine(
             recipe: result.ok().map(|r| r.0.to_string()),
             kernel_release: result.ok().map(|r| r.1.to_string()),
             diagnostics: diags.iter().map(|d| d.to_json(&source)).collect(),
+            against: against.cloned(),
         }),
     };
     print!("{text}");
@@ -842,31 +884,56 @@ fn check(
                 None if file.is_dir() => file.join("facts.json"),
                 None => file.to_path_buf(),
             };
-            check_with(recipe, sets, show_plan, format, FactsFrom::File(&path)).unwrap_or_else(
-                |e| {
-                    eprintln!("trace-recipe: error: {e}");
-                    exit::FAILED
-                },
+            check_with(
+                recipe,
+                sets,
+                show_plan,
+                format,
+                FactsFrom::File(&path),
+                crate::recipe::Chain::Extends,
+                None,
             )
+            .unwrap_or_else(|e| {
+                eprintln!("trace-recipe: error: {e}");
+                exit::FAILED
+            })
         }
         None => with_tracefs(|tracefs| {
-            check_with(recipe, sets, show_plan, format, FactsFrom::Live(tracefs))
+            check_with(
+                recipe,
+                sets,
+                show_plan,
+                format,
+                FactsFrom::Live(tracefs),
+                crate::recipe::Chain::Extends,
+                None,
+            )
         }),
     }
 }
 
+/// `check`'s verdict on `recipe` (its chain read as `chain` says) against the
+/// facts `from`, printed in `format`; `against` joins the JSON of `check --against`.
 fn check_with(
     recipe: &std::path::Path,
     sets: &[String],
     show_plan: bool,
     format: CheckFormat,
     from: FactsFrom<'_>,
+    chain: crate::recipe::Chain,
+    against: Option<&crate::replay::AgainstJson>,
 ) -> Result<i32, String> {
     {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(from, recipe, sets, &started) {
+        let overrides = Default::default();
+        match load_and_validate_with(from, recipe, sets, &started, &overrides, chain) {
             Ok((valid, _, facts)) if format != CheckFormat::Text => {
-                check_machine(recipe, format, Ok((&valid.recipe.name, &facts.release)));
+                check_machine(
+                    recipe,
+                    format,
+                    Ok((&valid.recipe.name, &facts.release)),
+                    against,
+                );
                 Ok(exit::OK)
             }
             Ok((valid, _, facts)) => {
@@ -952,7 +1019,7 @@ fn check_with(
                     CheckFormat::Text => {
                         print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
                     }
-                    _ => check_machine(recipe, format, Err((&diagnostics, &text))),
+                    _ => check_machine(recipe, format, Err((&diagnostics, &text)), against),
                 }
                 Ok(exit::INVALID)
             }
@@ -963,11 +1030,44 @@ fn check_with(
                     let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
                     let source =
                         crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
-                    check_machine(recipe, format, Err((&[d], &source)));
+                    check_machine(recipe, format, Err((&[d], &source)), against);
                 }
                 Ok(exit::INVALID)
             }
             Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// `check RECIPE`: against this kernel or a fact file, or as an exported plan.
+fn check_recipe(
+    recipe: PathBuf,
+    sets: &[String],
+    plan: bool,
+    explain: bool,
+    export: Option<ExportFormat>,
+    format: CheckFormat,
+    facts: Option<PathBuf>,
+) -> i32 {
+    match find_recipe(&recipe) {
+        Some(recipe) if export.is_some() => export_cmd(&recipe, sets),
+        Some(recipe) => {
+            if explain && format == CheckFormat::Text {
+                print_explain(&recipe, sets);
+            }
+            check(&recipe, sets, plan, format, facts.as_deref())
+        }
+        None => {
+            if format != CheckFormat::Text {
+                let d = crate::diagnostic::Diagnostic::recipe(
+                    None,
+                    format!("no recipe `{}` on the recipe path", recipe.display()),
+                )
+                .with_help("see `trace-recipe list`");
+                let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
+                check_machine(&recipe, format, Err((&[d], &source)), None);
+            }
+            exit::INVALID
         }
     }
 }
@@ -1286,4 +1386,181 @@ fn report(
             exit::FAILED
         }
     }
+}
+
+/// `check --against BUNDLE`: the bundle's recipe, with the params it ran with
+/// (then `sets`), validated on this kernel like `check`; then the kernel facts
+/// that differ from the bundle's and matter to it, and the commands a rerun
+/// would start. Read-only. Exit 0 when the recipe is valid here, 1 when not.
+fn against_cmd(
+    from: &std::path::Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+) -> i32 {
+    let stored = match crate::replay::StoredRun::open(from) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("trace-recipe: error: {e}");
+            return exit::FAILED;
+        }
+    };
+    let replay = stored.replay(sets, Vec::new());
+    let recipe = stored.recipe();
+    let chain = crate::recipe::Chain::Stored;
+    with_tracefs(|tracefs| {
+        let builtins = crate::recipe::Builtins {
+            started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
+        };
+        // The differences need the recipe (even one invalid here) and both facts.
+        let bundle_facts = stored.facts();
+        let differences = crate::recipe::load_with(&recipe, &replay.sets, &builtins, chain)
+            .ok()
+            .zip(bundle_facts.as_ref().ok())
+            .map(|(loaded, theirs)| {
+                let scope = crate::kernel::Scope::for_recipe(&loaded.recipe);
+                crate::kernel::KernelFacts::read_scoped(tracefs, &scope)
+                    .map(|here| crate::replay::differences(&loaded.recipe, theirs, &here))
+            })
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let m = &stored.manifest;
+        let json = crate::replay::AgainstJson {
+            bundle: from.display().to_string(),
+            kernel_release: m.kernel_release.clone(),
+            params: replay.sets.clone(),
+            differences: differences.clone(),
+            commands: replay
+                .foreign
+                .iter()
+                .map(|(what, argv)| crate::replay::ForeignCommand {
+                    purpose: what.to_string(),
+                    argv: argv.clone(),
+                })
+                .collect(),
+        };
+        if format == CheckFormat::Text {
+            println!(
+                "{}: recipe `{}` as run on kernel {}{}{}{}",
+                from.display(),
+                m.recipe.as_deref().unwrap_or("?"),
+                m.kernel_release.as_deref().unwrap_or("?"),
+                m.host
+                    .as_ref()
+                    .map_or(String::new(), |h| format!(" (host {h})")),
+                m.started
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" at {t}")),
+                match replay.sets.is_empty() {
+                    true => String::new(),
+                    false => format!(", params {}", replay.sets.join(" ")),
+                }
+            );
+            let bases = (1..)
+                .map(|n| format!("recipe.base-{n}.toml"))
+                .take_while(|b| stored.dir.join(b).is_file());
+            let files: Vec<String> = [recipe
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()]
+            .into_iter()
+            .chain(bases)
+            .collect();
+            println!(
+                "note: the run's recipe files are checked in {}{}: {}",
+                stored.dir.display(),
+                if from.is_dir() {
+                    ""
+                } else {
+                    " (unpacked, removed on exit)"
+                },
+                files.join(", ")
+            );
+        }
+        let code = check_with(
+            &recipe,
+            &replay.sets,
+            show_plan,
+            format,
+            FactsFrom::Live(tracefs),
+            chain,
+            Some(&json),
+        )?;
+        if format == CheckFormat::Text {
+            match (&differences, &bundle_facts) {
+                (Some(d), Ok(theirs)) => print!("{}", crate::replay::differences_text(theirs, d)),
+                (_, Err(e)) => println!("note: no kernel facts to compare with: {e}"),
+                (None, Ok(_)) => {}
+            }
+            if !replay.foreign.is_empty() {
+                println!(
+                    "commands a rerun starts that come from the bundle (`rerun --allow-commands` agrees to them):"
+                );
+                print!("{}", crate::replay::commands_text(&replay.foreign));
+            }
+        }
+        Ok(code)
+    })
+}
+
+/// `rerun BUNDLE`: the bundle's recipe run here like `run`, with the params it
+/// ran with (then `sets`) and its workload (unless `command`). The commands that
+/// come from the bundle start only with `allow_commands` or a yes typed on a
+/// terminal; otherwise nothing runs and the exit code is 2.
+fn rerun(
+    from: &std::path::Path,
+    sets: &[String],
+    allow_commands: bool,
+    args: RunArgs,
+    command: Vec<String>,
+) -> i32 {
+    let stored = match crate::replay::StoredRun::open(from) {
+        Ok(s) => s,
+        Err(e) => return args.failed(exit::FAILED, e.to_string()),
+    };
+    let replay = stored.replay(sets, command);
+    if !args.quiet {
+        let m = &stored.manifest;
+        eprintln!(
+            "rerun: recipe `{}` of {} (kernel {}{}){}",
+            m.recipe.as_deref().unwrap_or("?"),
+            from.display(),
+            m.kernel_release.as_deref().unwrap_or("?"),
+            m.host
+                .as_ref()
+                .map_or(String::new(), |h| format!(", host {h}")),
+            match replay.sets.is_empty() {
+                true => String::new(),
+                false => format!(" with params {}", replay.sets.join(" ")),
+            }
+        );
+    }
+    if !replay.foreign.is_empty() && !allow_commands && !agreed(&replay.foreign) {
+        return args.failed(
+            exit::USAGE,
+            format!(
+                "the recipe of {} starts commands that come from the bundle, not from you; nothing was run\n{}  = help: read them; pass `--allow-commands` to start them, or give a workload of your own after `--` (`[collect]` commands still need `--allow-commands`)",
+                from.display(),
+                crate::replay::commands_text(&replay.foreign)
+            ),
+        );
+    }
+    args.run(stored.recipe(), replay.sets, replay.command, true)
+}
+
+/// Asks on the terminal whether to start `commands` (stdin and stderr must both
+/// be terminals; otherwise no). True on `y` or `yes`.
+fn agreed(commands: &[(&'static str, Vec<String>)]) -> bool {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return false;
+    }
+    eprint!(
+        "this bundle's recipe starts these commands:\n{}start them? [y/N] ",
+        crate::replay::commands_text(commands)
+    );
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).is_ok()
+        && matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
 }

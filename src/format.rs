@@ -35,6 +35,10 @@ pub struct CheckJson {
     /// Every problem found; empty when `ok`. A file that cannot be read is one
     /// problem without a line.
     pub diagnostics: Vec<JsonDiagnostic>,
+    /// `check --against`: the bundle, the kernel facts that differ, the commands
+    /// a rerun would start (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<crate::replay::AgainstJson>,
 }
 
 /// What kind of thing a run can leave behind.

@@ -10,6 +10,7 @@
 //! workload released, record::Recorder reads per_cpu/cpuN/trace_pipe_raw
 //! stop ──Transaction::rollback──► tracefs as before
 //! raw pages + formats ──tracedat::write_v6──► trace.dat ──report──► summary.txt, report.json
+//! output folder ──bundle::pack──► DIR.tar.zst ──replay::StoredRun──► check --against | rerun
 //! ```
 //!
 //! Only `tracefs`, `apply`, `record` and `status` touch the kernel; `workload`
@@ -39,6 +40,7 @@ pub mod plan;
 pub(crate) mod progress;
 pub mod recipe;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub(crate) mod run;
 pub(crate) mod sarif;

@@ -435,7 +435,7 @@ pub fn plan(
     }
 }
 
-/// Filter, stacktrace trigger and enable of the event directory `dir`
+/// Filter, stacktrace trigger (under the same filter) and enable of the event directory `dir`
 /// (`instances/NAME/events/SYSTEM/EVENT`, or `events/SYSTEM/EVENT` at the top
 /// level, where the filter and enable are restored from their before-image).
 fn enable_event(
@@ -464,9 +464,17 @@ fn enable_event(
         );
     }
     if stacktrace {
+        // The kernel runs a stacktrace trigger after the event is committed or
+        // discarded, so an unconditional trigger records the stack of every
+        // event the filter dropped too (kernel/trace/trace_events_trigger.c,
+        // `event_triggers_post_call`): the trigger carries the same filter.
+        let trigger = match filter {
+            Some(filter) => format!("stacktrace if {filter}"),
+            None => "stacktrace".into(),
+        };
         write(
             ef("trigger"),
-            "stacktrace".into(),
+            trigger,
             WriteMode::Append,
             Undo::Append("!stacktrace".into()),
             span.clone(),
@@ -633,6 +641,7 @@ mod tests {
             template: None,
             expectations: Vec::new(),
             self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            params: Default::default(),
         }
     }
 

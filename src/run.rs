@@ -32,7 +32,7 @@ use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
-use crate::recipe::{Builtins, LoadError, OnAbort, load};
+use crate::recipe::{Builtins, Chain, LoadError, OnAbort, load_with};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
@@ -56,6 +56,12 @@ pub struct RunOptions {
     pub bundle: bool,
     /// `--duration`, `--buffer-size-kb` (override recipe keys, validated like them).
     pub overrides: crate::overrides::Overrides,
+    /// `rerun`: the recipe is a stored run's `recipe.source.toml` (or
+    /// `recipe.toml`), its `extends` chain read from the run's
+    /// `recipe.base-N.toml` ([`Chain::Stored`]); its `[output] dir` is not used,
+    /// since a bundle does not choose where a root process writes (`out_dir` or
+    /// the default folder instead).
+    pub stored: bool,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -341,24 +347,34 @@ pub fn load_and_validate(
     sets: &[String],
     started: &str,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(from, path, sets, started, &Default::default())
+    load_and_validate_with(
+        from,
+        path,
+        sets,
+        started,
+        &Default::default(),
+        Chain::Extends,
+    )
 }
 
 /// [`load_and_validate`] with command-line `overrides` of recipe keys applied
-/// before validation; problems of an overridden key name its flag.
+/// before validation (problems of an overridden key name its flag), and the
+/// `extends` chain read from where `chain` says.
 pub fn load_and_validate_with(
     from: FactsFrom<'_>,
     path: &Path,
     sets: &[String],
     started: &str,
     overrides: &crate::overrides::Overrides,
+    chain: Chain,
 ) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    let mut loaded = load(
+    let mut loaded = load_with(
         path,
         sets,
         &Builtins {
             started: started.to_string(),
         },
+        chain,
     )
     .map_err(|e| match e {
         LoadError::Invalid {
@@ -499,6 +515,10 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
         &opts.sets,
         &started,
         &opts.overrides,
+        match opts.stored {
+            true => Chain::Stored,
+            false => Chain::Extends,
+        },
     )?;
     let recipe = &valid.recipe;
 
@@ -521,7 +541,10 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let out_dir = opts
         .out_dir
         .clone()
-        .or_else(|| recipe.output.dir.as_ref().map(PathBuf::from))
+        .or_else(|| match opts.stored {
+            true => None,
+            false => recipe.output.dir.as_ref().map(PathBuf::from),
+        })
         .unwrap_or_else(|| {
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
@@ -982,6 +1005,7 @@ fn write_output(
     report.irreversible = irreversible;
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
+    report.params = p.valid.params.clone();
     report.collected.extend(crate::collect::run_phase(
         &recipe.collect,
         "after",

@@ -4,7 +4,7 @@
 //! shows its charts, and `[output] max_lost_percent` decides the exit code.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::{ReportLine, TracefsGuard, repo, text, trace_recipe, write_recipe};
@@ -458,24 +458,52 @@ fn top_stacks_of_a_trace_cmd_file_match_its_listing() {
     assert_eq!(top["event"], "sched:sched_process_exec");
 }
 
-#[test]
-fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
+/// Runs a recipe of sched_switch (with `switch_filter`, if any) and
+/// sched_process_exit, both with `stacktrace = true`, around `sh -c WORKLOAD`
+/// under the tracefs lock; returns the temporary folder and the trace.dat in it.
+fn record_stacks(switch_filter: &str, workload: &str) -> (tempfile::TempDir, PathBuf) {
     let guard = TracefsGuard::acquire();
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(
         dir.path(),
         "stacks.toml",
-        "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ninclude_self = true\n[[events]]\nname = \"sched:sched_switch\"\nstacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n",
+        &format!(
+            "name = \"stacks\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n{switch_filter}stacktrace = true\n[[events]]\nname = \"sched:sched_process_exit\"\nstacktrace = true\n"
+        ),
     );
     let out = dir.path().join("out");
-    let (code, stderr) = run(
-        &recipe,
-        &out,
-        "for i in 1 2 3 4 5 6; do sleep 0.01; ls / > /dev/null; done; cat /proc/version > /dev/null",
-    );
+    let (code, stderr) = run(&recipe, &out, workload);
     guard.assert_unchanged();
     assert_eq!(code, Some(0), "{stderr}");
-    let dat = out.join("trace.dat");
+    (dir, out.join("trace.dat"))
+}
+
+#[test]
+fn a_stack_is_recorded_only_for_an_event_its_filter_keeps() {
+    // The kernel calls a stacktrace trigger even for an event its filter
+    // discards; the plan gives the trigger the event's filter. sched_switch
+    // fires all the time and its filter keeps none; every exit keeps its stack.
+    let (_dir, dat) = record_stacks(
+        "filter = 'next_comm == \"no-such-task\"'\n",
+        "for i in 1 2 3 4; do sleep 0.01; ls / > /dev/null; done",
+    );
+    let listing = crate::common::trace_cmd_report(&dat);
+    let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count("sched_switch:"), 0, "{listing}");
+    let exits = count("sched_process_exit:");
+    assert!(
+        exits >= 5,
+        "the workload's exits were not recorded: {listing}"
+    );
+    assert_eq!(count("<stack trace >"), exits, "{listing}");
+}
+
+#[test]
+fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
+    let (_dir, dat) = record_stacks(
+        "",
+        "for i in 1 2 3 4 5 6; do sleep 0.01; ls / > /dev/null; done; cat /proc/version > /dev/null",
+    );
     // Count each distinct stack (its frames' symbols and addresses) in trace-cmd's listing.
     let listing = crate::common::trace_cmd_report(&dat);
     let mut stacks: Vec<Vec<&str>> = Vec::new();

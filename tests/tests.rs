@@ -21,5 +21,6 @@ mod report;
 mod run;
 mod runbook;
 mod status;
+mod teams;
 mod teardown;
 mod writer;

@@ -335,31 +335,25 @@ pub(crate) fn read(path: &Path) -> Result<Recorded, JournalError> {
 impl Recorded {
     /// Replays the undos in reverse order against tracefs, then deletes the journal
     /// when every undo succeeded. Returns the number of undos replayed and the
-    /// failures (the journal is kept when there are any).
+    /// failures (the journal is kept when there are any, for `reset` to finish).
     ///
-    /// A dying run's last file descriptors (trace_pipe_raw readers) can keep its
-    /// instance busy for a moment, so a replay with failures is tried again a few
-    /// times, 100 ms apart; every undo is idempotent.
+    /// Replayed once, with no retries: the guard replays only after the dead
+    /// run has exited (its trace_pipe_raw readers are closed then), and `reset`
+    /// only journals no live process holds; every undo is idempotent, so a later
+    /// `reset` can replay a kept journal again.
     /// `who` (`guard` or `reset`) names the replayer for the test hook
     /// `{who}-undo:N` ([`super::hooks`]).
     pub(crate) fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
-        for attempt in 0..5 {
-            if attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+        for (i, undo) in self.undos.iter().enumerate().rev() {
+            super::hooks::kill_at(&format!("{who}-undo:{}", i + 1));
+            if let Err(e) = undo.perform_nth(&tracefs, i + 1) {
+                failures.push(e);
             }
-            failures.clear();
-            for (i, undo) in self.undos.iter().enumerate().rev() {
-                super::hooks::kill_at(&format!("{who}-undo:{}", i + 1));
-                if let Err(e) = undo.perform_nth(&tracefs, i + 1) {
-                    failures.push(e);
-                }
-            }
-            if failures.is_empty() {
-                let _ = std::fs::remove_file(&self.path);
-                break;
-            }
+        }
+        if failures.is_empty() {
+            let _ = std::fs::remove_file(&self.path);
         }
         (self.undos.len(), failures)
     }

@@ -38,7 +38,20 @@ pub(crate) struct ChainFile {
     pub(crate) raw: String,
 }
 
-/// Reads the chain of `path`: the recipe first, then each base in turn.
+/// Where the bases of a recipe's `extends` chain are read from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Chain {
+    /// From the paths `extends` names, relative to the folder of the file that names them.
+    #[default]
+    Extends,
+    /// From a run folder (or an unpacked bundle) whose recipe is
+    /// `recipe.source.toml`: the N-th base is the folder's `recipe.base-N.toml`
+    /// (see [`run_files`]), whatever path its `extends` names.
+    Stored,
+}
+
+/// Reads the chain of `path`: the recipe first, then each base in turn (from
+/// where `chain` says).
 /// Errors: `Err(Ok(io))` when the recipe itself cannot be read; `Err(Err((source,
 /// diagnostics)))` for a base that cannot be read, a cycle or a chain deeper than
 /// [`MAX_DEPTH`], each at the `extends` value that causes it.
@@ -46,6 +59,7 @@ pub(crate) struct ChainFile {
 pub(crate) fn read_chain(
     path: &Path,
     raw: String,
+    chain: Chain,
 ) -> Result<(Vec<ChainFile>, Vec<RawHead>), (Source, Vec<Diagnostic>)> {
     let mut files = vec![ChainFile {
         path: path.to_path_buf(),
@@ -65,11 +79,17 @@ pub(crate) fn read_chain(
                 vec![Diagnostic::recipe(span.clone(), message).with_help(help)],
             )
         };
-        let base = files[last]
-            .path
-            .parent()
-            .unwrap_or(Path::new(""))
-            .join(&name);
+        let base = match chain {
+            Chain::Extends => files[last]
+                .path
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join(&name),
+            Chain::Stored => path
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join(format!("recipe.base-{}.toml", files.len())),
+        };
         if files.len() > MAX_DEPTH {
             return Err(fail(
                 &files,
@@ -93,10 +113,18 @@ pub(crate) fn read_chain(
         let raw = match std::fs::read_to_string(&base) {
             Ok(raw) => raw,
             Err(e) => {
+                let help = match chain {
+                    Chain::Extends => {
+                        "`extends` is relative to the folder of the file that writes it"
+                    }
+                    Chain::Stored => {
+                        "the run folder or bundle lacks this base: pack it from the output folder of a run"
+                    }
+                };
                 return Err(fail(
                     &files,
                     format!("cannot read base recipe `{}`: {e}", base.display()),
-                    "`extends` is relative to the folder of the file that writes it".into(),
+                    help.into(),
                 ));
             }
         };

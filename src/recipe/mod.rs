@@ -19,9 +19,10 @@ mod model;
 mod render;
 mod spans;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-pub(crate) use compose::{explain, run_files};
+pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
     Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Tracer, Trigger,
 };
@@ -42,6 +43,9 @@ pub struct LoadedRecipe {
     /// Problems that do not stop validation (unknown keys); `validate` reports
     /// them together with its own.
     pub(crate) problems: Vec<Diagnostic>,
+    /// The value of every parameter the recipe was rendered with: `[params]`
+    /// of the chain, then `--set` (what `rerun` must pass to render it alike).
+    pub(crate) params: BTreeMap<String, ParamValue>,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -71,11 +75,23 @@ pub enum LoadError {
 /// file cannot be read; [`LoadError::Invalid`] with every chain, template and TOML
 /// problem, each in the file it comes from.
 pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedRecipe, LoadError> {
+    load_with(path, sets, builtins, Chain::Extends)
+}
+
+/// Like [`load`], with the `extends` chain read from where `chain` says
+/// ([`Chain::Stored`]: a run folder's `recipe.base-N.toml`, for `rerun` and
+/// `check --against`).
+pub fn load_with(
+    path: &Path,
+    sets: &[String],
+    builtins: &Builtins,
+    chain: Chain,
+) -> Result<LoadedRecipe, LoadError> {
     let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    load_str(path, &raw, sets, builtins)
+    load_text(path, &raw, sets, builtins, chain)
 }
 
 /// Like [`load`], for recipe text already in memory (`path` is used in messages
@@ -86,8 +102,18 @@ pub fn load_str(
     sets: &[String],
     builtins: &Builtins,
 ) -> Result<LoadedRecipe, LoadError> {
+    load_text(path, raw, sets, builtins, Chain::Extends)
+}
+
+fn load_text(
+    path: &Path,
+    raw: &str,
+    sets: &[String],
+    builtins: &Builtins,
+    chain: Chain,
+) -> Result<LoadedRecipe, LoadError> {
     let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
-    let (files, heads) = compose::read_chain(path, raw.to_string())
+    let (files, heads) = compose::read_chain(path, raw.to_string(), chain)
         .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
     let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
     let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
@@ -121,6 +147,10 @@ pub fn load_str(
             recipe,
             spans,
             problems,
+            params: params
+                .into_iter()
+                .filter_map(|(k, d)| Some((k, d.value?)))
+                .collect(),
         }),
         Err(diagnostics) => Err(invalid(source, diagnostics)),
     }

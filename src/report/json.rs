@@ -121,6 +121,10 @@ pub struct JsonReport {
     /// `report` on a file).
     #[serde(default)]
     pub(crate) collected: Vec<crate::collect::Collected>,
+    /// The value of every `[params]` entry the run's recipe was rendered with
+    /// (after `--set`); empty for `report` on a file.
+    #[serde(default)]
+    pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -255,6 +259,7 @@ impl JsonReport {
             stacks: a.stacks.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
+            params: BTreeMap::new(),
             irreversible: Vec::new(),
         }
     }

@@ -75,6 +75,8 @@ pub struct ValidRecipe {
     pub(crate) expectations: Vec<ValidExpect>,
     /// How the run keeps its own threads out of the trace on this kernel.
     pub(crate) self_exclusion: SelfExclusion,
+    /// The parameters the recipe was rendered with ([`LoadedRecipe::params`]).
+    pub(crate) params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
@@ -475,6 +477,7 @@ pub fn validate(
             },
             false => SelfExclusion::CommonPidFilter,
         },
+        params: loaded.params.clone(),
     })
 }
 
