@@ -60,7 +60,7 @@ pub struct Manifest {
     /// sha256 of the recipe as written (`recipe.source.toml`), hex.
     pub(crate) recipe_written_sha256: Option<String>,
     /// sha256 of the recipe as rendered (`recipe.toml`), hex.
-    pub recipe_rendered_sha256: Option<String>,
+    pub(crate) recipe_rendered_sha256: Option<String>,
     /// The params the run was rendered with (report.json `params`, after
     /// `--set`; from an older folder, `[params]` of the rendered recipe).
     pub(crate) params: BTreeMap<String, serde_json::Value>,

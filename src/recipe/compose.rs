@@ -40,7 +40,7 @@ pub(crate) struct ChainFile {
 
 /// Where the bases of a recipe's `extends` chain are read from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Chain {
+pub(crate) enum Chain {
     /// From the paths `extends` names, relative to the folder of the file that names them.
     #[default]
     Extends,

@@ -81,7 +81,7 @@ pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedR
 /// Like [`load`], with the `extends` chain read from where `chain` says
 /// ([`Chain::Stored`]: a run folder's `recipe.base-N.toml`, for `rerun` and
 /// `check --against`).
-pub fn load_with(
+pub(crate) fn load_with(
     path: &Path,
     sets: &[String],
     builtins: &Builtins,
