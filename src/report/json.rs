@@ -17,7 +17,7 @@ use crate::record::lost_from_stats;
 use crate::workload::WorkloadExit;
 
 /// Version of the report.json layout; bumped on any incompatible change.
-pub(crate) const JSON_FORMAT_VERSION: u32 = 1;
+pub const JSON_FORMAT_VERSION: u32 = 1;
 
 /// What a run adds to the counts: recipe, kernel, times and the workload.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -63,7 +63,7 @@ pub(crate) struct WorkloadInfo {
     pub(crate) exit: WorkloadExit,
 }
 
-/// report.json, version `JSON_FORMAT_VERSION`.
+/// report.json, version [`JSON_FORMAT_VERSION`].
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct JsonReport {
     /// Layout version.
