@@ -8,7 +8,7 @@
 //! and why the run ended, the recorder's statistics, lost events, the
 //! irreversible kernel effects the run declared, and the sha256 of every member.
 //!
-//! Reading a bundle ([`open`], [`unpack`]) treats it as hostile: only regular
+//! Reading a bundle ([`open`], `unpack`) treats it as hostile: only regular
 //! files with plain relative names are accepted (no `..`, no absolute path, no
 //! symlink, hard link, device or fifo), sizes and the compression ratio are
 //! bounded, a truncated or corrupt stream is refused, a manifest of a newer
@@ -27,13 +27,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The manifest's format name.
-pub const MANIFEST_FORMAT: &str = "trace-recipe-bundle";
+pub(crate) const MANIFEST_FORMAT: &str = "trace-recipe-bundle";
 /// Version of [`Manifest`] written by this build; a newer one is refused.
 ///
 /// Changelog: 1, first version.
-pub const MANIFEST_VERSION: u32 = 1;
+pub(crate) const MANIFEST_VERSION: u32 = 1;
 /// The manifest's member name, always the archive's first member.
-pub const MANIFEST: &str = "manifest.json";
+pub(crate) const MANIFEST: &str = "manifest.json";
 /// Most members a bundle may hold.
 const MAX_MEMBERS: usize = 10_000;
 /// Most bytes one bundle may unpack to (16 GiB).
@@ -50,43 +50,43 @@ const MAX_NAME: usize = 255;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Manifest {
     /// Always `trace-recipe-bundle`.
-    pub format: String,
+    pub(crate) format: String,
     /// [`MANIFEST_VERSION`] of the writer.
-    pub format_version: u32,
+    pub(crate) format_version: u32,
     /// `trace-recipe X.Y.Z` that packed it.
-    pub tool_version: String,
+    pub(crate) tool_version: String,
     /// The recipe's name.
-    pub recipe: Option<String>,
+    pub(crate) recipe: Option<String>,
     /// sha256 of the recipe as written (`recipe.source.toml`), hex.
-    pub recipe_written_sha256: Option<String>,
+    pub(crate) recipe_written_sha256: Option<String>,
     /// sha256 of the recipe as rendered (`recipe.toml`), hex.
-    pub recipe_rendered_sha256: Option<String>,
+    pub(crate) recipe_rendered_sha256: Option<String>,
     /// The params the run was rendered with (report.json `params`, after
     /// `--set`; from an older folder, `[params]` of the rendered recipe).
-    pub params: BTreeMap<String, serde_json::Value>,
+    pub(crate) params: BTreeMap<String, serde_json::Value>,
     /// The workload's command line.
-    pub workload: Option<Vec<String>>,
+    pub(crate) workload: Option<Vec<String>>,
     /// Host name of the machine that packed it (`null` with `--redact-host`).
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
     /// Kernel release of the traced machine.
-    pub kernel_release: Option<String>,
+    pub(crate) kernel_release: Option<String>,
     /// The kernel facts of the traced machine (`facts.json`), when the folder has them.
-    pub kernel_facts: Option<serde_json::Value>,
+    pub(crate) kernel_facts: Option<serde_json::Value>,
     /// Start of the run, RFC 3339.
-    pub started: Option<String>,
+    pub(crate) started: Option<String>,
     /// End of the run, RFC 3339.
-    pub ended: Option<String>,
+    pub(crate) ended: Option<String>,
     /// Why the run ended.
-    pub stop_reason: Option<String>,
+    pub(crate) stop_reason: Option<String>,
     /// How the workload ended (report.json's `workload.exit`).
-    pub workload_exit: Option<serde_json::Value>,
+    pub(crate) workload_exit: Option<serde_json::Value>,
     /// The recorder's statistics (report.json's `recorder`).
-    pub recorder: Option<serde_json::Value>,
+    pub(crate) recorder: Option<serde_json::Value>,
     /// Events lost (report.json's `lost_total`).
-    pub lost_events: Option<u64>,
+    pub(crate) lost_events: Option<u64>,
     /// Kernel effects the run declared it could not undo (report.json's
     /// `irreversible`), one sentence each.
-    pub irreversible: Vec<serde_json::Value>,
+    pub(crate) irreversible: Vec<serde_json::Value>,
     /// Every other member: name → size and sha256.
     pub members: BTreeMap<String, Member>,
 }
@@ -95,9 +95,9 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Member {
     /// Size in bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// sha256, hex.
-    pub sha256: String,
+    pub(crate) sha256: String,
 }
 
 /// Why a bundle could not be written or read.
@@ -173,7 +173,11 @@ fn folder_members(dir: &Path) -> Result<Vec<String>, BundleError> {
 /// Packs the output folder `dir` into `out` (default `DIR.tar.zst`); returns the
 /// bundle's path. `redact_host` leaves the host name out. Errors: the folder is
 /// not a run's output, a file cannot be read, `out` exists.
-pub fn pack(dir: &Path, out: Option<&Path>, redact_host: bool) -> Result<PathBuf, BundleError> {
+pub(crate) fn pack(
+    dir: &Path,
+    out: Option<&Path>,
+    redact_host: bool,
+) -> Result<PathBuf, BundleError> {
     for missing in ["trace.dat", "report.json", "recipe.toml"] {
         if !dir.join(missing).is_file() {
             return Err(BundleError::NotOutputFolder {
@@ -327,7 +331,7 @@ pub struct Opened {
 }
 
 /// Whether `path` starts like a zstd stream (a bundle, not a trace.dat).
-pub fn looks_like_bundle(path: &Path) -> bool {
+pub(crate) fn looks_like_bundle(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     File::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
@@ -357,7 +361,7 @@ pub fn open(path: &Path) -> Result<Opened, BundleError> {
 /// Unpacks the bundle at `path` into `out` (default: the bundle's name without
 /// `.tar.zst`), which must not exist; returns the manifest. Everything is checked
 /// in a temporary folder beside `out` first.
-pub fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manifest), BundleError> {
+pub(crate) fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manifest), BundleError> {
     let out = out.map(Path::to_path_buf).unwrap_or_else(|| {
         let name = path
             .file_name()
@@ -571,7 +575,7 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
 /// The trace.dat to read for `report` or `diff` given a path: a bundle (checked
 /// and unpacked into the returned temporary folder), an output folder (its
 /// trace.dat) or a trace.dat itself.
-pub fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
+pub(crate) fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
     if path.is_dir() {
         let dat = path.join("trace.dat");
         return if dat.is_file() {
@@ -592,7 +596,7 @@ pub fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleErr
 }
 
 /// The manifest's JSON Schema (draft 2020-12).
-pub fn manifest_schema_json() -> String {
+pub(crate) fn manifest_schema_json() -> String {
     let schema = schemars::schema_for!(Manifest);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

@@ -22,24 +22,24 @@ pub mod exit {
     /// Success.
     pub const OK: i32 = 0;
     /// The recipe is invalid (or `check` found problems); nothing was written to tracefs.
-    pub const INVALID: i32 = 1;
+    pub(crate) const INVALID: i32 = 1;
     /// Bad command-line usage (clap's code).
-    pub const USAGE: i32 = 2;
+    pub(crate) const USAGE: i32 = 2;
     /// The tool failed: tracefs, the kernel, the workload, the output folder or a trace.dat.
     pub const FAILED: i32 = 3;
     /// The run finished and wrote everything, but lost more events than
     /// `[output] max_lost_percent` allows.
-    pub const LOST_LIMIT: i32 = 4;
+    pub(crate) const LOST_LIMIT: i32 = 4;
     /// The run finished and wrote everything, but an `[[expect]]` of the recipe failed.
-    pub const EXPECTATION_FAILED: i32 = 5;
+    pub(crate) const EXPECTATION_FAILED: i32 = 5;
     /// `diff`: a `--fail-if` rule held.
-    pub const DIFF_RULE_HELD: i32 = 6;
+    pub(crate) const DIFF_RULE_HELD: i32 = 6;
     /// Rollback incomplete: an undo failed, tracefs is not as it was, and the
     /// run's journal is kept; `trace-recipe reset` finishes the rollback. Wins
     /// over every other code of a run.
     pub const ROLLBACK_INCOMPLETE: i32 = 7;
     /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
-    pub const SIGNAL_BASE: i32 = 128;
+    pub(crate) const SIGNAL_BASE: i32 = 128;
 }
 
 /// Turn a checked-in TOML recipe into an ftrace session: validate it against the
@@ -47,7 +47,7 @@ pub mod exit {
 /// back, and leave a trace.dat plus reports.
 #[derive(Debug, Parser)]
 #[command(name = "trace-recipe", version, about, max_term_width = 100)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -799,7 +799,7 @@ fn check_machine(
 
 /// `check --plan --export`'s formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
+pub(crate) enum ExportFormat {
     /// A POSIX shell script.
     Sh,
 }

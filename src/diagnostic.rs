@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// Who is at fault for a problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The recipe is wrong: a typo, a bad value, an unknown key.
     Recipe,
     /// This kernel lacks something the recipe asks for (an event, a field, a clock, a feature).
@@ -23,18 +23,18 @@ pub enum Fault {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// Who is at fault.
-    pub fault: Fault,
+    pub(crate) fault: Fault,
     /// Byte range in [`Source::text`]; `None` when the problem has no place (e.g. a missing key).
-    pub span: Option<Range<usize>>,
+    pub(crate) span: Option<Range<usize>>,
     /// What is wrong, as a lowercase fragment with names in backticks.
     pub message: String,
     /// What to do about it.
-    pub help: Option<String>,
+    pub(crate) help: Option<String>,
 }
 
 impl Diagnostic {
     /// A problem of the recipe at `span`.
-    pub fn recipe(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
+    pub(crate) fn recipe(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
         Diagnostic {
             fault: Fault::Recipe,
             span,
@@ -44,7 +44,7 @@ impl Diagnostic {
     }
 
     /// A problem that comes from this kernel lacking something, at `span`.
-    pub fn kernel(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
+    pub(crate) fn kernel(span: Option<Range<usize>>, message: impl Into<String>) -> Self {
         Diagnostic {
             fault: Fault::Kernel,
             span,
@@ -55,7 +55,7 @@ impl Diagnostic {
 
     /// The same diagnostic with a `help:` line.
     #[must_use]
-    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+    pub(crate) fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }
@@ -64,7 +64,7 @@ impl Diagnostic {
     /// MESSAGE` line (the form editors and CI jump to), then the offending line
     /// with the span underlined and the `help:` line, drawn by annotate-snippets
     /// (which measures tabs and wide characters in display columns).
-    pub fn render(&self, source: &Source) -> String {
+    pub(crate) fn render(&self, source: &Source) -> String {
         use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
         let fault = match self.fault {
             Fault::Recipe => "recipe",
@@ -114,32 +114,32 @@ impl Diagnostic {
 /// Lines and columns are 1-based; columns count characters; `end_column` is
 /// exclusive. All four are `null` when the problem has no place in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-pub struct JsonDiagnostic {
+pub(crate) struct JsonDiagnostic {
     /// The recipe file as given on the command line.
-    pub file: String,
+    pub(crate) file: String,
     /// Line of the start of the problem.
-    pub line: Option<usize>,
+    pub(crate) line: Option<usize>,
     /// Column of the start.
-    pub column: Option<usize>,
+    pub(crate) column: Option<usize>,
     /// Line of the end.
-    pub end_line: Option<usize>,
+    pub(crate) end_line: Option<usize>,
     /// Column just past the end.
-    pub end_column: Option<usize>,
+    pub(crate) end_column: Option<usize>,
     /// Always `error`: every problem `check` reports stops a run.
-    pub severity: String,
+    pub(crate) severity: String,
     /// `recipe` (fix the recipe) or `kernel` (this kernel lacks it).
-    pub fault: Fault,
+    pub(crate) fault: Fault,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// What to do about it.
-    pub help: Option<String>,
+    pub(crate) help: Option<String>,
     /// The names a `did you mean` in `help` offers, best first (may be empty).
-    pub suggestions: Vec<String>,
+    pub(crate) suggestions: Vec<String>,
 }
 
 impl Diagnostic {
     /// The diagnostic's place and text as [`JsonDiagnostic`], against `source`.
-    pub fn to_json(&self, source: &Source) -> JsonDiagnostic {
+    pub(crate) fn to_json(&self, source: &Source) -> JsonDiagnostic {
         let (source, span) = source.part_of(self.span.clone());
         let source = &source;
         let place = span.as_ref().map(|s| {
@@ -179,31 +179,31 @@ fn suggestions(help: &str) -> Vec<String> {
 /// The text diagnostics point into: the recipe as rendered, and the file it came from.
 ///
 /// A recipe that `extends` others is one text made of every file of its chain,
-/// the recipe itself first, each file's text starting at its [`SourcePart::start`];
+/// the recipe itself first, each file's text starting at its `SourcePart::start`;
 /// a span into a base file is shown against that file, with its own line numbers.
 #[derive(Debug, Clone)]
 pub struct Source {
     /// The recipe file as given on the command line.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The rendered recipe text (templates expanded). Line numbers match the file's
     /// because rendering never adds or removes lines.
-    pub text: String,
+    pub(crate) text: String,
     /// The files of an `extends` chain after the first (empty for a lone recipe).
-    pub parts: Vec<SourcePart>,
+    pub(crate) parts: Vec<SourcePart>,
 }
 
 /// A base file's place in [`Source::text`].
 #[derive(Debug, Clone)]
-pub struct SourcePart {
+pub(crate) struct SourcePart {
     /// The base file, as its `extends` line resolves it.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Byte offset of its first byte in [`Source::text`]; it runs to the next part's start.
-    pub start: usize,
+    pub(crate) start: usize,
 }
 
 impl Source {
     /// A source made of one file.
-    pub fn single(path: impl Into<PathBuf>, text: impl Into<String>) -> Source {
+    pub(crate) fn single(path: impl Into<PathBuf>, text: impl Into<String>) -> Source {
         Source {
             path: path.into(),
             text: text.into(),
@@ -212,7 +212,7 @@ impl Source {
     }
 
     /// The single file `span` points into, with the span made relative to it.
-    pub fn part_of(&self, span: Option<Range<usize>>) -> (Source, Option<Range<usize>>) {
+    pub(crate) fn part_of(&self, span: Option<Range<usize>>) -> (Source, Option<Range<usize>>) {
         let first_end = self.parts.first().map_or(self.text.len(), |p| p.start);
         let Some(s) = span else {
             return (Source::single(&self.path, &self.text[..first_end]), None);
@@ -237,25 +237,20 @@ impl Source {
     }
 
     /// `FILE:LINE:COL` of byte offset `offset`, in the file it falls in.
-    pub fn place(&self, offset: usize) -> String {
+    pub(crate) fn place(&self, offset: usize) -> String {
         let (part, span) = self.part_of(Some(offset..offset));
         let (l, c) = part.line_col(span.map_or(0, |s| s.start));
         format!("{}:{l}:{c}", part.path.display())
     }
 
     /// 1-based line and column (in characters) of byte offset `offset`.
-    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let before = &self.text[..floor_char_boundary(&self.text, offset)];
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let col = before[line_start..].chars().count() + 1;
         (line, col)
-    }
-
-    /// The text of 1-based line `line`, without its newline.
-    pub fn line_text(&self, line: usize) -> &str {
-        self.text.lines().nth(line.saturating_sub(1)).unwrap_or("")
     }
 }
 

@@ -616,8 +616,3 @@ pub fn render_html(d: &DiffReport) -> String {
         esc(&text)
     )
 }
-
-/// The JSON Schema of [`DiffReport`] (draft 2020-12).
-pub fn schema_json() -> String {
-    serde_json::to_string_pretty(&schemars::schema_for!(DiffReport)).unwrap_or_default()
-}

@@ -15,7 +15,7 @@
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`.
 //!
-//! Parsing is pure; [`Expr::value`] reads a [`JsonReport`].
+//! Parsing is pure; `Expr::value` reads a [`JsonReport`].
 
 use std::fmt;
 use std::ops::Range;
@@ -23,11 +23,11 @@ use std::ops::Range;
 use crate::report::JsonReport;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
-pub const LATENCY_ANALYSES: &[&str] = &["syscalls", "wakeup", "kretprobe", "funcgraph"];
+pub(crate) const LATENCY_ANALYSES: &[&str] = &["syscalls", "wakeup", "kretprobe", "funcgraph"];
 
 /// What an expression measures.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Metric {
+pub(crate) enum Metric {
     /// `count(SYSTEM:EVENT)`: events recorded.
     Count(String),
     /// `rate(SYSTEM:EVENT)`: events per second of recording.
@@ -47,7 +47,7 @@ pub enum Metric {
 
 /// A latency statistic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stat {
+pub(crate) enum Stat {
     /// Median.
     P50,
     /// 90th percentile.
@@ -60,7 +60,7 @@ pub enum Stat {
 
 /// A comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `==`
     Eq,
     /// `!=`
@@ -77,7 +77,7 @@ pub enum Op {
 
 /// The right-hand side.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// A number; durations are converted to ns.
     Absolute(f64),
     /// `+N%` / `-N%`: relative to the first run (diff only).
@@ -88,16 +88,16 @@ pub enum Value {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expr {
     /// What is measured.
-    pub metric: Metric,
+    pub(crate) metric: Metric,
     /// Where the metric's argument (`SYSTEM:EVENT`, `ANALYSIS:KEY`) is, or the whole
     /// metric for `lost_events`.
-    pub metric_span: Range<usize>,
+    pub(crate) metric_span: Range<usize>,
     /// The comparison.
-    pub op: Op,
+    pub(crate) op: Op,
     /// The value compared with.
-    pub value: Value,
+    pub(crate) value: Value,
     /// Where the value is.
-    pub value_span: Range<usize>,
+    pub(crate) value_span: Range<usize>,
 }
 
 /// A syntax or type error, with the byte range it refers to.
@@ -105,7 +105,7 @@ pub struct Expr {
 #[error("{message}")]
 pub struct ExprError {
     /// What is wrong, as a lowercase fragment.
-    pub message: String,
+    pub(crate) message: String,
     /// Where, in the expression's text.
     pub span: Range<usize>,
 }
@@ -244,13 +244,13 @@ impl Expr {
 
     /// The measured value in `report` (ns for latencies); `None` when a latency
     /// group does not exist there. An event the report never saw counts 0.
-    pub fn value(&self, report: &JsonReport) -> Option<f64> {
+    pub(crate) fn value(&self, report: &JsonReport) -> Option<f64> {
         measure(&self.metric, report)
     }
 
     /// Whether `actual` satisfies the expression; `base` is the first run's value
     /// for a relative rule (`+10%` holds when `actual > base * 1.10`).
-    pub fn holds(&self, actual: f64, base: Option<f64>) -> bool {
+    pub(crate) fn holds(&self, actual: f64, base: Option<f64>) -> bool {
         let rhs = match self.value {
             Value::Absolute(v) => v,
             Value::Relative(pct) => match base {
@@ -269,13 +269,13 @@ impl Expr {
     }
 
     /// Whether the metric is a latency (its values are ns).
-    pub fn is_duration(&self) -> bool {
+    pub(crate) fn is_duration(&self) -> bool {
         matches!(self.metric, Metric::Latency { .. })
     }
 }
 
 /// The value of `metric` in `report`; see [`Expr::value`].
-pub fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
+pub(crate) fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
     match metric {
         Metric::Count(ev) => Some(*report.events.get(ev).unwrap_or(&0) as f64),
         Metric::Rate(ev) => {
@@ -307,7 +307,7 @@ pub fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
 
 /// Checks each `(that, expr)` against `report`: the results report.json,
 /// summary.txt and `--junit` show.
-pub fn check_all<'a>(
+pub(crate) fn check_all<'a>(
     expectations: impl IntoIterator<Item = (&'a str, &'a Expr)>,
     report: &JsonReport,
 ) -> Vec<crate::report::ExpectResult> {
@@ -392,7 +392,7 @@ impl fmt::Display for Value {
 }
 
 /// A measured value as text: ns become µs/ms/s for latencies.
-pub fn show(value: f64, duration: bool) -> String {
+pub(crate) fn show(value: f64, duration: bool) -> String {
     if !duration {
         return if value.fract() == 0.0 {
             format!("{value:.0}")

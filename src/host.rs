@@ -11,24 +11,24 @@ use crate::recipe::LoadedRecipe;
 use crate::report::Template;
 
 /// Why a uprobe target cannot be resolved on this host: a message and a help line.
-pub type TargetProblem = (String, Option<String>);
+pub(crate) type TargetProblem = (String, Option<String>);
 
 /// Facts about this host that validation needs (see the module docs).
 #[derive(Debug, Default)]
 pub struct HostFacts {
     /// `[scope] pids` that have a /proc entry (are running).
-    pub live_pids: BTreeSet<u32>,
+    pub(crate) live_pids: BTreeSet<u32>,
     /// Each uprobe target `PATH:SYMBOL` / `PATH:0xOFFSET` (as written) →
     /// `ABSPATH:0xOFFSET`, or why it cannot be resolved.
-    pub uprobe_targets: BTreeMap<String, Result<String, TargetProblem>>,
+    pub(crate) uprobe_targets: BTreeMap<String, Result<String, TargetProblem>>,
     /// The `[output] template`, loaded and compiled, or why it cannot be.
-    pub template: Option<Result<Template, String>>,
+    pub(crate) template: Option<Result<Template, String>>,
     /// Programs of `[collect]` commands that are neither a file nor on PATH.
-    pub missing_programs: BTreeSet<String>,
+    pub(crate) missing_programs: BTreeSet<String>,
 }
 
 /// `PATH:WHAT` split at its last `:`; `None` unless both parts are non-empty.
-pub fn split_target(target: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_target(target: &str) -> Option<(&str, &str)> {
     target
         .rsplit_once(':')
         .filter(|(f, w)| !f.is_empty() && !w.is_empty())
@@ -36,7 +36,7 @@ pub fn split_target(target: &str) -> Option<(&str, &str)> {
 
 impl HostFacts {
     /// Reads what `loaded` needs from this host: /proc for its pids, the ELF
-    /// files its uprobes name (symbol → file offset, see [`crate::elf`]), its
+    /// files its uprobes name (symbol → file offset, see `crate::elf`), its
     /// template file (relative to the recipe's folder). Never fails: every
     /// problem is kept for `validate` to report at its line.
     pub fn gather(loaded: &LoadedRecipe) -> HostFacts {

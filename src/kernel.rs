@@ -5,7 +5,7 @@
 //!
 //! Read-only: nothing here writes tracefs. What only a write could tell (which
 //! tracers an instance offers) comes from a kernel-version rule
-//! ([`instance_rule`]); `run` learns the real answer in its own instance.
+//! (`instance_rule`); `run` learns the real answer in its own instance.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,7 +17,7 @@ use tracedat::EventFormat;
 use crate::tracefs::{Tracefs, TracefsError, bracketed, words};
 
 /// Version of the fact-file format this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// The largest fact file [`KernelFacts::load`] reads, decompressed: 256 MiB (a
 /// kernel with every event format and kallsyms names takes a few MiB).
@@ -28,56 +28,56 @@ const MAX_FACTS_BYTES: u64 = 256 << 20;
 #[serde(deny_unknown_fields)]
 pub struct KernelFacts {
     /// Fact-file format version ([`FORMAT_VERSION`]); a newer one is refused.
-    pub format_version: u32,
+    pub(crate) format_version: u32,
     /// `uname -r`.
     pub release: String,
     /// `uname -m` (e.g. `x86_64`).
-    pub arch: String,
+    pub(crate) arch: String,
     /// Where tracefs was found (e.g. `/sys/kernel/tracing`).
-    pub tracefs: String,
+    pub(crate) tracefs: String,
     /// Every `system:event` in `available_events`.
-    pub events: BTreeSet<String>,
+    pub(crate) events: BTreeSet<String>,
     /// `system:event` → the text of `events/SYSTEM/EVENT/format`
     /// (Documentation/trace/events.rst section 3), for every readable event.
-    pub formats: BTreeMap<String, String>,
+    pub(crate) formats: BTreeMap<String, String>,
     /// Tracers in `available_tracers` (top level).
-    pub tracers: Vec<String>,
+    pub(crate) tracers: Vec<String>,
     /// What a fresh instance offers (from a rule or an existing instance).
     pub instance: InstanceFacts,
     /// Clocks in `trace_clock`.
-    pub clocks: Vec<String>,
+    pub(crate) clocks: Vec<String>,
     /// The default (current top-level) clock.
-    pub default_clock: String,
+    pub(crate) default_clock: String,
     /// CPU numbers that have a `per_cpu/cpuN` directory.
-    pub cpus: Vec<u32>,
+    pub(crate) cpus: Vec<u32>,
     /// Names under `options/` (top level).
-    pub options: BTreeSet<String>,
+    pub(crate) options: BTreeSet<String>,
     /// Names of the files and directories at the tracefs root (feature probes:
     /// `set_graph_function`, `max_graph_depth`, `tracing_thresh`, ...).
-    pub files: BTreeSet<String>,
+    pub(crate) files: BTreeSet<String>,
     /// `kprobe_events` exists (CONFIG_KPROBE_EVENTS).
-    pub has_kprobe_events: bool,
+    pub(crate) has_kprobe_events: bool,
     /// `uprobe_events` exists (CONFIG_UPROBE_EVENTS).
-    pub has_uprobe_events: bool,
+    pub(crate) has_uprobe_events: bool,
     /// `dynamic_events` exists (CONFIG_DYNAMIC_EVENTS).
-    pub has_dynamic_events: bool,
+    pub(crate) has_dynamic_events: bool,
     /// Events have a `hist` file (CONFIG_HIST_TRIGGERS).
-    pub has_hist_triggers: bool,
+    pub(crate) has_hist_triggers: bool,
     /// `snapshot` exists (CONFIG_TRACER_SNAPSHOT).
-    pub has_snapshot: bool,
+    pub(crate) has_snapshot: bool,
     /// Physical memory in KiB (from /proc/meminfo), to bound buffer sizes.
-    pub mem_total_kb: u64,
+    pub(crate) mem_total_kb: u64,
     /// `buffer_subbuf_size_kb` (Linux 6.8+), KiB; `None` when the file is absent.
-    pub subbuf_size_kb: Option<u64>,
+    pub(crate) subbuf_size_kb: Option<u64>,
     /// The top-level ring buffer as found.
     pub top_buffer: TopBuffer,
     /// Function symbols from /proc/kallsyms (types `t`/`T`), as `NAME` and, for
     /// module functions, also `MODULE:NAME` (kprobe target syntax). `None` when
     /// /proc/kallsyms cannot be read or shows no names.
-    pub kernel_symbols: Option<BTreeSet<String>>,
+    pub(crate) kernel_symbols: Option<BTreeSet<String>>,
     /// `available_filter_functions`, or why it cannot be read (e.g.
     /// `EPERM: Operation not permitted` when the kernel refuses function tracing).
-    pub filter_functions: Result<FilterFunctions, String>,
+    pub(crate) filter_functions: Result<FilterFunctions, String>,
     /// Whether every event format, symbol and filter function was read (`trace-recipe
     /// facts`), or only those one recipe needs (a run's `facts.json`).
     #[serde(default)]
@@ -86,18 +86,18 @@ pub struct KernelFacts {
 
 /// Which of the costly facts [`KernelFacts::read_scoped`] reads.
 #[derive(Debug, Clone)]
-pub struct Scope {
+pub(crate) struct Scope {
     /// Event systems whose formats to read; `None`: every system.
-    pub systems: Option<BTreeSet<String>>,
+    pub(crate) systems: Option<BTreeSet<String>>,
     /// Read kallsyms function names (kprobe targets).
-    pub kernel_symbols: bool,
+    pub(crate) kernel_symbols: bool,
     /// Read available_filter_functions (function tracers and filters).
-    pub filter_functions: bool,
+    pub(crate) filter_functions: bool,
 }
 
 impl Scope {
     /// Everything.
-    pub fn all() -> Scope {
+    pub(crate) fn all() -> Scope {
         Scope {
             systems: None,
             kernel_symbols: true,
@@ -109,7 +109,7 @@ impl Scope {
     /// triggers and expectations name (all systems when a system is a glob), the
     /// kernel's symbols when it has kprobes, the filter functions when it has a
     /// tracer or a function trigger.
-    pub fn for_recipe(recipe: &crate::recipe::Recipe) -> Scope {
+    pub(crate) fn for_recipe(recipe: &crate::recipe::Recipe) -> Scope {
         let names = recipe
             .events
             .iter()
@@ -145,7 +145,7 @@ impl Scope {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TopBuffer {
     /// Size per CPU now, KiB (`buffer_size_kb`'s number).
-    pub size_kb: u64,
+    pub(crate) size_kb: u64,
     /// `Some(n)` while the buffer is still unexpanded: `buffer_size_kb` reads
     /// `7 (expanded: 1408)` until the first use grows it to `n` KiB per CPU.
     pub expanded_size_kb: Option<u64>,
@@ -153,7 +153,7 @@ pub struct TopBuffer {
 
 impl TopBuffer {
     /// Parses `buffer_size_kb`: `1408`, or `7 (expanded: 1408)`. `None` if neither.
-    pub fn parse(text: &str) -> Option<TopBuffer> {
+    pub(crate) fn parse(text: &str) -> Option<TopBuffer> {
         let text = text.trim();
         let (size, rest) = text.split_once(' ').unwrap_or((text, ""));
         let expanded_size_kb = match rest.trim() {
@@ -175,11 +175,11 @@ impl TopBuffer {
 
 /// `available_filter_functions`: the functions the function tracers can trace.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-pub struct FilterFunctions {
+pub(crate) struct FilterFunctions {
     /// Every function name (a name in several modules appears once).
-    pub names: BTreeSet<String>,
+    pub(crate) names: BTreeSet<String>,
     /// Module name → its functions (lines `NAME [MODULE]`).
-    pub modules: BTreeMap<String, BTreeSet<String>>,
+    pub(crate) modules: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// What a fresh instance offers, which can be less than the top level
@@ -189,12 +189,12 @@ pub struct InstanceFacts {
     /// The instance's `available_tracers`.
     pub tracers: Vec<String>,
     /// Names under the instance's `options/` (nop tracer active).
-    pub options: BTreeSet<String>,
+    pub(crate) options: BTreeSet<String>,
     /// Files at the instance's root (`set_graph_function`, `max_graph_depth`, ...).
     pub files: BTreeSet<String>,
     /// Where these facts come from: `rule: ...` (a kernel-version rule, see
     /// [`instance_rule`]) or `instance NAME` (read from an existing instance).
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// Why a fact file cannot be used.
@@ -255,7 +255,7 @@ fn release_version(release: &str) -> Option<(u32, u32)> {
 /// `max_graph_depth`, which stay global even where instances offer
 /// function_graph (the lab's 6.12 instance has no `set_graph_function`:
 /// writing it there fails with ENOENT).
-pub fn instance_rule(
+pub(crate) fn instance_rule(
     release: &str,
     tracers: &[String],
     options: &BTreeSet<String>,
@@ -302,7 +302,10 @@ impl KernelFacts {
     /// [`KernelFacts::read`], with the costly facts (event formats, about 0.1 s
     /// for every event; kallsyms names; available_filter_functions) limited to
     /// `scope`: what `check` and `run` read for one recipe.
-    pub fn read_scoped(tracefs: &Tracefs, scope: &Scope) -> Result<KernelFacts, TracefsError> {
+    pub(crate) fn read_scoped(
+        tracefs: &Tracefs,
+        scope: &Scope,
+    ) -> Result<KernelFacts, TracefsError> {
         let events: BTreeSet<String> = tracefs
             .read("available_events")?
             .lines()
@@ -390,7 +393,7 @@ impl KernelFacts {
 
     /// Reads a fact file written by `trace-recipe facts` (JSON, or JSON
     /// compressed with zstd when the name ends in `.zst`). Errors: unreadable,
-    /// not a fact file, or a newer `format_version` than [`FORMAT_VERSION`].
+    /// not a fact file, or a newer `format_version` than `FORMAT_VERSION`.
     pub fn load(path: &Path) -> Result<KernelFacts, FactsError> {
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|source| FactsError::Read {
@@ -437,7 +440,7 @@ impl KernelFacts {
 
     /// Writes these facts to `path` as pretty JSON, compressed with zstd when
     /// the name ends in `.zst`. Errors: the file cannot be written.
-    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+    pub(crate) fn save(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         let bytes = match path.extension().is_some_and(|e| e == "zst") {
             true => zstd::encode_all(json.as_slice(), 3)?,
@@ -447,22 +450,22 @@ impl KernelFacts {
     }
 
     /// Whether top-level file `rel` exists (a feature probe, e.g. `set_graph_function`).
-    pub fn has_file(&self, rel: &str) -> bool {
+    pub(crate) fn has_file(&self, rel: &str) -> bool {
         self.files.contains(rel)
     }
 
     /// [`KernelFacts::kernel_symbols`] as a reference.
-    pub fn kernel_symbols(&self) -> Option<&BTreeSet<String>> {
+    pub(crate) fn kernel_symbols(&self) -> Option<&BTreeSet<String>> {
         self.kernel_symbols.as_ref()
     }
 
     /// [`KernelFacts::filter_functions`], or why it is unreadable.
-    pub fn filter_functions(&self) -> Result<&FilterFunctions, &str> {
+    pub(crate) fn filter_functions(&self) -> Result<&FilterFunctions, &str> {
         self.filter_functions.as_ref().map_err(String::as_str)
     }
 
     /// What an instance offers (see [`InstanceFacts::source`] for how it is known).
-    pub fn instance_facts(&self) -> Option<&InstanceFacts> {
+    pub(crate) fn instance_facts(&self) -> Option<&InstanceFacts> {
         Some(&self.instance)
     }
 
@@ -474,7 +477,7 @@ impl KernelFacts {
     }
 
     /// Events matching a `system:event` glob (`*`, `?`), sorted.
-    pub fn matching_events(&self, pattern: &str) -> Vec<&str> {
+    pub(crate) fn matching_events(&self, pattern: &str) -> Vec<&str> {
         self.events
             .iter()
             .map(String::as_str)
@@ -545,7 +548,7 @@ fn errno_text(e: &std::io::Error) -> String {
 }
 
 /// Shell-style glob match of `text` against `pattern` (`*` any run, `?` one char).
-pub fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);

@@ -22,49 +22,43 @@ pub mod analysis;
 pub mod apply;
 pub mod bundle;
 pub mod cli;
-pub mod collect;
+pub(crate) mod collect;
 pub mod diagnostic;
-pub mod diff;
-pub mod elf;
-pub mod export;
+pub(crate) mod diff;
+pub(crate) mod elf;
+pub(crate) mod export;
 pub mod expr;
-pub mod fleet;
-pub mod format;
+pub(crate) mod fleet;
+pub(crate) mod format;
 pub mod host;
-pub mod inventory;
+pub(crate) mod inventory;
 pub mod kernel;
-pub mod library;
-pub mod output;
-pub mod overrides;
+pub(crate) mod library;
+pub(crate) mod output;
+pub(crate) mod overrides;
 pub mod plan;
-pub mod progress;
+pub(crate) mod progress;
 pub mod recipe;
 pub mod record;
-pub mod replay;
+pub(crate) mod replay;
 pub mod report;
-pub mod run;
-pub mod sarif;
+pub(crate) mod run;
+pub(crate) mod sarif;
 pub mod status;
-pub mod stub;
-pub mod suggest;
+pub(crate) mod stub;
+pub(crate) mod suggest;
 pub mod tracefs;
 pub mod validate;
 pub mod workload;
 
 /// The recipe's JSON Schema (draft 2020-12), generated from the serde model.
-pub fn schema_json() -> String {
+pub(crate) fn schema_json() -> String {
     let schema = schemars::schema_for!(recipe::Recipe);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }
 
-/// A fact file's JSON Schema (draft 2020-12), generated from [`kernel::KernelFacts`].
-pub fn facts_schema_json() -> String {
-    let schema = schemars::schema_for!(kernel::KernelFacts);
-    serde_json::to_string_pretty(&schema).unwrap_or_default()
-}
-
 /// report.json's JSON Schema (draft 2020-12), generated from [`report::JsonReport`].
-pub fn report_schema_json() -> String {
+pub(crate) fn report_schema_json() -> String {
     let schema = schemars::schema_for!(report::JsonReport);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

@@ -16,12 +16,12 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, WriteMode};
+use crate::tracefs::{INSTANCE_PREFIX, WriteMode, instance_file};
 use crate::validate::{SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// `mkdir DIR` (an instance); undone by `rmdir DIR`.
     Mkdir {
         /// Directory relative to the tracefs root.
@@ -42,7 +42,7 @@ pub enum Op {
 
 /// How a write is undone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Undo {
+pub(crate) enum Undo {
     /// Nothing to undo: the instance that holds the file goes away.
     Nothing,
     /// Read the file's value before writing, and write it back.
@@ -57,9 +57,9 @@ pub enum Undo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     /// The change.
-    pub op: Op,
+    pub(crate) op: Op,
     /// The recipe entry (byte range of the rendered text) it comes from.
-    pub span: Span,
+    pub(crate) span: Span,
 }
 
 /// Everything a run changes in tracefs, in order.
@@ -67,14 +67,14 @@ pub struct Step {
 pub struct Plan {
     /// The instance directory, relative to tracefs: `instances/trace-recipe-NAME-PID`;
     /// "" when the run works at the top level (a tracer offered only there).
-    pub instance: String,
+    pub(crate) instance: String,
     /// The probe group the run's probes are defined in: `trace_recipe_PID`.
-    pub probe_group: String,
+    pub(crate) probe_group: String,
     /// Whether a step writes a global top-level file (max_graph_depth,
     /// tracing_thresh, set_graph_function on kernels whose instances lack it)
     /// that another run could also want: the run then holds [`TOP_LEVEL_LOCK`]
     /// while applied, and restores each file's before-image.
-    pub touches_top_level: bool,
+    pub(crate) touches_top_level: bool,
     /// The steps, in the order they are applied (undone in reverse).
     pub steps: Vec<Step>,
 }
@@ -84,25 +84,25 @@ pub struct Plan {
 #[derive(
     Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
-pub struct Irreversible {
+pub(crate) struct Irreversible {
     /// What happens, one sentence.
-    pub effect: String,
+    pub(crate) effect: String,
     /// The tracefs file that shows it.
-    pub file: String,
+    pub(crate) file: String,
     /// How the file reads before.
-    pub before: String,
+    pub(crate) before: String,
     /// How it reads after.
-    pub after: String,
+    pub(crate) after: String,
     /// Whether it was declared before the run (`check --plan`, the run's first
     /// lines); `false`: only observed afterwards.
-    pub declared: bool,
+    pub(crate) declared: bool,
 }
 
 /// The irreversible effects `plan` will have on a kernel whose top-level ring
 /// buffer is `top`: a run at the top level (a tracer instances lack) allocates
 /// a top-level ring buffer still unallocated since boot, which user space can
 /// never shrink back (kernel/trace/trace.c, `ring_buffer_expanded`).
-pub fn irreversible(plan: &Plan, top: &crate::kernel::TopBuffer) -> Vec<Irreversible> {
+pub(crate) fn irreversible(plan: &Plan, top: &crate::kernel::TopBuffer) -> Vec<Irreversible> {
     match (plan.instance.is_empty(), top.expanded_size_kb) {
         (true, Some(kb)) => vec![top_buffer_allocated(top, kb, true)],
         _ => Vec::new(),
@@ -110,7 +110,7 @@ pub fn irreversible(plan: &Plan, top: &crate::kernel::TopBuffer) -> Vec<Irrevers
 }
 
 /// The effect "top-level ring buffer allocated", from `top` to `kb` KiB per CPU.
-pub fn top_buffer_allocated(
+pub(crate) fn top_buffer_allocated(
     top: &crate::kernel::TopBuffer,
     kb: u64,
     declared: bool,
@@ -127,9 +127,9 @@ pub fn top_buffer_allocated(
 }
 
 /// Prefix of every probe group a run defines: `trace_recipe_PID`.
-pub const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
+pub(crate) const PROBE_GROUP_PREFIX: &str = "trace_recipe_";
 /// Lock file (flock, exclusive) held by a run while it holds top-level state.
-pub const TOP_LEVEL_LOCK: &str = "/run/trace-recipe/top-level.lock";
+pub(crate) const TOP_LEVEL_LOCK: &str = "/run/trace-recipe/top-level.lock";
 
 /// The probe group of the run of process `pid`.
 pub fn probe_group(pid: u32) -> String {
@@ -158,11 +158,9 @@ pub fn plan(
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
     let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
-    let dir = if top {
-        String::new()
-    } else {
-        format!("instances/{instance}")
-    };
+    // Files of the run's instance, by their path relative to tracefs.
+    let name = (!top).then_some(instance);
+    let dir = instance_file(name, "");
     let local = |undo: Undo| if top { Undo::Restore } else { undo };
     let mut steps = Vec::new();
     let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
@@ -176,13 +174,7 @@ pub fn plan(
             span,
         });
     };
-    let f = |name: &str| {
-        if dir.is_empty() {
-            name.to_string()
-        } else {
-            format!("{dir}/{name}")
-        }
-    };
+    let f = |file: &str| instance_file(name, file);
     let r = &valid.recipe;
 
     write(
@@ -565,7 +557,7 @@ fn bit(on: bool) -> String {
 impl Plan {
     /// Top-level (global) files the plan writes, outside its instance and
     /// besides probe definitions: these are restored from their before-image.
-    pub fn top_level_files(&self) -> Vec<&str> {
+    pub(crate) fn top_level_files(&self) -> Vec<&str> {
         self.steps
             .iter()
             .filter_map(|s| match &s.op {

@@ -25,7 +25,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::{Mode, OFlags, open};
 use rustix::io::Errno;
 
-use crate::tracefs::{Tracefs, TracefsError};
+use crate::tracefs::{Instance, TracefsError};
 
 /// What one CPU's reader captured.
 #[derive(Debug, Clone)]
@@ -35,11 +35,11 @@ pub struct CpuCapture {
     /// The raw file: whole sub-buffers, in read order.
     pub path: PathBuf,
     /// Bytes in the file (a multiple of the sub-buffer size).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// The CPU's `stats` text, read after draining.
     pub stats: String,
     /// CPU time the reader thread used (user + system).
-    pub cpu_time: Duration,
+    pub(crate) cpu_time: Duration,
 }
 
 /// A reader thread; it returns the bytes it wrote and its CPU time.
@@ -128,21 +128,20 @@ impl Readers {
         &self.tids
     }
 
-    /// Hands each reader its CPU's `per_cpu/cpuN/trace_pipe_raw` of `instance`
-    /// (relative to tracefs), to read `subbuf` bytes (the sub-buffer size) at a
-    /// time into `raw_dir/cpuN.raw`. Errors: a file could not be opened or
-    /// created (the readers are then ended).
+    /// Hands each reader its CPU's `per_cpu/cpuN/trace_pipe_raw` of `instance`,
+    /// to read `subbuf` bytes (the sub-buffer size) at a time into
+    /// `raw_dir/cpuN.raw`. Errors: a file could not be opened or created (the
+    /// readers are then ended).
     pub fn start(
         mut self,
-        tracefs: &Tracefs,
-        instance: &str,
+        instance: &Instance,
         subbuf: usize,
         raw_dir: &Path,
     ) -> Result<Recorder, RecordError> {
         let mut jobs = Vec::new();
         for (cpu, _, _) in &self.threads {
             let cpu = *cpu;
-            let pipe = tracefs.path(&format!("{instance}/per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let pipe = instance.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
             let fd = open(
                 &pipe,
                 OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
@@ -166,8 +165,7 @@ impl Readers {
             draining: self.draining.clone(),
             wake: None,
             bytes: self.bytes.clone(),
-            tracefs: tracefs.clone(),
-            instance: instance.to_string(),
+            instance: instance.clone(),
         };
         for ((cpu, tx, handle), (job, out_path)) in
             std::mem::take(&mut self.threads).into_iter().zip(jobs)
@@ -202,8 +200,7 @@ pub struct Recorder {
     /// `draining`) wakes every reader at once instead of at its next poll timeout.
     wake: Option<OwnedFd>,
     bytes: Arc<AtomicU64>,
-    tracefs: Tracefs,
-    instance: String,
+    instance: Instance,
 }
 
 /// A reader could not be started or failed.
@@ -234,21 +231,17 @@ pub enum RecordError {
 
 impl Recorder {
     /// Raw bytes captured so far, all CPUs together.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
 
     /// Events recorded and lost so far, all CPUs, from per_cpu/cpuN/stats:
     /// (`entries` + `read events`, `overrun` + `dropped events`). A CPU whose
     /// stats cannot be read counts 0.
-    pub fn live_counts(&self) -> (u64, u64) {
+    pub(crate) fn live_counts(&self) -> (u64, u64) {
         self.threads
             .iter()
-            .filter_map(|(cpu, _, _)| {
-                self.tracefs
-                    .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))
-                    .ok()
-            })
+            .filter_map(|(cpu, _, _)| self.instance.read(&format!("per_cpu/cpu{cpu}/stats")).ok())
             .fold((0, 0), |(ev, lost), stats| {
                 let (overrun, dropped) = lost_from_stats(&stats);
                 let (entries, read) = (stat(&stats, "entries:"), stat(&stats, "read events:"));
@@ -267,9 +260,7 @@ impl Recorder {
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
             match handle.join() {
                 Ok(Ok((bytes, cpu_time))) => {
-                    let stats = self
-                        .tracefs
-                        .read(&format!("{}/per_cpu/cpu{cpu}/stats", self.instance))?;
+                    let stats = self.instance.read(&format!("per_cpu/cpu{cpu}/stats"))?;
                     out.push(CpuCapture {
                         cpu,
                         path,
@@ -435,7 +426,7 @@ fn stat(stats: &str, name: &str) -> u64 {
 }
 
 /// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
-pub fn lost_from_stats(stats: &str) -> (u64, u64) {
+pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
     (stat(stats, "overrun:"), stat(stats, "dropped events:"))
 }
 

@@ -72,7 +72,7 @@ impl StoredRun {
         })
     }
 
-    /// The recipe file to load with [`crate::recipe::Chain::Stored`]:
+    /// The recipe file to load with `crate::recipe::Chain::Stored`:
     /// `recipe.source.toml` (the recipe as written), or the rendered
     /// `recipe.toml` (which stands alone) when the run did not keep it.
     pub fn recipe(&self) -> PathBuf {

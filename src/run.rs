@@ -37,7 +37,7 @@ use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
-use crate::tracefs::{Tracefs, TracefsError, WriteMode};
+use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::{ValidRecipe, validate};
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord};
 
@@ -752,25 +752,23 @@ impl Armed {
         if let Some(sig) = self.p.signals.get() {
             return Err(RunError::Interrupted(sig));
         }
-        let (tracefs, valid) = (&self.p.tracefs, &self.p.valid);
-        let inst = self.p.plan.instance.as_str();
-        let header_page = tracefs.read(&format!("{inst}/events/header_page"))?;
+        let valid = &self.p.valid;
+        let inst = self.tx.instance();
+        let header_page = inst.read("events/header_page")?;
         let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
         let readers = self.p.readers.take().ok_or_else(|| RecordError::Read {
             cpu: 0,
             source: std::io::Error::other("the readers were started already"),
         })?;
-        let recorder = self
-            .recorder
-            .insert(readers.start(tracefs, inst, subbuf, &raw_dir)?);
+        let recorder = self.recorder.insert(readers.start(inst, subbuf, &raw_dir)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
-            path: tracefs.path(&format!("{inst}/tracing_on")),
+            path: inst.path("tracing_on"),
             value: "1".into(),
             source,
             error_log: None,
         })?;
-        tracefs.write(&format!("{inst}/tracing_on"), "1", WriteMode::Replace, inst)?;
+        inst.write("tracing_on", "1", WriteMode::Replace)?;
         let t0 = Instant::now();
         let workload_fd = match self.p.workload.as_mut() {
             Some(w) => {
@@ -800,9 +798,7 @@ impl Armed {
                 break "duration".to_string();
             }
             if valid.recipe.stop.on_traceoff
-                && tracefs
-                    .read(&format!("{inst}/tracing_on"))
-                    .is_ok_and(|v| v.trim() == "0")
+                && inst.read("tracing_on").is_ok_and(|v| v.trim() == "0")
             {
                 break "traceoff (tracing_on dropped to 0)".to_string();
             }
@@ -851,15 +847,10 @@ impl Armed {
         recorded: Result<Stopped, RunError>,
         on_event: &mut impl FnMut(RunEvent),
     ) -> RolledBack {
-        let inst = self.p.plan.instance.clone();
         let tracefs = self.p.tracefs.clone();
+        let inst = self.tx.instance().clone();
         let off = match self.recorder.is_some() {
-            true => tracefs.write(
-                &format!("{inst}/tracing_on"),
-                "0",
-                WriteMode::Replace,
-                &inst,
-            ),
+            true => inst.write("tracing_on", "0", WriteMode::Replace),
             false => Ok(()),
         };
         if let Ok(s) = &recorded {
@@ -878,7 +869,7 @@ impl Armed {
         let captured = recorded.and_then(|stopped| {
             let captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
             let meta = capture_meta(
-                &tracefs,
+                &inst,
                 &self.p.plan,
                 &self.p.valid,
                 &self.p.facts,
@@ -886,7 +877,7 @@ impl Armed {
                 &captures,
                 kallsyms,
             )?;
-            save_tables(&tracefs, &self.p.plan, &self.p.valid, &self.p.out)?;
+            save_tables(&inst, &self.p.plan, &self.p.valid, &self.p.out)?;
             off?;
             Ok((stopped, captures, meta))
         });
@@ -1134,14 +1125,13 @@ fn lock_top_level(on_event: &mut impl FnMut(RunEvent)) -> Result<std::fs::File, 
 /// table of every `hist` trigger as `hist/SYSTEM-EVENT.txt`, and the snapshot
 /// buffer as `snapshot.txt` when a snapshot trigger was set.
 fn save_tables(
-    tracefs: &Tracefs,
+    inst: &Instance,
     the_plan: &crate::plan::Plan,
     valid: &ValidRecipe,
     out: &OutputDir,
 ) -> Result<(), RunError> {
-    let inst = the_plan.instance.as_str();
     crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
-        path: tracefs.path(&format!("{inst}/events")),
+        path: inst.path("events"),
         source,
     })?;
     let mut hist_events: Vec<(&str, bool)> = valid
@@ -1161,11 +1151,11 @@ fn save_tables(
         } else {
             sys
         };
-        let table = tracefs.read_bytes(&format!("{inst}/events/{dir_sys}/{ev}/hist"))?;
+        let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
         out.write_new(&format!("hist/{sys}-{ev}.txt"), &table)?;
     }
     if valid.triggers.iter().any(|t| t.action == "snapshot")
-        && let Ok(snap) = tracefs.read_bytes(&format!("{inst}/snapshot"))
+        && let Ok(snap) = inst.read_bytes("snapshot")
     {
         out.write_new("snapshot.txt", &snap)?;
     }
@@ -1220,8 +1210,9 @@ fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>)
 
 /// Everything besides the pages that goes into trace.dat, read right after
 /// recording (before rollback: the instance's header_page and trace_clock).
+/// Event formats, printk_formats and saved_cmdlines are the top level's.
 fn capture_meta(
-    tracefs: &Tracefs,
+    inst: &Instance,
     the_plan: &crate::plan::Plan,
     valid: &ValidRecipe,
     facts: &KernelFacts,
@@ -1229,6 +1220,7 @@ fn capture_meta(
     captures: &[crate::record::CpuCapture],
     kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
 ) -> Result<CaptureMeta, RunError> {
+    let tracefs = inst.tracefs();
     let mut ftrace_formats = Vec::new();
     if let Ok(rd) = std::fs::read_dir(tracefs.path("events/ftrace")) {
         let mut names: Vec<String> = rd
@@ -1243,7 +1235,6 @@ fn capture_meta(
         }
     }
     let mut systems: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    let inst = the_plan.instance.as_str();
     // The run's own probes are stored under `kprobes` / `uprobes`, the names the
     // recipe uses, not under the per-run group, so reports read the same every run.
     for p in &valid.probes {
@@ -1280,7 +1271,7 @@ fn capture_meta(
     let u = rustix::system::uname();
     Ok(CaptureMeta {
         header_page: header_page.as_bytes().to_vec(),
-        header_event: tracefs.read_bytes(&format!("{inst}/events/header_event"))?,
+        header_event: inst.read_bytes("events/header_event")?,
         ftrace_formats,
         event_formats: systems.into_iter().collect(),
         kallsyms: if kallsyms_useful {
@@ -1291,7 +1282,7 @@ fn capture_meta(
         printk_formats: tracefs.read_bytes("printk_formats").unwrap_or_default(),
         cmdlines: tracefs.read_bytes("saved_cmdlines").unwrap_or_default(),
         cpu_count: facts.cpus.iter().max().map_or(1, |m| m + 1),
-        trace_clock: tracefs.read(&format!("{inst}/trace_clock"))?,
+        trace_clock: inst.read("trace_clock")?,
         uname: format!(
             "{} {} {} {}",
             u.sysname().to_string_lossy(),

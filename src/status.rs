@@ -16,22 +16,22 @@ use crate::apply::journal::{JOURNAL_DIR, Undo};
 use crate::apply::sweep::sweep;
 use crate::plan::PROBE_GROUP_PREFIX;
 use crate::tracefs::{
-    FILE_RULES, INSTANCE_PREFIX, Tracefs, TracefsError, WriteMode, restore_value,
+    FILE_RULES, INSTANCE_PREFIX, Instance, Tracefs, TracefsError, WriteMode, restore_value,
 };
 
 /// An instance of ours and whether its run is still alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OurInstance {
+pub(crate) struct OurInstance {
     /// Instance name.
-    pub name: String,
+    pub(crate) name: String,
     /// The pid in its name.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// Whether that pid is a live trace-recipe process (then the instance is in use).
-    pub alive: bool,
+    pub(crate) alive: bool,
 }
 
 /// Instances named `trace-recipe-*`, with their owner's liveness.
-pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
+pub(crate) fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
     tracefs
         .instances()
         .into_iter()
@@ -46,19 +46,19 @@ pub fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
 
 /// A probe of ours (group `trace_recipe_PID`) and whether its run is alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OurProbe {
+pub(crate) struct OurProbe {
     /// `kprobe_events` or `uprobe_events`.
-    pub file: &'static str,
+    pub(crate) file: &'static str,
     /// `trace_recipe_PID`.
-    pub group: String,
+    pub(crate) group: String,
     /// The event name.
-    pub event: String,
+    pub(crate) event: String,
     /// Whether the run of that pid is a live trace-recipe process.
-    pub alive: bool,
+    pub(crate) alive: bool,
 }
 
 /// Probes defined in a `trace_recipe_PID` group, with their owner's liveness.
-pub fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
+pub(crate) fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
     let mut out = Vec::new();
     for file in ["kprobe_events", "uprobe_events"] {
         let Ok(text) = tracefs.read(file) else {
@@ -102,6 +102,7 @@ fn is_trace_recipe(pid: u32) -> bool {
 pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
     let mut o = String::new();
     let _ = writeln!(o, "tracefs: {}", tracefs.root().display());
+    let top = Instance::top(tracefs);
     let mut differs = Vec::new();
     for rule in FILE_RULES {
         let Some(default) = rule.boot_default else {
@@ -109,7 +110,7 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
         };
         // Some files refuse reads on some kernels (set_ftrace_pid without the
         // function tracer): nothing to compare there.
-        let Ok(v) = tracefs.read(rule.name) else {
+        let Ok(v) = top.read(rule.name) else {
             continue;
         };
         if restore_value(rule.name, &v) != default {
@@ -121,15 +122,15 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
             ));
         }
     }
-    for sys in tracefs.list("events") {
-        for ev in tracefs.list(&format!("events/{sys}")) {
+    for sys in top.list("events") {
+        for ev in top.list(&format!("events/{sys}")) {
             let base = format!("events/{sys}/{ev}");
-            if let Ok(f) = tracefs.read(&format!("{base}/filter"))
+            if let Ok(f) = top.read(&format!("{base}/filter"))
                 && f.trim() != "none"
             {
                 differs.push(format!("  {base}/filter: {}", one_line(&f)));
             }
-            if let Ok(t) = tracefs.read(&format!("{base}/trigger"))
+            if let Ok(t) = top.read(&format!("{base}/trigger"))
                 && t.lines()
                     .any(|l| !l.starts_with('#') && !l.trim().is_empty())
             {
@@ -139,7 +140,7 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
     }
     // Allocated by the first tracer or event since boot, and never freed again
     // (Documentation/trace/ftrace.rst, buffer_size_kb): not something to reset.
-    let allocated = tracefs
+    let allocated = top
         .read("buffer_size_kb")
         .ok()
         .and_then(|t| crate::kernel::TopBuffer::parse(&t))
@@ -234,7 +235,7 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
 
 /// Journals in [`JOURNAL_DIR`] whose run and guard are both dead (nobody holds
 /// their lock), so `reset` would roll them back.
-pub fn dead_journals() -> Vec<std::path::PathBuf> {
+pub(crate) fn dead_journals() -> Vec<std::path::PathBuf> {
     crate::apply::journal::list(Path::new(JOURNAL_DIR))
         .into_iter()
         .filter(|j| crate::apply::journal::lock(j, false).is_some())
@@ -252,7 +253,7 @@ fn one_line(s: &str) -> String {
 
 /// Rolls back the journals of dead runs, then removes every instance of ours whose
 /// run is dead. Returns one line per action; an `Err` line is a failure.
-pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+pub(crate) fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     let mut out: Vec<Result<String, String>> = sweep(Path::new(JOURNAL_DIR))
         .into_iter()
         .map(|r| match r {
@@ -268,7 +269,7 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         }
     }
     for i in our_instances(tracefs) {
-        let dir = format!("instances/{}", i.name);
+        let dir = Instance::named(tracefs, &i.name).dir();
         if i.alive {
             out.push(Ok(format!(
                 "kept {dir}: in use by running trace-recipe pid {}",
@@ -284,11 +285,11 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         );
     }
     // After the instances: a probe event still enabled in one cannot be removed.
+    let top = Instance::top(tracefs);
     for p in our_probes(tracefs).into_iter().filter(|p| !p.alive) {
         let line = format!("-:{}/{}", p.group, p.event);
         out.push(
-            tracefs
-                .write(p.file, &line, WriteMode::Append, "")
+            top.write(p.file, &line, WriteMode::Append)
                 .map(|()| format!("removed probe {}/{} from {}", p.group, p.event, p.file))
                 .map_err(|e| e.to_string()),
         );
@@ -303,22 +304,21 @@ pub fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
 /// every probe definition, and turns tracing on. Buffer sizes and options are
 /// left as they are. Files this kernel refuses (e.g. set_ftrace_pid without the
 /// function tracer) are skipped. Returns one line per action.
-pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
+pub(crate) fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     let mut out = reset(tracefs);
-    let w = |rel: &str, value: &str, mode: WriteMode| {
-        tracefs
-            .write(rel, value, mode, "")
-            .map_err(|e| e.to_string())
+    let top = Instance::top(tracefs);
+    let w = |file: &str, value: &str, mode: WriteMode| {
+        top.write(file, value, mode).map_err(|e| e.to_string())
     };
     for name in tracefs.instances() {
-        let dir = format!("instances/{name}");
-        let _ = w(&format!("{dir}/tracing_on"), "0", WriteMode::Replace);
-        let _ = w(&format!("{dir}/events/enable"), "0", WriteMode::Replace);
-        clear_event_settings(tracefs, &format!("{dir}/"));
+        let instance = Instance::named(tracefs, &name);
+        let _ = instance.write("tracing_on", "0", WriteMode::Replace);
+        let _ = instance.write("events/enable", "0", WriteMode::Replace);
+        clear_event_settings(&instance);
         out.push(
-            tracefs
-                .rmdir(&dir)
-                .map(|()| format!("removed {dir}"))
+            instance
+                .remove()
+                .map(|()| format!("removed {}", instance.dir()))
                 .map_err(|e| e.to_string()),
         );
     }
@@ -326,14 +326,14 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     // Writing `events/enable` or `current_tracer` allocates a top-level ring
     // buffer still unexpanded since boot, which nothing can undo: write them only
     // when they differ from what reset wants.
-    if tracefs.read("events/enable").is_ok_and(|v| v.trim() != "0") {
+    if top.read("events/enable").is_ok_and(|v| v.trim() != "0") {
         let _ = w("events/enable", "0", WriteMode::Replace);
     }
-    let cleared = clear_event_settings(tracefs, "");
+    let cleared = clear_event_settings(&top);
     out.push(Ok(format!(
         "disabled every event; cleared {cleared} event filters and triggers"
     )));
-    let max_cpu = tracefs
+    let max_cpu = top
         .list("per_cpu")
         .iter()
         .filter_map(|c| c.strip_prefix("cpu")?.parse::<u32>().ok())
@@ -353,7 +353,7 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         };
         // Only what differs is written: `current_tracer` allocates an
         // unexpanded top-level ring buffer even when set to what it is.
-        if tracefs
+        if top
             .read(rule.name)
             .is_ok_and(|v| restore_value(rule.name, &v) != default)
             && w(rule.name, default, WriteMode::Replace).is_ok()
@@ -363,12 +363,11 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     }
     let all_cpus: Vec<u32> = (0..=max_cpu.unwrap_or(0)).collect();
     let mask = crate::validate::cpumask_hex(&all_cpus);
-    if tracefs.exists("tracing_cpumask") && w("tracing_cpumask", &mask, WriteMode::Replace).is_ok()
-    {
+    if top.exists("tracing_cpumask") && w("tracing_cpumask", &mask, WriteMode::Replace).is_ok() {
         out.push(Ok("reset tracing_cpumask".to_string()));
     }
     for file in ["kprobe_events", "uprobe_events", "dynamic_events"] {
-        if tracefs.read(file).is_ok_and(|t| !t.trim().is_empty()) {
+        if top.read(file).is_ok_and(|t| !t.trim().is_empty()) {
             out.push(
                 w(file, "", WriteMode::Replace).map(|()| format!("removed every probe in {file}")),
             );
@@ -378,31 +377,31 @@ pub fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     out
 }
 
-/// Clears every event filter and trigger under `prefix` (`""` or `instances/X/`);
-/// returns how many were set.
-fn clear_event_settings(tracefs: &Tracefs, prefix: &str) -> usize {
+/// Clears every event filter and trigger of `instance`; returns how many were set.
+fn clear_event_settings(instance: &Instance) -> usize {
     let mut n = 0;
-    for sys in tracefs.list(&format!("{prefix}events")) {
-        for ev in tracefs.list(&format!("{prefix}events/{sys}")) {
-            let base = format!("{prefix}events/{sys}/{ev}");
-            if tracefs
+    for sys in instance.list("events") {
+        for ev in instance.list(&format!("events/{sys}")) {
+            let base = format!("events/{sys}/{ev}");
+            if instance
                 .read(&format!("{base}/filter"))
                 .is_ok_and(|f| f.trim() != "none")
             {
                 n += 1;
-                let _ = tracefs.write(&format!("{base}/filter"), "0", WriteMode::Replace, "");
+                let _ = instance.write(&format!("{base}/filter"), "0", WriteMode::Replace);
             }
-            let triggers = tracefs.read(&format!("{base}/trigger")).unwrap_or_default();
+            let triggers = instance
+                .read(&format!("{base}/trigger"))
+                .unwrap_or_default();
             for line in triggers
                 .lines()
                 .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             {
                 n += 1;
-                let _ = tracefs.write(
+                let _ = instance.write(
                     &format!("{base}/trigger"),
                     &trigger_removal(line),
                     WriteMode::Append,
-                    "",
                 );
             }
         }

@@ -1,5 +1,8 @@
-//! tracefs: locating (and if needed mounting) it, typed reads and writes, and the
-//! `error_log` text the kernel leaves when it refuses a write.
+//! tracefs: locating (and if needed mounting) it ([`Tracefs`]), the handle of
+//! one ring buffer, the top level or a named instance ([`Instance`], after
+//! libtracefs' `tracefs_instance`) with its file reads and writes, and the
+//! `error_log` text the kernel leaves when it refuses a write; plus the table
+//! of how each tracefs file reads back and is restored (`FILE_RULES`).
 //!
 //! Source of truth: Documentation/trace/ftrace.rst ("The File System") and
 //! Documentation/trace/events.rst. Tracefs files report size 0 in `stat`, so every
@@ -12,9 +15,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is usually mounted.
-pub const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS_MOUNT: &str = "/sys/kernel/tracing";
 /// The older place, inside debugfs.
-pub const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+pub(crate) const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
 /// Prefix of every instance a run creates: `trace-recipe-NAME-PID`.
 pub const INSTANCE_PREFIX: &str = "trace-recipe-";
 
@@ -88,11 +91,13 @@ pub enum WriteMode {
     Append,
 }
 
-/// A mounted tracefs.
+/// A mounted tracefs. Its `read*`, `exists` and `list` take paths relative to
+/// the root; writes go through an [`Instance`].
 ///
-/// Clones share one record, per `error_log` (by directory), of the newest entry
-/// that was there before this process's writes, so that a refused write is
-/// explained only by the entries written after it, never by an older one.
+/// Clones (and the instances made from them) share one record, per instance's
+/// `error_log`, of the newest entry that was there before this process's
+/// writes, so that a refused write is explained only by the entries written
+/// after it, never by an older one.
 #[derive(Debug, Clone)]
 pub struct Tracefs {
     root: PathBuf,
@@ -109,7 +114,7 @@ impl Tracefs {
         }
     }
 
-    /// Finds tracefs, mounting it at [`TRACEFS_MOUNT`] (falling back to debugfs's
+    /// Finds tracefs, mounting it at `TRACEFS_MOUNT` (falling back to debugfs's
     /// `tracing`) when it is not mounted. Returns a note saying what was mounted.
     ///
     /// Errors: [`TracefsError::NotRoot`] when it is not visible and we may not
@@ -147,7 +152,7 @@ impl Tracefs {
     }
 
     /// Fails with [`TracefsError::NotRoot`] unless this process may write tracefs.
-    pub fn require_root(&self) -> Result<(), TracefsError> {
+    pub(crate) fn require_root(&self) -> Result<(), TracefsError> {
         if rustix::process::geteuid().is_root() {
             Ok(())
         } else {
@@ -164,7 +169,7 @@ impl Tracefs {
 
     /// Absolute path of `rel` (relative to the tracefs root; a leading `/` is
     /// ignored, so `format!("{instance}/trace")` works for the top level too).
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         // `{instance}/file` with the top level's instance "" is `/file`.
         self.root.join(rel.trim_start_matches('/'))
     }
@@ -180,61 +185,9 @@ impl Tracefs {
     /// The first `read(2)` asks for 64 KiB: some tracefs files (`events/header_page`,
     /// `header_event`) answer only a read at offset 0 and return end-of-file for
     /// any later read, so a small first read would truncate them.
-    pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
+    pub(crate) fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, TracefsError> {
         let path = self.path(rel);
         read_all(&path).map_err(|source| TracefsError::Read { path, source })
-    }
-
-    /// Writes `value` to `rel` in one `write(2)`. On failure, the kernel's
-    /// `error_log` entries of `log_dir` (the instance, or "" for the top level)
-    /// written since this process's previous write there are attached: those
-    /// this write caused, never an older entry (Documentation/trace/ftrace.rst,
-    /// "error_log").
-    pub fn write(
-        &self,
-        rel: &str,
-        value: &str,
-        mode: WriteMode,
-        log_dir: &str,
-    ) -> Result<(), TracefsError> {
-        let path = self.path(rel);
-        self.mark_error_log(log_dir);
-        let mut opts = OpenOptions::new();
-        opts.write(true);
-        match mode {
-            WriteMode::Replace => opts.truncate(true),
-            WriteMode::Append => opts.append(true),
-        };
-        opts.custom_flags(libc::O_CLOEXEC);
-        let result = opts
-            .open(&path)
-            .and_then(|mut f| f.write_all(value.as_bytes()));
-        result.map_err(|source| TracefsError::Write {
-            error_log: self.error_log_since_mark(log_dir),
-            path,
-            value: value.to_string(),
-            source,
-        })
-    }
-
-    /// Creates directory `rel` (an instance).
-    pub fn mkdir(&self, rel: &str) -> Result<(), TracefsError> {
-        let path = self.path(rel);
-        std::fs::create_dir(&path).map_err(|source| TracefsError::Dir {
-            op: "mkdir",
-            path,
-            source,
-        })
-    }
-
-    /// Removes directory `rel` (an instance).
-    pub fn rmdir(&self, rel: &str) -> Result<(), TracefsError> {
-        let path = self.path(rel);
-        std::fs::remove_dir(&path).map_err(|source| TracefsError::Dir {
-            op: "rmdir",
-            path,
-            source,
-        })
     }
 
     /// Whether `rel` exists.
@@ -269,16 +222,155 @@ impl Tracefs {
         names.sort();
         names
     }
+}
 
-    /// The entries of `DIR/error_log` (DIR "" = top level), oldest first: each
-    /// starts with a `[timestamp]` line, followed by its command and caret lines.
-    fn error_log_entries(&self, dir: &str) -> Vec<String> {
-        let rel = match dir {
-            "" => "error_log".to_string(),
-            d => format!("{d}/error_log"),
+/// One ring buffer of tracefs and its files, as libtracefs' `tracefs_instance`:
+/// the top level (the root, libtracefs' NULL instance) or a named instance
+/// under `instances/`. File names are relative to the instance; a write that
+/// the kernel refuses is explained by this instance's `error_log` entries that
+/// the write caused (Documentation/trace/ftrace.rst, "Instances", "error_log").
+/// Probe definitions (`kprobe_events`, `uprobe_events`) and global knobs live
+/// at the top level only.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    tracefs: Tracefs,
+    /// `None`: the top level.
+    name: Option<String>,
+}
+
+impl Instance {
+    /// The top level of `tracefs`.
+    pub fn top(tracefs: &Tracefs) -> Instance {
+        Instance {
+            tracefs: tracefs.clone(),
+            name: None,
+        }
+    }
+
+    /// The instance `instances/NAME` of `tracefs` (which may not exist yet:
+    /// see [`Instance::create`]).
+    pub fn named(tracefs: &Tracefs, name: &str) -> Instance {
+        Instance {
+            tracefs: tracefs.clone(),
+            name: Some(name.to_string()),
+        }
+    }
+
+    /// The instance whose directory relative to tracefs is `dir`, as plans
+    /// and journals name it: `instances/NAME`, or "" for the top level.
+    pub(crate) fn at_dir(tracefs: &Tracefs, dir: &str) -> Instance {
+        match dir.strip_prefix("instances/") {
+            Some(name) => Instance::named(tracefs, name),
+            None => Instance::top(tracefs),
+        }
+    }
+
+    /// The instance that holds `rel` (a path relative to tracefs, as plans and
+    /// journals name files), and the path inside it:
+    /// `instances/NAME/events/a/b/filter` is `events/a/b/filter` of `NAME`;
+    /// anything else is the top level's.
+    pub(crate) fn holding<'a>(tracefs: &Tracefs, rel: &'a str) -> (Instance, &'a str) {
+        match rel
+            .strip_prefix("instances/")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            Some((name, file)) => (Instance::named(tracefs, name), file),
+            None => (Instance::top(tracefs), rel),
+        }
+    }
+
+    /// The tracefs this instance belongs to.
+    pub(crate) fn tracefs(&self) -> &Tracefs {
+        &self.tracefs
+    }
+
+    /// The instance's name; `None` for the top level.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The instance's directory relative to tracefs: `instances/NAME`, or ""
+    /// for the top level.
+    pub fn dir(&self) -> String {
+        instance_file(self.name(), "")
+    }
+
+    /// `file` of this instance as a path relative to tracefs.
+    pub(crate) fn rel(&self, file: &str) -> String {
+        instance_file(self.name(), file)
+    }
+
+    /// Absolute path of `file` of this instance.
+    pub(crate) fn path(&self, file: &str) -> PathBuf {
+        self.tracefs.path(&self.rel(file))
+    }
+
+    /// Whether `file` (or the instance itself, for "") exists.
+    pub fn exists(&self, file: &str) -> bool {
+        self.path(file).exists()
+    }
+
+    /// Reads a whole file of this instance as text; see [`Tracefs::read`].
+    pub fn read(&self, file: &str) -> Result<String, TracefsError> {
+        self.tracefs.read(&self.rel(file))
+    }
+
+    /// Reads a whole file of this instance as bytes; see `Tracefs::read_bytes`.
+    pub fn read_bytes(&self, file: &str) -> Result<Vec<u8>, TracefsError> {
+        self.tracefs.read_bytes(&self.rel(file))
+    }
+
+    /// Names in directory `dir` of this instance, sorted; see [`Tracefs::list`].
+    pub fn list(&self, dir: &str) -> Vec<String> {
+        self.tracefs.list(&self.rel(dir))
+    }
+
+    /// Writes `value` to `file` of this instance in one `write(2)`. Errors:
+    /// [`TracefsError::Write`] with the errno and the entries this write added
+    /// to the instance's `error_log` (never an older entry: the first write of
+    /// a [`Tracefs`] and its clones into an instance marks the newest entry
+    /// already there). The top level's `error_log` also explains refused
+    /// probe definitions.
+    pub fn write(&self, file: &str, value: &str, mode: WriteMode) -> Result<(), TracefsError> {
+        let path = self.path(file);
+        self.mark_error_log();
+        let mut opts = OpenOptions::new();
+        opts.write(true);
+        match mode {
+            WriteMode::Replace => opts.truncate(true),
+            WriteMode::Append => opts.append(true),
         };
+        opts.custom_flags(libc::O_CLOEXEC);
+        let result = opts
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()));
+        result.map_err(|source| TracefsError::Write {
+            error_log: self.error_log_since_mark(),
+            path,
+            value: value.to_string(),
+            source,
+        })
+    }
+
+    /// Creates the named instance (`mkdir instances/NAME`): the kernel gives it
+    /// its own ring buffer, events and options. Errors: [`TracefsError::Dir`]
+    /// (it exists, or instances are unsupported); the top level always exists.
+    pub fn create(&self) -> Result<(), TracefsError> {
+        self.dir_op("mkdir", |p| std::fs::create_dir(p))
+    }
+
+    /// Removes the named instance (`rmdir instances/NAME`). Errors:
+    /// [`TracefsError::Dir`], e.g. EBUSY while a reader holds one of its files
+    /// open or one of its probe events is enabled.
+    pub fn remove(&self) -> Result<(), TracefsError> {
+        self.dir_op("rmdir", |p| std::fs::remove_dir(p))
+    }
+
+    /// The entries of this instance's `error_log`, oldest first: each starts
+    /// with a `[timestamp]` line, followed by its command and caret lines.
+    fn error_log_entries(&self) -> Vec<String> {
         let mut entries: Vec<String> = Vec::new();
-        for line in self.read(&rel).unwrap_or_default().lines() {
+        for line in self.read("error_log").unwrap_or_default().lines() {
             match entries.last_mut() {
                 Some(e) if !line.starts_with('[') => {
                     e.push('\n');
@@ -290,29 +382,64 @@ impl Tracefs {
         entries
     }
 
-    /// Records the newest entry of `DIR/error_log` the first time this process
-    /// writes under DIR (later entries are then ours to explain).
-    fn mark_error_log(&self, dir: &str) {
-        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
-        if !marks.contains_key(dir) {
-            marks.insert(dir.to_string(), self.error_log_entries(dir).pop());
-        }
+    /// Records the newest entry of this instance's `error_log` the first time
+    /// the [`Tracefs`] (or a clone) writes into it: later entries are then
+    /// ours to explain.
+    fn mark_error_log(&self) {
+        let mut marks = self
+            .tracefs
+            .error_marks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        marks
+            .entry(self.dir())
+            .or_insert_with(|| self.error_log_entries().pop());
     }
 
-    /// The entries of `DIR/error_log` after the marked one, joined, or `None`
-    /// when the kernel added none; moves the mark to the newest entry. When the
-    /// marked entry has rotated out of the log (it keeps the last 16), every
-    /// entry is new.
-    fn error_log_since_mark(&self, dir: &str) -> Option<String> {
-        let entries = self.error_log_entries(dir);
-        let mut marks = self.error_marks.lock().unwrap_or_else(|p| p.into_inner());
-        let mark = marks.get(dir).cloned().flatten();
+    /// The entries of this instance's `error_log` after the marked one,
+    /// joined, or `None` when the kernel added none; moves the mark to the
+    /// newest entry. When the marked entry has rotated out of the log (it keeps
+    /// the last 16), every entry is new.
+    fn error_log_since_mark(&self) -> Option<String> {
+        let entries = self.error_log_entries();
+        let mut marks = self
+            .tracefs
+            .error_marks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let dir = self.dir();
+        let mark = marks.get(&dir).cloned().flatten();
         let start = mark
             .and_then(|m| entries.iter().rposition(|e| *e == m))
             .map_or(0, |i| i + 1);
-        marks.insert(dir.to_string(), entries.last().cloned());
+        marks.insert(dir, entries.last().cloned());
         let new = &entries[start..];
         (!new.is_empty()).then(|| new.join("\n"))
+    }
+
+    fn dir_op(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<(), TracefsError> {
+        let path = self.tracefs.path(&self.dir());
+        let result = match self.name {
+            Some(_) => f(&path),
+            None => Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
+        };
+        result.map_err(|source| TracefsError::Dir { op, path, source })
+    }
+}
+
+/// `file` of instance `name` (`None`: the top level) as a path relative to
+/// tracefs, without touching it: `instances/NAME/FILE`, or `FILE`; with `file`
+/// "" the instance's directory. What plans and journals record; [`Instance`]
+/// is the handle that reads and writes it.
+pub(crate) fn instance_file(name: Option<&str>, file: &str) -> String {
+    match (name, file) {
+        (Some(n), "") => format!("instances/{n}"),
+        (Some(n), f) => format!("instances/{n}/{f}"),
+        (None, f) => f.to_string(),
     }
 }
 
@@ -347,11 +474,11 @@ pub(crate) enum Readback {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FileRule {
     /// The file's name (the last path component).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// How it reads back.
-    pub readback: Readback,
+    pub(crate) readback: Readback,
     /// Its boot default, when `status` compares the top level's with it.
-    pub boot_default: Option<&'static str>,
+    pub(crate) boot_default: Option<&'static str>,
 }
 
 /// Every tracefs file the tool writes, restores or checks; any other file
@@ -434,32 +561,23 @@ pub(crate) fn restore_value(file: &str, old: &str) -> String {
     }
 }
 
-/// The directory whose `error_log` explains a failed write to `rel`: the instance
-/// (`instances/NAME`) for a file inside one, else "" (the top level, which also
-/// logs probe definition errors).
-pub fn error_log_dir(rel: &str) -> &str {
-    rel.strip_prefix("instances/")
-        .and_then(|rest| rest.find('/'))
-        .map_or("", |i| &rel[.."instances/".len() + i])
-}
-
 /// First line of `value` in `[brackets]` among words, e.g. the current clock of
 /// `trace_clock` (`"local global [mono]"` → `mono`).
-pub fn bracketed(value: &str) -> Option<&str> {
+pub(crate) fn bracketed(value: &str) -> Option<&str> {
     value
         .split_whitespace()
         .find_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
 }
 
 /// Words of a list file such as `available_tracers`, brackets removed.
-pub fn words(value: &str) -> Vec<String> {
+pub(crate) fn words(value: &str) -> Vec<String> {
     value
         .split_whitespace()
         .map(|w| w.trim_start_matches('[').trim_end_matches(']').to_string())
         .collect()
 }
 
-/// Reads `path` to the end with large reads (see [`Tracefs::read_bytes`]).
+/// Reads `path` to the end with large reads (see `Tracefs::read_bytes`).
 pub fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
     tracedat::read_tracefs_file(path).map_err(|e| match e {
         tracedat::Error::Io { source, .. } => source,
@@ -483,17 +601,26 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::error_log_dir;
-    use super::restore_value;
+    use super::{Instance, Tracefs, restore_value};
 
     #[test]
-    fn errors_are_logged_in_the_instance_or_at_the_top_level() {
+    fn a_path_belongs_to_its_instance_or_to_the_top_level() {
+        let t = Tracefs::at("/nonexistent");
+        let (i, file) = Instance::holding(&t, "instances/trace-recipe-x-1/events/a/b/filter");
         assert_eq!(
-            error_log_dir("instances/trace-recipe-x-1/events/a/b/filter"),
-            "instances/trace-recipe-x-1"
+            (i.name(), file),
+            (Some("trace-recipe-x-1"), "events/a/b/filter")
         );
-        assert_eq!(error_log_dir("kprobe_events"), "");
-        assert_eq!(error_log_dir("events/a/b/filter"), "");
+        assert_eq!(i.dir(), "instances/trace-recipe-x-1");
+        assert_eq!(i.rel(file), "instances/trace-recipe-x-1/events/a/b/filter");
+        let (i, file) = Instance::holding(&t, "kprobe_events");
+        assert_eq!((i.name(), file), (None, "kprobe_events"));
+        assert_eq!(Instance::holding(&t, "events/a/b/filter").0.dir(), "");
+        assert_eq!(
+            Instance::at_dir(&t, "instances/x").rel("trace"),
+            "instances/x/trace"
+        );
+        assert_eq!(Instance::at_dir(&t, "").rel("trace"), "trace");
     }
 
     #[test]

@@ -17,24 +17,24 @@ use std::time::{Duration, Instant};
 use crate::stub;
 
 /// Hidden subcommand name.
-pub const HELD_EXEC: &str = "__held-exec";
+pub(crate) const HELD_EXEC: &str = "__held-exec";
 
 /// A held (or running) workload.
 #[derive(Debug)]
-pub struct Workload {
+pub(crate) struct Workload {
     child: Child,
     go: Option<OwnedFd>,
     /// The command line.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 /// How the workload ended.
 #[derive(Debug, Clone, Copy, serde::Serialize, schemars::JsonSchema)]
-pub struct WorkloadExit {
+pub(crate) struct WorkloadExit {
     /// Exit code, when it exited.
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     /// Signal number, when a signal ended it.
-    pub signal: Option<i32>,
+    pub(crate) signal: Option<i32>,
 }
 
 impl From<ExitStatus> for WorkloadExit {
@@ -57,7 +57,7 @@ impl std::fmt::Display for WorkloadExit {
 }
 
 /// Whether `program` can be run: a path that exists, or a name found in `PATH`.
-pub fn resolvable(program: &str) -> bool {
+pub(crate) fn resolvable(program: &str) -> bool {
     if program.contains('/') {
         return std::path::Path::new(program).is_file();
     }
@@ -70,7 +70,7 @@ impl Workload {
     /// group's id), so a terminal's Ctrl-C reaches the run, not the workload, and
     /// the run can end the whole group with `killpg`. Errors: the stub could not
     /// be spawned.
-    pub fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
+    pub(crate) fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
         let (child, go) = stub::spawn(&args, false, |c| {
@@ -84,12 +84,12 @@ impl Workload {
     }
 
     /// The workload's pid (the stub's, which `exec` keeps); also its process group id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Lets the workload `exec` its command.
-    pub fn release(&mut self) -> std::io::Result<()> {
+    pub(crate) fn release(&mut self) -> std::io::Result<()> {
         if let Some(go) = self.go.take() {
             rustix::io::write(&go, b"g")?;
         }
@@ -97,13 +97,13 @@ impl Workload {
     }
 
     /// Its exit, if it has ended.
-    pub fn try_wait(&mut self) -> std::io::Result<Option<WorkloadExit>> {
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<WorkloadExit>> {
         Ok(self.child.try_wait()?.map(Into::into))
     }
 
     /// A pidfd of the workload: readable once it has exited (poll(2) on it to wait
     /// with a timeout).
-    pub fn pidfd(&self) -> std::io::Result<OwnedFd> {
+    pub(crate) fn pidfd(&self) -> std::io::Result<OwnedFd> {
         Ok(pidfd_of(self.child.id())?)
     }
 
@@ -111,7 +111,7 @@ impl Workload {
     /// is left of the group once the workload exits or `grace` passes; returns how
     /// the workload ended. A workload never released just exits (its fd 3 reads
     /// end-of-file). Waits block on a pidfd and on waitpid, never in a sleep loop.
-    pub fn terminate(&mut self, grace: Duration) -> std::io::Result<WorkloadExit> {
+    pub(crate) fn terminate(&mut self, grace: Duration) -> std::io::Result<WorkloadExit> {
         self.go = None;
         if let Some(s) = self.child.try_wait()? {
             signal_group(self.child.id(), Signal::KILL);
@@ -125,20 +125,20 @@ impl Workload {
 
 /// A pidfd of process `pid`; open it while the process is known to exist (the
 /// pid is not reused while the pidfd is open).
-pub fn pidfd_of(pid: u32) -> rustix::io::Result<OwnedFd> {
+pub(crate) fn pidfd_of(pid: u32) -> rustix::io::Result<OwnedFd> {
     let pid = Pid::from_raw(pid as i32).ok_or(rustix::io::Errno::SRCH)?;
     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
 }
 
 /// Sends `sig` to process group `pgid`; a group that no longer exists is fine.
-pub fn signal_group(pgid: u32, sig: Signal) {
+pub(crate) fn signal_group(pgid: u32, sig: Signal) {
     if let Some(pgid) = Pid::from_raw(pgid as i32) {
         let _ = rustix::process::kill_process_group(pgid, sig);
     }
 }
 
 /// Waits until the process behind `pidfd` exits, at most `limit`; true when it did.
-pub fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
+pub(crate) fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let deadline = Instant::now() + limit;
     loop {
@@ -159,7 +159,7 @@ pub fn wait_exit(pidfd: &OwnedFd, limit: Duration) -> bool {
 /// Ends process group `pgid` whose leader is behind `leader`: SIGTERM to the
 /// group, a wait of up to `grace` for the leader, then SIGKILL to whatever is
 /// left of the group.
-pub fn end_group(leader: &OwnedFd, pgid: u32, grace: Duration) {
+pub(crate) fn end_group(leader: &OwnedFd, pgid: u32, grace: Duration) {
     signal_group(pgid, Signal::TERM);
     wait_exit(leader, grace);
     signal_group(pgid, Signal::KILL);
@@ -172,25 +172,25 @@ pub fn end_group(leader: &OwnedFd, pgid: u32, grace: Duration) {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WorkloadRecord {
     /// The run's pid.
-    pub run_pid: u32,
+    pub(crate) run_pid: u32,
     /// The run's start time (see [`crate::apply::journal::process_start_time`]).
-    pub run_start_time: u64,
+    pub(crate) run_start_time: u64,
     /// The workload's pid, also its process group id.
     pub pid: u32,
     /// The workload's start time.
-    pub start_time: u64,
+    pub(crate) start_time: u64,
     /// The command line.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 impl WorkloadRecord {
     /// Where the record of run `run_pid` lives in `dir`.
-    pub fn path(dir: &std::path::Path, run_pid: u32) -> std::path::PathBuf {
+    pub(crate) fn path(dir: &std::path::Path, run_pid: u32) -> std::path::PathBuf {
         dir.join(format!("run-{run_pid}.workload"))
     }
 
     /// Writes the record into `dir` (created 0700 if needed).
-    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    pub(crate) fn write(&self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -220,19 +220,19 @@ impl WorkloadRecord {
     }
 
     /// Whether the workload still runs (same pid, same start time).
-    pub fn workload_alive(&self) -> bool {
+    pub(crate) fn workload_alive(&self) -> bool {
         crate::apply::journal::process_start_time(self.pid) == Some(self.start_time)
     }
 
     /// Whether the run that started it still runs.
-    pub fn run_alive(&self) -> bool {
+    pub(crate) fn run_alive(&self) -> bool {
         crate::apply::journal::process_start_time(self.run_pid) == Some(self.run_start_time)
     }
 }
 
 /// Body of the hidden `__held-exec -- COMMAND...` subcommand: wait for the go byte
 /// on fd 3, then exec. Returns only on failure, with the exit code to use.
-pub fn held_exec(command: &[String]) -> i32 {
+pub(crate) fn held_exec(command: &[String]) -> i32 {
     if stub::wait_on_parent().is_none() {
         // The run ended before releasing us (or we were run by hand): run nothing.
         return 125;

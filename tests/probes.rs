@@ -242,13 +242,13 @@ fn reset_removes_probes_of_dead_runs_and_nothing_else() {
     let ours = format!("p:{dead}/left {}:0x100", exe.display());
     let theirs = format!("p:someone_else/kept {}:0x100", exe.display());
     for line in [&ours, &theirs] {
-        t.write(
-            "uprobe_events",
-            line,
-            trace_recipe::tracefs::WriteMode::Append,
-            "",
-        )
-        .unwrap();
+        trace_recipe::tracefs::Instance::top(&t)
+            .write(
+                "uprobe_events",
+                line,
+                trace_recipe::tracefs::WriteMode::Append,
+            )
+            .unwrap();
     }
     let status = text(&trace_recipe(&["status"]).stdout);
     assert!(
@@ -261,13 +261,13 @@ fn reset_removes_probes_of_dead_runs_and_nothing_else() {
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset.stderr));
     let defs = t.read("uprobe_events").unwrap();
     let kept = defs.contains("someone_else/kept");
-    t.write(
-        "uprobe_events",
-        "-:someone_else/kept",
-        trace_recipe::tracefs::WriteMode::Append,
-        "",
-    )
-    .unwrap();
+    trace_recipe::tracefs::Instance::top(&t)
+        .write(
+            "uprobe_events",
+            "-:someone_else/kept",
+            trace_recipe::tracefs::WriteMode::Append,
+        )
+        .unwrap();
     assert!(!defs.contains(dead), "reset must remove {dead}: {defs}");
     assert!(kept, "reset must keep probes it does not own: {defs}");
     guard.assert_unchanged();

@@ -297,35 +297,31 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
 /// as its reason.
 #[test]
 fn a_refused_write_shows_only_the_error_log_entries_it_caused() {
-    use trace_recipe::tracefs::{Tracefs, WriteMode};
+    use trace_recipe::tracefs::{Instance, Tracefs, WriteMode};
     let guard = TracefsGuard::acquire();
     let t = crate::common::tracefs();
-    let inst = format!("instances/trace-recipe-errlog-{}", std::process::id());
-    t.mkdir(&inst).unwrap();
+    let name = format!("trace-recipe-errlog-{}", std::process::id());
+    let inst = Instance::named(&t, &name);
+    inst.create().unwrap();
     // Someone else's failure leaves an entry in the instance's error_log.
-    let other = Tracefs::at(t.root());
-    let filter = format!("{inst}/events/sched/sched_switch/filter");
+    let other = Instance::named(&Tracefs::at(t.root()), &name);
+    let filter = "events/sched/sched_switch/filter";
     let e = other
-        .write(&filter, "prev_pid.function == 1", WriteMode::Replace, &inst)
+        .write(filter, "prev_pid.function == 1", WriteMode::Replace)
         .unwrap_err()
         .to_string();
     // Our write of a filter the kernel refuses is explained by its own entry ...
-    let ours = Tracefs::at(t.root());
+    let ours = Instance::named(&Tracefs::at(t.root()), &name);
     let e2 = ours
-        .write(&filter, "no_such_field == 1", WriteMode::Replace, &inst)
+        .write(filter, "no_such_field == 1", WriteMode::Replace)
         .unwrap_err()
         .to_string();
     // ... and a refusal that leaves no entry (a bad tracing_on value) by none.
     let e3 = ours
-        .write(
-            &format!("{inst}/tracing_on"),
-            "x",
-            WriteMode::Replace,
-            &inst,
-        )
+        .write("tracing_on", "x", WriteMode::Replace)
         .unwrap_err()
         .to_string();
-    t.rmdir(&inst).unwrap();
+    inst.remove().unwrap();
     assert!(
         e.contains("error_log") && e.contains("prev_pid.function"),
         "{e}"

@@ -1,6 +1,8 @@
 //! `status` and `reset`: what runs left behind is named and removed; what others
 //! own is never touched.
 
+use trace_recipe::tracefs::Instance;
+
 use crate::common::{TracefsGuard, text, trace_recipe, tracefs};
 
 #[test]
@@ -8,17 +10,17 @@ fn reset_removes_only_instances_of_dead_runs() {
     let guard = TracefsGuard::acquire();
     let t = tracefs();
     // A pid above pid_max can never be alive: this instance is "left behind".
-    let stale = "instances/trace-recipe-stale-4194999";
-    let foreign = "instances/not-trace-recipe-test";
-    t.mkdir(stale).unwrap();
-    t.mkdir(foreign).unwrap();
-    t.write(
-        &format!("{stale}/events/sched/sched_switch/enable"),
-        "1",
-        trace_recipe::tracefs::WriteMode::Replace,
-        stale,
-    )
-    .unwrap();
+    let stale = Instance::named(&t, "trace-recipe-stale-4194999");
+    let foreign = Instance::named(&t, "not-trace-recipe-test");
+    stale.create().unwrap();
+    foreign.create().unwrap();
+    stale
+        .write(
+            "events/sched/sched_switch/enable",
+            "1",
+            trace_recipe::tracefs::WriteMode::Replace,
+        )
+        .unwrap();
 
     let status = trace_recipe(&["status"]);
     let out = text(&status.stdout);
@@ -40,12 +42,12 @@ fn reset_removes_only_instances_of_dead_runs() {
         text(&reset.stderr)
     );
     assert!(text(&reset.stdout).contains("removed instances/trace-recipe-stale-4194999"));
-    assert!(!t.exists(stale), "reset must remove the stale instance");
+    assert!(!stale.exists(""), "reset must remove the stale instance");
     assert!(
-        t.exists(foreign),
+        foreign.exists(""),
         "reset must not touch other tools' instances"
     );
-    t.rmdir(foreign).unwrap();
+    foreign.remove().unwrap();
 
     let again = trace_recipe(&["status"]);
     assert!(text(&again.stdout).contains("nothing left behind by trace-recipe"));
@@ -87,6 +89,7 @@ fn reset_all_returns_everything_to_boot_defaults() {
     use trace_recipe::tracefs::WriteMode::{Append, Replace};
     let guard = TracefsGuard::acquire();
     let t = tracefs();
+    let top = Instance::top(&t);
     let (status_before, _) = trace_recipe::status::status(&t).unwrap();
     assert!(
         status_before.contains("top level: as after a clean boot"),
@@ -94,40 +97,30 @@ fn reset_all_returns_everything_to_boot_defaults() {
     );
     // What other tools might leave: top-level filter, trigger, pid list, clock,
     // an enabled event, tracing off, and an instance of their own.
-    t.write(
-        "events/sched/sched_switch/filter",
-        "prev_pid == 1",
-        Replace,
-        "",
-    )
-    .unwrap();
-    t.write(
+    top.write("events/sched/sched_switch/filter", "prev_pid == 1", Replace)
+        .unwrap();
+    top.write(
         "events/sched/sched_process_exit/trigger",
         "traceoff:3 if prio > 0",
         Append,
-        "",
     )
     .unwrap();
-    t.write(
+    top.write(
         "events/sched/sched_process_fork/trigger",
         "enable_event:sched:sched_wakeup",
         Append,
-        "",
     )
     .unwrap();
-    t.write("events/sched/sched_wakeup/enable", "1", Replace, "")
+    top.write("events/sched/sched_wakeup/enable", "1", Replace)
         .unwrap();
-    t.write("set_event_pid", "1", Replace, "").unwrap();
-    t.write("trace_clock", "mono", Replace, "").unwrap();
-    t.write("tracing_on", "0", Replace, "").unwrap();
-    t.mkdir("instances/other-tool-reset-all").unwrap();
-    t.write(
-        "instances/other-tool-reset-all/events/sched/sched_switch/filter",
-        "prev_pid == 2",
-        Replace,
-        "",
-    )
-    .unwrap();
+    top.write("set_event_pid", "1", Replace).unwrap();
+    top.write("trace_clock", "mono", Replace).unwrap();
+    top.write("tracing_on", "0", Replace).unwrap();
+    let other = Instance::named(&t, "other-tool-reset-all");
+    other.create().unwrap();
+    other
+        .write("events/sched/sched_switch/filter", "prev_pid == 2", Replace)
+        .unwrap();
     let dirty = trace_recipe::status::status(&t).unwrap().0;
     assert!(
         dirty.contains("events/sched/sched_switch/filter: prev_pid == 1"),
@@ -153,15 +146,16 @@ fn reset_all_returns_everything_to_boot_defaults() {
 /// journal that undoes it, owned by a pid that is not alive.
 fn plant_dead_run(t: &trace_recipe::tracefs::Tracefs, pid: u32) -> std::path::PathBuf {
     use trace_recipe::apply::journal::{Header, JOURNAL_DIR, JOURNAL_VERSION, Undo};
-    let dir = format!("instances/trace-recipe-swept-{pid}");
-    t.mkdir(&dir).unwrap();
-    t.write(
-        &format!("{dir}/events/sched/sched_switch/enable"),
-        "1",
-        trace_recipe::tracefs::WriteMode::Replace,
-        &dir,
-    )
-    .unwrap();
+    let instance = Instance::named(t, &format!("trace-recipe-swept-{pid}"));
+    let dir = instance.dir();
+    instance.create().unwrap();
+    instance
+        .write(
+            "events/sched/sched_switch/enable",
+            "1",
+            trace_recipe::tracefs::WriteMode::Replace,
+        )
+        .unwrap();
     let header = Header {
         format: "trace-recipe-journal".into(),
         version: JOURNAL_VERSION,

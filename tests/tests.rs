@@ -23,3 +23,4 @@ mod runbook;
 mod status;
 mod teams;
 mod teardown;
+mod writer;

@@ -12,7 +12,7 @@ const SUB: u64 = 128;
 
 /// Samples of one latency (durations in trace-clock units: ns for ns clocks).
 #[derive(Debug, Clone, Default)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     buckets: Vec<u64>,
     count: u64,
     sum: u128,
@@ -43,18 +43,18 @@ fn bounds(i: usize) -> (u64, u64) {
 
 /// One row of a power-of-two text histogram: samples in `lo_ns..hi_ns`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct HistRow {
+pub(crate) struct HistRow {
     /// Lowest duration of the row (inclusive), ns.
-    pub lo_ns: u64,
+    pub(crate) lo_ns: u64,
     /// Highest duration of the row (exclusive), ns.
-    pub hi_ns: u64,
+    pub(crate) hi_ns: u64,
     /// Samples in the row.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 impl Histogram {
     /// Adds one duration.
-    pub fn add(&mut self, v: u64) {
+    pub(crate) fn add(&mut self, v: u64) {
         let i = index(v);
         if i >= self.buckets.len() {
             self.buckets.resize(i + 1, 0);
@@ -69,29 +69,29 @@ impl Histogram {
     }
 
     /// Number of samples.
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count
     }
 
     /// Smallest sample (0 when empty).
-    pub fn min(&self) -> u64 {
+    pub(crate) fn min(&self) -> u64 {
         self.min
     }
 
     /// Largest sample (0 when empty).
-    pub fn max(&self) -> u64 {
+    pub(crate) fn max(&self) -> u64 {
         self.max
     }
 
     /// Mean, rounded down (0 when empty).
-    pub fn mean(&self) -> u64 {
+    pub(crate) fn mean(&self) -> u64 {
         self.sum.checked_div(u128::from(self.count)).unwrap_or(0) as u64
     }
 
     /// The nearest-rank `q` quantile (`q` in 0..=1): the value of the sample of
     /// rank ceil(q * count), as the middle of its bucket clamped to min..=max;
     /// 0 when empty.
-    pub fn quantile(&self, q: f64) -> u64 {
+    pub(crate) fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
@@ -109,7 +109,7 @@ impl Histogram {
 
     /// Rows of powers of two from the row of min to the row of max (a row
     /// `0..1` holds zero durations).
-    pub fn rows(&self) -> Vec<HistRow> {
+    pub(crate) fn rows(&self) -> Vec<HistRow> {
         if self.count == 0 {
             return Vec::new();
         }

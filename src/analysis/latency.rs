@@ -27,43 +27,43 @@ const MAX_NESTING: usize = 64;
 
 /// One latency analysis.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct LatencyReport {
+pub(crate) struct LatencyReport {
     /// Analysis name (`syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
-    pub analysis: String,
+    pub(crate) analysis: String,
     /// What is measured, for a person.
-    pub title: String,
+    pub(crate) title: String,
     /// What a group key is (`syscall`, `comm`, `function`).
-    pub group_by: String,
+    pub(crate) group_by: String,
     /// End records with no start (their start was before the trace or lost).
-    pub unpaired: u64,
+    pub(crate) unpaired: u64,
     /// Groups there were in all (only the first 40 by count are listed).
-    pub groups_total: usize,
+    pub(crate) groups_total: usize,
     /// Groups, most samples first.
-    pub groups: Vec<LatencyGroup>,
+    pub(crate) groups: Vec<LatencyGroup>,
 }
 
 /// The distribution of one group. Durations in ns (trace-clock units for
 /// non-nanosecond clocks); percentiles are nearest-rank, within 0.8 %.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct LatencyGroup {
+pub(crate) struct LatencyGroup {
     /// The syscall, comm or function.
-    pub key: String,
+    pub(crate) key: String,
     /// Samples.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Shortest.
-    pub min_ns: u64,
+    pub(crate) min_ns: u64,
     /// Mean.
-    pub mean_ns: u64,
+    pub(crate) mean_ns: u64,
     /// Median.
-    pub p50_ns: u64,
+    pub(crate) p50_ns: u64,
     /// 90th percentile.
-    pub p90_ns: u64,
+    pub(crate) p90_ns: u64,
     /// 99th percentile.
-    pub p99_ns: u64,
+    pub(crate) p99_ns: u64,
     /// Longest.
-    pub max_ns: u64,
+    pub(crate) max_ns: u64,
     /// Power-of-two rows from min to max.
-    pub histogram: Vec<HistRow>,
+    pub(crate) histogram: Vec<HistRow>,
 }
 
 #[derive(Clone, Default)]

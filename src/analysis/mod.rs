@@ -3,7 +3,7 @@
 //!
 //! | name | needs | gives |
 //! |---|---|---|
-//! | `counts` | any event | per event, CPU, comm and pid totals, and the same over time ([`Timeline`]) |
+//! | `counts` | any event | per event, CPU, comm and pid totals, and the same over time (`Timeline`) |
 //! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
 //! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
@@ -11,7 +11,7 @@
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //!
 //! By default every analysis whose events the file holds formats for runs
-//! ([`Selection::for_file`]). Durations are in trace-clock units: ns for the
+//! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
 mod histogram;
@@ -25,9 +25,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
-pub use histogram::{HistRow, Histogram};
-pub use latency::{LatencyGroup, LatencyReport};
-pub use timeline::{Series, Timeline};
+pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
 
@@ -60,7 +59,7 @@ impl AnalysisName {
     ];
 
     /// The name as typed on the command line.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AnalysisName::Counts => "counts",
             AnalysisName::Syscalls => "syscalls",
@@ -72,7 +71,7 @@ impl AnalysisName {
     }
 }
 
-/// Which analyses a pass runs. A default selection ([`Selection::for_file`])
+/// Which analyses a pass runs. A default selection (`Selection::for_file`)
 /// drops, after the pass, the analyses whose events never occurred; an explicit
 /// one ([`Selection::new`] with names) reports them with no samples.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +81,7 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// Exactly these (an empty list means [`Selection::for_file`]).
+    /// Exactly these (an empty list means `Selection::for_file`).
     pub fn new(file: &TraceFile, names: &[AnalysisName]) -> Selection {
         if names.is_empty() {
             return Selection::for_file(file);
@@ -98,7 +97,7 @@ impl Selection {
 
     /// `counts`, plus every analysis whose events have a format in `file`
     /// (a recorded event always has one).
-    pub fn for_file(file: &TraceFile) -> Selection {
+    pub(crate) fn for_file(file: &TraceFile) -> Selection {
         let has = |sys: &str, pred: &dyn Fn(&tracedat::EventFormat) -> bool| {
             file.formats().any(|f| f.system == sys && pred(f))
         };
@@ -128,77 +127,77 @@ impl Selection {
     }
 
     /// Whether `name` is selected.
-    pub fn has(&self, name: AnalysisName) -> bool {
+    pub(crate) fn has(&self, name: AnalysisName) -> bool {
         self.names.contains(&name)
     }
 
     /// The selected names, in report order.
-    pub fn names(&self) -> &[AnalysisName] {
+    pub(crate) fn names(&self) -> &[AnalysisName] {
         &self.names
     }
 }
 
 /// Totals over every record of a trace.dat.
 #[derive(Debug, Clone, Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// All events.
-    pub total: u64,
+    pub(crate) total: u64,
     /// Per `system:event`.
-    pub events: BTreeMap<String, u64>,
+    pub(crate) events: BTreeMap<String, u64>,
     /// Per CPU.
-    pub cpus: BTreeMap<u32, u64>,
+    pub(crate) cpus: BTreeMap<u32, u64>,
     /// Per comm ([`comm_of`]: saved cmdlines, else learned from the events).
-    pub comms: FxHashMap<String, u64>,
+    pub(crate) comms: FxHashMap<String, u64>,
     /// Comms learned from the events for pids the saved cmdlines lack.
-    pub learned: tracedat::Comms,
+    pub(crate) learned: tracedat::Comms,
     /// Per pid (`common_pid`).
-    pub pids: FxHashMap<i32, u64>,
+    pub(crate) pids: FxHashMap<i32, u64>,
     /// Lost events found in the pages, per CPU (the count the kernel stored, 0
     /// when it stored none).
-    pub lost_records: BTreeMap<u32, u64>,
+    pub(crate) lost_records: BTreeMap<u32, u64>,
     /// First and last timestamp (trace-clock units).
-    pub span: Option<(u64, u64)>,
+    pub(crate) span: Option<(u64, u64)>,
 }
 
 /// The most frequent kernel stacks.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
-pub struct Stacks {
+pub(crate) struct Stacks {
     /// kernel_stack records seen.
-    pub total: u64,
+    pub(crate) total: u64,
     /// Distinct stacks seen.
-    pub distinct: u64,
+    pub(crate) distinct: u64,
     /// The most frequent, most first (at most [`TOP`]).
-    pub top: Vec<StackCount>,
+    pub(crate) top: Vec<StackCount>,
 }
 
 /// One kernel stack and how often it was recorded.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct StackCount {
+pub(crate) struct StackCount {
     /// Times recorded.
-    pub count: u64,
+    pub(crate) count: u64,
     /// `system:event` of the record the stack followed on its CPU (the event
     /// whose stacktrace trigger or option took it); `""` if none.
-    pub event: String,
+    pub(crate) event: String,
     /// Frames, innermost first: `symbol+0xoff` through kallsyms, else the address in hex.
-    pub frames: Vec<String>,
+    pub(crate) frames: Vec<String>,
 }
 
 /// How many entries the "top" lists keep.
-pub const TOP: usize = 10;
+pub(crate) const TOP: usize = 10;
 
 /// Everything one pass computes.
 #[derive(Debug, Clone, Default)]
 pub struct Analysis {
     /// The analyses that ran.
-    pub selected: Vec<AnalysisName>,
+    pub(crate) selected: Vec<AnalysisName>,
     /// Totals (always computed).
-    pub counts: Counts,
+    pub(crate) counts: Counts,
     /// Counts over time (`counts`).
-    pub timeline: Option<Timeline>,
+    pub(crate) timeline: Option<Timeline>,
     /// Latency analyses, in [`AnalysisName::ALL`] order.
-    pub latencies: Vec<LatencyReport>,
+    pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
-    pub stacks: Option<Stacks>,
+    pub(crate) stacks: Option<Stacks>,
 }
 
 /// What a format id means to the pass.
@@ -407,7 +406,7 @@ fn top_stacks(
 
 /// The comm of `pid`: saved cmdlines, else learned from the events
 /// (`learned`), `<idle>` for pid 0, else `<...>`.
-pub fn comm_of(file: &TraceFile, learned: &tracedat::Comms, pid: i32) -> String {
+pub(crate) fn comm_of(file: &TraceFile, learned: &tracedat::Comms, pid: i32) -> String {
     match learned.get(file, pid) {
         Some(c) => c.to_string(),
         None if pid == 0 => "<idle>".to_string(),

@@ -12,37 +12,37 @@ use tracedat::TraceFile;
 use super::{TOP, comm_of};
 
 /// Most buckets a timeline has.
-pub const MAX_BUCKETS: usize = 64;
+pub(crate) const MAX_BUCKETS: usize = 64;
 const FIRST_WIDTH_NS: u64 = 1_000_000;
 
 /// Counts over time. Bucket `i` covers `start_ns + i * bucket_ns` up to the next.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// Timestamp of the first event (trace-clock units).
-    pub start_ns: u64,
+    pub(crate) start_ns: u64,
     /// Width of one bucket (trace-clock units).
-    pub bucket_ns: u64,
+    pub(crate) bucket_ns: u64,
     /// Number of buckets (every series has this many values).
-    pub buckets: usize,
+    pub(crate) buckets: usize,
     /// Per `system:event`, in name order.
-    pub events: Vec<Series>,
+    pub(crate) events: Vec<Series>,
     /// Per CPU (`cpuN`), in CPU order.
-    pub cpus: Vec<Series>,
+    pub(crate) cpus: Vec<Series>,
     /// The most frequent comms (at most 10), most first.
-    pub comms: Vec<Series>,
+    pub(crate) comms: Vec<Series>,
     /// The most frequent pids (at most 10, named `COMM-PID`), most first.
-    pub pids: Vec<Series>,
+    pub(crate) pids: Vec<Series>,
 }
 
 /// One key's counts per bucket.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Series {
+pub(crate) struct Series {
     /// The key: `system:event`, `cpuN`, a comm, or `COMM-PID`.
-    pub name: String,
+    pub(crate) name: String,
     /// Events in the whole file.
-    pub total: u64,
+    pub(crate) total: u64,
     /// Events per bucket.
-    pub counts: Vec<u64>,
+    pub(crate) counts: Vec<u64>,
 }
 
 pub(super) struct Builder {

@@ -25,17 +25,17 @@ use super::journal;
 use crate::stub;
 
 /// Hidden subcommand name.
-pub const GUARD: &str = "__guard";
+pub(crate) const GUARD: &str = "__guard";
 
 /// The byte a run sends its guard when its teardown is over: exit, replay nothing.
-pub const DONE: u8 = b'd';
+pub(crate) const DONE: u8 = b'd';
 
 /// How long an orphaned workload has between SIGTERM and SIGKILL.
 const ORPHAN_GRACE: Duration = Duration::from_secs(1);
 
 /// A running guard.
 #[derive(Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     child: Child,
     pipe: Option<OwnedFd>,
 }
@@ -44,7 +44,7 @@ impl Guard {
     /// Starts the guard for the journal at `journal`; when `workload` is given
     /// (the pid of a workload leading its own process group), the guard ends that
     /// group if the run dies without rolling back.
-    pub fn spawn(journal: &Path, workload: Option<u32>) -> std::io::Result<Guard> {
+    pub(crate) fn spawn(journal: &Path, workload: Option<u32>) -> std::io::Result<Guard> {
         let pid = std::process::id().to_string();
         let workload = workload.map(|w| w.to_string());
         let mut args = vec![OsStr::new(GUARD), OsStr::new("--run-pid"), OsStr::new(&pid)];
@@ -62,13 +62,13 @@ impl Guard {
     }
 
     /// The guard's pid.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Tells the guard the run's teardown is over and reaps it: it exits at once,
     /// touching nothing.
-    pub fn done(mut self) -> std::io::Result<()> {
+    pub(crate) fn done(mut self) -> std::io::Result<()> {
         if let Some(pipe) = self.pipe.take() {
             rustix::io::write(&pipe, &[DONE])?;
         }
@@ -88,7 +88,7 @@ impl Drop for Guard {
 /// Body of `__guard --run-pid PID [--workload-pid PID] -- JOURNAL`: wait for the
 /// run to end; if it died, end its workload and replay its journal if it is
 /// still there. Returns the exit code.
-pub fn guard_main(journal_path: &Path, run_pid: u32, workload_pid: Option<u32>) -> i32 {
+pub(crate) fn guard_main(journal_path: &Path, run_pid: u32, workload_pid: Option<u32>) -> i32 {
     // Opened while both are alive (the run spawned us after the workload), so a
     // pid reused later is never mistaken for them. A run already gone has no pidfd.
     let run = crate::workload::pidfd_of(run_pid).ok();

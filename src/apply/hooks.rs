@@ -29,7 +29,7 @@ pub const FAIL_AT_ENV: &str = "TRACE_RECIPE_TEST_FAIL_AT";
 /// start as soon as it exists, or when the recorder is told to drain). Tests
 /// use it to fill a small ring buffer past its size with a known number of
 /// events and check the lost count.
-pub const HOLD_READERS_ENV: &str = "TRACE_RECIPE_TEST_HOLD_READERS";
+pub(crate) const HOLD_READERS_ENV: &str = "TRACE_RECIPE_TEST_HOLD_READERS";
 
 /// Waits while [`HOLD_READERS_ENV`] names a file that does not exist yet and
 /// `draining` is false (checked every 10 ms: test-only).

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tracefs::{Tracefs, TracefsError, WriteMode, error_log_dir};
+use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 
 /// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
@@ -84,7 +84,7 @@ impl Undo {
     /// Performs the undo recorded `n`-th (1-based) in its journal: as
     /// [`Undo::perform`], except that it fails untouched when [`FAIL_UNDO_ENV`]
     /// names `n`.
-    pub fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
+    pub(crate) fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
         if test_hook(FAIL_UNDO_ENV) == Some(n) {
             let file = match self {
                 Undo::Rmdir { dir } => dir,
@@ -101,29 +101,26 @@ impl Undo {
     }
 
     /// Performs the undo. A missing file or directory counts as already undone.
-    pub fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
+    pub(crate) fn perform(&self, tracefs: &Tracefs) -> Result<(), TracefsError> {
         let result = match self {
             Undo::Rmdir { dir } => {
-                if !tracefs.exists(dir) {
+                let instance = Instance::at_dir(tracefs, dir);
+                if !instance.exists("") {
                     return Ok(());
                 }
                 // A probe event still enabled in it, or tracing on, would keep
                 // rmdir from succeeding on some kernels: switch it off first.
-                let _ = tracefs.write(&format!("{dir}/tracing_on"), "0", WriteMode::Replace, dir);
-                let _ = tracefs.write(
-                    &format!("{dir}/events/enable"),
-                    "0",
-                    WriteMode::Replace,
-                    dir,
-                );
-                tracefs.rmdir(dir)
+                let _ = instance.write("tracing_on", "0", WriteMode::Replace);
+                let _ = instance.write("events/enable", "0", WriteMode::Replace);
+                instance.remove()
             }
             Undo::Write {
                 file,
                 value,
                 append,
             } => {
-                if !tracefs.exists(file) {
+                let (instance, file) = Instance::holding(tracefs, file);
+                if !instance.exists(file) {
                     return Ok(());
                 }
                 let mode = if *append {
@@ -131,7 +128,7 @@ impl Undo {
                 } else {
                     WriteMode::Replace
                 };
-                tracefs.write(file, value, mode, error_log_dir(file))
+                instance.write(file, value, mode)
             }
         };
         match result {
@@ -148,7 +145,7 @@ impl Undo {
 
 /// Why a journal could not be written or read.
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
+pub(crate) enum JournalError {
     /// I/O on the journal file.
     #[error("journal {}: {source}", .path.display())]
     Io {
@@ -175,7 +172,7 @@ pub enum JournalError {
 
 /// An open journal being appended to by a run.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     file: File,
     records: usize,
@@ -183,7 +180,7 @@ pub struct Journal {
 
 impl Journal {
     /// Creates the journal of this process in `dir` (created 0700 if needed).
-    pub fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
+    pub(crate) fn create(dir: &Path, header: &Header) -> Result<Journal, JournalError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| JournalError::Io { path, source }
@@ -219,15 +216,10 @@ impl Journal {
         Ok(j)
     }
 
-    /// The journal's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Records `undo` (one write(2), which outlives this process) before its change
     /// is made. Errors: the write failed; the undo may then be in the file or not,
     /// and the change must not be made.
-    pub fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
+    pub(crate) fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
         self.records += 1;
         if test_hook(FAIL_JOURNAL_ENV) == Some(self.records) {
             return Err(JournalError::Io {
@@ -251,12 +243,12 @@ impl Journal {
 
     /// Closes the journal and leaves it on disk (unlocked, so that `reset` can
     /// replay it): what a rollback with a failed undo does. Returns its path.
-    pub fn keep(self) -> PathBuf {
+    pub(crate) fn keep(self) -> PathBuf {
         self.path
     }
 
     /// Deletes the journal after a clean rollback.
-    pub fn remove(self) -> Result<(), JournalError> {
+    pub(crate) fn remove(self) -> Result<(), JournalError> {
         std::fs::remove_file(&self.path).map_err(|source| JournalError::Io {
             path: self.path.clone(),
             source,
@@ -266,13 +258,13 @@ impl Journal {
 
 /// A journal read back from disk.
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// The file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its header.
-    pub header: Header,
+    pub(crate) header: Header,
     /// Its undos, in the order they were recorded.
-    pub undos: Vec<Undo>,
+    pub(crate) undos: Vec<Undo>,
 }
 
 /// Locks the journal at `path` exclusively (waiting when `wait`), so that only one
@@ -295,7 +287,7 @@ pub fn lock(path: &Path, wait: bool) -> Option<File> {
 /// Errors: [`JournalError::Headerless`] for a journal whose run died while
 /// creating it (nothing was recorded, so nothing needs undoing: delete it);
 /// [`JournalError::Unreadable`] for one that is not ours or is too new.
-pub fn read(path: &Path) -> Result<Recorded, JournalError> {
+pub(crate) fn read(path: &Path) -> Result<Recorded, JournalError> {
     let unreadable = |reason: String| JournalError::Unreadable {
         path: path.to_path_buf(),
         reason,
@@ -351,7 +343,7 @@ impl Recorded {
     /// `reset` can replay a kept journal again.
     /// `who` (`guard` or `reset`) names the replayer for the test hook
     /// `{who}-undo:N` ([`super::hooks`]).
-    pub fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
+    pub(crate) fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
         for (i, undo) in self.undos.iter().enumerate().rev() {
@@ -369,17 +361,12 @@ impl Recorded {
 
 /// Start time of process `pid` (field 22 of /proc/PID/stat), or `None` when it does
 /// not exist.
-pub fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The comm field (2) may contain spaces and parentheses: fields after the
     // last ')' are well formed. Field 3 is the first of them.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Whether the run that wrote `header` is still alive (same pid, same start time).
-pub fn owner_alive(header: &Header) -> bool {
-    process_start_time(header.pid) == Some(header.start_time)
 }
 
 /// The journal path of run `pid` in `dir`.
@@ -427,7 +414,7 @@ mod tests {
             append: false,
         })
         .unwrap();
-        let path = j.path().to_path_buf();
+        let path = path_for(dir.path(), header.pid);
         std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
@@ -445,6 +432,44 @@ mod tests {
         );
     }
 
+    /// A journal as version 1 writes it, byte for byte: it must stay readable
+    /// (and replayable by `reset`) by every later build.
+    #[test]
+    fn a_version_1_journal_reads_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run-7.journal");
+        std::fs::write(
+            &p,
+            concat!(
+                "{\"format\":\"trace-recipe-journal\",\"version\":1,\"pid\":7,\"start_time\":5,\"tracefs\":\"/sys/kernel/tracing\",\"instance\":\"instances/trace-recipe-x-7\"}\n",
+                "{\"undo\":\"rmdir\",\"dir\":\"instances/trace-recipe-x-7\"}\n",
+                "{\"undo\":\"write\",\"file\":\"kprobe_events\",\"value\":\"-:trace_recipe_7/open\",\"append\":true}\n",
+                "{\"undo\":\"write\",\"file\":\"instances/trace-recipe-x-7/events/sched/sched_switch/enable\",\"value\":\"0\",\"append\":false}\n",
+            ),
+        )
+        .unwrap();
+        let r = read(&p).unwrap();
+        assert_eq!(r.header.instance, "instances/trace-recipe-x-7");
+        assert_eq!(
+            r.undos,
+            [
+                Undo::Rmdir {
+                    dir: "instances/trace-recipe-x-7".into()
+                },
+                Undo::Write {
+                    file: "kprobe_events".into(),
+                    value: "-:trace_recipe_7/open".into(),
+                    append: true
+                },
+                Undo::Write {
+                    file: "instances/trace-recipe-x-7/events/sched/sched_switch/enable".into(),
+                    value: "0".into(),
+                    append: false
+                },
+            ]
+        );
+    }
+
     #[test]
     fn a_newer_journal_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -452,21 +477,5 @@ mod tests {
         std::fs::write(&p, "{\"format\":\"trace-recipe-journal\",\"version\":99,\"pid\":1,\"start_time\":1,\"tracefs\":\"/x\",\"instance\":\"i\"}\n").unwrap();
         let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("newer trace-recipe"), "{e}");
-    }
-
-    #[test]
-    fn this_process_is_alive_and_a_wrong_start_time_is_not() {
-        let me = std::process::id();
-        let t = process_start_time(me).unwrap();
-        let h = |start_time| Header {
-            format: String::new(),
-            version: 1,
-            pid: me,
-            start_time,
-            tracefs: PathBuf::new(),
-            instance: String::new(),
-        };
-        assert!(owner_alive(&h(t)));
-        assert!(!owner_alive(&h(t + 1)));
     }
 }

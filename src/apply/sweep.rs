@@ -3,24 +3,22 @@
 //! and in `reset`. A journal still locked belongs to a live run or to a guard at
 //! work, and is left alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::journal::{self, JournalError};
 use crate::tracefs::TracefsError;
 
 /// What sweeping one stale journal did.
 #[derive(Debug)]
-pub struct Swept {
-    /// The journal.
-    pub path: PathBuf,
+pub(crate) struct Swept {
     /// The run's pid.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// Its instance.
-    pub instance: String,
+    pub(crate) instance: String,
     /// Undos replayed.
-    pub replayed: usize,
+    pub(crate) replayed: usize,
     /// Undos that failed (the journal is kept).
-    pub failures: Vec<TracefsError>,
+    pub(crate) failures: Vec<TracefsError>,
 }
 
 impl std::fmt::Display for Swept {
@@ -41,7 +39,7 @@ impl std::fmt::Display for Swept {
 }
 
 /// Replays every unlocked journal in `dir`.
-pub fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
+pub(crate) fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
     let mut out = Vec::new();
     for path in journal::list(dir) {
         let Some(_lock) = journal::lock(&path, false) else {
@@ -52,7 +50,6 @@ pub fn sweep(dir: &Path) -> Vec<Result<Swept, JournalError>> {
                 let (replayed, failures) = r.replay("reset");
                 let (pid, instance) = (r.header.pid, r.header.instance);
                 out.push(Ok(Swept {
-                    path,
                     pid,
                     instance,
                     replayed,

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
-use crate::tracefs::{Tracefs, TracefsError, error_log_dir, restore_value};
+use crate::tracefs::{Instance, Tracefs, TracefsError, restore_value};
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -26,41 +26,41 @@ pub const KILL_STEP_ENV: &str = "TRACE_RECIPE_TEST_KILL_STEP";
 /// A step that could not be applied, after everything before it was undone.
 #[derive(Debug, thiserror::Error)]
 #[error("step {number} of {total} failed: {step}\n  {source}")]
-pub struct ApplyError {
+pub(crate) struct ApplyError {
     /// 1-based number of the failing step.
-    pub number: usize,
+    pub(crate) number: usize,
     /// How many steps the plan has.
-    pub total: usize,
+    pub(crate) total: usize,
     /// The failing step (its span points at the recipe entry).
-    pub step: Step,
+    pub(crate) step: Step,
     /// What went wrong.
     #[source]
-    pub source: StepError,
+    pub(crate) source: StepError,
     /// How undoing the steps already done went.
-    pub rollback: RollbackReport,
+    pub(crate) rollback: RollbackReport,
 }
 
 /// What a rollback did.
 #[derive(Debug, Default)]
-pub struct RollbackReport {
+pub(crate) struct RollbackReport {
     /// Undos performed or attempted.
-    pub undone: usize,
+    pub(crate) undone: usize,
     /// Undos that failed: tracefs is not back as it was.
-    pub failures: Vec<TracefsError>,
+    pub(crate) failures: Vec<TracefsError>,
     /// The journal left on disk for `trace-recipe reset` (always when an undo failed).
-    pub journal_kept: Option<PathBuf>,
+    pub(crate) journal_kept: Option<PathBuf>,
 }
 
 impl RollbackReport {
     /// True when every undo succeeded (tracefs is as it was).
-    pub fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.failures.is_empty()
     }
 }
 
 /// Why one step failed.
 #[derive(Debug, thiserror::Error)]
-pub enum StepError {
+pub(crate) enum StepError {
     /// tracefs refused it.
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
@@ -71,9 +71,10 @@ pub enum StepError {
 
 /// Applied steps, not yet undone.
 #[derive(Debug)]
-pub struct Transaction {
+pub(crate) struct Transaction {
     tracefs: Tracefs,
-    log_dir: String,
+    /// The plan's instance (the top level when the run works there).
+    instance: Instance,
     /// Undos of the steps done, each with its 1-based place in the journal.
     done: Vec<(usize, Recorded)>,
     /// Undos recorded so far.
@@ -86,7 +87,7 @@ pub struct Transaction {
 /// Applies `plan` step by step, journaling each undo in `journal` first (when
 /// given). On failure everything done so far is undone and the error names the
 /// step; `on_step(n)` is called before step `n` (1-based).
-pub fn apply(
+pub(crate) fn apply(
     tracefs: &Tracefs,
     plan: &Plan,
     journal: Option<Journal>,
@@ -100,7 +101,7 @@ pub fn apply(
     let (fail_at, kill_at) = (step_env(FAIL_STEP_ENV), step_env(KILL_STEP_ENV));
     let mut tx = Transaction {
         tracefs: tracefs.clone(),
-        log_dir: plan.instance.clone(),
+        instance: Instance::at_dir(tracefs, &plan.instance),
         done: Vec::new(),
         recorded: 0,
         journal,
@@ -177,26 +178,29 @@ impl Transaction {
             );
         }
         match &step.op {
-            Op::Mkdir { dir } => self.tracefs.mkdir(dir)?,
+            Op::Mkdir { dir } => Instance::at_dir(&self.tracefs, dir).create()?,
             Op::Write {
                 file, value, mode, ..
-            } => self
-                .tracefs
-                .write(file, value, *mode, error_log_dir(file))?,
+            } => {
+                // Inside the run's instance, or a top-level file (a probe
+                // definition, a global knob): each explained by its own error_log.
+                let (instance, file) = Instance::holding(&self.tracefs, file);
+                instance.write(file, value, *mode)?
+            }
         }
         self.done.extend(undo);
         Ok(())
     }
 
-    /// The instance directory this transaction works in (relative to tracefs).
-    pub fn instance(&self) -> &str {
-        &self.log_dir
+    /// The instance this transaction works in.
+    pub(crate) fn instance(&self) -> &Instance {
+        &self.instance
     }
 
     /// Undoes every applied step in reverse order. When all undos succeeded the
     /// journal is deleted; otherwise it is closed and kept for `trace-recipe
     /// reset`, and the report names it.
-    pub fn rollback(mut self) -> RollbackReport {
+    pub(crate) fn rollback(mut self) -> RollbackReport {
         self.undo_all()
     }
 

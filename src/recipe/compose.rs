@@ -26,23 +26,21 @@ use super::spans::parse_at;
 use crate::diagnostic::{Diagnostic, Source, SourcePart};
 
 /// Most `extends` steps from a recipe to its last base.
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 
 /// One file of a chain as read from disk.
 #[derive(Debug, Clone)]
-pub struct ChainFile {
+pub(crate) struct ChainFile {
     /// The path as resolved (the recipe's as given; a base's joined to its
     /// extender's folder).
-    pub path: PathBuf,
-    /// The `extends` value as written in the file that names this one (None for the recipe).
-    pub named_as: Option<String>,
+    pub(crate) path: PathBuf,
     /// The raw text.
-    pub raw: String,
+    pub(crate) raw: String,
 }
 
 /// Where the bases of a recipe's `extends` chain are read from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Chain {
+pub(crate) enum Chain {
     /// From the paths `extends` names, relative to the folder of the file that names them.
     #[default]
     Extends,
@@ -65,7 +63,6 @@ pub(crate) fn read_chain(
 ) -> Result<(Vec<ChainFile>, Vec<RawHead>), (Source, Vec<Diagnostic>)> {
     let mut files = vec![ChainFile {
         path: path.to_path_buf(),
-        named_as: None,
         raw,
     }];
     let mut heads = vec![render::raw_head(&files[0].raw, 0)];
@@ -134,11 +131,7 @@ pub(crate) fn read_chain(
         let offset: usize = files.iter().map(|f| f.raw.len()).sum();
         heads.push(render::raw_head(&raw, offset));
         seen.push(canonical);
-        files.push(ChainFile {
-            path: base,
-            named_as: Some(name),
-            raw,
-        });
+        files.push(ChainFile { path: base, raw });
     }
     Ok((files, heads))
 }
@@ -305,7 +298,7 @@ fn identity(array: &str, t: &Table) -> Option<String> {
 /// `check --explain`: every effective key of the merged `root`, as `KEY = VALUE`
 /// and the `FILE:LINE` that set it, one per line in document order; entries of
 /// arrays of tables as `events[0].name`.
-pub fn explain(root: &Table, source: &Source) -> String {
+pub(crate) fn explain(root: &Table, source: &Source) -> String {
     let mut rows: Vec<(String, String, String)> = Vec::new();
     walk(root, String::new(), source, &mut rows);
     let width = rows
@@ -362,7 +355,7 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, 
 /// the recipe as written; `recipe.base-N.toml`, the N-th file of its `extends`
 /// chain as written (1 is the base the recipe names). A file that can no longer
 /// be read is left out.
-pub fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     if source.parts.is_empty() {
         out.push(("recipe.toml".to_string(), source.text.clone().into_bytes()));

@@ -3,11 +3,11 @@
 //! The passes, in order (each returns every problem it finds, and the next pass
 //! runs only when the previous one found none):
 //!
-//! 1. **render** ([`render`]): `[params]` (and `name`) are read from the raw file,
+//! 1. **render** (`render`): `[params]` (and `name`) are read from the raw file,
 //!    `--set KEY=VALUE` overrides them, and minijinja expands `{{ ... }}` with
 //!    strict undefined variables. Rendering never adds lines, so line numbers
 //!    in later diagnostics match the file.
-//! 2. **parse**: the rendered text is parsed as TOML into [`Recipe`]; unknown keys
+//! 2. **parse**: the rendered text is parsed as TOML into `Recipe`; unknown keys
 //!    anywhere are collected (not just the first) and reported at their key.
 //! 3. **validate** (module `validate`): checks against the recipe alone and against
 //!    `KernelFacts`.
@@ -22,13 +22,12 @@ mod spans;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use compose::{Chain, ChainFile, MAX_DEPTH, explain, run_files};
-pub use model::{
-    Buffer, Collect, CollectCommand, Event, Expect, OnAbort, Output, Param, ParamType, ParamValue,
-    Probe, Recipe, Scope, Stop, Tracer, Trigger, TypedParam,
+pub(crate) use compose::{Chain, explain, run_files};
+pub(crate) use model::{
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Tracer, Trigger,
 };
 pub use render::Builtins;
-pub use spans::{PathSeg, SpanIndex};
+pub(crate) use spans::{PathSeg, SpanIndex};
 
 use crate::diagnostic::{Diagnostic, Source};
 
@@ -38,17 +37,15 @@ pub struct LoadedRecipe {
     /// The rendered text and the file it came from.
     pub source: Source,
     /// The parsed model.
-    pub recipe: Recipe,
+    pub(crate) recipe: Recipe,
     /// Byte ranges of keys and values in `source.text`.
-    pub spans: SpanIndex,
+    pub(crate) spans: SpanIndex,
     /// Problems that do not stop validation (unknown keys); `validate` reports
     /// them together with its own.
-    pub problems: Vec<Diagnostic>,
-    /// The files read, the recipe first, then each base it `extends` in turn.
-    pub chain: Vec<ChainFile>,
+    pub(crate) problems: Vec<Diagnostic>,
     /// The value of every parameter the recipe was rendered with: `[params]`
     /// of the chain, then `--set` (what `rerun` must pass to render it alike).
-    pub params: BTreeMap<String, ParamValue>,
+    pub(crate) params: BTreeMap<String, ParamValue>,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -84,7 +81,7 @@ pub fn load(path: &Path, sets: &[String], builtins: &Builtins) -> Result<LoadedR
 /// Like [`load`], with the `extends` chain read from where `chain` says
 /// ([`Chain::Stored`]: a run folder's `recipe.base-N.toml`, for `rerun` and
 /// `check --against`).
-pub fn load_with(
+pub(crate) fn load_with(
     path: &Path,
     sets: &[String],
     builtins: &Builtins,
@@ -150,7 +147,6 @@ fn load_text(
             recipe,
             spans,
             problems,
-            chain: files,
             params: params
                 .into_iter()
                 .filter_map(|(k, d)| Some((k, d.value?)))

@@ -21,77 +21,77 @@ pub struct Recipe {
     /// `[[uprobes]]`, `[[triggers]]` and `[[expect]]` entries with the identity of
     /// one of the base's replace it, the others are appended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extends: Option<String>,
+    pub(crate) extends: Option<String>,
     /// `[a-z0-9_-]+`, used in instance and output folder names.
     pub name: String,
     /// One sentence saying which question the recipe answers.
     #[serde(default)]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// How long the run lasts at most: `"500ms"`, `"10s"`, `"2m"`. The run ends at the
     /// first of duration, workload exit, a stop condition or Ctrl-C.
     #[serde(default)]
-    pub duration: Option<String>,
+    pub(crate) duration: Option<String>,
     /// Template variables (minijinja), overridable with `--set KEY=VALUE`: a plain
     /// value, or a typed table (`[params.NAME] type = ..., default = ..., help = ...`).
     #[serde(default)]
-    pub params: BTreeMap<String, Param>,
+    pub(crate) params: BTreeMap<String, Param>,
     /// The per-CPU ring buffer of the run's instance.
     #[serde(default)]
-    pub buffer: Buffer,
+    pub(crate) buffer: Buffer,
     /// Which tasks are traced, and the optional workload.
     #[serde(default)]
     pub scope: Scope,
     /// The tracer of the instance.
     #[serde(default)]
-    pub tracer: Option<Tracer>,
+    pub(crate) tracer: Option<Tracer>,
     /// Dynamic kernel probes (kprobe_events syntax), defined in the run's probe group.
     #[serde(default)]
-    pub kprobes: Vec<Probe>,
+    pub(crate) kprobes: Vec<Probe>,
     /// Dynamic user-space probes (uprobe_events syntax), defined in the run's probe group.
     #[serde(default)]
-    pub uprobes: Vec<Probe>,
+    pub(crate) uprobes: Vec<Probe>,
     /// Static tracepoints to enable, with filters.
     #[serde(default)]
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// Event triggers (events.rst section 6) and function triggers.
     #[serde(default)]
-    pub triggers: Vec<Trigger>,
+    pub(crate) triggers: Vec<Trigger>,
     /// Conditions that end the run early.
     #[serde(default)]
-    pub stop: Stop,
+    pub(crate) stop: Stop,
     /// What the run leaves behind.
     #[serde(default)]
-    pub output: Output,
+    pub(crate) output: Output,
     /// Expectations checked after the run (recipe-format 1.1): a failed one makes
     /// the run exit 5 after writing everything.
     #[serde(default)]
-    pub expect: Vec<Expect>,
+    pub(crate) expect: Vec<Expect>,
     /// Context saved with the run (recipe-format 1.1): commands run before
     /// tracing starts and after it is rolled back.
     #[serde(default)]
-    pub collect: Collect,
+    pub(crate) collect: Collect,
 }
 
 /// `[collect]`: commands whose output is saved in the output folder (and so the
 /// bundle) as `collect/before-N-PROGRAM.txt` / `collect/after-N-PROGRAM.txt`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Collect {
+pub(crate) struct Collect {
     /// Run before tracing starts (before the plan is applied).
     #[serde(default)]
-    pub before: Vec<CollectCommand>,
+    pub(crate) before: Vec<CollectCommand>,
     /// Run after tracing ended and tracefs was rolled back.
     #[serde(default)]
-    pub after: Vec<CollectCommand>,
+    pub(crate) after: Vec<CollectCommand>,
     /// How long each command may run (default `"5s"`); it is killed after that.
-    pub timeout: Option<String>,
+    pub(crate) timeout: Option<String>,
     /// Largest output kept per command, in KiB (default 1024); the command is
     /// killed once it wrote more.
-    pub max_output_kb: Option<u64>,
+    pub(crate) max_output_kb: Option<u64>,
     /// Whether a failed command (not found, non-zero exit, timeout) fails the
     /// run (exit 3); otherwise it is only recorded in report.json.
     #[serde(default)]
-    pub required: bool,
+    pub(crate) required: bool,
 }
 
 /// One `[collect]` command: an argv array, or a string split into words like a
@@ -99,7 +99,7 @@ pub struct Collect {
 /// `["sh", "-c", "..."]` for pipes and redirections.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum CollectCommand {
+pub(crate) enum CollectCommand {
     /// `["cat", "/proc/interrupts"]`.
     Argv(Vec<String>),
     /// `"uname -a"`.
@@ -109,7 +109,7 @@ pub enum CollectCommand {
 impl CollectCommand {
     /// The argv; `None` for a string that does not split (an open quote) or an
     /// empty command.
-    pub fn argv(&self) -> Option<Vec<String>> {
+    pub(crate) fn argv(&self) -> Option<Vec<String>> {
         let argv = match self {
             CollectCommand::Argv(a) => a.clone(),
             CollectCommand::Line(l) => shlex::split(l)?,
@@ -121,17 +121,17 @@ impl CollectCommand {
 /// `[[expect]]`: one expectation on the run's results.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// An expression: `count(SYSTEM:EVENT) >= 3`, `rate(SYSTEM:EVENT) < 100`,
     /// `lost_events == 0`, `p99(ANALYSIS:KEY) < 2ms` (ANALYSIS: syscalls, wakeup,
     /// kretprobe, funcgraph; durations in ns, us, ms, s).
-    pub that: String,
+    pub(crate) that: String,
 }
 
 /// One `[params]` entry: `NAME = value`, or a typed `[params.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Param {
+pub(crate) enum Param {
     /// A plain value; `--set` values must parse as its type.
     Value(ParamValue),
     /// A typed parameter.
@@ -142,20 +142,20 @@ pub enum Param {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[serde(deny_unknown_fields)]
-pub struct TypedParam {
+pub(crate) struct TypedParam {
     /// What `default` and every `--set` value must be.
     #[serde(rename = "type")]
-    pub kind: ParamType,
+    pub(crate) kind: ParamType,
     /// The value when no `--set` gives one; without it, `--set NAME=...` is required.
-    pub default: Option<ParamValue>,
+    pub(crate) default: Option<ParamValue>,
     /// One line saying what the parameter does (shown by `check --explain`).
-    pub help: Option<String>,
+    pub(crate) help: Option<String>,
 }
 
 /// The type of a typed parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ParamType {
+pub(crate) enum ParamType {
     /// A whole number (i64).
     Int,
     /// Any string.
@@ -169,7 +169,7 @@ pub enum ParamType {
 /// A template variable's value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum ParamValue {
+pub(crate) enum ParamValue {
     /// A boolean.
     Bool(bool),
     /// An integer.
@@ -183,15 +183,15 @@ pub enum ParamValue {
 /// `[buffer]`: the instance's ring buffer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Buffer {
+pub(crate) struct Buffer {
     /// Per-CPU ring buffer size in KiB (`buffer_size_kb`).
-    pub size_kb: Option<u64>,
+    pub(crate) size_kb: Option<u64>,
     /// The trace clock (`trace_clock`), one of the names it offers.
-    pub clock: Option<String>,
+    pub(crate) clock: Option<String>,
     /// CPUs to trace as a cpu list, e.g. `"0-3,6"` (`tracing_cpumask`).
-    pub cpus: Option<String>,
+    pub(crate) cpus: Option<String>,
     /// `options/overwrite`: `false` drops the newest events when full, keeping the oldest.
-    pub overwrite: Option<bool>,
+    pub(crate) overwrite: Option<bool>,
 }
 
 /// `[scope]`: which tasks are traced.
@@ -208,26 +208,26 @@ pub struct Scope {
     /// `options/event-fork` (and `options/function-fork` for function tracers):
     /// children of scoped pids are traced too.
     #[serde(default)]
-    pub follow_forks: bool,
+    pub(crate) follow_forks: bool,
     /// The workload, started held, scoped by pid, released once tracing is on.
     #[serde(default)]
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// What the guard does with the workload's process group when the run dies
     /// without rolling back (SIGKILL, OOM kill): `kill` (default) or `leave`.
     #[serde(default)]
-    pub on_abort: OnAbort,
+    pub(crate) on_abort: OnAbort,
     /// Trace the run's own threads too (its main thread, guard and readers).
     /// By default they are kept out of the trace: `set_event_notrace_pid` (and
     /// `set_ftrace_notrace_pid` for function tracers), or a `common_pid` filter on
     /// kernels without those files.
     #[serde(default)]
-    pub include_self: bool,
+    pub(crate) include_self: bool,
 }
 
 /// `[scope] on_abort`: the workload's fate when its run dies without rolling back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum OnAbort {
+pub(crate) enum OnAbort {
     /// The guard ends the workload's process group: SIGTERM, then SIGKILL after a
     /// grace period.
     #[default]
@@ -239,124 +239,124 @@ pub enum OnAbort {
 /// `[tracer]`: the instance's tracer and its function filters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Tracer {
+pub(crate) struct Tracer {
     /// A name from `available_tracers`; default `nop`.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `set_ftrace_filter` lines (globs, `:mod:NAME`).
     #[serde(default)]
-    pub functions: Vec<String>,
+    pub(crate) functions: Vec<String>,
     /// `set_ftrace_notrace` lines.
     #[serde(default)]
-    pub notrace: Vec<String>,
+    pub(crate) notrace: Vec<String>,
     /// `set_graph_function` lines.
     #[serde(default)]
-    pub graph_functions: Vec<String>,
+    pub(crate) graph_functions: Vec<String>,
     /// `set_graph_notrace` lines.
     #[serde(default)]
-    pub graph_notrace: Vec<String>,
+    pub(crate) graph_notrace: Vec<String>,
     /// `max_graph_depth`.
-    pub max_graph_depth: Option<u32>,
+    pub(crate) max_graph_depth: Option<u32>,
     /// `options/NAME = 0|1` (tracer and trace options).
     #[serde(default)]
-    pub options: BTreeMap<String, bool>,
+    pub(crate) options: BTreeMap<String, bool>,
     /// `tracing_thresh`, in µs.
-    pub thresh_us: Option<u64>,
+    pub(crate) thresh_us: Option<u64>,
 }
 
 /// `[[kprobes]]` / `[[uprobes]]`: one dynamic probe.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Event name; its system is the run's probe group.
-    pub event: String,
+    pub(crate) event: String,
     /// `kprobe` | `kretprobe` | `uprobe` | `uretprobe`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// `SYMBOL[+offs]`, `MODULE:SYMBOL`, `PATH:SYMBOL` or `PATH:0xOFFSET`.
-    pub target: String,
+    pub(crate) target: String,
     /// `name = "FETCHARG[:TYPE]"`, kept in order.
     #[serde(default)]
-    pub fetch: indexmap::IndexMap<String, String>,
+    pub(crate) fetch: indexmap::IndexMap<String, String>,
     /// Filter on the probe event.
-    pub filter: Option<String>,
+    pub(crate) filter: Option<String>,
     /// Record a kernel stack with each hit.
     #[serde(default)]
-    pub stacktrace: bool,
+    pub(crate) stacktrace: bool,
 }
 
 /// `[[events]]`: a static tracepoint, or a glob of them.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Event {
+pub(crate) struct Event {
     /// `"system:event"`; `*` and `?` globs allowed (`"sched:*"`).
-    pub name: String,
+    pub(crate) name: String,
     /// Event filter (Documentation/trace/events.rst section 5).
-    pub filter: Option<String>,
+    pub(crate) filter: Option<String>,
     /// Record a kernel stack with each event (a `stacktrace` trigger).
     #[serde(default)]
-    pub stacktrace: bool,
+    pub(crate) stacktrace: bool,
 }
 
 /// `[[triggers]]`: an event trigger (`event = ...`) or a function trigger (`function = ...`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Trigger {
+pub(crate) struct Trigger {
     /// The event the trigger sits on, `"system:event"`.
-    pub event: Option<String>,
+    pub(crate) event: Option<String>,
     /// The function (or glob) of a function trigger (a set_ftrace_filter command).
-    pub function: Option<String>,
+    pub(crate) function: Option<String>,
     /// Event triggers: `traceon` | `traceoff` | `snapshot` | `stacktrace` |
     /// `enable_event` | `disable_event` | `hist`. Function triggers: `traceon` |
     /// `traceoff` | `stacktrace` | `snapshot` | `dump` | `cpudump`.
-    pub action: String,
+    pub(crate) action: String,
     /// For enable_event / disable_event: the `"system:event"` to switch.
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// Trigger filter: the trigger fires only when it matches.
     #[serde(rename = "if")]
-    pub condition: Option<String>,
+    pub(crate) condition: Option<String>,
     /// Fire at most this many times.
-    pub count: Option<u64>,
+    pub(crate) count: Option<u64>,
     /// `hist` only: the fields to group by, with optional `.modifier`
     /// (`.sym`, `.execname`, `.log2`, ...; Documentation/trace/histogram.rst).
     #[serde(default)]
-    pub keys: Vec<String>,
+    pub(crate) keys: Vec<String>,
     /// `hist` only: numeric fields to sum per key (`vals=`); `hitcount` is always kept.
     #[serde(default)]
-    pub values: Vec<String>,
+    pub(crate) values: Vec<String>,
     /// `hist` only: keys or values to sort by, with `.descending` / `.ascending`.
     #[serde(default)]
-    pub sort: Vec<String>,
+    pub(crate) sort: Vec<String>,
 }
 
 /// `[stop]`: conditions that end the run early.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Stop {
+pub(crate) struct Stop {
     /// End the run when the instance's `tracing_on` drops to 0 (a traceoff trigger fired).
     #[serde(default)]
-    pub on_traceoff: bool,
+    pub(crate) on_traceoff: bool,
     /// End the run once this many MiB of raw ring-buffer data were captured.
-    pub max_size_mb: Option<u64>,
+    pub(crate) max_size_mb: Option<u64>,
 }
 
 /// `[output]`: what the run leaves behind.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct Output {
+pub(crate) struct Output {
     /// Output folder; default `./trace-recipe-out/NAME-TIMESTAMP`. Templates may use
     /// `name` and `started`. Never inside tracefs, /sys or /proc.
-    pub dir: Option<String>,
+    pub(crate) dir: Option<String>,
     /// Write `trace.dat` (default true).
-    pub trace_dat: Option<bool>,
+    pub(crate) trace_dat: Option<bool>,
     /// Reports to render: `"summary"` (summary.txt), `"json"` (report.json), `"html"`
     /// (report.html, self-contained with inline SVG charts). Default summary and json.
-    pub reports: Option<Vec<String>>,
+    pub(crate) reports: Option<Vec<String>>,
     /// A minijinja template for summary.txt instead of the built-in one, as a path
     /// relative to the recipe's folder. Its context is report.json.
-    pub template: Option<String>,
+    pub(crate) template: Option<String>,
     /// Fail the run (exit code 4, after writing everything) when lost events exceed
     /// this percentage (0 to 100) of recorded plus lost events.
-    pub max_lost_percent: Option<f64>,
+    pub(crate) max_lost_percent: Option<f64>,
     /// Also write the output folder as one bundle, `DIR.tar.zst` (manifest.json and
     /// every artifact), as `run --bundle` does.
-    pub bundle: Option<bool>,
+    pub(crate) bundle: Option<bool>,
 }

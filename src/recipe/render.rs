@@ -25,13 +25,13 @@ const MAX_RENDERED: usize = 1 << 20;
 #[derive(Debug, Default)]
 pub(crate) struct RawHead {
     /// The parameters this file declares.
-    pub params: BTreeMap<String, ParamDef>,
+    pub(crate) params: BTreeMap<String, ParamDef>,
     /// `name`, when this file sets it as a plain string.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `extends` and the span of its value.
-    pub extends: Option<(String, Option<Range<usize>>)>,
+    pub(crate) extends: Option<(String, Option<Range<usize>>)>,
     /// Problems of typed parameters (unknown type, a default of another type).
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 /// One parameter as declared: its value (if any), its declared type (typed form
@@ -39,13 +39,13 @@ pub(crate) struct RawHead {
 #[derive(Debug, Clone)]
 pub(crate) struct ParamDef {
     /// The default value (plain form: the value).
-    pub value: Option<ParamValue>,
+    pub(crate) value: Option<ParamValue>,
     /// The declared type (typed form only).
-    pub kind: Option<ParamType>,
+    pub(crate) kind: Option<ParamType>,
     /// The help text (typed form only).
-    pub help: Option<String>,
+    pub(crate) help: Option<String>,
     /// Span of the parameter's key in the chain's source.
-    pub span: Option<Range<usize>>,
+    pub(crate) span: Option<Range<usize>>,
 }
 
 /// Reads [`RawHead`] from `raw`, whose first byte is at `offset` of the chain's text.

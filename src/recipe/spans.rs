@@ -22,7 +22,7 @@ type KeyValueSpans = (Option<Range<usize>>, Option<Range<usize>>);
 
 /// One step of a key path: a table key or an array index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathSeg {
+pub(crate) enum PathSeg {
     /// A key of a table or inline table.
     Key(String),
     /// An index into an array or array of tables.
@@ -43,7 +43,7 @@ impl From<usize> for PathSeg {
 
 /// Byte ranges of keys and values of a parsed TOML document.
 #[derive(Debug)]
-pub struct SpanIndex {
+pub(crate) struct SpanIndex {
     root: Table,
 }
 
@@ -54,31 +54,24 @@ enum Node<'a> {
 }
 
 impl SpanIndex {
-    /// Parses `text`; a TOML syntax error becomes a diagnostic at its place.
-    pub fn parse(text: &str) -> Result<SpanIndex, Diagnostic> {
-        parse_at(text, 0).map(|doc| SpanIndex {
-            root: doc.as_table().clone(),
-        })
-    }
-
     /// The index of an already parsed (or merged) root table.
     pub(crate) fn from_table(root: Table) -> SpanIndex {
         SpanIndex { root }
     }
 
     /// The root table the spans come from.
-    pub fn root(&self) -> &Table {
+    pub(crate) fn root(&self) -> &Table {
         &self.root
     }
 
     /// The span of the value at `path` (e.g. `["events", 2, "filter"]`).
-    pub fn span(&self, path: &[PathSeg]) -> Option<Range<usize>> {
+    pub(crate) fn span(&self, path: &[PathSeg]) -> Option<Range<usize>> {
         self.lookup(path).and_then(|(_, value)| value)
     }
 
     /// The span of the key at the end of `path`, falling back to its value or the
     /// nearest enclosing entry that has one.
-    pub fn key_span(&self, path: &[PathSeg]) -> Option<Range<usize>> {
+    pub(crate) fn key_span(&self, path: &[PathSeg]) -> Option<Range<usize>> {
         for n in (1..=path.len()).rev() {
             if let Some((key, value)) = self.lookup(&path[..n])
                 && let Some(s) = key.or(value)

@@ -23,154 +23,154 @@ pub const JSON_FORMAT_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunInfo {
     /// Recipe name.
-    pub recipe: String,
+    pub(crate) recipe: String,
     /// Kernel release (`uname -r`).
-    pub kernel_release: String,
+    pub(crate) kernel_release: String,
     /// Start, RFC 3339.
-    pub started: String,
+    pub(crate) started: String,
     /// End, RFC 3339.
-    pub ended: String,
+    pub(crate) ended: String,
     /// Seconds between start and end.
-    pub duration_s: f64,
+    pub(crate) duration_s: f64,
     /// Why the run ended: `workload exited`, `duration`, `traceoff`, `max_size_mb`, `signal SIGINT`, ...
-    pub stop_reason: String,
+    pub(crate) stop_reason: String,
     /// The workload, if any.
-    pub workload: Option<WorkloadInfo>,
+    pub(crate) workload: Option<WorkloadInfo>,
     /// What the recorder read.
-    pub recorder: RecorderInfo,
+    pub(crate) recorder: RecorderInfo,
 }
 
 /// What the per-CPU readers of a run read, and what it cost them.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RecorderInfo {
+pub(crate) struct RecorderInfo {
     /// Raw ring-buffer bytes read from trace_pipe_raw, all CPUs.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// CPU time of the reader threads together (user + system), seconds.
-    pub cpu_s: f64,
+    pub(crate) cpu_s: f64,
     /// Thread ids of the run itself (main thread, guard, per-CPU readers,
     /// kallsyms reader), kept out of the trace; empty with `[scope] include_self`.
-    pub excluded_tids: Vec<u32>,
+    pub(crate) excluded_tids: Vec<u32>,
 }
 
 /// The workload of a run.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct WorkloadInfo {
+pub(crate) struct WorkloadInfo {
     /// Command line.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Pid.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// How it ended.
-    pub exit: WorkloadExit,
+    pub(crate) exit: WorkloadExit,
 }
 
 /// report.json, version [`JSON_FORMAT_VERSION`].
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct JsonReport {
     /// Layout version.
-    pub format_version: u32,
+    pub(crate) format_version: u32,
     /// Recipe name (`null` for `report` on a file).
-    pub recipe: Option<String>,
+    pub(crate) recipe: Option<String>,
     /// Kernel release of the traced machine.
-    pub kernel_release: Option<String>,
+    pub(crate) kernel_release: Option<String>,
     /// Start, RFC 3339.
-    pub started: Option<String>,
+    pub(crate) started: Option<String>,
     /// End, RFC 3339.
-    pub ended: Option<String>,
+    pub(crate) ended: Option<String>,
     /// Run duration in seconds.
-    pub duration_s: Option<f64>,
+    pub(crate) duration_s: Option<f64>,
     /// Why the run ended.
-    pub stop_reason: Option<String>,
+    pub(crate) stop_reason: Option<String>,
     /// The workload.
-    pub workload: Option<WorkloadInfo>,
+    pub(crate) workload: Option<WorkloadInfo>,
     /// What the recorder read and its CPU time (`null` for `report` on a file).
-    pub recorder: Option<RecorderInfo>,
+    pub(crate) recorder: Option<RecorderInfo>,
     /// Trace clock of the file.
-    pub clock: String,
+    pub(crate) clock: String,
     /// Number of events.
-    pub total_events: u64,
+    pub(crate) total_events: u64,
     /// Per `system:event`.
-    pub events: BTreeMap<String, u64>,
+    pub(crate) events: BTreeMap<String, u64>,
     /// Per CPU (keys are CPU numbers as strings).
-    pub cpus: BTreeMap<String, u64>,
+    pub(crate) cpus: BTreeMap<String, u64>,
     /// Most frequent comms, most first.
-    pub top_comms: Vec<CommCount>,
+    pub(crate) top_comms: Vec<CommCount>,
     /// Most frequent pids, most first.
-    pub top_pids: Vec<PidCount>,
+    pub(crate) top_pids: Vec<PidCount>,
     /// Lost events per CPU (keys are CPU numbers as strings).
-    pub lost_events: BTreeMap<String, Lost>,
+    pub(crate) lost_events: BTreeMap<String, Lost>,
     /// Sum of all lost events, each counted once (the per-CPU `total`s).
-    pub lost_total: u64,
+    pub(crate) lost_total: u64,
     /// `lost_total` as a percentage of recorded plus lost events (0 when none).
-    pub lost_percent: f64,
+    pub(crate) lost_percent: f64,
     /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
     /// `funcgraph`, `stacks`).
-    pub analyses: Vec<String>,
+    pub(crate) analyses: Vec<String>,
     /// Counts over time (analysis `counts`).
-    pub timeline: Option<Timeline>,
+    pub(crate) timeline: Option<Timeline>,
     /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
-    pub latency: Vec<LatencyReport>,
+    pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
-    pub stacks: Option<Stacks>,
+    pub(crate) stacks: Option<Stacks>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
-    pub expectations: Vec<ExpectResult>,
+    pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
     /// or observed afterwards); empty for `report` on a file.
     #[serde(default)]
-    pub irreversible: Vec<crate::plan::Irreversible>,
+    pub(crate) irreversible: Vec<crate::plan::Irreversible>,
     /// The `[collect]` commands of the run and how each ended (empty for
     /// `report` on a file).
     #[serde(default)]
-    pub collected: Vec<crate::collect::Collected>,
+    pub(crate) collected: Vec<crate::collect::Collected>,
     /// The value of every `[params]` entry the run's recipe was rendered with
     /// (after `--set`); empty for `report` on a file.
     #[serde(default)]
-    pub params: BTreeMap<String, crate::recipe::ParamValue>,
+    pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
 }
 
 /// One `[[expect]]` checked against this report.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct ExpectResult {
+pub(crate) struct ExpectResult {
     /// The expression as written, e.g. `count(sched:sched_process_exec) >= 3`.
-    pub that: String,
+    pub(crate) that: String,
     /// Whether it held.
-    pub passed: bool,
+    pub(crate) passed: bool,
     /// The measured value as text (`12`, `1.250ms`); `null` when the report has no
     /// such latency group.
-    pub actual: Option<String>,
+    pub(crate) actual: Option<String>,
 }
 
 /// A comm and its event count.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct CommCount {
+pub(crate) struct CommCount {
     /// Task name.
-    pub comm: String,
+    pub(crate) comm: String,
     /// Events.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// A pid and its event count.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PidCount {
+pub(crate) struct PidCount {
     /// Process id (common_pid).
-    pub pid: i32,
+    pub(crate) pid: i32,
     /// Its comm.
-    pub comm: String,
+    pub(crate) comm: String,
     /// Events.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// Lost events of one CPU, as the kernel counts them in each of its three places.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct Lost {
+pub(crate) struct Lost {
     /// `overrun` from per_cpu/cpuN/stats: events overwritten (overwrite mode).
-    pub overrun: u64,
+    pub(crate) overrun: u64,
     /// `dropped events` from stats: events dropped because the buffer was full
     /// (drop-newest mode, `options/overwrite` = 0).
-    pub dropped: u64,
+    pub(crate) dropped: u64,
     /// Lost-event counts found in the headers of the recorded sub-buffers.
-    pub in_pages: u64,
+    pub(crate) in_pages: u64,
     /// Events lost on this CPU, each counted once: [`Lost::total`].
-    pub total: u64,
+    pub(crate) total: u64,
 }
 
 impl Lost {
@@ -186,7 +186,7 @@ impl Lost {
     /// (marks without a stored count read as 0; a trace.dat without stats has
     /// only the marks). In drop-newest mode a full buffer refuses the new event
     /// and counts it in `dropped events`, which no mark repeats.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.dropped + self.overrun.max(self.in_pages)
     }
 }
@@ -266,7 +266,7 @@ impl JsonReport {
 }
 
 /// `lost` as a percentage of `recorded + lost` (0 when both are 0).
-pub fn lost_percent(recorded: u64, lost: u64) -> f64 {
+pub(crate) fn lost_percent(recorded: u64, lost: u64) -> f64 {
     match recorded + lost {
         0 => 0.0,
         all => lost as f64 * 100.0 / all as f64,

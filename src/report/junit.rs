@@ -8,7 +8,7 @@ use super::JsonReport;
 
 /// Renders `report.expectations` as JUnit XML. A failed expectation is a
 /// `<failure>` whose message gives the measured value.
-pub fn render_junit(report: &JsonReport) -> String {
+pub(crate) fn render_junit(report: &JsonReport) -> String {
     let name = report
         .recipe
         .clone()

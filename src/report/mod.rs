@@ -8,9 +8,7 @@ mod junit;
 mod text;
 
 pub use html::render_html;
-pub use json::{
-    CommCount, ExpectResult, JSON_FORMAT_VERSION, JsonReport, Lost, PidCount, RecorderInfo,
-    RunInfo, WorkloadInfo, lost_percent,
-};
-pub use junit::render_junit;
+pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, WorkloadInfo};
+pub use json::{JSON_FORMAT_VERSION, JsonReport};
+pub(crate) use junit::render_junit;
 pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};

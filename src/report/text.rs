@@ -24,11 +24,11 @@ const FUEL: u64 = 50_000_000;
 #[error("template {}: {detail}\n  = help: {help}", .path.display())]
 pub struct TemplateError {
     /// The template file (`<built-in>` for the default).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// What went wrong, with the line when minijinja knows it.
-    pub detail: String,
+    pub(crate) detail: String,
     /// What to do.
-    pub help: &'static str,
+    pub(crate) help: &'static str,
 }
 
 /// A template to render summaries with.
@@ -48,7 +48,7 @@ impl Template {
     }
 
     /// Reads a template file. Errors: it cannot be read.
-    pub fn load(path: &Path) -> Result<Template, TemplateError> {
+    pub(crate) fn load(path: &Path) -> Result<Template, TemplateError> {
         let source = std::fs::read_to_string(path).map_err(|e| TemplateError {
             path: path.to_path_buf(),
             detail: format!("cannot read it: {e}"),
@@ -61,7 +61,7 @@ impl Template {
     }
 
     /// Compiles the template without rendering it. Errors: a syntax error, with its line.
-    pub fn check(&self) -> Result<(), TemplateError> {
+    pub(crate) fn check(&self) -> Result<(), TemplateError> {
         environment()
             .template_from_str(&self.source)
             .map(|_| ())

@@ -8,11 +8,11 @@ use crate::suggest;
 
 /// One checked expectation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ValidExpect {
+pub(crate) struct ValidExpect {
     /// The expression as written.
-    pub that: String,
+    pub(crate) that: String,
     /// Parsed.
-    pub expr: Expr,
+    pub(crate) expr: Expr,
 }
 
 /// Parses every `[[expect]]`, reporting each problem at its place in the string.

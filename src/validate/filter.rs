@@ -6,24 +6,24 @@ use std::ops::Range;
 
 /// One `FIELD OP VALUE` predicate of a filter, with byte ranges inside the filter text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Predicate {
+pub(crate) struct Predicate {
     /// The field name as written (may carry a `.function`/`.hex` suffix).
-    pub field: String,
+    pub(crate) field: String,
     /// Where the field name is.
-    pub field_span: Range<usize>,
+    pub(crate) field_span: Range<usize>,
     /// `==`, `!=`, `<`, `<=`, `>`, `>=`, `&` or `~`.
-    pub op: String,
+    pub(crate) op: String,
     /// Where the operator is.
-    pub op_span: Range<usize>,
+    pub(crate) op_span: Range<usize>,
     /// The value.
-    pub value: Value,
+    pub(crate) value: Value,
     /// Where the value is.
-    pub value_span: Range<usize>,
+    pub(crate) value_span: Range<usize>,
 }
 
 /// A predicate's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     /// A number (decimal, `0x` hex, negative).
     Number,
     /// A quoted string.
@@ -34,11 +34,11 @@ pub enum Value {
 
 /// A syntax error in a filter, with its byte range inside the filter text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyntaxError {
+pub(crate) struct SyntaxError {
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// Where.
-    pub span: Range<usize>,
+    pub(crate) span: Range<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -154,7 +154,7 @@ fn tokenize(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
 ///
 /// Grammar: `expr := term (("&&" | "||") term)*`, `term := "!"? ("(" expr ")" | pred)`,
 /// `pred := FIELD OP VALUE`. Errors: the first syntax error, with its range.
-pub fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
     let toks = tokenize(text)?;
     let mut p = Parser {
         toks: &toks,

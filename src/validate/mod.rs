@@ -25,11 +25,13 @@ mod trigger;
 use std::ops::Range;
 use std::time::Duration;
 
-pub use filter::{Predicate, SyntaxError, Value as FilterValue};
-pub use probe::{ProbeKind, ResolvedProbe, is_good_name};
+pub(crate) use filter::{Predicate, Value as FilterValue};
+#[cfg(test)]
+pub(crate) use probe::ProbeKind;
+pub(crate) use probe::ResolvedProbe;
 use tracedat::{EventFormat, Field};
-pub use tracer::{FUNCTION_TRACERS, ResolvedTracer};
-pub use trigger::{EVENT_ACTIONS, FUNCTION_ACTIONS, ResolvedTrigger};
+pub(crate) use tracer::ResolvedTracer;
+pub(crate) use trigger::ResolvedTrigger;
 
 use crate::diagnostic::Diagnostic;
 use crate::host::HostFacts;
@@ -37,10 +39,10 @@ use crate::kernel::KernelFacts;
 use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
 use crate::suggest;
 
-pub use expect::ValidExpect;
+pub(crate) use expect::ValidExpect;
 
 /// A byte range in the rendered recipe text.
-pub type Span = Option<Range<usize>>;
+pub(crate) type Span = Option<Range<usize>>;
 
 /// A recipe that passed every check against one kernel's facts.
 #[derive(Debug, Clone)]
@@ -48,33 +50,33 @@ pub struct ValidRecipe {
     /// The parsed recipe.
     pub recipe: Recipe,
     /// `duration`, when given.
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// `[buffer] size_kb` and where it was written.
-    pub buffer_size_kb: Option<(u64, Span)>,
+    pub(crate) buffer_size_kb: Option<(u64, Span)>,
     /// `[buffer] clock`.
-    pub clock: Option<(String, Span)>,
+    pub(crate) clock: Option<(String, Span)>,
     /// `[buffer] cpus` as the hex mask `tracing_cpumask` takes.
-    pub cpumask: Option<(String, Span)>,
+    pub(crate) cpumask: Option<(String, Span)>,
     /// `[buffer] overwrite`.
-    pub overwrite: Option<(bool, Span)>,
+    pub(crate) overwrite: Option<(bool, Span)>,
     /// Every concrete event to enable (globs expanded), in recipe order.
     pub events: Vec<ResolvedEvent>,
     /// Every trigger line to write, in recipe order.
-    pub triggers: Vec<ResolvedTrigger>,
+    pub(crate) triggers: Vec<ResolvedTrigger>,
     /// `[[kprobes]]` then `[[uprobes]]`, each defined in the run's probe group.
-    pub probes: Vec<ResolvedProbe>,
+    pub(crate) probes: Vec<ResolvedProbe>,
     /// `[tracer]`, unless absent or a bare `nop`.
-    pub tracer: Option<ResolvedTracer>,
+    pub(crate) tracer: Option<ResolvedTracer>,
     /// `[stop] max_size_mb` in bytes.
-    pub max_size_bytes: Option<u64>,
+    pub(crate) max_size_bytes: Option<u64>,
     /// `[output] template`, read and compiled (resolved against the recipe's folder).
-    pub template: Option<crate::report::Template>,
+    pub(crate) template: Option<crate::report::Template>,
     /// `[[expect]]`, parsed, checked after the run.
-    pub expectations: Vec<ValidExpect>,
+    pub(crate) expectations: Vec<ValidExpect>,
     /// How the run keeps its own threads out of the trace on this kernel.
-    pub self_exclusion: SelfExclusion,
+    pub(crate) self_exclusion: SelfExclusion,
     /// The parameters the recipe was rendered with ([`LoadedRecipe::params`]).
-    pub params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
+    pub(crate) params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
@@ -82,7 +84,7 @@ pub struct ValidRecipe {
 /// `[scope] include_self` and what this kernel offers. The thread ids are only
 /// known at run time; [`crate::plan::plan`] writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SelfExclusion {
+pub(crate) enum SelfExclusion {
     /// `[scope] include_self = true`: the run's own activity is traced like any other.
     #[default]
     Off,
@@ -100,7 +102,7 @@ pub enum SelfExclusion {
 impl SelfExclusion {
     /// What this means for the run, in one sentence (for `check`), given
     /// whether its tracer is a function tracer.
-    pub fn describe(self, function_tracer: bool) -> String {
+    pub(crate) fn describe(self, function_tracer: bool) -> String {
         const WHO: &str =
             "the run's own threads (main thread, guard, per-CPU readers, kallsyms reader)";
         match self {
@@ -141,13 +143,13 @@ pub struct ResolvedEvent {
     /// The filter to write (the recipe's, and-ed with the comm scope), if any.
     pub filter: Option<String>,
     /// Whether to add a `stacktrace` trigger.
-    pub stacktrace: bool,
+    pub(crate) stacktrace: bool,
     /// The recipe entry it came from.
-    pub span: Span,
+    pub(crate) span: Span,
 }
 
 /// Reports `[output] reports` may name.
-pub const REPORTS: &[&str] = &["summary", "json", "html"];
+pub(crate) const REPORTS: &[&str] = &["summary", "json", "html"];
 /// Longest value written to a tracefs file: the kernel refuses a filter or
 /// trigger write of a page or more (kernel/trace/trace_events.c, `cnt >= PAGE_SIZE`).
 const MAX_VALUE: usize = 4095;
@@ -772,7 +774,7 @@ fn check_collect(cx: &mut Ctx<'_>, r: &Recipe) {
 
 /// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not
 /// a duration, or not positive.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let d: jiff::SignedDuration = text
         .parse()
         .map_err(|_| format!("`{text}` is not a duration"))?;
@@ -784,7 +786,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Parses a cpu list (`"0-3,6"`) into sorted, unique CPU numbers.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim) {
         let bad = || format!("`{part}` in cpu list `{text}` is not a CPU number or range");
@@ -809,7 +811,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
 }
 
 /// The `tracing_cpumask` text for `cpus`: hex, in comma-separated 32-bit groups.
-pub fn cpumask_hex(cpus: &[u32]) -> String {
+pub(crate) fn cpumask_hex(cpus: &[u32]) -> String {
     let max = cpus.iter().copied().max().unwrap_or(0);
     let groups = (max / 32 + 1) as usize;
     let mut words = vec![0u32; groups];

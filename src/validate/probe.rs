@@ -15,7 +15,7 @@ use crate::suggest;
 
 /// Which of the four probe kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeKind {
+pub(crate) enum ProbeKind {
     /// `p:` in kprobe_events.
     Kprobe,
     /// `r:` in kprobe_events.
@@ -37,12 +37,12 @@ impl ProbeKind {
         }
     }
     /// A return probe (`$retval` allowed, `__probe_func`/`__probe_ret_ip` fields).
-    pub fn is_return(self) -> bool {
+    pub(crate) fn is_return(self) -> bool {
         matches!(self, ProbeKind::Kretprobe | ProbeKind::Uretprobe)
     }
     /// The system name recipes and reports use for the run's own probes of this
     /// kind: `kprobes` or `uprobes` (the kernel's group is `trace_recipe_PID`).
-    pub fn recipe_system(self) -> &'static str {
+    pub(crate) fn recipe_system(self) -> &'static str {
         if self.is_kernel() {
             "kprobes"
         } else {
@@ -50,11 +50,11 @@ impl ProbeKind {
         }
     }
     /// A kernel probe (kprobe_events) rather than a user one (uprobe_events).
-    pub fn is_kernel(self) -> bool {
+    pub(crate) fn is_kernel(self) -> bool {
         matches!(self, ProbeKind::Kprobe | ProbeKind::Kretprobe)
     }
     /// The global tracefs file that holds its definition.
-    pub fn events_file(self) -> &'static str {
+    pub(crate) fn events_file(self) -> &'static str {
         if self.is_kernel() {
             "kprobe_events"
         } else {
@@ -65,31 +65,31 @@ impl ProbeKind {
 
 /// A probe that passed every check: what to append to its events file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedProbe {
+pub(crate) struct ResolvedProbe {
     /// The kind.
-    pub kind: ProbeKind,
+    pub(crate) kind: ProbeKind,
     /// The event name (the recipe's `event`).
-    pub event: String,
+    pub(crate) event: String,
     /// Everything after `p:GROUP/EVENT `: the target (for uprobes `PATH:0xOFFSET`)
     /// and the fetchargs `NAME=FETCHARG[:TYPE]`, in recipe order.
-    pub spec: String,
+    pub(crate) spec: String,
     /// Filter to write to the probe event in the run's instance.
-    pub filter: Option<String>,
+    pub(crate) filter: Option<String>,
     /// Add a `stacktrace` trigger to the probe event.
-    pub stacktrace: bool,
+    pub(crate) stacktrace: bool,
     /// The recipe entry.
-    pub span: Span,
+    pub(crate) span: Span,
 }
 
 impl ResolvedProbe {
     /// The line that defines the probe in group `group`:
     /// `p:GROUP/EVENT TARGET ARGS` (or `r:` for return probes).
-    pub fn definition(&self, group: &str) -> String {
+    pub(crate) fn definition(&self, group: &str) -> String {
         let p = if self.kind.is_return() { 'r' } else { 'p' };
         format!("{p}:{group}/{} {}", self.event, self.spec)
     }
     /// The line that removes exactly this probe: `-:GROUP/EVENT`.
-    pub fn removal(&self, group: &str) -> String {
+    pub(crate) fn removal(&self, group: &str) -> String {
         format!("-:{group}/{}", self.event)
     }
 }
@@ -127,7 +127,7 @@ struct Layout {
 
 /// Whether `s` is a name the kernel accepts for events, groups and fetchargs
 /// (`[A-Za-z_][A-Za-z0-9_]*`, trace_probe.c `is_good_name`).
-pub fn is_good_name(s: &str) -> bool {
+pub(crate) fn is_good_name(s: &str) -> bool {
     let mut b = s.bytes();
     b.next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')

@@ -13,7 +13,7 @@ use crate::recipe::Tracer;
 use crate::suggest;
 
 /// Tracers that trace kernel functions through ftrace (need available_filter_functions).
-pub const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
+pub(crate) const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
 
 /// The kernel config option that provides each tracer (kernel/trace/Kconfig).
 const TRACER_CONFIGS: &[(&str, &str)] = &[
@@ -37,36 +37,36 @@ const TRACER_CONFIGS: &[(&str, &str)] = &[
 
 /// A `[tracer]` that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedTracer {
+pub(crate) struct ResolvedTracer {
     /// The tracer to write to `current_tracer`.
-    pub name: String,
+    pub(crate) name: String,
     /// `set_ftrace_filter` entries.
-    pub functions: Vec<String>,
+    pub(crate) functions: Vec<String>,
     /// `set_ftrace_notrace` entries.
-    pub notrace: Vec<String>,
+    pub(crate) notrace: Vec<String>,
     /// `set_graph_function` entries.
-    pub graph_functions: Vec<String>,
+    pub(crate) graph_functions: Vec<String>,
     /// `set_graph_notrace` entries.
-    pub graph_notrace: Vec<String>,
+    pub(crate) graph_notrace: Vec<String>,
     /// `max_graph_depth` (a top-level, global file).
-    pub max_graph_depth: Option<u32>,
+    pub(crate) max_graph_depth: Option<u32>,
     /// `tracing_thresh` in µs (a top-level, global file).
-    pub thresh_us: Option<u64>,
+    pub(crate) thresh_us: Option<u64>,
     /// `options/NAME` values, sorted by name.
-    pub options: Vec<(String, bool)>,
+    pub(crate) options: Vec<(String, bool)>,
     /// Whether this kernel offers the tracer only at the top level (not in
     /// instances): the run then works in the top-level buffer.
-    pub at_top_level: bool,
+    pub(crate) at_top_level: bool,
     /// Whether set_graph_function / set_graph_notrace are global top-level files
     /// on this kernel (instances have none), rather than the instance's own.
-    pub graph_filter_at_top: bool,
+    pub(crate) graph_filter_at_top: bool,
     /// The `[tracer]` table.
-    pub span: Span,
+    pub(crate) span: Span,
 }
 
 impl ResolvedTracer {
     /// Whether the tracer traces functions (so set_ftrace_pid and function-fork apply).
-    pub fn is_function_tracer(&self) -> bool {
+    pub(crate) fn is_function_tracer(&self) -> bool {
         FUNCTION_TRACERS.contains(&self.name.as_str())
     }
 }

@@ -11,7 +11,7 @@ use crate::recipe::Trigger;
 use crate::suggest;
 
 /// Actions of event triggers.
-pub const EVENT_ACTIONS: &[&str] = &[
+pub(crate) const EVENT_ACTIONS: &[&str] = &[
     "traceon",
     "traceoff",
     "snapshot",
@@ -21,7 +21,7 @@ pub const EVENT_ACTIONS: &[&str] = &[
     "hist",
 ];
 /// Actions of function triggers (set_ftrace_filter commands).
-pub const FUNCTION_ACTIONS: &[&str] = &[
+pub(crate) const FUNCTION_ACTIONS: &[&str] = &[
     "traceon",
     "traceoff",
     "stacktrace",
@@ -32,26 +32,26 @@ pub const FUNCTION_ACTIONS: &[&str] = &[
 
 /// One trigger line that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedTrigger {
+pub(crate) struct ResolvedTrigger {
     /// `system:event` the trigger sits on; `None` for a function trigger, whose
     /// command goes to `set_ftrace_filter`.
-    pub event: Option<String>,
+    pub(crate) event: Option<String>,
     /// The event is one of the recipe's own probes (`kprobes:NAME` /
     /// `uprobes:NAME`), which lives in the run's probe group.
-    pub on_probe: bool,
+    pub(crate) on_probe: bool,
     /// The trigger command, e.g. `traceoff:1 if ret == -2`, or for a function
     /// trigger `do_bad_area:traceoff:1`.
-    pub command: String,
+    pub(crate) command: String,
     /// The command that removes it: `!` + the whole command (event triggers; hist
     /// triggers are matched by keys, values, sort and filter), or
     /// `!FUNCTION:ACTION` (function triggers).
-    pub removal: String,
+    pub(crate) removal: String,
     /// The event an enable_event / disable_event trigger switches.
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// The action (`hist` triggers' tables are saved before rollback).
-    pub action: String,
+    pub(crate) action: String,
     /// The recipe entry it came from.
-    pub span: Span,
+    pub(crate) span: Span,
 }
 
 fn names_list(v: &[&str]) -> String {

@@ -3,7 +3,10 @@
 //! [`crate::write_v6`], in any byte order, with 4- or 8-byte kernel longs,
 //! hand-made pages, extra options and named buffers. Page layout:
 //! Documentation/trace/ring-buffer-design.rst and the project's trace.dat spec.
-//! Builders assert on misuse (they serve tests, not input).
+//! Builders assert on misuse (they serve tests, not input). [`report`] is the
+//! tests' one parser of `trace-cmd report` listings.
+
+pub mod report;
 
 /// The event system of [`small_format`] and [`big_format`].
 pub const SYSTEM: &str = "synth";
