@@ -16,9 +16,13 @@
 # (`trace-recipe report --format json`); lost = per CPU dropped events +
 # max(overrun, lost-event marks in the sub-buffers) (report.json's lost_total;
 # for dd the stats are read from its instance before it is removed).
-# CPU: the reader's CPU time (user + sys): trace-recipe's reader threads
-# (report.json recorder.cpu_s); trace-cmd's whole process tree minus the
-# load's own (it includes writing trace.dat); the dd readers.
+# CPU, user + sys, two figures per reader. `recorder`: what reads the ring
+# buffer: trace-recipe's reader threads (report.json recorder.cpu_s),
+# trace-cmd's per-CPU recorder processes (its reaped children minus the load,
+# sampled, see run_trace_cmd), the dd loops. `tool`: the reader's whole process
+# tree minus the load's own CPU: trace-cmd's includes its setup and writing
+# trace.dat; trace-recipe's also validation, apply, writing trace.dat and
+# decoding every event for its reports; dd's is its recorder.
 #
 # Usage: bench-capture-run.sh BIN KB READERS...   (env: TRACEFS, WORK, RATES)
 set -eu
@@ -68,7 +72,7 @@ tree() {
   awk -v a="$(cpu_in "$W/tree.stat")" -v b="$(cpu_in "$W/load.stat")" 'BEGIN { print a - b }' > "$W/tree.cpu"
 }
 
-# Each reader prints: captured lost reader_cpu_s tool_cpu_s.
+# Each reader prints: captured lost recorder_cpu_s tool_cpu_s.
 run_trace_recipe() {
   rm -rf "$W/tr"
   tree "$BIN" run "$RECIPE" --buffer-size-kb "$KB" -o "$W/tr" -q -- sh "$W/load.sh" "$1" > "$W/tr.log" 2>&1 || true
@@ -78,12 +82,25 @@ run_trace_recipe() {
 }
 
 run_trace_cmd() {
-  rm -f "$W/tc.dat"
+  rm -f "$W/tc.dat" "$W/tc.pid" "$W/tc.last"
   ev=""
   for e in $EVENTS; do ev="$ev -e $e"; done
+  # trace-cmd's per-CPU recorders are processes it forks and reaps before it
+  # writes trace.dat; the load is its child too. So its recorders' CPU is the
+  # children's CPU of the main trace-cmd process (cutime + cstime in its
+  # /proc/PID/stat, sampled every 20 ms until it exits) minus the load's.
   # shellcheck disable=SC2086
-  tree trace-cmd record -q -b "$KB" -o "$W/tc.dat" $ev -F -c sh "$W/load.sh" "$1" > "$W/tc.log" 2>&1 || true
-  echo "$(counts "$W/tc.dat") - $(cat "$W/tree.cpu")"
+  tree sh -c 'trace-cmd record -q -b "$1" -o "$2/tc.dat" '"$ev"' -F -c sh "$2/load.sh" "$3" > "$2/tc.log" 2>&1 & echo $! > "$2/tc.pid"; wait $!' sh "$KB" "$W" "$1" &
+  tp=$!
+  while [ ! -s "$W/tc.pid" ]; do sleep 0.01; done
+  pid=$(cat "$W/tc.pid")
+  while read -r st 2> /dev/null < "/proc/$pid/stat"; do
+    echo "$st" > "$W/tc.last"
+    sleep 0.02
+  done
+  wait $tp || true
+  rec=$(awk -v hz=100 -v load="$(cpu_in "$W/load.stat")" '{ sub(/^.*\) /, ""); print ($14 + $15) / hz - load }' "$W/tc.last")
+  echo "$(counts "$W/tc.dat") $rec $(cat "$W/tree.cpu")"
   rm -f "$W/tc.dat"
 }
 
@@ -142,7 +159,7 @@ run_dd() {
 
 # Headers (formats, header_page) for turning dd's raw files into a trace.dat.
 trace-cmd restore -c -o "$W/head.dat" > /dev/null 2>&1
-printf "%-5s %-13s %10s %9s %8s %10s %10s %10s %12s\n" rate reader captured lost "lost %" "events/s" "reader cpu" "tool cpu" "ms/Mev tool"
+printf "%-5s %-13s %10s %9s %8s %10s %9s %9s %10s %10s\n" rate reader captured lost "lost %" "events/s" "rec cpu" "tool cpu" "rec ms/Mev" "tool ms/Mev"
 for rate in $RATES; do
   for who in "$@"; do
     case $who in
@@ -152,7 +169,7 @@ for rate in $RATES; do
     esac
     echo "$rate $who $r $(cat "$W/load.time")" | tee -a "$W/rows.txt" | awk '{
       cap = $3; lost = $4; all = cap + lost; secs = $8 - $7
-      printf "%-5s %-13s %10d %9d %8.3f %10d %10s %10.3f %12.1f\n", $1, $2, cap, lost, (all ? 100 * lost / all : 0), ((secs > 0) ? all / secs : 0), $5, $6, (cap ? 1e3 * $6 / (cap / 1e6) : 0)
+      printf "%-5s %-13s %10d %9d %8.3f %10d %9.3f %9.3f %10.1f %10.1f\n", $1, $2, cap, lost, (all ? 100 * lost / all : 0), ((secs > 0) ? all / secs : 0), $5, $6, (cap ? 1e3 * $5 / (cap / 1e6) : 0), (cap ? 1e3 * $6 / (cap / 1e6) : 0)
     }'
   done
 done

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Proof that `check --plan --export trace-cmd` prints a command line that works:
+# for a few recipes, export it, run the printed lines with a short workload
+# beside them, and look for the expected events in `trace-cmd report`. Run by
+# scripts/bench-capture-lab.sh in the kernel lab (Debian 6.12, which has
+# kprobes and function_graph in instances); POSIX sh for busybox. Prints one
+# `ok` or `FAILED` line per check and exits 1 if any failed.
+#
+# Usage: check-export-trace-cmd.sh BIN RECIPES_DIR WORK
+set -u
+BIN=$1
+RECIPES=$2
+W=$3
+mkdir -p "$W"
+cd "$W" || exit 1
+T=/sys/kernel/tracing
+failed=0
+say() { echo "$1: $2"; [ "$1" = ok ] || failed=1; }
+
+# A recipe that uses the instance's own buffer size, clock and an event filter;
+# its command reads them back from inside the instance trace-cmd made.
+cat > export-check.toml << 'TOML'
+name = "export-check"
+duration = "20s"
+[buffer]
+size_kb = 2048
+clock = "mono"
+[scope]
+follow_forks = true
+command = ["sh", "-c", "for d in /sys/kernel/tracing/instances/*; do cat $d/buffer_size_kb $d/trace_clock $d/events/sched/sched_process_exec/filter; done > /tmp/export-inst.txt; ls / > /dev/null; date > /dev/null"]
+[[events]]
+name = "sched:sched_process_exec"
+filter = 'filename != "/no/such/file"'
+[[events]]
+name = "sched:sched_process_exit"
+TOML
+
+# export NAME RECIPE: the exported lines in NAME.sh, run with output to NAME.dat.
+export_run() {
+  "$BIN" check --plan --export trace-cmd "$2" > "$1.sh" 2> "$1.err" || { say FAILED "$1: export: $(cat "$1.err")"; return 1; }
+  echo "--- $1.sh"
+  cat "$1.sh"
+  top_before=$(cat $T/buffer_size_kb)
+  sed 's/^trace-cmd record /trace-cmd record -q -o '"$1"'.dat /' "$1.sh" > "$1.run.sh"
+  sh "$1.run.sh" > "$1.log" 2>&1 || { say FAILED "$1: trace-cmd record failed: $(tail -3 "$1.log")"; return 1; }
+  trace-cmd report "$1.dat" > "$1.txt" 2> "$1.report.err" || { say FAILED "$1: trace-cmd report failed: $(tail -3 "$1.report.err")"; return 1; }
+  [ "$(cat $T/buffer_size_kb)" = "$top_before" ] || say FAILED "$1: top-level buffer_size_kb changed"
+  [ -z "$(ls $T/instances)" ] || say FAILED "$1: instance left behind: $(ls $T/instances)"
+  [ -z "$(cat $T/kprobe_events)" ] || say FAILED "$1: probe left behind: $(cat $T/kprobe_events)"
+}
+
+# expect NAME PATTERN MIN: at least MIN report lines match PATTERN.
+expect() {
+  n=$(grep -c -- "$2" "$1.txt")
+  if [ "$n" -ge "$3" ]; then say ok "$1: $n lines with '$2'"; else say FAILED "$1: $n lines with '$2' (want >= $3); report head: $(head -5 "$1.txt")"; fi
+}
+
+if export_run exec-tree "$RECIPES/exec-tree.toml"; then
+  expect exec-tree "sched_process_exec:.*filename=/bin/ls" 1
+  expect exec-tree "sched_process_exec:.*filename=/bin/date" 1
+  expect exec-tree "sched_process_fork:" 2
+fi
+
+if export_run export-check export-check.toml; then
+  expect export-check "sched_process_exec:" 2
+  expect export-check "sched_process_exit:" 2
+  if grep -q '^2048$' /tmp/export-inst.txt && grep -q '\[mono\]' /tmp/export-inst.txt && grep -q 'no/such/file' /tmp/export-inst.txt; then
+    say ok "export-check: the instance had buffer_size_kb 2048, clock mono and the filter"
+  else
+    say FAILED "export-check: instance settings: $(cat /tmp/export-inst.txt)"
+  fi
+fi
+
+# System-wide recipes: a workload beside trace-cmd, while it records.
+( sleep 2; i=0; while [ $i -lt 20 ]; do cat /proc/version /no/such/file > /dev/null 2>&1; i=$((i + 1)); done ) &
+if export_run call-graph-depth "$RECIPES/call-graph-depth.toml"; then
+  expect call-graph-depth "funcgraph_entry:.*do_sys_openat2" 10
+fi
+wait
+( sleep 2; i=0; while [ $i -lt 20 ]; do cat /proc/version /no/such/file > /dev/null 2>&1; i=$((i + 1)); done ) &
+if export_run kretprobe-returns "$RECIPES/kretprobe-returns.toml"; then
+  expect kretprobe-returns "open_entry:.*path=\"/no/such/file\"" 10
+  expect kretprobe-returns "open_ret:.*ret=-2" 10
+fi
+wait
+[ $failed = 0 ] && echo "export check: every check passed" || echo "export check: FAILED"
+exit $failed
