@@ -142,7 +142,10 @@ struct EventArgs {
 /// `-l` / `-n` / `-g`, `max_graph_depth` to `--max-graph-depth`,
 /// `current_tracer` to `-p`, an event's `enable` / `filter` / `trigger` to `-e`
 /// / `-f` / `-R`. `[scope] command` becomes the command (`-F`); without one, a
-/// `duration` becomes `sleep SECONDS`. The run's own-thread exclusion needs
+/// `duration` becomes `sleep SECONDS`. The global knobs trace-cmd record cannot
+/// set for an instance (`max_graph_depth`, `tracing_thresh`) are written
+/// before it and restored after it, as probes are defined before it and
+/// removed after it. The run's own-thread exclusion needs
 /// nothing: trace-cmd leaves its own threads out unless `--no-filter`.
 pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     let r = &valid.recipe;
@@ -200,7 +203,17 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             ["set_ftrace_filter"] => opts.extend(words().map(|w| format!("-l {w}"))),
             ["set_ftrace_notrace"] => opts.extend(words().map(|w| format!("-n {w}"))),
             ["set_graph_function"] => opts.extend(words().map(|w| format!("-g {w}"))),
-            ["max_graph_depth"] => opts.push(format!("--max-graph-depth {value}")),
+            // A global knob: trace-cmd writes --max-graph-depth into the instance,
+            // which has no such file; written before and restored after instead.
+            ["max_graph_depth"] if plan.instance.is_empty() => {
+                opts.push(format!("--max-graph-depth {value}"))
+            }
+            ["max_graph_depth" | "tracing_thresh"] => {
+                let var = format!("old_{rel}");
+                before.push(format!("{var}=$(cat /sys/kernel/tracing/{rel})"));
+                before.push(format!("echo {} > /sys/kernel/tracing/{rel}", word(value)));
+                after.push(format!("echo \"${var}\" > /sys/kernel/tracing/{rel}"));
+            }
             ["current_tracer"] => opts.push(format!("-p {}", word(value))),
             ["kprobe_events" | "uprobe_events"] => {
                 before.push(format!(
@@ -236,9 +249,6 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             ["set_graph_notrace"] => notes.push(
                 "[tracer] graph_notrace (set_graph_notrace): trace-cmd record has no option for it".into(),
             ),
-            ["tracing_thresh"] => notes.push(format!(
-                "[tracer] thresh_us = {value} (tracing_thresh): trace-cmd record has no option for it"
-            )),
             _ => notes.push(format!(
                 "the write of `{value}` to {file}: trace-cmd record has no option for it"
             )),
@@ -339,7 +349,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     if !before.is_empty() {
         let _ = writeln!(
             o,
-            "# trace-cmd record cannot create probes: define them first, remove them after."
+            "# trace-cmd record has no option for these: done before it, undone after it."
         );
         for l in &before {
             let _ = writeln!(o, "{l}");
@@ -519,7 +529,7 @@ trace-cmd record -B trace-recipe-x-1 \\
         let text = export(&v, &[]);
         assert!(!text.contains("-B "), "at the top level: {text}");
         for want in [
-            "  -l 'vfs_*' \\\n",
+            "trace-cmd record -l 'vfs_*' \\\n",
             "  -n '*spin*' \\\n",
             "  -g do_sys_openat2 \\\n",
             "  -O funcgraph-retval \\\n",
@@ -527,7 +537,8 @@ trace-cmd record -B trace-recipe-x-1 \\
             "  -p function_graph \\\n",
             "  -e sched:sched_process_exit -R 'traceoff:1 if comm == \"sleep\"' \\\n",
             "#   - [tracer] graph_notrace (set_graph_notrace): trace-cmd record has no option for it\n",
-            "#   - [tracer] thresh_us = 100 (tracing_thresh): trace-cmd record has no option for it\n",
+            "old_tracing_thresh=$(cat /sys/kernel/tracing/tracing_thresh)\necho 100 > /sys/kernel/tracing/tracing_thresh\ntrace-cmd record",
+            "\necho \"$old_tracing_thresh\" > /sys/kernel/tracing/tracing_thresh\n",
             "#   - [[triggers]] function trigger `force_sig_fault:traceoff:1` (a set_ftrace_filter command): trace-cmd record has no option for it\n",
             "#   - sched:sched_process_exit carries a trigger but is not recorded in the recipe; -R needs -e, so trace-cmd records it too\n",
             "#   - [stop] on_traceoff: trace-cmd record keeps recording after a traceoff trigger fires; stop it with Ctrl-C\n",
