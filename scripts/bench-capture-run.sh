@@ -36,6 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 RECIPE=${RECIPE:-$HERE/../bench/capture.toml}
 mkdir -p "$W"
 : > "$W/rows.txt"
+: > "$W/sys.txt"
 NCPU=$(ls -d "$T"/per_cpu/cpu* | wc -l)
 EVENTS="sched:sched_switch sched:sched_wakeup syscalls:sys_enter_read syscalls:sys_exit_read syscalls:sys_enter_write syscalls:sys_exit_write"
 
@@ -60,9 +61,11 @@ cpu_in() {
   awk -v hz=100 '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "$1"
 }
 
-# `total_events lost_total` of a trace.dat.
+# `total_events lost_total` of a trace.dat; the number of its syscalls events
+# goes to $W/sys.count (for the counting check).
 counts() {
   "$BIN" report "$1" --format json --analysis counts > "$W/counts.json"
+  awk -F'[:,]' '/"syscalls:sys_/ { n += $3 } END { print n + 0 }' "$W/counts.json" > "$W/sys.count"
   awk -F'[:,]' '/"total_events"/ { e = $2 + 0 } /"lost_total"/ { l = $2 + 0 } END { print e, l }' "$W/counts.json"
 }
 
@@ -167,6 +170,7 @@ for rate in $RATES; do
       trace-cmd) r=$(run_trace_cmd "$rate") ;;
       dd) r=$(run_dd "$rate") ;;
     esac
+    echo "$rate $who $(cat "$W/sys.count")" >> "$W/sys.txt"
     echo "$rate $who $r $(cat "$W/load.time")" | tee -a "$W/rows.txt" | awk '{
       cap = $3; lost = $4; all = cap + lost; secs = $8 - $7
       printf "%-5s %-13s %10d %9d %8.3f %10d %9.3f %9.3f %10.1f %10.1f\n", $1, $2, cap, lost, (all ? 100 * lost / all : 0), ((secs > 0) ? all / secs : 0), $5, $6, (cap ? 1e3 * $5 / (cap / 1e6) : 0), (cap ? 1e3 * $6 / (cap / 1e6) : 0)
@@ -174,22 +178,27 @@ for rate in $RATES; do
   done
 done
 
-# The counting check: at the lowest rate no reader should lose anything, and
-# the load is the same fixed number of bursts, so every reader's captured +
-# lost must be the same total within 2 %.
-awk -v low="$(echo "$RATES" | cut -d' ' -f1)" '
-  $1 == low { t[$2] = $3 + $4; if (!min || t[$2] < min) min = t[$2]; if (t[$2] > max) max = t[$2] }
+# The counting check, at the lowest rate, where nobody should lose anything.
+# The load is the same fixed number of bursts for every reader, so its
+# read/write syscall events (only the load's pids make them) must agree within
+# 0.5 %; sched_switch/sched_wakeup vary with scheduling (and with which
+# reader's threads the load switches with), so the totals are shown, not held
+# to a margin.
+low=$(echo "$RATES" | cut -d' ' -f1)
+trusted=0
+awk -v low="$low" -v sysfile="$W/sys.txt" '
+  BEGIN { while ((getline l < sysfile) > 0) { split(l, f, " "); if (f[1] == low) { s[f[2]] = f[3]; if (!smin || f[3] < smin) smin = f[3]; if (f[3] > smax) smax = f[3] } } }
+  $1 == low { t = $3 + $4; if (!min || t < min) min = t; if (t > max) max = t; lost += $4 }
   END {
-    if (min > 0 && (max - min) / min <= 0.02)
-      printf "counting check: at rate %s every reader saw %d-%d events (within 2 %%): the counts agree\n", low, min, max
-    else {
-      printf "counting check FAILED: at rate %s the readers saw %d-%d events: these figures cannot be trusted\n", low, min, max
-      exit 1
-    }
-  }' "$W/rows.txt"
+    ok = smin > 0 && (smax - smin) / smin <= 0.005 && lost == 0
+    printf "counting check at rate %s: syscall events %d-%d (within 0.5 %%: %s), lost %d, all events %d-%d (%.1f %% apart)\n", low, smin, smax, ((smin > 0 && (smax - smin) / smin <= 0.005) ? "yes" : "no"), lost, min, max, (min ? 100 * (max - min) / min : 0)
+    if (ok) print "counting check: the counts agree"
+    else { print "counting check FAILED: these figures cannot be trusted"; exit 1 }
+  }' "$W/rows.txt" || trusted=1
 # The rate at which each reader starts losing events.
 awk '{ all = $3 + $4; r = ($8 > $7) ? all / ($8 - $7) : 0
        if ($4 > 0 && (!(($2) in first))) first[$2] = r; if (!(($2) in seen)) order[n++] = $2; seen[$2] = 1 }
   END { for (i = 0; i < n; i++) { w = order[i]
           if (w in first) printf "%s starts losing at about %d events/s\n", w, first[w]
           else printf "%s lost nothing at any rate\n", w } }' "$W/rows.txt"
+exit $trusted
