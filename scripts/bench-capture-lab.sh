@@ -13,7 +13,7 @@
 # The boot takes both CPUs for minutes; it holds the tracefs lock the tests
 # hold, as tests/lab.rs does. Needs qemu-system-x86, busybox-static, cpio.
 #
-# Usage: sudo scripts/bench-capture-lab.sh [BUFFER_KB]   (default 1024)
+# Usage: sudo [RATES="low mid high"] scripts/bench-capture-lab.sh [BUFFER_KB]   (default 1024)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KB=${1:-1024}
@@ -39,7 +39,7 @@ flock 9
   echo \"buffer:  buffer_size_kb=$KB per CPU\"
   echo \"trace-cmd: \$(trace-cmd --version 2>&1 | grep version)\"
   echo
-  RECIPE=/payload/capture.toml WORK=/tmp/bench sh /payload/bench-capture-run.sh /payload/trace-recipe $KB trace-cmd trace-recipe dd
+  RATES=\"${RATES:-low mid high}\" RECIPE=/payload/capture.toml WORK=/tmp/bench sh /payload/bench-capture-run.sh /payload/trace-recipe $KB trace-cmd trace-recipe dd
 } > \$KLAB_OUT/bench.txt 2>&1
   cp /tmp/bench/*.log \$KLAB_OUT/ 2>/dev/null
   sh /payload/check-export-trace-cmd.sh /payload/trace-recipe /payload/recipes /tmp/export > \$KLAB_OUT/export.txt 2>&1" > "$WORK/console.txt" 2>&1 || true

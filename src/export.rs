@@ -135,7 +135,8 @@ struct EventArgs {
 /// definitions to append before it (trace-cmd record cannot create kprobes or
 /// uprobes), the command, and the lines that remove the probes afterwards.
 ///
-/// Each plan step maps to an option: the instance to `-B`, `buffer_size_kb` to
+/// Each plan step maps to an option: the instance to `-B` (none with a graph
+/// filter: trace-cmd applies `-g` at the top level only), `buffer_size_kb` to
 /// `-b`, `trace_clock` to `-C`, `tracing_cpumask` to `-M`, `options/NAME` to
 /// `-O [no]NAME`, `set_event_pid` to `-P`, `event-fork` with a pid scope to
 /// `-c`, `set_ftrace_filter` / `set_ftrace_notrace` / `set_graph_function` to
@@ -161,6 +162,18 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     } else {
         format!("{}/", plan.instance)
     };
+    // trace-cmd record writes -g to the top-level set_graph_function whatever
+    // -B says (trace-cmd 3.1; seen in the kernel lab: an instance's
+    // function_graph then traced every function): a graph filter means
+    // recording in the top-level buffer.
+    let graph = plan.steps.iter().any(|s| {
+        matches!(&s.op, Op::Write { file, .. }
+            if file.ends_with("set_graph_function") || file.ends_with("set_graph_notrace"))
+    });
+    let top = plan.instance.is_empty() || graph;
+    if top && !plan.instance.is_empty() {
+        notes.push("the instance: trace-cmd record applies -g at the top level only, so this records in the top-level buffer (trace-cmd resets it afterwards)".into());
+    }
     for s in &plan.steps {
         let Op::Write {
             file,
@@ -205,7 +218,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             ["set_graph_function"] => opts.extend(words().map(|w| format!("-g {w}"))),
             // A global knob: trace-cmd writes --max-graph-depth into the instance,
             // which has no such file; written before and restored after instead.
-            ["max_graph_depth"] if plan.instance.is_empty() => {
+            ["max_graph_depth"] if top => {
                 opts.push(format!("--max-graph-depth {value}"))
             }
             ["max_graph_depth" | "tracing_thresh"] => {
@@ -297,7 +310,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
         notes.push("[scope] include_self: trace-cmd leaves its own threads out (add --no-filter to trace them)".into());
     }
     let mut cmd: Vec<String> = Vec::new();
-    if !plan.instance.is_empty() {
+    if !top {
         let name = plan.instance.rsplit('/').next().unwrap_or(&plan.instance);
         cmd.push(format!("-B {}", word(name)));
     }

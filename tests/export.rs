@@ -128,15 +128,16 @@ fn trace_cmd_export_offline_for_debian_6_12_defines_probes_and_names_what_it_lac
         "{t}"
     );
 
-    // 6.12 has function_graph in instances, but max_graph_depth only at the
-    // top level, where trace-cmd's --max-graph-depth does not write.
+    // trace-cmd applies -g (and --max-graph-depth) at the top level only.
     let t = trace_cmd_line("call-graph-depth.toml", &["--facts", facts]);
     assert!(
-        t.contains("old_max_graph_depth=$(cat /sys/kernel/tracing/max_graph_depth)\necho 3 > /sys/kernel/tracing/max_graph_depth\ntrace-cmd record -B trace-recipe-call-graph-depth-"),
+        t.ends_with(
+            "trace-cmd record -g do_sys_openat2 \\\n  --max-graph-depth 3 \\\n  -p function_graph \\\n  sleep 5\n"
+        ),
         "{t}"
     );
     assert!(
-        t.ends_with("  -g do_sys_openat2 \\\n  -p function_graph \\\n  sleep 5\necho \"$old_max_graph_depth\" > /sys/kernel/tracing/max_graph_depth\n"),
+        t.contains("#   - the instance: trace-cmd record applies -g at the top level only"),
         "{t}"
     );
 
