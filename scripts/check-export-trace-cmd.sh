@@ -98,18 +98,18 @@ opens() {
   while [ ! -e "$W/opens.stop" ]; do cat /proc/version /no/such/file > /dev/null 2>&1; sleep 0.2; done &
 }
 opens
+if export_run kretprobe-returns "$RECIPES/kretprobe-returns.toml"; then
+  expect kretprobe-returns "open_entry:.*path=\"/no/such/file\"" 10
+  expect kretprobe-returns "open_ret:.*ret=-2" 10
+fi
+touch "$W/opens.stop"
+wait
+opens
 if export_run call-graph-depth "$RECIPES/call-graph-depth.toml"; then
   expect call-graph-depth "funcgraph_entry:.*do_sys_openat2" 10
   # Only do_sys_openat2's graphs: every entry at depth 0 is do_sys_openat2.
   other=$(grep "funcgraph_entry: .*|  [a-z_]" call-graph-depth.txt | grep -vc "|  do_sys_openat2")
   [ "$other" = 0 ] || say FAILED "call-graph-depth: $other graph entries at depth 0 other than do_sys_openat2"
-fi
-touch "$W/opens.stop"
-wait
-opens
-if export_run kretprobe-returns "$RECIPES/kretprobe-returns.toml"; then
-  expect kretprobe-returns "open_entry:.*path=\"/no/such/file\"" 10
-  expect kretprobe-returns "open_ret:.*ret=-2" 10
 fi
 touch "$W/opens.stop"
 wait
