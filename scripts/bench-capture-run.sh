@@ -16,9 +16,13 @@
 # (`trace-recipe report --format json`); lost = per CPU dropped events +
 # max(overrun, lost-event marks in the sub-buffers) (report.json's lost_total;
 # for dd the stats are read from its instance before it is removed).
-# CPU: the reader's CPU time (user + sys): trace-recipe's reader threads
-# (report.json recorder.cpu_s); trace-cmd's whole process tree minus the
-# load's own (it includes writing trace.dat); the dd readers.
+# CPU, user + sys, two figures per reader. `recorder`: what reads the ring
+# buffer: trace-recipe's reader threads (report.json recorder.cpu_s),
+# trace-cmd's per-CPU recorder processes (its reaped children minus the load,
+# sampled, see run_trace_cmd), the dd loops. `tool`: the reader's whole process
+# tree minus the load's own CPU: trace-cmd's includes its setup and writing
+# trace.dat; trace-recipe's also validation, apply, writing trace.dat and
+# decoding every event for its reports; dd's is its recorder.
 #
 # Usage: bench-capture-run.sh BIN KB READERS...   (env: TRACEFS, WORK, RATES)
 set -eu
@@ -32,6 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 RECIPE=${RECIPE:-$HERE/../bench/capture.toml}
 mkdir -p "$W"
 : > "$W/rows.txt"
+: > "$W/sys.txt"
 NCPU=$(ls -d "$T"/per_cpu/cpu* | wc -l)
 EVENTS="sched:sched_switch sched:sched_wakeup syscalls:sys_enter_read syscalls:sys_exit_read syscalls:sys_enter_write syscalls:sys_exit_write"
 
@@ -56,9 +61,11 @@ cpu_in() {
   awk -v hz=100 '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "$1"
 }
 
-# `total_events lost_total` of a trace.dat.
+# `total_events lost_total` of a trace.dat; the number of its syscalls events
+# goes to $W/sys.count (for the counting check).
 counts() {
   "$BIN" report "$1" --format json --analysis counts > "$W/counts.json"
+  awk -F'[:,]' '/"syscalls:sys_/ { n += $3 } END { print n + 0 }' "$W/counts.json" > "$W/sys.count"
   awk -F'[:,]' '/"total_events"/ { e = $2 + 0 } /"lost_total"/ { l = $2 + 0 } END { print e, l }' "$W/counts.json"
 }
 
@@ -68,7 +75,7 @@ tree() {
   awk -v a="$(cpu_in "$W/tree.stat")" -v b="$(cpu_in "$W/load.stat")" 'BEGIN { print a - b }' > "$W/tree.cpu"
 }
 
-# Each reader prints: captured lost reader_cpu_s tool_cpu_s.
+# Each reader prints: captured lost recorder_cpu_s tool_cpu_s.
 run_trace_recipe() {
   rm -rf "$W/tr"
   tree "$BIN" run "$RECIPE" --buffer-size-kb "$KB" -o "$W/tr" -q -- sh "$W/load.sh" "$1" > "$W/tr.log" 2>&1 || true
@@ -78,12 +85,25 @@ run_trace_recipe() {
 }
 
 run_trace_cmd() {
-  rm -f "$W/tc.dat"
+  rm -f "$W/tc.dat" "$W/tc.pid" "$W/tc.last"
   ev=""
   for e in $EVENTS; do ev="$ev -e $e"; done
+  # trace-cmd's per-CPU recorders are processes it forks and reaps before it
+  # writes trace.dat; the load is its child too. So its recorders' CPU is the
+  # children's CPU of the main trace-cmd process (cutime + cstime in its
+  # /proc/PID/stat, sampled every 20 ms until it exits) minus the load's.
   # shellcheck disable=SC2086
-  tree trace-cmd record -q -b "$KB" -o "$W/tc.dat" $ev -F -c sh "$W/load.sh" "$1" > "$W/tc.log" 2>&1 || true
-  echo "$(counts "$W/tc.dat") - $(cat "$W/tree.cpu")"
+  tree sh -c 'trace-cmd record -q -b "$1" -o "$2/tc.dat" '"$ev"' -F -c sh "$2/load.sh" "$3" > "$2/tc.log" 2>&1 & echo $! > "$2/tc.pid"; wait $!' sh "$KB" "$W" "$1" &
+  tp=$!
+  while [ ! -s "$W/tc.pid" ]; do sleep 0.01; done
+  pid=$(cat "$W/tc.pid")
+  while read -r st 2> /dev/null < "/proc/$pid/stat"; do
+    echo "$st" > "$W/tc.last"
+    sleep 0.02
+  done
+  wait $tp || true
+  rec=$(awk -v hz=100 -v load="$(cpu_in "$W/load.stat")" '{ sub(/^.*\) /, ""); print ($14 + $15) / hz - load }' "$W/tc.last")
+  echo "$(counts "$W/tc.dat") $rec $(cat "$W/tree.cpu")"
   rm -f "$W/tc.dat"
 }
 
@@ -142,7 +162,7 @@ run_dd() {
 
 # Headers (formats, header_page) for turning dd's raw files into a trace.dat.
 trace-cmd restore -c -o "$W/head.dat" > /dev/null 2>&1
-printf "%-5s %-13s %10s %9s %8s %10s %10s %10s %12s\n" rate reader captured lost "lost %" "events/s" "reader cpu" "tool cpu" "ms/Mev tool"
+printf "%-5s %-13s %10s %9s %8s %10s %9s %9s %10s %10s\n" rate reader captured lost "lost %" "events/s" "rec cpu" "tool cpu" "rec ms/Mev" "tool ms/Mev"
 for rate in $RATES; do
   for who in "$@"; do
     case $who in
@@ -150,29 +170,35 @@ for rate in $RATES; do
       trace-cmd) r=$(run_trace_cmd "$rate") ;;
       dd) r=$(run_dd "$rate") ;;
     esac
+    echo "$rate $who $(cat "$W/sys.count")" >> "$W/sys.txt"
     echo "$rate $who $r $(cat "$W/load.time")" | tee -a "$W/rows.txt" | awk '{
       cap = $3; lost = $4; all = cap + lost; secs = $8 - $7
-      printf "%-5s %-13s %10d %9d %8.3f %10d %10s %10.3f %12.1f\n", $1, $2, cap, lost, (all ? 100 * lost / all : 0), ((secs > 0) ? all / secs : 0), $5, $6, (cap ? 1e3 * $6 / (cap / 1e6) : 0)
+      printf "%-5s %-13s %10d %9d %8.3f %10d %9.3f %9.3f %10.1f %10.1f\n", $1, $2, cap, lost, (all ? 100 * lost / all : 0), ((secs > 0) ? all / secs : 0), $5, $6, (cap ? 1e3 * $5 / (cap / 1e6) : 0), (cap ? 1e3 * $6 / (cap / 1e6) : 0)
     }'
   done
 done
 
-# The counting check: at the lowest rate no reader should lose anything, and
-# the load is the same fixed number of bursts, so every reader's captured +
-# lost must be the same total within 2 %.
-awk -v low="$(echo "$RATES" | cut -d' ' -f1)" '
-  $1 == low { t[$2] = $3 + $4; if (!min || t[$2] < min) min = t[$2]; if (t[$2] > max) max = t[$2] }
+# The counting check, at the lowest rate, where nobody should lose anything.
+# The load is the same fixed number of bursts for every reader, so its
+# read/write syscall events (only the load's pids make them) must agree within
+# 0.5 %; sched_switch/sched_wakeup vary with scheduling (and with which
+# reader's threads the load switches with), so the totals are shown, not held
+# to a margin.
+low=$(echo "$RATES" | cut -d' ' -f1)
+trusted=0
+awk -v low="$low" -v sysfile="$W/sys.txt" '
+  BEGIN { while ((getline l < sysfile) > 0) { split(l, f, " "); if (f[1] == low) { s[f[2]] = f[3]; if (!smin || f[3] < smin) smin = f[3]; if (f[3] > smax) smax = f[3] } } }
+  $1 == low { t = $3 + $4; if (!min || t < min) min = t; if (t > max) max = t; lost += $4 }
   END {
-    if (min > 0 && (max - min) / min <= 0.02)
-      printf "counting check: at rate %s every reader saw %d-%d events (within 2 %%): the counts agree\n", low, min, max
-    else {
-      printf "counting check FAILED: at rate %s the readers saw %d-%d events: these figures cannot be trusted\n", low, min, max
-      exit 1
-    }
-  }' "$W/rows.txt"
+    ok = smin > 0 && (smax - smin) / smin <= 0.005 && lost == 0
+    printf "counting check at rate %s: syscall events %d-%d (within 0.5 %%: %s), lost %d, all events %d-%d (%.1f %% apart)\n", low, smin, smax, ((smin > 0 && (smax - smin) / smin <= 0.005) ? "yes" : "no"), lost, min, max, (min ? 100 * (max - min) / min : 0)
+    if (ok) print "counting check: the counts agree"
+    else { print "counting check FAILED: these figures cannot be trusted"; exit 1 }
+  }' "$W/rows.txt" || trusted=1
 # The rate at which each reader starts losing events.
 awk '{ all = $3 + $4; r = ($8 > $7) ? all / ($8 - $7) : 0
        if ($4 > 0 && (!(($2) in first))) first[$2] = r; if (!(($2) in seen)) order[n++] = $2; seen[$2] = 1 }
   END { for (i = 0; i < n; i++) { w = order[i]
           if (w in first) printf "%s starts losing at about %d events/s\n", w, first[w]
           else printf "%s lost nothing at any rate\n", w } }' "$W/rows.txt"
+exit $trusted

@@ -67,7 +67,9 @@ enum Command {
         #[arg(long)]
         plan: bool,
         /// With `--plan`: print only the plan as a POSIX shell script that applies
-        /// it, traces until interrupted and undoes every step in reverse (`sh`).
+        /// it, traces until interrupted and undoes every step in reverse (`sh`),
+        /// or as the nearest `trace-cmd record` command line, with a comment
+        /// naming what it cannot express (`trace-cmd`).
         #[arg(long, value_enum, requires = "plan")]
         export: Option<ExportFormat>,
         /// First print every effective key with the file:line that set it (the
@@ -802,17 +804,30 @@ fn check_machine(
 pub(crate) enum ExportFormat {
     /// A POSIX shell script.
     Sh,
+    /// The nearest `trace-cmd record` command line.
+    TraceCmd,
 }
 
-/// `check --plan --export sh`: the plan `run` would apply (with no workload), as
-/// a shell script on stdout; problems as `check` prints them.
-fn export_cmd(recipe: &std::path::Path, sets: &[String]) -> i32 {
-    with_tracefs(|tracefs| {
+/// `check --plan --export FORMAT`: the plan `run` would apply (with no
+/// workload), as a shell script or a `trace-cmd record` command line on stdout;
+/// problems as `check` prints them. Against the running kernel, or offline
+/// against `facts_file` as `check` does.
+fn export_cmd(
+    recipe: &std::path::Path,
+    sets: &[String],
+    format: ExportFormat,
+    facts_file: Option<&std::path::Path>,
+) -> i32 {
+    with_facts(facts_file, |from| {
         let started = jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string();
-        match load_and_validate(FactsFrom::Live(tracefs), recipe, sets, &started) {
+        match load_and_validate(from, recipe, sets, &started) {
             Ok((valid, _, _)) => {
                 let p = build_plan(&valid, None, &[]);
-                match crate::export::sh(&p, &valid.recipe.name) {
+                let text = match format {
+                    ExportFormat::Sh => crate::export::sh(&p, &valid.recipe.name),
+                    ExportFormat::TraceCmd => Ok(crate::export::trace_cmd(&p, &valid)),
+                };
+                match text {
                     Ok(script) => {
                         print!("{script}");
                         Ok(exit::OK)
@@ -864,6 +879,26 @@ fn check(
     format: CheckFormat,
     facts_file: Option<&std::path::Path>,
 ) -> i32 {
+    with_facts(facts_file, |from| {
+        check_with(
+            recipe,
+            sets,
+            show_plan,
+            format,
+            from,
+            crate::recipe::Chain::Extends,
+            None,
+        )
+    })
+}
+
+/// Runs `f` with the facts of `facts_file` (a fact file, an output folder's
+/// facts.json or a bundle's), or without one with the running kernel's; an
+/// error is printed and gives [`exit::FAILED`].
+fn with_facts(
+    facts_file: Option<&std::path::Path>,
+    f: impl FnOnce(FactsFrom<'_>) -> Result<i32, String>,
+) -> i32 {
     match facts_file {
         Some(file) => {
             // A bundle's facts are its facts.json member, read from a temporary
@@ -884,31 +919,12 @@ fn check(
                 None if file.is_dir() => file.join("facts.json"),
                 None => file.to_path_buf(),
             };
-            check_with(
-                recipe,
-                sets,
-                show_plan,
-                format,
-                FactsFrom::File(&path),
-                crate::recipe::Chain::Extends,
-                None,
-            )
-            .unwrap_or_else(|e| {
+            f(FactsFrom::File(&path)).unwrap_or_else(|e| {
                 eprintln!("trace-recipe: error: {e}");
                 exit::FAILED
             })
         }
-        None => with_tracefs(|tracefs| {
-            check_with(
-                recipe,
-                sets,
-                show_plan,
-                format,
-                FactsFrom::Live(tracefs),
-                crate::recipe::Chain::Extends,
-                None,
-            )
-        }),
+        None => with_tracefs(|tracefs| f(FactsFrom::Live(tracefs))),
     }
 }
 
@@ -1050,7 +1066,9 @@ fn check_recipe(
     facts: Option<PathBuf>,
 ) -> i32 {
     match find_recipe(&recipe) {
-        Some(recipe) if export.is_some() => export_cmd(&recipe, sets),
+        Some(recipe) if let Some(export) = export => {
+            export_cmd(&recipe, sets, export, facts.as_deref())
+        }
         Some(recipe) => {
             if explain && format == CheckFormat::Text {
                 print_explain(&recipe, sets);

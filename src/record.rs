@@ -301,6 +301,13 @@ impl Drop for Recorder {
     }
 }
 
+/// The longest a reader sleeps before it moves the full sub-buffers there are
+/// (fewer than `buffer_percent`): what `bytes()` (and so `[stop] max_size_mb`)
+/// may lag by at a low rate. Idle wake-ups were most of a reader's CPU time at a
+/// low rate: 20 a second per CPU with 50 ms (capture bench, kernel lab),
+/// 2 with this.
+const IDLE_WAIT: Duration = Duration::from_millis(500);
+
 /// Bytes a pipe between trace_pipe_raw and the file may hold (pages moved per splice).
 const PIPE_BYTES: usize = 1 << 20;
 
@@ -403,16 +410,17 @@ fn read_pages(
     Ok(total)
 }
 
-/// Waits until `fd` has data, the recorder is told to drain (`wake` hangs up),
-/// or 50 ms pass.
+/// Waits until `fd` has data (for trace_pipe_raw: its CPU's buffer is filled
+/// to the instance's `buffer_percent`, 50 by default), the recorder is told to
+/// drain (`wake` hangs up), or [`IDLE_WAIT`] passes.
 fn wait(fd: &impl AsFd, wake: &OwnedFd) {
     let mut fds = [
         PollFd::new(fd, PollFlags::IN),
         PollFd::new(wake, PollFlags::IN),
     ];
     let timeout = Timespec {
-        tv_sec: 0,
-        tv_nsec: 50_000_000,
+        tv_sec: IDLE_WAIT.as_secs() as i64,
+        tv_nsec: IDLE_WAIT.subsec_nanos() as i64,
     };
     let _ = poll(&mut fds, Some(&timeout));
 }
