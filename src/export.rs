@@ -404,6 +404,7 @@ mod tests {
             template: None,
             expectations: Vec::new(),
             self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            params: Default::default(),
         }
     }
 
