@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{TracefsGuard, text, trace_recipe, write_recipe};
+use crate::common::{TracefsGuard, assert_exit, text, trace_recipe, write_recipe};
 
 fn run_execs(dir: &Path, tag: &str, execs: usize, label: &str) -> PathBuf {
     let recipe = write_recipe(
@@ -88,13 +88,7 @@ fn diff_shows_what_changed_and_fail_if_trips_only_on_a_real_change() {
         "--fail-if",
         rule,
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert_exit(&o, 0);
     let out = text(&o.stdout);
     assert!(
         out.contains("sched:sched_process_exec") && out.contains("ok    count("),

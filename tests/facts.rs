@@ -12,7 +12,7 @@ use trace_recipe::kernel::KernelFacts;
 use trace_recipe::recipe::{Builtins, load};
 use trace_recipe::validate::validate;
 
-use crate::common::{TracefsGuard, bin, repo, text, trace_recipe, write_recipe};
+use crate::common::{TracefsGuard, assert_exit, bin, repo, text, trace_recipe, write_recipe};
 
 fn facts_file(name: &str) -> PathBuf {
     repo().join("tests/facts").join(format!("{name}.json.zst"))
@@ -134,13 +134,7 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
 fn check_facts_as_nobody_gives_the_kernel_specific_verdict() {
     let recipe = repo().join("tests/lab/kprobe-fetch.toml");
     let ok = check_offline_as_nobody(&facts_file("debian-6.12"), &recipe);
-    assert_eq!(
-        ok.status.code(),
-        Some(0),
-        "{}{}",
-        text(&ok.stdout),
-        text(&ok.stderr)
-    );
+    assert_exit(&ok, 0);
     assert!(
         text(&ok.stdout).contains("checked offline against the facts in"),
         "{}",
@@ -224,12 +218,6 @@ fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
     )
     .unwrap();
     let c = check_offline_as_nobody(&bundle, &recipe);
-    assert_eq!(
-        c.status.code(),
-        Some(0),
-        "{}{}",
-        text(&c.stdout),
-        text(&c.stderr)
-    );
+    assert_exit(&c, 0);
     guard.assert_unchanged();
 }

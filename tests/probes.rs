@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{
-    TracefsGuard, bin, event_lines, repo, text, trace_cmd_report, trace_recipe, tracefs,
-    write_recipe,
+    TracefsGuard, assert_exit, bin, event_lines, repo, text, trace_cmd_report, trace_recipe,
+    tracefs, write_recipe,
 };
 
 /// Builds a small C program with a function `tr_work(x) = 2x + 1` called for
@@ -72,13 +72,7 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
         "--",
         exe.to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert_exit(&o, 0);
 
     let listing = trace_cmd_report(&out.join("trace.dat"));
     let lines = event_lines(&listing);

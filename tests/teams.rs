@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use crate::common::{TracefsGuard, run_bundled, text, trace_recipe, write_recipe};
+use crate::common::{TracefsGuard, assert_exit, run_bundled, text, trace_recipe, write_recipe};
 
 const RULE: &str = "p99(syscalls:clock_nanosleep) > +500%";
 
@@ -173,21 +173,9 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
         ])
     };
     let o = diff(&same);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert_exit(&o, 0);
     let o = diff(&slow);
-    assert_eq!(
-        o.status.code(),
-        Some(6),
-        "{}{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert_exit(&o, 6);
     assert!(text(&o.stderr).contains(RULE), "{}", text(&o.stderr));
 }
 

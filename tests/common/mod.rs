@@ -150,6 +150,19 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Asserts that the command `o` exited with `code`, showing its stdout and
+/// stderr when it did not.
+#[track_caller]
+pub fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
 pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
