@@ -65,11 +65,7 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
                 undo,
             } => {
                 let p = format!("\"$T\"/{}", q(file));
-                let arrow = if *mode == WriteMode::Append {
-                    ">>"
-                } else {
-                    ">"
-                };
+                let arrow = mode.redirection();
                 let undo_cmd = match undo {
                     Undo::Nothing => None,
                     Undo::Write(v) => Some(format!("printf '%s\\n' {} > {p}", q(v))),

@@ -590,11 +590,7 @@ impl fmt::Display for Step {
                 mode,
                 undo,
             } => {
-                let arrow = if *mode == WriteMode::Append {
-                    ">>"
-                } else {
-                    ">"
-                };
+                let arrow = mode.redirection();
                 write!(out, "echo {value:?} {arrow} {file}")?;
                 if !out.alternate() {
                     return Ok(());

@@ -91,6 +91,16 @@ pub enum WriteMode {
     Append,
 }
 
+impl WriteMode {
+    /// The shell redirection that opens a file this way: `>` or `>>`.
+    pub(crate) fn redirection(self) -> &'static str {
+        match self {
+            WriteMode::Replace => ">",
+            WriteMode::Append => ">>",
+        }
+    }
+}
+
 /// A mounted tracefs. Its `read*`, `exists` and `list` take paths relative to
 /// the root; writes go through an [`Instance`].
 ///
