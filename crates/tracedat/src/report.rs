@@ -140,37 +140,36 @@ fn write_func_field(file: &TraceFile, out: &mut Vec<u8>, addr: u64) -> std::io::
     }
 }
 
+/// A task as the sched plugins print it, `COMM:PID [PRIO]`, from the fields
+/// named `[comm, pid, prio]`.
+fn write_task(
+    ev: &Event<'_>,
+    out: &mut Vec<u8>,
+    [comm, pid, prio]: [&str; 3],
+) -> std::io::Result<()> {
+    out.extend_from_slice(str_field(ev, comm));
+    write!(
+        out,
+        ":{} [{}]",
+        num_field(ev, pid),
+        num_field(ev, prio) as i32
+    )
+}
+
 /// The sched_switch / sched_wakeup / hrtimer handlers of trace-cmd's
 /// plugins.
 fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
     let f = ev.format;
     match f.name.as_str() {
         "sched_switch" => {
-            out.extend_from_slice(str_field(ev, "prev_comm"));
-            write!(
-                out,
-                ":{} [{}] ",
-                num_field(ev, "prev_pid"),
-                num_field(ev, "prev_prio") as i32
-            )?;
+            write_task(ev, out, ["prev_comm", "prev_pid", "prev_prio"])?;
+            out.push(b' ');
             write_state(out, num_field(ev, "prev_state") as u64);
             out.extend_from_slice(b" ==> ");
-            out.extend_from_slice(str_field(ev, "next_comm"));
-            write!(
-                out,
-                ":{} [{}]",
-                num_field(ev, "next_pid"),
-                num_field(ev, "next_prio") as i32
-            )?;
+            write_task(ev, out, ["next_comm", "next_pid", "next_prio"])?;
         }
         "sched_wakeup" | "sched_wakeup_new" => {
-            out.extend_from_slice(str_field(ev, "comm"));
-            write!(
-                out,
-                ":{} [{}]",
-                num_field(ev, "pid"),
-                num_field(ev, "prio") as i32
-            )?;
+            write_task(ev, out, ["comm", "pid", "prio"])?;
             if f.field("success").is_some() {
                 write!(out, " success={}", num_field(ev, "success") as i32)?;
             }

@@ -50,10 +50,32 @@ fn ours(path: &std::path::Path) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Differences we keep on purpose, as (file name, predicate on trace-cmd's
-/// line). Empty: every line is expected to be identical.
-fn intended(_file: &str, _theirs: &str) -> bool {
-    false
+/// Differences we keep on purpose: on some runs (a few in a hundred file
+/// listings, more under load) trace-cmd 3.1.6 prints a whole file that has no
+/// trace_clock option with raw nanosecond timestamps (`[000]585229563745:`)
+/// instead of `[000]   585.229564:` (seen on kinmax-buildroot-a.dat and
+/// tgvm-tutorial3labsisop.dat). A trace-cmd line counts as intended when it is
+/// ours up to the CPU column and after the timestamp, and its nanoseconds
+/// round to our microsecond.
+fn intended(ours: &str, theirs: &str) -> bool {
+    /// (line up to the CPU column's `]`, timestamp, rest after its `:`).
+    fn split(l: &str) -> Option<(&str, &str, &str)> {
+        let cpu_end = l.find(']')? + 1;
+        let (ts, rest) = l[cpu_end..].split_once(':')?;
+        Some((&l[..cpu_end], ts.trim(), rest))
+    }
+    let (Some((head, ts, rest)), Some((their_head, their_ts, their_rest))) =
+        (split(ours), split(theirs))
+    else {
+        return false;
+    };
+    let us = ts
+        .split_once('.')
+        .and_then(|(s, u)| Some(s.parse::<u64>().ok()? * 1_000_000 + u.parse::<u64>().ok()?));
+    let ns = their_ts.parse::<u64>().ok();
+    head == their_head
+        && rest == their_rest
+        && matches!((us, ns), (Some(us), Some(ns)) if (ns + 500) / 1000 == us)
 }
 
 #[test]
@@ -79,7 +101,7 @@ fn corpus_matches_trace_cmd_report() {
         let mut n_same = 0;
         let mut shown = 0;
         for (x, y) in a.iter().zip(b.iter()) {
-            if x == y || intended(&name, y) {
+            if x == y || intended(x, y) {
                 n_same += 1;
             } else if shown < 6 {
                 shown += 1;
@@ -108,4 +130,18 @@ fn corpus_matches_trace_cmd_report() {
         "{report}only {:.2} % identical",
         ratio * 100.0
     );
+}
+
+#[test]
+fn only_trace_cmds_raw_nanosecond_timestamps_are_intended() {
+    let ours = "   trace-cmd-90    [000]   585.229564: sched_switch:         trace-cmd:90 [120] S ==> trace-cmd:91 [120]";
+    let raw = "   trace-cmd-90    [000]585229563745: sched_switch:         trace-cmd:90 [120] S ==> trace-cmd:91 [120]";
+    assert!(intended(ours, raw));
+    // Another microsecond, another pid or another state is a real difference.
+    assert!(!intended(
+        ours,
+        &raw.replace("585229563745", "585229565745")
+    ));
+    assert!(!intended(ours, &raw.replace("-90 ", "-91 ")));
+    assert!(!intended(ours, &raw.replace(" S ==>", " R ==>")));
 }
