@@ -258,7 +258,7 @@ impl RunJson {
             bundle: o.bundle.as_ref().map(|b| b.display().to_string()),
             stop_reason: o.report.stop_reason.clone(),
             workload_exit: o.report.workload.as_ref().map(|w| w.exit),
-            signal: o.signal,
+            signal: o.signal.map(crate::run::Signal::number),
             total_events: o.report.total_events,
             events: o.report.events.clone(),
             lost_total: o.report.lost_total,

@@ -21,6 +21,7 @@
 pub mod analysis;
 pub mod apply;
 pub mod bundle;
+pub(crate) mod check;
 pub mod cli;
 pub(crate) mod collect;
 pub mod diagnostic;
