@@ -23,7 +23,7 @@ use tracedat::{CaptureMeta, CpuData, TraceFile};
 use crate::analysis::{Selection, analyze};
 use crate::apply::guard::Guard;
 use crate::apply::journal::{
-    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for, process_start_time,
+    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for,
 };
 use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, RollbackReport, Transaction, apply};
@@ -40,7 +40,7 @@ use crate::report::{
 };
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::ValidRecipe;
-use crate::workload::{Workload, WorkloadExit, WorkloadRecord};
+use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
 
 /// What `run` was asked to do.
 #[derive(Debug, Clone, Default)]

@@ -609,9 +609,25 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
     }
 }
 
+/// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
+pub(crate) fn cpu_stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
+pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
+    (
+        cpu_stat(stats, "overrun:"),
+        cpu_stat(stats, "dropped events:"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Instance, Tracefs, restore_value};
+    use super::{Instance, Tracefs, lost_from_stats, restore_value};
 
     #[test]
     fn a_path_belongs_to_its_instance_or_to_the_top_level() {
@@ -657,5 +673,11 @@ mod tests {
             "1408"
         );
         assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
+    }
+
+    #[test]
+    fn lost_counts_come_from_stats() {
+        let s = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
+        assert_eq!(lost_from_stats(s), (12, 3));
     }
 }

@@ -193,117 +193,127 @@ fn check_with(
     chain: crate::recipe::Chain,
     against: Option<&crate::replay::AgainstJson>,
 ) -> Exit {
+    let overrides = Default::default();
+    match load_and_validate_with(from, recipe, sets, &started(), &overrides, chain) {
+        Ok((valid, _, facts)) if format != CheckFormat::Text => {
+            check_machine(
+                recipe,
+                format,
+                Ok((&valid.recipe.name, &facts.release)),
+                against,
+            );
+            Ok(())
+        }
+        Ok((valid, _, facts)) => {
+            print_valid(recipe, &valid, &facts, from, show_plan);
+            Ok(())
+        }
+        Err(CheckError::Invalid { text, diagnostics }) => {
+            match format {
+                CheckFormat::Text => {
+                    print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
+                }
+                _ => check_machine(recipe, format, Err((&diagnostics, &text)), against),
+            }
+            Err(Failure::Invalid(None))
+        }
+        Err(CheckError::Load(e)) => {
+            eprintln!("trace-recipe: error: {e}");
+            if format != CheckFormat::Text {
+                // The file has no text to point into: one problem without a place.
+                let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
+                let source = crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
+                check_machine(recipe, format, Err((&[d], &source)), against);
+            }
+            Err(Failure::Invalid(None))
+        }
+        Err(e) => Err(Failure::failed(e)),
+    }
+}
+
+/// `check`'s text verdict on a valid recipe: the ok line, the notes (top-level
+/// files, tracer, offline facts, probes, self-exclusion), what a run cannot
+/// undo, and with `show_plan` the plan.
+fn print_valid(
+    recipe: &Path,
+    valid: &crate::validate::ValidRecipe,
+    facts: &crate::kernel::KernelFacts,
+    from: FactsFrom<'_>,
+    show_plan: bool,
+) {
+    println!(
+        "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
+        recipe.display(),
+        valid.recipe.name,
+        facts.release,
+        valid.events.len(),
+        if valid.events.len() == 1 { "" } else { "s" },
+        valid.triggers.len(),
+        if valid.triggers.len() == 1 { "" } else { "s" },
+        valid.probes.len(),
+        if valid.probes.len() == 1 { "" } else { "s" },
+        valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
+    );
+    let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
+    let p = build_plan(&valid, workload, &[std::process::id()]);
+    let top = p.top_level_files();
+    if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
+        println!(
+            "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
+            t.name,
+            top.len(),
+            crate::plan::TOP_LEVEL_LOCK
+        );
+    } else if !top.is_empty() {
+        println!(
+            "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
+            top.join(", "),
+            crate::plan::TOP_LEVEL_LOCK
+        );
+    }
+    if let Some(t) = valid
+        .tracer
+        .as_ref()
+        .filter(|t| t.name != "nop" && !t.at_top_level)
     {
-        let overrides = Default::default();
-        match load_and_validate_with(from, recipe, sets, &started(), &overrides, chain) {
-            Ok((valid, _, facts)) if format != CheckFormat::Text => {
-                check_machine(
-                    recipe,
-                    format,
-                    Ok((&valid.recipe.name, &facts.release)),
-                    against,
-                );
-                Ok(())
-            }
-            Ok((valid, _, facts)) => {
-                println!(
-                    "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
-                    recipe.display(),
-                    valid.recipe.name,
-                    facts.release,
-                    valid.events.len(),
-                    if valid.events.len() == 1 { "" } else { "s" },
-                    valid.triggers.len(),
-                    if valid.triggers.len() == 1 { "" } else { "s" },
-                    valid.probes.len(),
-                    if valid.probes.len() == 1 { "" } else { "s" },
-                    valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
-                );
-                let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-                let p = build_plan(&valid, workload, &[std::process::id()]);
-                let top = p.top_level_files();
-                if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
-                    println!(
-                        "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
-                        t.name,
-                        top.len(),
-                        crate::plan::TOP_LEVEL_LOCK
-                    );
-                } else if !top.is_empty() {
-                    println!(
-                        "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
-                        top.join(", "),
-                        crate::plan::TOP_LEVEL_LOCK
-                    );
-                }
-                if let Some(t) = valid
-                    .tracer
-                    .as_ref()
-                    .filter(|t| t.name != "nop" && !t.at_top_level)
-                {
-                    println!(
-                        "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
-                        t.name, facts.instance.source
-                    );
-                }
-                if let FactsFrom::File(file) = from {
-                    println!(
-                        "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
-                        file.display(),
-                        facts.release,
-                        facts.arch
-                    );
-                }
-                if !valid.probes.is_empty() {
-                    println!(
-                        "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
-                        valid.probes.len(),
-                        if valid.probes.len() == 1 { "" } else { "s" }
-                    );
-                }
-                for i in crate::plan::irreversible(&p, &facts.top_buffer) {
-                    println!(
-                        "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
-                        i.effect, i.file, i.before, i.after
-                    );
-                }
-                let function_tracer = valid
-                    .tracer
-                    .as_ref()
-                    .is_some_and(|t| t.is_function_tracer());
-                println!("note: {}", valid.self_exclusion.describe(function_tracer));
-                if show_plan {
-                    println!(
-                        "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
-                        std::process::id()
-                    );
-                    for (i, step) in p.steps.iter().enumerate() {
-                        println!("{:>3}. {step:#}", i + 1);
-                    }
-                }
-                Ok(())
-            }
-            Err(CheckError::Invalid { text, diagnostics }) => {
-                match format {
-                    CheckFormat::Text => {
-                        print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
-                    }
-                    _ => check_machine(recipe, format, Err((&diagnostics, &text)), against),
-                }
-                Err(Failure::Invalid(None))
-            }
-            Err(CheckError::Load(e)) => {
-                eprintln!("trace-recipe: error: {e}");
-                if format != CheckFormat::Text {
-                    // The file has no text to point into: one problem without a place.
-                    let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
-                    let source =
-                        crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
-                    check_machine(recipe, format, Err((&[d], &source)), against);
-                }
-                Err(Failure::Invalid(None))
-            }
-            Err(e) => Err(Failure::failed(e)),
+        println!(
+            "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
+            t.name, facts.instance.source
+        );
+    }
+    if let FactsFrom::File(file) = from {
+        println!(
+            "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
+            file.display(),
+            facts.release,
+            facts.arch
+        );
+    }
+    if !valid.probes.is_empty() {
+        println!(
+            "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
+            valid.probes.len(),
+            if valid.probes.len() == 1 { "" } else { "s" }
+        );
+    }
+    for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+        println!(
+            "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+            i.effect, i.file, i.before, i.after
+        );
+    }
+    let function_tracer = valid
+        .tracer
+        .as_ref()
+        .is_some_and(|t| t.is_function_tracer());
+    println!("note: {}", valid.self_exclusion.describe(function_tracer));
+    if show_plan {
+        println!(
+            "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+            std::process::id()
+        );
+        for (i, step) in p.steps.iter().enumerate() {
+            println!("{:>3}. {step:#}", i + 1);
         }
     }
 }

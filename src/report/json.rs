@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
 use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
-use crate::record::lost_from_stats;
+use crate::tracefs::lost_from_stats;
 use crate::workload::WorkloadExit;
 
 /// Version of the report.json layout; bumped on any incompatible change.
