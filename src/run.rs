@@ -503,7 +503,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     }
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
-    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
+    out.write_new("facts.json", crate::output::to_json(&facts).as_bytes())?;
     // `[collect] before`: context from before anything is applied.
     let collected = crate::collect::run_phase(&recipe.collect, "before", out.path());
     if let Some(f) = required_failure(recipe, &collected) {

@@ -67,8 +67,8 @@ fn check_machine(
         };
     let text = match format {
         CheckFormat::Sarif => crate::sarif::render(diags, &source),
-        _ => crate::format::to_json(&crate::format::CheckJson {
-            format_version: crate::format::FORMAT_VERSION,
+        _ => crate::output::to_json(&crate::format::CheckJson {
+            format_version: crate::output::FORMAT_VERSION,
             file: recipe.display().to_string(),
             ok: result.is_ok(),
             recipe: result.ok().map(|r| r.0.to_string()),
@@ -130,7 +130,7 @@ pub(super) fn facts(a: FactsArgs) -> Exit {
         let facts = crate::kernel::KernelFacts::read(tracefs).map_err(Failure::failed)?;
         match a.out {
             Some(path) => facts.save(&path).map_err(Failure::failed)?,
-            None => print!("{}", crate::format::to_json(&facts)),
+            None => print!("{}", crate::output::to_json(&facts)),
         }
         Ok(())
     })

@@ -34,13 +34,13 @@ pub(super) fn list(a: ListArgs) -> Exit {
             })
             .collect();
         let l = crate::library::ListJson {
-            format_version: crate::format::FORMAT_VERSION,
+            format_version: crate::output::FORMAT_VERSION,
             search_path: dirs.iter().map(|d| d.display().to_string()).collect(),
             recipes,
         };
         match a.format {
             OutFormat::Text => print!("{}", crate::library::list_text(&l)),
-            OutFormat::Json => print!("{}", crate::format::to_json(&l)),
+            OutFormat::Json => print!("{}", crate::output::to_json(&l)),
         }
         Ok(())
     })
@@ -63,7 +63,7 @@ pub(super) fn events(a: EventsArgs) -> Exit {
                 }
                 print!("{}", crate::inventory::events_text(&e));
             }
-            OutFormat::Json => print!("{}", crate::format::to_json(&e)),
+            OutFormat::Json => print!("{}", crate::output::to_json(&e)),
         }
         if e.events.is_empty() {
             eprintln!(

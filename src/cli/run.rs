@@ -17,7 +17,7 @@ pub(super) fn run(a: RunArgs) -> Exit {
             if a.flags.format == OutFormat::Json {
                 print!(
                     "{}",
-                    crate::format::to_json(&crate::format::RunJson::failed(
+                    crate::output::to_json(&crate::format::RunJson::failed(
                         failure.code(),
                         format!("no recipe `{}` on the recipe path", a.recipe.display())
                     ))
@@ -55,7 +55,7 @@ impl RunFlags {
         if self.format == OutFormat::Json {
             print!(
                 "{}",
-                crate::format::to_json(&crate::format::RunJson::failed(failure.code(), message))
+                crate::output::to_json(&crate::format::RunJson::failed(failure.code(), message))
             );
         }
         Err(failure)
@@ -66,7 +66,7 @@ fn run_cmd(opts: RunOptions, format: OutFormat, quiet: bool, junit: Option<&Path
     let json = format == OutFormat::Json;
     let (exit, j) = run_human(opts, json, quiet, junit);
     if let Some(j) = j {
-        print!("{}", crate::format::to_json(&j));
+        print!("{}", crate::output::to_json(&j));
     }
     exit
 }

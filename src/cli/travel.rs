@@ -17,7 +17,7 @@ pub(super) fn diff(a: DiffArgs) -> Exit {
     })?;
     let text = match a.format {
         DiffFormat::Text => crate::diff::render_text(&d),
-        DiffFormat::Json => crate::format::to_json(&d),
+        DiffFormat::Json => crate::output::to_json(&d),
         DiffFormat::Html => crate::diff::render_html(&d),
     };
     print!("{text}");
@@ -42,7 +42,7 @@ pub(super) fn fleet(a: FleetArgs) -> Exit {
         "{}",
         match a.format {
             DiffFormat::Text => crate::fleet::render_text(&f),
-            DiffFormat::Json => crate::format::to_json(&f),
+            DiffFormat::Json => crate::output::to_json(&f),
             DiffFormat::Html => crate::fleet::render_html(&f),
         }
     );
@@ -80,8 +80,8 @@ pub(super) fn status(a: StatusArgs) -> Exit {
             OutFormat::Text => print!("{text}"),
             OutFormat::Json => print!(
                 "{}",
-                crate::format::to_json(&crate::format::StatusJson {
-                    format_version: crate::format::FORMAT_VERSION,
+                crate::output::to_json(&crate::format::StatusJson {
+                    format_version: crate::output::FORMAT_VERSION,
                     tracefs: t.root().display().to_string(),
                     left_behind: left,
                     trace_recipe: crate::format::Leftovers::read(t),
@@ -125,8 +125,8 @@ pub(super) fn reset(a: ResetArgs) -> Exit {
         if format == OutFormat::Json {
             print!(
                 "{}",
-                crate::format::to_json(&crate::format::ResetJson {
-                    format_version: crate::format::FORMAT_VERSION,
+                crate::output::to_json(&crate::format::ResetJson {
+                    format_version: crate::output::FORMAT_VERSION,
                     dry_run,
                     all,
                     actions: results
