@@ -255,7 +255,7 @@ fn print_valid(
         valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
     );
     let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
-    let p = build_plan(&valid, workload, &[std::process::id()]);
+    let p = build_plan(valid, workload, &[std::process::id()]);
     let top = p.top_level_files();
     if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
         println!(
