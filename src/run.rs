@@ -435,7 +435,7 @@ struct RolledBack {
     p: Prepared,
     rollback: RollbackReport,
     /// The irreversible effects declared, and any observed that were not.
-    irreversible: Vec<crate::plan::Irreversible>,
+    irreversible: Vec<crate::tracefs::Irreversible>,
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
@@ -894,7 +894,7 @@ fn write_output(
     p: &Prepared,
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
-    irreversible: Vec<crate::plan::Irreversible>,
+    irreversible: Vec<crate::tracefs::Irreversible>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -1022,7 +1022,7 @@ fn observe_irreversible(
     tracefs: &Tracefs,
     plan: &Plan,
     facts: &KernelFacts,
-) -> Vec<crate::plan::Irreversible> {
+) -> Vec<crate::tracefs::Irreversible> {
     let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
     let now = tracefs
         .read("buffer_size_kb")

@@ -625,6 +625,26 @@ pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
     )
 }
 
+/// A kernel effect of a tracefs write that no undo can reverse, as a plan
+/// declares it ([`crate::plan::irreversible`]) or a run observes it (schema in
+/// report.json's `irreversible`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub(crate) struct Irreversible {
+    /// What happens, one sentence.
+    pub(crate) effect: String,
+    /// The tracefs file that shows it.
+    pub(crate) file: String,
+    /// How the file reads before.
+    pub(crate) before: String,
+    /// How it reads after.
+    pub(crate) after: String,
+    /// Whether it was declared before the run (`check --plan`, the run's first
+    /// lines); `false`: only observed afterwards.
+    pub(crate) declared: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Instance, Tracefs, lost_from_stats, restore_value};

@@ -116,7 +116,7 @@ pub struct JsonReport {
     /// Kernel effects of the run that no undo reverses (declared before it,
     /// or observed afterwards); empty for `report` on a file.
     #[serde(default)]
-    pub(crate) irreversible: Vec<crate::plan::Irreversible>,
+    pub(crate) irreversible: Vec<crate::tracefs::Irreversible>,
     /// The `[collect]` commands of the run and how each ended (empty for
     /// `report` on a file).
     #[serde(default)]
