@@ -625,8 +625,7 @@ pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
     )
 }
 
-/// A kernel effect of a tracefs write that no undo can reverse, as a plan
-/// declares it ([`crate::plan::irreversible`]) or a run observes it (schema in
+/// A kernel effect of applying a plan that no undo can reverse (schema in
 /// report.json's `irreversible`).
 #[derive(
     Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
