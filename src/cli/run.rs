@@ -47,8 +47,8 @@ impl RunFlags {
         run_cmd(opts, self.format, self.quiet, self.junit.as_deref())
     }
 
-    /// A run that could not start: `failure` (its error printed by `main`),
-    /// and with `--format json` the run object saying so.
+    /// A run that could not start: `failure`'s error on stderr, then with
+    /// `--format json` the run object saying so on stdout.
     fn failed(&self, failure: Failure) -> Exit {
         let message = failure.error().map(ToString::to_string).unwrap_or_default();
         let failure = failure.printed();
@@ -62,6 +62,7 @@ impl RunFlags {
     }
 }
 
+/// Runs `opts`; with `--format json`, the run object on stdout at the end.
 fn run_cmd(opts: RunOptions, format: OutFormat, quiet: bool, junit: Option<&Path>) -> Exit {
     let json = format == OutFormat::Json;
     let (exit, j) = run_human(opts, json, quiet, junit);
