@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, WriteMode, instance_file};
+use crate::tracefs::{INSTANCE_PREFIX, Irreversible, WriteMode, instance_file};
 use crate::validate::{SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
@@ -77,25 +77,6 @@ pub struct Plan {
     pub(crate) touches_top_level: bool,
     /// The steps, in the order they are applied (undone in reverse).
     pub steps: Vec<Step>,
-}
-
-/// A kernel effect of applying a plan that no undo can reverse (schema in
-/// report.json's `irreversible`).
-#[derive(
-    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-pub(crate) struct Irreversible {
-    /// What happens, one sentence.
-    pub(crate) effect: String,
-    /// The tracefs file that shows it.
-    pub(crate) file: String,
-    /// How the file reads before.
-    pub(crate) before: String,
-    /// How it reads after.
-    pub(crate) after: String,
-    /// Whether it was declared before the run (`check --plan`, the run's first
-    /// lines); `false`: only observed afterwards.
-    pub(crate) declared: bool,
 }
 
 /// The irreversible effects `plan` will have on a kernel whose top-level ring

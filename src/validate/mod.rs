@@ -36,7 +36,7 @@ pub(crate) use trigger::ResolvedTrigger;
 use crate::diagnostic::Diagnostic;
 use crate::host::HostFacts;
 use crate::kernel::KernelFacts;
-use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
+use crate::recipe::{LoadedRecipe, PathSeg, Recipe, parse_duration};
 use crate::suggest;
 
 pub(crate) use expect::ValidExpect;
@@ -772,19 +772,6 @@ fn check_collect(cx: &mut Ctx<'_>, r: &Recipe) {
     }
 }
 
-/// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not
-/// a duration, or not positive.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration"))?;
-    if d.is_negative() || d.is_zero() {
-        return Err(format!("duration `{text}` must be positive"));
-    }
-    d.try_into()
-        .map_err(|_| format!("`{text}` is not a duration"))
-}
-
 /// Parses a cpu list (`"0-3,6"`) into sorted, unique CPU numbers.
 pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
@@ -844,14 +831,5 @@ mod tests {
         let m = string_offsets(r#""a\"b""#).unwrap();
         assert_eq!(m, vec![1, 2, 4, 5]);
         assert_eq!(string_offsets("'x'").unwrap(), vec![1, 2]);
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("0s").is_err());
     }
 }
