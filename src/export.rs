@@ -14,7 +14,7 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{Op, Plan, Undo};
+use crate::plan::{Op, Plan, Shell, Undo};
 use crate::tracefs::WriteMode;
 use crate::validate::ValidRecipe;
 
@@ -31,6 +31,12 @@ fn word(s: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || "_-./:=,+@%".contains(c));
     if plain { s.to_string() } else { q(s) }
 }
+
+/// The script's dialect: paths under `"$T"`, values printed by `printf`.
+const SH: Shell = Shell {
+    path: |p| format!("\"$T\"/{}", q(p)),
+    line: |v| format!("printf '%s\\n' {}", q(v)),
+};
 
 /// The script for `plan` of recipe `name`. Errors: a step whose undo the script
 /// cannot express (see the module docs), named.
@@ -49,54 +55,35 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
     );
     for (i, s) in plan.steps.iter().enumerate() {
         let n = i + 1;
-        match &s.op {
-            Op::Mkdir { dir } => {
-                let p = format!("\"$T\"/{}", q(dir));
-                let _ = writeln!(
-                    o,
-                    "mkdir {p} || step {n}\npush {}",
-                    q(&format!("rmdir {p}"))
-                );
-            }
-            Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            } => {
-                let p = format!("\"$T\"/{}", q(file));
-                let arrow = mode.redirection();
-                let undo_cmd = match undo {
-                    Undo::Nothing => None,
-                    Undo::Write(v) => Some(format!("printf '%s\\n' {} > {p}", q(v))),
-                    Undo::Append(v) => Some(format!("printf '%s\\n' {} >> {p}", q(v))),
-                    Undo::Restore => {
-                        use crate::tracefs::Readback;
-                        let pick = match crate::tracefs::file_rule(file).readback {
-                            Readback::FirstWord => "awk '{print $1; exit}'",
-                            Readback::Bracketed => "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p'",
-                            Readback::BufferSize => {
-                                "awk '{ if (match($0, /expanded: [0-9]+/)) print substr($0, RSTART + 10, RLENGTH - 10); else print $1; exit }'"
-                            }
-                            Readback::Filter => {
-                                "awk '{ if ($0 == \"none\") print \"0\"; else print }'"
-                            }
-                            Readback::Enable => "sed 's/[*]$//'",
-                            _ => {
-                                return Err(format!(
-                                    "step {n} restores `{file}` from a before-image the script cannot express"
-                                ));
-                            }
-                        };
-                        let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
-                        Some(format!("printf '%s\\n' \"$B{n}\" > {p}"))
-                    }
-                };
-                let _ = writeln!(o, "printf '%s\\n' {} {arrow} {p} || step {n}", q(value));
-                if let Some(u) = undo_cmd {
-                    let _ = writeln!(o, "push {}", q(&u));
+        let mut undo_cmd = s.op.undo_command(&SH);
+        if let Op::Write {
+            file,
+            undo: Undo::Restore,
+            ..
+        } = &s.op
+        {
+            use crate::tracefs::Readback;
+            let pick = match crate::tracefs::file_rule(file).readback {
+                Readback::FirstWord => "awk '{print $1; exit}'",
+                Readback::Bracketed => "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p'",
+                Readback::BufferSize => {
+                    "awk '{ if (match($0, /expanded: [0-9]+/)) print substr($0, RSTART + 10, RLENGTH - 10); else print $1; exit }'"
                 }
-            }
+                Readback::Filter => "awk '{ if ($0 == \"none\") print \"0\"; else print }'",
+                Readback::Enable => "sed 's/[*]$//'",
+                _ => {
+                    return Err(format!(
+                        "step {n} restores `{file}` from a before-image the script cannot express"
+                    ));
+                }
+            };
+            let p = (SH.path)(file);
+            let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
+            undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
+        }
+        let _ = writeln!(o, "{} || step {n}", s.op.command(&SH));
+        if let Some(u) = undo_cmd {
+            let _ = writeln!(o, "push {}", q(&u));
         }
     }
     let on = if plan.instance.is_empty() {
@@ -375,9 +362,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
 mod tests {
     use super::*;
     use crate::plan::plan;
-    use crate::validate::{
-        ProbeKind, ResolvedEvent, ResolvedProbe, ResolvedTracer, ResolvedTrigger, SelfExclusion,
-    };
+    use crate::validate::{ResolvedEvent, ResolvedProbe, ResolvedTracer, ResolvedTrigger};
 
     fn valid() -> ValidRecipe {
         let mut recipe = crate::recipe::Recipe {
@@ -385,23 +370,9 @@ mod tests {
             ..Default::default()
         };
         recipe.scope.follow_forks = true;
-        ValidRecipe {
-            recipe,
-            duration: Some(std::time::Duration::from_millis(2500)),
-            buffer_size_kb: None,
-            clock: None,
-            cpumask: None,
-            overwrite: None,
-            events: Vec::new(),
-            triggers: Vec::new(),
-            probes: Vec::new(),
-            tracer: None,
-            max_size_bytes: None,
-            template: None,
-            expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
-            params: Default::default(),
-        }
+        let mut v = ValidRecipe::bare(recipe);
+        v.duration = Some(std::time::Duration::from_millis(2500));
+        v
     }
 
     fn event(name: &str, filter: Option<&str>, stacktrace: bool) -> ResolvedEvent {
@@ -473,14 +444,7 @@ trace-cmd record -B trace-recipe-x-1 \\
     #[test]
     fn probes_are_defined_before_and_removed_after() {
         let mut v = valid();
-        v.probes = vec![ResolvedProbe {
-            kind: ProbeKind::Kretprobe,
-            event: "open_ret".into(),
-            spec: "do_sys_openat2 ret=$retval:s32".into(),
-            filter: Some("ret < 0".into()),
-            stacktrace: false,
-            span: None,
-        }];
+        v.probes = vec![ResolvedProbe::open_ret()];
         let text = export(&v, &[]);
         let lines: Vec<&str> = text.lines().collect();
         let def = "echo 'r:trace_recipe_1/open_ret do_sys_openat2 ret=$retval:s32' >> /sys/kernel/tracing/kprobe_events";

@@ -409,25 +409,20 @@ fn tracer_steps(
         );
     }
     // Global knobs: top-level files, restored from their before-image.
-    if let Some(depth) = t.max_graph_depth {
-        touches_top_level = true;
-        b.write(
-            "max_graph_depth".into(),
-            depth.to_string(),
-            WriteMode::Replace,
-            Undo::Restore,
-            t.span.clone(),
-        );
-    }
-    if let Some(us) = t.thresh_us {
-        touches_top_level = true;
-        b.write(
-            "tracing_thresh".into(),
-            us.to_string(),
-            WriteMode::Replace,
-            Undo::Restore,
-            t.span.clone(),
-        );
+    for (file, value) in [
+        ("max_graph_depth", t.max_graph_depth.map(u64::from)),
+        ("tracing_thresh", t.thresh_us),
+    ] {
+        if let Some(value) = value {
+            touches_top_level = true;
+            b.write(
+                file.into(),
+                value.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
     }
     b.write(
         b.f("current_tracer"),
@@ -611,39 +606,85 @@ impl Plan {
     }
 }
 
+/// How a shell rendering of a step writes paths and values: `check --plan`
+/// shows tracefs-relative paths and `echo "VALUE"`; the sh export
+/// `"$T"/'PATH'` and `printf '%s\n' 'VALUE'`.
+pub(crate) struct Shell {
+    /// A path relative to tracefs, as the shell is to read it.
+    pub(crate) path: fn(&str) -> String,
+    /// The command that prints a value as one line.
+    pub(crate) line: fn(&str) -> String,
+}
+
+/// The dialect of `check --plan`.
+const PLAN_SHELL: Shell = Shell {
+    path: str::to_string,
+    line: |v| format!("echo {v:?}"),
+};
+
+impl Op {
+    /// The change as one shell command in dialect `sh`.
+    pub(crate) fn command(&self, sh: &Shell) -> String {
+        match self {
+            Op::Mkdir { dir } => format!("mkdir {}", (sh.path)(dir)),
+            Op::Write {
+                file, value, mode, ..
+            } => format!(
+                "{} {} {}",
+                (sh.line)(value),
+                mode.redirection(),
+                (sh.path)(file)
+            ),
+        }
+    }
+
+    /// The shell command (dialect `sh`) that undoes the change, when it is one
+    /// fixed command; `None` when there is nothing to undo ([`Undo::Nothing`]) or
+    /// a before-image to write back ([`Undo::Restore`]).
+    pub(crate) fn undo_command(&self, sh: &Shell) -> Option<String> {
+        let (file, value, mode) = match self {
+            Op::Mkdir { dir } => return Some(format!("rmdir {}", (sh.path)(dir))),
+            Op::Write {
+                file,
+                undo: Undo::Write(v),
+                ..
+            } => (file, v, WriteMode::Replace),
+            Op::Write {
+                file,
+                undo: Undo::Append(v),
+                ..
+            } => (file, v, WriteMode::Append),
+            Op::Write { .. } => return None,
+        };
+        Some(format!(
+            "{} {} {}",
+            (sh.line)(value),
+            mode.redirection(),
+            (sh.path)(file)
+        ))
+    }
+}
+
 impl fmt::Display for Step {
     /// The change as a shell command (`echo "1" > .../enable`); the alternate form
     /// (`{:#}`) adds its undo in parentheses.
     fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(out, "{}", self.op.command(&PLAN_SHELL))?;
+        if !out.alternate() {
+            return Ok(());
+        }
+        if let Some(undo) = self.op.undo_command(&PLAN_SHELL) {
+            return write!(out, "    (undo: {undo})");
+        }
         match &self.op {
-            Op::Mkdir { dir } => {
-                write!(out, "mkdir {dir}")?;
-                if out.alternate() {
-                    write!(out, "    (undo: rmdir {dir})")?;
-                }
-                Ok(())
-            }
             Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            } => {
-                let arrow = mode.redirection();
-                write!(out, "echo {value:?} {arrow} {file}")?;
-                if !out.alternate() {
-                    return Ok(());
-                }
-                match undo {
-                    Undo::Nothing if file.starts_with("instances/") => {
-                        write!(out, "    (undo: removed with the instance)")
-                    }
-                    Undo::Nothing => write!(out, "    (no undo: what it cleared is not kept)"),
-                    Undo::Restore => write!(out, "    (undo: write back the value read before)"),
-                    Undo::Write(v) => write!(out, "    (undo: echo {v:?} > {file})"),
-                    Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),
-                }
+                undo: Undo::Restore,
+                ..
+            } => write!(out, "    (undo: write back the value read before)"),
+            Op::Write { file, .. } if file.starts_with("instances/") => {
+                write!(out, "    (undo: removed with the instance)")
             }
+            _ => write!(out, "    (no undo: what it cleared is not kept)"),
         }
     }
 }
@@ -651,33 +692,12 @@ impl fmt::Display for Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::{ProbeKind, ResolvedProbe, ResolvedTracer};
+    use crate::validate::{ResolvedProbe, ResolvedTracer};
 
     fn valid() -> ValidRecipe {
-        ValidRecipe {
-            recipe: Default::default(),
-            duration: None,
-            buffer_size_kb: None,
-            clock: None,
-            cpumask: None,
-            overwrite: None,
-            events: Vec::new(),
-            triggers: Vec::new(),
-            probes: vec![ResolvedProbe {
-                kind: ProbeKind::Kretprobe,
-                event: "open_ret".into(),
-                spec: "do_sys_openat2 ret=$retval:s32".into(),
-                filter: Some("ret < 0".into()),
-                stacktrace: false,
-                span: None,
-            }],
-            tracer: None,
-            max_size_bytes: None,
-            template: None,
-            expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
-            params: Default::default(),
-        }
+        let mut v = ValidRecipe::bare(Default::default());
+        v.probes = vec![ResolvedProbe::open_ret()];
+        v
     }
 
     fn files(p: &Plan) -> Vec<String> {
