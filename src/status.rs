@@ -312,12 +312,10 @@ pub(crate) fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     };
     for name in tracefs.instances() {
         let instance = Instance::named(tracefs, &name);
-        let _ = instance.write("tracing_on", "0", WriteMode::Replace);
-        let _ = instance.write("events/enable", "0", WriteMode::Replace);
         clear_event_settings(&instance);
         out.push(
             instance
-                .remove()
+                .destroy()
                 .map(|()| format!("removed {}", instance.dir()))
                 .map_err(|e| e.to_string()),
         );
