@@ -15,6 +15,7 @@
 use std::fmt::Write as _;
 
 use crate::plan::{Op, Plan, Shell, Undo};
+use crate::recipe::Recipe;
 use crate::tracefs::WriteMode;
 use crate::validate::ValidRecipe;
 
@@ -250,7 +251,51 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             )),
         }
     }
+    unexpressed(r, &events, &mut notes);
+    let mut cmd: Vec<String> = Vec::new();
+    if !top {
+        let name = plan.instance.rsplit('/').next().unwrap_or(&plan.instance);
+        cmd.push(format!("-B {}", word(name)));
+    }
+    cmd.extend(opts);
     for e in &events {
+        let mut line = format!("-e {}", word(&e.name));
+        if let Some(f) = &e.filter {
+            let _ = write!(line, " -f {}", q(f));
+        }
+        for t in &e.triggers {
+            let _ = write!(line, " -R {}", word(t));
+        }
+        cmd.push(line);
+    }
+    for p in &pids {
+        cmd.push(format!("-P {p}"));
+    }
+    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
+    if fork && scoped {
+        cmd.push("-c".into());
+    }
+    if !r.scope.command.is_empty() {
+        let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
+        cmd.push(format!("-F {}", words.join(" ")));
+        if let Some(d) = &r.duration {
+            notes.push(format!(
+                "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
+            ));
+        }
+    } else if let Some(d) = valid.duration {
+        cmd.push(format!("sleep {}", d.as_secs_f64()));
+    } else {
+        notes.push("no duration and no command: trace-cmd record runs until Ctrl-C".into());
+    }
+    render_trace_cmd(&r.name, &notes, &before, &cmd, &after)
+}
+
+/// Adds to `notes` what recipe `r` asks beyond its plan's writes that
+/// `trace-cmd record` cannot do, and what it does differently for `events`
+/// (a trigger without -e, a hist table).
+fn unexpressed(r: &Recipe, events: &[EventArgs], notes: &mut Vec<String>) {
+    for e in events {
         if !e.enabled {
             notes.push(format!(
                 "{} carries a trigger but is not recorded in the recipe; -R needs -e, so trace-cmd records it too",
@@ -292,53 +337,27 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     if r.scope.include_self {
         notes.push("[scope] include_self: trace-cmd leaves its own threads out (add --no-filter to trace them)".into());
     }
-    let mut cmd: Vec<String> = Vec::new();
-    if !top {
-        let name = plan.instance.rsplit('/').next().unwrap_or(&plan.instance);
-        cmd.push(format!("-B {}", word(name)));
-    }
-    cmd.extend(opts);
-    for e in &events {
-        let mut line = format!("-e {}", word(&e.name));
-        if let Some(f) = &e.filter {
-            let _ = write!(line, " -f {}", q(f));
-        }
-        for t in &e.triggers {
-            let _ = write!(line, " -R {}", word(t));
-        }
-        cmd.push(line);
-    }
-    for p in &pids {
-        cmd.push(format!("-P {p}"));
-    }
-    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
-    if fork && scoped {
-        cmd.push("-c".into());
-    }
-    if !r.scope.command.is_empty() {
-        let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
-        cmd.push(format!("-F {}", words.join(" ")));
-        if let Some(d) = &r.duration {
-            notes.push(format!(
-                "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
-            ));
-        }
-    } else if let Some(d) = valid.duration {
-        cmd.push(format!("sleep {}", d.as_secs_f64()));
-    } else {
-        notes.push("no duration and no command: trace-cmd record runs until Ctrl-C".into());
-    }
+}
+
+/// The export's text: `notes` as comments, the `before` lines, `trace-cmd
+/// record` with the options `cmd`, then the `after` lines in reverse.
+fn render_trace_cmd(
+    name: &str,
+    notes: &[String],
+    before: &[String],
+    cmd: &[String],
+    after: &[String],
+) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "# trace-recipe check --plan --export trace-cmd: recipe `{}`, as the nearest\n# `trace-cmd record` command line (options of trace-cmd 3.1). Run as root.",
-        r.name
+        "# trace-recipe check --plan --export trace-cmd: recipe `{name}`, as the nearest\n# `trace-cmd record` command line (options of trace-cmd 3.1). Run as root."
     );
     if notes.is_empty() {
         let _ = writeln!(o, "# It expresses the whole plan.");
     } else {
         let _ = writeln!(o, "# Not expressed:");
-        for n in &notes {
+        for n in notes {
             let _ = writeln!(o, "#   - {n}");
         }
     }
@@ -347,7 +366,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             o,
             "# trace-cmd record has no option for these: done before it, undone after it."
         );
-        for l in &before {
+        for l in before {
             let _ = writeln!(o, "{l}");
         }
     }
