@@ -369,10 +369,14 @@ impl Instance {
         self.dir_op("mkdir", |p| std::fs::create_dir(p))
     }
 
-    /// Removes the named instance (`rmdir instances/NAME`). Errors:
-    /// [`TracefsError::Dir`], e.g. EBUSY while a reader holds one of its files
-    /// open or one of its probe events is enabled.
-    pub fn remove(&self) -> Result<(), TracefsError> {
+    /// Quiesces and removes the named instance: turns its tracing and every
+    /// event in it off (a probe event still enabled in it, or tracing on, keeps
+    /// rmdir from succeeding on some kernels; failures there are ignored), then
+    /// `rmdir instances/NAME`. Errors: [`TracefsError::Dir`], e.g. EBUSY while
+    /// a reader holds one of its files open.
+    pub fn destroy(&self) -> Result<(), TracefsError> {
+        let _ = self.write("tracing_on", "0", WriteMode::Replace);
+        let _ = self.write("events/enable", "0", WriteMode::Replace);
         self.dir_op("rmdir", |p| std::fs::remove_dir(p))
     }
 

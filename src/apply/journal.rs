@@ -103,11 +103,7 @@ impl Undo {
                 if !instance.exists("") {
                     return Ok(());
                 }
-                // A probe event still enabled in it, or tracing on, would keep
-                // rmdir from succeeding on some kernels: switch it off first.
-                let _ = instance.write("tracing_on", "0", WriteMode::Replace);
-                let _ = instance.write("events/enable", "0", WriteMode::Replace);
-                instance.remove()
+                instance.destroy()
             }
             Undo::Write {
                 file,
