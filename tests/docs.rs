@@ -515,3 +515,78 @@ fn checked_in_manifest_schema_is_what_schema_manifest_prints() {
         "schema/bundle-manifest.schema.json is stale: run `cargo run -- schema --manifest > schema/bundle-manifest.schema.json`"
     );
 }
+
+/// The man pages' EXAMPLES (`trace_recipe::cli::man::EXAMPLES`) are examples
+/// of the book: each command line is shown there after `$ ` (or `team-b$ `),
+/// whole or followed by more (`; echo "exit $?"`, a comment), so its output
+/// can be read in the book.
+#[test]
+fn man_page_examples_are_the_books() {
+    let book: Vec<String> = book_chapters().iter().map(|c| read(c)).collect();
+    let shown: Vec<&str> = book
+        .iter()
+        .flat_map(|b| b.lines())
+        .filter_map(|l| l.split_once("$ ").map(|(_, cmd)| cmd))
+        .collect();
+    for e in trace_recipe::cli::man::EXAMPLES {
+        assert!(
+            shown.iter().any(|cmd| cmd
+                .strip_prefix(e.line)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ';']))),
+            "the man page example `{}` ({}) is not a `$ ` line of the book",
+            e.line,
+            e.command
+        );
+    }
+}
+
+/// `trace-recipe __man DIR` writes every page with an EXIT STATUS section
+/// holding each row of the book's exit-code table, and each command's page
+/// with its EXAMPLES.
+#[test]
+fn man_pages_have_the_books_exit_status_and_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trace_recipe(&["__man", dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let book = read(&repo().join("docs/src/exit-codes.md"));
+    let codes: Vec<&str> = exit_code_rows(&book)
+        .iter()
+        .skip(2)
+        .filter_map(|r| r.trim_matches('|').split('|').next())
+        .map(str::trim)
+        .collect();
+    assert!(codes.len() > 5, "{codes:?}");
+    let mut pages = 0;
+    for page in std::fs::read_dir(dir.path()).unwrap() {
+        let page = page.unwrap().path();
+        let name = page.file_stem().unwrap().to_str().unwrap().to_string();
+        // The page as man prints it, near enough: roff's escapes undone.
+        let roff = read(&page)
+            .replace("\\-", "-")
+            .replace("\\*(Aq", "'")
+            .replace("\\\\", "\\");
+        assert!(
+            roff.contains(".SH \"EXIT STATUS\""),
+            "{name}: no EXIT STATUS"
+        );
+        for code in &codes {
+            assert!(
+                roff.contains(&format!("\\fB{code}\\fR")),
+                "{name}: no exit code {code}"
+            );
+        }
+        let command = name.strip_prefix("trace-recipe-").unwrap_or("");
+        for e in trace_recipe::cli::man::EXAMPLES
+            .iter()
+            .filter(|e| e.command == command)
+        {
+            assert!(
+                roff.contains(e.line),
+                "{name}: no example `{}`:\n{roff}",
+                e.line
+            );
+        }
+        pages += 1;
+    }
+    assert!(pages > 10, "only {pages} man pages");
+}

@@ -100,15 +100,17 @@ pub(super) fn events(a: EventsArgs) -> Exit {
 }
 
 /// Writes `trace-recipe.1` and one `trace-recipe-SUBCOMMAND.1` per visible
-/// subcommand into `dir` (created); returns how many.
+/// subcommand into `dir` (created), each with EXIT STATUS and EXAMPLES
+/// ([`super::man::page`]); returns how many.
 fn write_man_pages(dir: &Path) -> std::io::Result<usize> {
     std::fs::create_dir_all(dir)?;
     let cmd = <Cli as clap::CommandFactory>::command();
     let mut n = 0;
-    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
-        let mut buf = Vec::new();
-        clap_mangen::Man::new(cmd).render(&mut buf)?;
-        std::fs::write(dir.join(format!("{name}.1")), buf)?;
+    let mut write = |name: String, cmd: clap::Command, command: &str| -> std::io::Result<()> {
+        std::fs::write(
+            dir.join(format!("{name}.1")),
+            super::man::page(cmd, command)?,
+        )?;
         n += 1;
         Ok(())
     };
@@ -118,9 +120,9 @@ fn write_man_pages(dir: &Path) -> std::io::Result<usize> {
             .clone()
             .display_name(name.clone())
             .bin_name(format!("trace-recipe {}", sub.get_name()));
-        write(name, page)?;
+        write(name, page, sub.get_name())?;
     }
-    write("trace-recipe".into(), cmd)?;
+    write("trace-recipe".into(), cmd, "")?;
     Ok(n)
 }
 

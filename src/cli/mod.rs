@@ -7,13 +7,16 @@
 //! - [`run`]: `run` and `rerun`;
 //! - [`inspect`]: `list`, `show`, `events`, `functions`, `report`, `schema`,
 //!   `completions`, `__man`;
-//! - [`travel`]: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`.
+//! - [`travel`]: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`;
+//! - [`man`]: the man pages `__man` writes, with the book's exit codes and
+//!   examples.
 //!
 //! Exit codes: see [`exit`] and [`Failure::code`].
 
 mod args;
 mod check;
 mod inspect;
+pub mod man;
 mod run;
 mod travel;
 
