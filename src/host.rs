@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::recipe::LoadedRecipe;
-use crate::report::Template;
+use crate::recipe::Template;
 
 /// Why a uprobe target cannot be resolved on this host: a message and a help line.
 pub(crate) type TargetProblem = (String, Option<String>);

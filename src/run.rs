@@ -33,11 +33,9 @@ use crate::diagnostic::Source;
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK};
-use crate::recipe::{Chain, OnAbort};
+use crate::recipe::{Chain, OnAbort, Template, TemplateError};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
-use crate::report::{
-    JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
-};
+use crate::report::{JsonReport, RecorderInfo, RunInfo, WorkloadInfo, render_html};
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::ValidRecipe;
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};

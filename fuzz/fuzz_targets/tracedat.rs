@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use trace_recipe::analysis::{AnalysisName, Selection, analyze};
-use trace_recipe::report::{JsonReport, Template, render_html};
+use trace_recipe::recipe::Template;
+use trace_recipe::report::{JsonReport, render_html};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(file) = tracedat::TraceFile::from_bytes(data.to_vec()) else { return };

@@ -11,7 +11,8 @@ use super::args::{
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
 use crate::analysis::{Selection, analyze};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
-use crate::report::{JsonReport, Template, render_html};
+use crate::recipe::Template;
+use crate::report::{JsonReport, render_html};
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
 pub(super) fn list(a: ListArgs) -> Exit {

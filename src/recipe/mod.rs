@@ -1,4 +1,5 @@
-//! Recipes: template rendering, TOML parsing with spans, and the serde model.
+//! Recipes: template rendering, TOML parsing with spans, and the serde model;
+//! and the summary [`Template`] a recipe's `[output] template` names.
 //!
 //! The passes, in order (each returns every problem it finds, and the next pass
 //! runs only when the previous one found none):
@@ -18,6 +19,7 @@ mod compose;
 mod model;
 mod render;
 mod spans;
+mod summary;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,6 +30,7 @@ pub(crate) use model::{
 };
 pub use render::Builtins;
 pub(crate) use spans::{PathSeg, SpanIndex};
+pub use summary::{Template, TemplateError};
 
 use crate::diagnostic::{Diagnostic, Source};
 

@@ -1,5 +1,5 @@
 //! Reports of a trace.dat: [`JsonReport`] (report.json) holds every number;
-//! [`Template`] renders it as text (summary.txt) and [`render_html`] as a
+//! a [`Template`](crate::recipe::Template) renders it as text (summary.txt) and [`render_html`] as a
 //! self-contained page (report.html).
 
 mod html;
@@ -12,4 +12,4 @@ pub use html::render_html;
 pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, WorkloadInfo};
 pub use json::{JSON_FORMAT_VERSION, JsonReport};
 pub(crate) use junit::render_junit;
-pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};
+pub use text::{DEFAULT_TEMPLATE, dur};

@@ -1,17 +1,19 @@
-//! summary.txt: report.json rendered through a minijinja template — the
+//! summary.txt: report.json rendered through a minijinja [`Template`] — the
 //! built-in one ([`DEFAULT_TEMPLATE`]) or a user's (`report --template FILE`,
-//! `[output] template`). The context is the [`JsonReport`] itself, so a
-//! template can show any number report.json has, and nothing else.
+//! `[output] template`, read and compiled on the recipe side). The context is
+//! the [`JsonReport`] itself, so a template can show any number report.json
+//! has, and nothing else.
 //!
 //! Filters besides minijinja's built-ins: `dur` (ns → `12.345µs`, `1.5ms`, `2.0s`),
 //! `fixed(n)` (n decimals), `ljust(w)`/`rjust(w)` (pad to w characters),
 //! `bar(max, w)` (`#` × w·value/max) and `spark` (a list of counts as ▁▂▃▄▅▆▇█).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use minijinja::{Environment, Value};
 
 use super::JsonReport;
+use crate::recipe::{Template, TemplateError};
 
 /// The built-in summary template.
 pub const DEFAULT_TEMPLATE: &str = include_str!("templates/summary.txt.j2");
@@ -19,63 +21,14 @@ pub const DEFAULT_TEMPLATE: &str = include_str!("templates/summary.txt.j2");
 /// template fails instead of hanging a run.
 const FUEL: u64 = 50_000_000;
 
-/// A template that could not be read, compiled or rendered.
-#[derive(Debug, thiserror::Error)]
-#[error("template {}: {detail}\n  = help: {help}", .path.display())]
-pub struct TemplateError {
-    /// The template file (`<built-in>` for the default).
-    pub(crate) path: PathBuf,
-    /// What went wrong, with the line when minijinja knows it.
-    pub(crate) detail: String,
-    /// What to do.
-    pub(crate) help: &'static str,
-}
-
-/// A template to render summaries with.
-#[derive(Debug, Clone)]
-pub struct Template {
-    path: PathBuf,
-    source: String,
-}
-
+// `Template` (the file, read and compiled) is the recipe's
+// (`crate::recipe::Template`); the built-in one and rendering are the report's.
 impl Template {
     /// The built-in template.
     pub fn builtin() -> Template {
         Template {
             path: PathBuf::from("<built-in>"),
             source: DEFAULT_TEMPLATE.to_string(),
-        }
-    }
-
-    /// Reads a template file. Errors: it cannot be read.
-    pub(crate) fn load(path: &Path) -> Result<Template, TemplateError> {
-        let source = std::fs::read_to_string(path).map_err(|e| TemplateError {
-            path: path.to_path_buf(),
-            detail: format!("cannot read it: {e}"),
-            help: "give a readable UTF-8 minijinja template file",
-        })?;
-        Ok(Template {
-            path: path.to_path_buf(),
-            source,
-        })
-    }
-
-    /// Compiles the template without rendering it. Errors: a syntax error, with its line.
-    pub(crate) fn check(&self) -> Result<(), TemplateError> {
-        environment()
-            .template_from_str(&self.source)
-            .map(|_| ())
-            .map_err(|e| self.error(e))
-    }
-
-    fn error(&self, e: minijinja::Error) -> TemplateError {
-        TemplateError {
-            path: self.path.clone(),
-            detail: match e.line() {
-                Some(l) => format!("line {l}: {e}"),
-                None => e.to_string(),
-            },
-            help: "fix the template; its context is report.json (schema/report.schema.json)",
         }
     }
 
@@ -150,5 +103,28 @@ mod tests {
         assert_eq!(bar(1, 1000, 20), "#");
         assert_eq!(bar(0, 0, 20), "");
         assert_eq!(spark(vec![0, 1, 8]), " ▁█");
+    }
+
+    /// `Template::check` (recipe side, a plain environment) accepts and
+    /// refuses what the report's environment compiles, with the same message.
+    #[test]
+    fn check_compiles_as_the_report_environment_does() {
+        for source in [
+            "{{ events | dur }}\n",
+            "{%- for e in events %}{{ e.name | nosuchfilter }}{% endfor -%}",
+            "{% for e in events %}{{ e.name }}",
+            "{{ (1 + }}",
+            "{% raw %}{{{% endraw %}",
+        ] {
+            let t = Template {
+                path: PathBuf::from("t.j2"),
+                source: source.to_string(),
+            };
+            let ours = environment()
+                .template_from_str(source)
+                .map(|_| ())
+                .map_err(|e| t.error(e).to_string());
+            assert_eq!(t.check().map_err(|e| e.to_string()), ours, "{source}");
+        }
     }
 }

@@ -68,7 +68,7 @@ pub struct ValidRecipe {
     /// `[stop] max_size_mb` in bytes.
     pub(crate) max_size_bytes: Option<u64>,
     /// `[output] template`, read and compiled (resolved against the recipe's folder).
-    pub(crate) template: Option<crate::report::Template>,
+    pub(crate) template: Option<crate::recipe::Template>,
     /// `[[expect]]`, parsed, checked after the run.
     pub(crate) expectations: Vec<ValidExpect>,
     /// How the run keeps its own threads out of the trace on this kernel.
@@ -547,7 +547,7 @@ fn check_scope_and_output(cx: &mut Ctx<'_>, r: &Recipe) {
 }
 
 /// `[output] template`, as the host loaded it.
-fn resolve_template(cx: &mut Ctx<'_>) -> Option<crate::report::Template> {
+fn resolve_template(cx: &mut Ctx<'_>) -> Option<crate::recipe::Template> {
     match cx.host.template.clone() {
         Some(Ok(tpl)) => Some(tpl),
         Some(Err(e)) => {
