@@ -49,6 +49,7 @@ pub(crate) mod stub;
 pub(crate) mod suggest;
 pub mod tracefs;
 pub mod validate;
+pub(crate) mod untrusted;
 pub mod workload;
 
 /// The recipe's JSON Schema (draft 2020-12), generated from the serde model.

@@ -23,4 +23,5 @@ mod runbook;
 mod status;
 mod teams;
 mod teardown;
+mod trust;
 mod writer;

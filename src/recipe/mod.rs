@@ -87,10 +87,12 @@ pub(crate) fn load_with(
     builtins: &Builtins,
     chain: Chain,
 ) -> Result<LoadedRecipe, LoadError> {
-    let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let raw = crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(
+        |refusal| LoadError::Read {
+            path: path.to_path_buf(),
+            source: refusal.into_io(),
+        },
+    )?;
     load_text(path, &raw, sets, builtins, chain)
 }
 
@@ -115,7 +117,7 @@ fn load_text(
     let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
     let (files, heads) = compose::read_chain(path, raw.to_string(), chain)
         .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
-    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)));
     let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
     let params = render::merge_params(&base_first, sets)
         .map_err(|diagnostics| invalid(raw_source(), diagnostics))?;
@@ -138,7 +140,7 @@ fn load_text(
         files
             .iter()
             .zip(&rendered)
-            .map(|(f, text)| (f.path.as_path(), text.as_str())),
+            .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
