@@ -1,8 +1,9 @@
 //! The one reader for files that may come from elsewhere.
 //!
 //! A bundle member, a run folder's file, a fact file, an `extends` target, an
-//! output template or a trace.dat may have been written by someone else, so each
-//! is opened the same way ([`open`], [`read`]):
+//! output template may have been written by someone else, so each is opened the
+//! same way ([`open`], [`read`]; a trace.dat is judged alike by
+//! `tracedat::TraceFile::open`):
 //!
 //! - the path is resolved (symbolic links followed) and judged before anything
 //!   is opened: only a regular file is accepted, never a FIFO, a device or a
@@ -38,6 +39,9 @@ pub(crate) enum Kind {
     Report,
     /// A bundle's `manifest.json` (16 MiB: it carries the kernel facts).
     Manifest,
+    /// A bundle file itself, compressed (4 GiB; its members have budgets of
+    /// their own, see `crate::bundle`).
+    Bundle,
 }
 
 impl Kind {
@@ -48,6 +52,7 @@ impl Kind {
             Kind::Facts => 32 << 20,
             Kind::Report => 64 << 20,
             Kind::Manifest => 16 << 20,
+            Kind::Bundle => 4 << 30,
         }
     }
 
@@ -58,6 +63,7 @@ impl Kind {
             Kind::Facts => "fact file",
             Kind::Report => "report",
             Kind::Manifest => "bundle manifest",
+            Kind::Bundle => "bundle",
         }
     }
 }
@@ -113,14 +119,22 @@ impl Refusal {
     pub(crate) fn reason(&self) -> String {
         match self {
             Refusal::Io { source, .. } => source.to_string(),
+            _ => format!("refused: {}", self.why()),
+        }
+    }
+
+    /// Why it was refused (a refusal that is not an I/O error), in words.
+    fn why(&self) -> String {
+        match self {
+            Refusal::Io { source, .. } => source.to_string(),
             Refusal::NotRegular { what, .. } => format!(
-                "refused: it is {what}, not a regular file (FIFOs, devices and sockets are never read)"
+                "it is {what}, not a regular file (FIFOs, devices and sockets are never read)"
             ),
             Refusal::TooLarge {
                 bytes, cap, what, ..
-            } => format!("refused: {bytes} bytes, over the limit of {cap} bytes for a {what}"),
+            } => format!("{bytes} bytes, over the limit of {cap} bytes for a {what}"),
             Refusal::Outside { folder, target, .. } => format!(
-                "refused: it is a symbolic link leading outside {} (to {}); its content is not read",
+                "it is a symbolic link leading outside {} (to {}); its content is not read",
                 escape_path(folder),
                 escape_path(target)
             ),
@@ -148,6 +162,20 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+impl From<Refusal> for crate::bundle::BundleError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Io { path, source } => crate::bundle::BundleError::Io { path, source },
+            Refusal::NotRegular { ref path, .. }
+            | Refusal::TooLarge { ref path, .. }
+            | Refusal::Outside { ref path, .. } => crate::bundle::BundleError::Refused {
+                path: path.clone(),
+                reason: r.why(),
+            },
+        }
+    }
+}
+
 fn kind_words(ft: std::fs::FileType) -> Option<&'static str> {
     if ft.is_file() {
         None
@@ -170,35 +198,50 @@ fn kind_words(ft: std::fs::FileType) -> Option<&'static str> {
 /// and after opening, without blocking) of at most [`Kind::cap`] bytes.
 /// Returns the file and its size.
 pub(crate) fn open(path: &Path, kind: Kind) -> Result<(File, u64), Refusal> {
-    let judge = |meta: std::fs::Metadata| -> Result<u64, Refusal> {
-        if let Some(what) = kind_words(meta.file_type()) {
-            return Err(Refusal::NotRegular {
-                path: path.to_path_buf(),
-                what,
-            });
-        }
-        if meta.len() > kind.cap() {
-            return Err(Refusal::TooLarge {
-                path: path.to_path_buf(),
-                bytes: meta.len(),
-                cap: kind.cap(),
-                what: kind.what(),
-            });
-        }
-        Ok(meta.len())
-    };
     let io = |source| Refusal::Io {
         path: path.to_path_buf(),
         source,
     };
-    judge(std::fs::metadata(path).map_err(io)?)?;
+    judge(path, &std::fs::metadata(path).map_err(io)?, kind)?;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(io)?;
-    let len = judge(file.metadata().map_err(io)?)?;
+    let len = judge(path, &file.metadata().map_err(io)?, kind)?;
     Ok((file, len))
+}
+
+/// Whether file `name` of `folder` exists, judged as [`read_in`] would read it
+/// (inside the folder, a regular file within the cap of `kind`), without
+/// opening it. Errors: it exists and would be refused.
+pub(crate) fn present_in(folder: &Path, name: &str, kind: Kind) -> Result<bool, Refusal> {
+    let path = folder.join(name);
+    inside(folder, &path)?;
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(Refusal::Io { path, source }),
+        Ok(meta) => judge(&path, &meta, kind).map(|_| true),
+    }
+}
+
+/// A regular file within the cap of `kind`: its size; otherwise why not.
+fn judge(path: &Path, meta: &std::fs::Metadata, kind: Kind) -> Result<u64, Refusal> {
+    if let Some(what) = kind_words(meta.file_type()) {
+        return Err(Refusal::NotRegular {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    if meta.len() > kind.cap() {
+        return Err(Refusal::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            cap: kind.cap(),
+            what: kind.what(),
+        });
+    }
+    Ok(meta.len())
 }
 
 /// Reads the whole of `path` as a file of `kind` (see [`open`]).
@@ -254,6 +297,19 @@ pub(crate) fn read_in(folder: &Path, name: &str, kind: Kind) -> Result<Vec<u8>, 
     let path = folder.join(name);
     inside(folder, &path)?;
     read(&path, kind)
+}
+
+/// [`read_in`], with a missing file as `None` (any other problem is an error).
+pub(crate) fn read_optional_in(
+    folder: &Path,
+    name: &str,
+    kind: Kind,
+) -> Result<Option<Vec<u8>>, Refusal> {
+    match read_in(folder, name, kind) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `s` with every control character (ESC, BEL, CR, newline, DEL, the C1

@@ -94,3 +94,185 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
     );
     assert!(!all.contains("TOP-SECRET"), "{all}");
 }
+
+/// One short real run (under the tracefs lock); returns its output folder.
+fn one_run(dir: &Path) -> PathBuf {
+    let _g = crate::common::TracefsGuard::acquire();
+    let r = write_recipe(
+        dir,
+        "src.toml",
+        "name = \"src\"\nduration = \"10s\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let out = dir.join("run");
+    let o = crate::common::run_recipe(&r, &out, &["true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    out
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn plant_link(folder: &Path, name: &str, target: &Path) {
+    let _ = std::fs::remove_file(folder.join(name));
+    std::os::unix::fs::symlink(target, folder.join(name)).unwrap();
+}
+
+fn plant_fifo(folder: &Path, name: &str) {
+    let _ = std::fs::remove_file(folder.join(name));
+    mkfifo(&folder.join(name));
+}
+
+#[test]
+fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = one_run(dir.path());
+    let (_keep, secret) = secret();
+    let zero = Path::new("/dev/zero");
+    type Plant = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Plant, &[&str], &str)> = vec![
+        (
+            "facts-dev-zero",
+            Box::new(|f: &Path| plant_link(f, "facts.json", zero)),
+            &["check", "--against"],
+            "facts.json: refused: it is a symbolic link leading outside",
+        ),
+        (
+            "facts-fifo",
+            Box::new(|f: &Path| plant_fifo(f, "facts.json")),
+            &["check", "--against"],
+            "a FIFO, not a regular file",
+        ),
+        (
+            "report-dev-zero-check",
+            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+            &["check", "--against"],
+            "report.json: refused",
+        ),
+        (
+            "report-dev-zero-diff",
+            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+            &["diff"],
+            "report.json: refused",
+        ),
+        (
+            "source-dev-zero",
+            Box::new(|f: &Path| plant_link(f, "recipe.source.toml", zero)),
+            &["check", "--against"],
+            "recipe.source.toml: refused",
+        ),
+        (
+            "base-link-to-secret",
+            Box::new({
+                let secret = secret.clone();
+                move |f: &Path| {
+                    std::fs::write(f.join("recipe.source.toml"), format!("extends = \"base.toml\"\n{RECIPE}")).unwrap();
+                    plant_link(f, "recipe.base-1.toml", &secret);
+                }
+            }),
+            &["check", "--against"],
+            "is a symbolic link leading outside its run folder",
+        ),
+        (
+            "template-host-file",
+            Box::new({
+                let secret = secret.clone();
+                move |f: &Path| {
+                    std::fs::write(
+                        f.join("recipe.source.toml"),
+                        format!("{RECIPE}[output]\ntemplate = \"{}\"\n", secret.display()),
+                    )
+                    .unwrap();
+                }
+            }),
+            &["check", "--against"],
+            "comes from a bundle or run folder: its content is not read",
+        ),
+        (
+            "trace-dat-fifo",
+            Box::new(|f: &Path| plant_fifo(f, "trace.dat")),
+            &["report"],
+            "not a regular file",
+        ),
+    ];
+    for (name, plant, cmd, expect) in cases {
+        let f = dir.path().join(name);
+        copy_folder(&run, &f);
+        plant(&f);
+        let mut args: Vec<&str> = cmd.to_vec();
+        args.push(f.to_str().unwrap());
+        if cmd == ["diff"] {
+            args.push(run.to_str().unwrap());
+        }
+        let (code, all) = bounded(&args);
+        assert_ne!(code, Some(0), "{name}: must fail: {all}");
+        assert!(all.contains(expect), "{name}: expected `{expect}` in:\n{all}");
+        assert!(!all.contains("TOP-SECRET"), "{name}: {all}");
+    }
+}
+
+#[test]
+fn hostile_bundles_cannot_inject_escapes_or_bypass_the_budgets() {
+    use crate::bundle::{Entry, build, manifest_for};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let dat = b"x".to_vec();
+    let m = || Entry::File("manifest.json", manifest_for(&[("trace.dat", &dat)], 1));
+    let f = || Entry::File("trace.dat", dat.clone());
+    // A member name that clears the screen and sets the terminal's title.
+    let esc = dir.path().join("esc.tar.zst");
+    build(
+        &esc,
+        vec![m(), f(), Entry::RawName(b"\x1b[2J\x1b]0;pwned\x07x".to_vec(), b"x".to_vec())],
+    );
+    // A bomb whose file is padded with random bytes after the zstd frame, so
+    // that its expansion over the file's size looks harmless.
+    let zeros = vec![0u8; 300 << 20];
+    let padded = dir.path().join("padded.tar.zst");
+    build(
+        &padded,
+        vec![
+            Entry::File("manifest.json", manifest_for(&[("trace.dat", &zeros)], 1)),
+            Entry::File("trace.dat", zeros.clone()),
+        ],
+    );
+    let mut noise = vec![0u8; 2 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in noise.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&padded)
+        .unwrap()
+        .write_all(&noise)
+        .unwrap();
+    // A manifest far larger than any real one (whitespace JSON).
+    let mut big = manifest_for(&[("trace.dat", &dat)], 1);
+    big.splice(1..1, std::iter::repeat_n(b' ', 20 << 20));
+    let manifest_bomb = dir.path().join("manifest.tar.zst");
+    build(&manifest_bomb, vec![Entry::File("manifest.json", big), f()]);
+    // A report.json declaring 512 MiB.
+    let member = dir.path().join("member.tar.zst");
+    build(&member, vec![m(), f(), Entry::HugeDeclared("report.json")]);
+    for (bundle, expect) in [
+        (&esc, "member `\\u{1b}[2J\\u{1b}]0;pwned\\u{7}x`"),
+        (&padded, "times its compressed size (a decompression bomb?)"),
+        (&manifest_bomb, "over the limit of 16777216 bytes"),
+        (&member, "over the limit of 268435456 bytes"),
+    ] {
+        let (code, all) = bounded(&["report", bundle.to_str().unwrap()]);
+        assert_eq!(code, Some(3), "{}: {all}", bundle.display());
+        assert!(all.contains(expect), "expected `{expect}` in:\n{all}");
+        assert!(!all.contains('\x1b') && !all.contains('\x07'), "{all:?}");
+    }
+}

@@ -46,6 +46,9 @@ pub struct LoadedRecipe {
     /// The value of every parameter the recipe was rendered with: `[params]`
     /// of the chain, then `--set` (what `rerun` must pass to render it alike).
     pub(crate) params: BTreeMap<String, ParamValue>,
+    /// It is a run's stored recipe (a bundle's or output folder's, loaded with
+    /// [`Chain::Stored`]): it came from elsewhere and may read no host file.
+    pub(crate) stored: bool,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -87,12 +90,17 @@ pub(crate) fn load_with(
     builtins: &Builtins,
     chain: Chain,
 ) -> Result<LoadedRecipe, LoadError> {
-    let raw = crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(
-        |refusal| LoadError::Read {
-            path: path.to_path_buf(),
-            source: refusal.into_io(),
-        },
-    )?;
+    let refused = |refusal: crate::untrusted::Refusal| LoadError::Read {
+        path: path.to_path_buf(),
+        source: refusal.into_io(),
+    };
+    if chain == Chain::Stored {
+        // A run's stored recipe must be a file of its folder, not a link out of it.
+        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path)
+            .map_err(refused)?;
+    }
+    let raw =
+        crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
     load_text(path, &raw, sets, builtins, chain)
 }
 
@@ -153,6 +161,7 @@ fn load_text(
                 .into_iter()
                 .filter_map(|(k, d)| Some((k, d.value?)))
                 .collect(),
+            stored: chain == Chain::Stored,
         }),
         Err(diagnostics) => Err(invalid(source, diagnostics)),
     }

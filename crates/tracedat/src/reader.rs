@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
+use std::os::unix::fs::OpenOptionsExt;
 
 use crate::bytes::{Cursor, parse_c_integer, text};
 use crate::format::{EventFormat, parse_field_line};
@@ -263,8 +264,27 @@ pub(crate) fn decompress_block(
     }
 }
 
+/// `open(2)` flags of Linux (include/uapi/asm-generic/fcntl.h): do not block on
+/// a FIFO, do not make a terminal the controlling one.
+const O_NONBLOCK: i32 = 0o4000;
+const O_NOCTTY: i32 = 0o400;
+
+/// `path` as text with control characters escaped (it may come from elsewhere).
+fn escaped(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl TraceFile {
-    /// Open and memory-map a trace.dat file, parsing all metadata.
+    /// Open and memory-map a trace.dat file, parsing all metadata. Only a
+    /// regular file is read (a FIFO or device is refused without blocking).
     ///
     /// Accepts v6 and v7 files, uncompressed or zstd-compressed (zlib is
     /// reported as [`Error::Unsupported`]). Errors name the file offset and
@@ -274,22 +294,30 @@ impl TraceFile {
             path: path.to_path_buf(),
             source,
         };
-        let f = std::fs::File::open(path).map_err(io)?;
+        // Judged before opening (a FIFO would block, a device never ends) and
+        // again on the open file (it may have been swapped meanwhile): only a
+        // regular file is read, opened without blocking.
+        let judge = |meta: &std::fs::Metadata| -> Result<(), Error> {
+            if meta.is_file() {
+                return Ok(());
+            }
+            let what = if meta.is_dir() {
+                "a directory; give the trace.dat file in it"
+            } else {
+                "not a regular file (a FIFO, device or socket is never read)"
+            };
+            Err(Error::NotTraceDat {
+                detail: format!("{} is {what}", escaped(path)),
+            })
+        };
+        judge(&std::fs::metadata(path).map_err(io)?)?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK | O_NOCTTY)
+            .open(path)
+            .map_err(io)?;
         let meta = f.metadata().map_err(io)?;
-        if meta.is_dir() {
-            return Err(Error::NotTraceDat {
-                detail: format!(
-                    "{} is a directory; give the trace.dat file in it",
-                    path.display()
-                ),
-            });
-        }
-        if !meta.is_file() {
-            // A pipe or device cannot be mapped: read it whole.
-            let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut &f, &mut data).map_err(io)?;
-            return Self::parse(Backing::Owned(data));
-        }
+        judge(&meta)?;
         if meta.len() == 0 {
             return Err(Error::NotTraceDat {
                 detail: format!("{} is empty", path.display()),
