@@ -610,6 +610,27 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::{TopBuffer, glob_match, release_version};
 
+    /// A fact file is bounded: in bytes before it is read, and in events while
+    /// it is parsed (a file listing millions of events is refused, not kept).
+    #[test]
+    fn fact_files_are_capped_in_bytes_and_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/facts/debian-6.1.json.zst");
+        let mut facts = super::KernelFacts::load(&real).unwrap();
+        facts.events.extend((0..100_001).map(|i| format!("s:e{i}")));
+        let many = dir.path().join("many.json");
+        facts.save(&many).unwrap();
+        let e = super::KernelFacts::load(&many).unwrap_err().to_string();
+        assert!(e.contains("`events` lists more than 100000 events"), "{e}");
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(super::MAX_FACTS_BYTES + 1)
+            .unwrap();
+        let e = super::KernelFacts::load(&big).unwrap_err().to_string();
+        assert!(e.contains("over the limit of 33554432 bytes for a fact file"), "{e}");
+    }
+
     #[test]
     fn buffer_size_kb_parses_expanded_and_not() {
         assert_eq!(
