@@ -126,7 +126,10 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
     let recipe = member("recipe.toml", Kind::Recipe)?
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| t.parse::<toml::Table>().ok());
-    let facts = match opened.as_ref().and_then(|o| o.manifest.kernel_facts.clone()) {
+    let facts = match opened
+        .as_ref()
+        .and_then(|o| o.manifest.kernel_facts.clone())
+    {
         Some(f) => Some(f),
         None => member("facts.json", Kind::Facts)?.and_then(|b| serde_json::from_slice(&b).ok()),
     };

@@ -209,7 +209,10 @@ fn capped_events<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeSet<Stri
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             write!(f, "a list of at most {MAX_FACT_EVENTS} event names")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeSet::new();
             while let Some(e) = seq.next_element::<String>()? {
                 if out.len() >= MAX_FACT_EVENTS {
@@ -615,7 +618,8 @@ mod tests {
     #[test]
     fn fact_files_are_capped_in_bytes_and_events() {
         let dir = tempfile::tempdir().unwrap();
-        let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/facts/debian-6.1.json.zst");
+        let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts/debian-6.1.json.zst");
         let mut facts = super::KernelFacts::load(&real).unwrap();
         facts.events.extend((0..100_001).map(|i| format!("s:e{i}")));
         let many = dir.path().join("many.json");
@@ -628,7 +632,10 @@ mod tests {
             .set_len(super::MAX_FACTS_BYTES + 1)
             .unwrap();
         let e = super::KernelFacts::load(&big).unwrap_err().to_string();
-        assert!(e.contains("over the limit of 33554432 bytes for a fact file"), "{e}");
+        assert!(
+            e.contains("over the limit of 33554432 bytes for a fact file"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -48,8 +48,8 @@ pub mod status;
 pub(crate) mod stub;
 pub(crate) mod suggest;
 pub mod tracefs;
-pub mod validate;
 pub(crate) mod untrusted;
+pub mod validate;
 pub mod workload;
 
 /// The recipe's JSON Schema (draft 2020-12), generated from the serde model.

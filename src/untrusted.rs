@@ -353,7 +353,10 @@ mod tests {
         let e = read(Path::new("/dev/zero"), Kind::Recipe)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("/dev/zero: refused: it is a character device"), "{e}");
+        assert!(
+            e.contains("/dev/zero: refused: it is a character device"),
+            "{e}"
+        );
         let e = read(dir.path(), Kind::Recipe).unwrap_err().to_string();
         assert!(e.contains("a folder"), "{e}");
     }
@@ -374,7 +377,10 @@ mod tests {
         let f = File::create(&big).unwrap();
         f.set_len(Kind::Recipe.cap() + 1).unwrap();
         let e = read(&big, Kind::Recipe).unwrap_err().to_string();
-        assert!(e.contains("over the limit of 1048576 bytes for a recipe"), "{e}");
+        assert!(
+            e.contains("over the limit of 1048576 bytes for a recipe"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -389,7 +395,10 @@ mod tests {
         assert!(e.contains("symbolic link leading outside"), "{e}");
         assert!(!e.contains("TOP-SECRET"), "{e}");
         std::fs::write(dir.path().join("ok.toml"), "x = 1").unwrap();
-        assert_eq!(read_in(dir.path(), "ok.toml", Kind::Recipe).unwrap(), b"x = 1");
+        assert_eq!(
+            read_in(dir.path(), "ok.toml", Kind::Recipe).unwrap(),
+            b"x = 1"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{text, trace_recipe, write_recipe};
+use crate::common::{text, write_recipe};
 
 /// Runs trace-recipe with `args`, killing it after 20 s (a hang is a failure).
 fn bounded(args: &[&str]) -> (Option<i32>, String) {
@@ -85,7 +85,11 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
         "base.toml",
         &format!("extends = \"{}\"\n", secret.display()),
     );
-    let r = write_recipe(dir.path(), "r.toml", &format!("extends = \"base.toml\"\n{RECIPE}"));
+    let r = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!("extends = \"base.toml\"\n{RECIPE}"),
+    );
     let (code, all) = bounded(&["check", r.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{all}");
     assert!(
@@ -172,7 +176,11 @@ fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
             Box::new({
                 let secret = secret.clone();
                 move |f: &Path| {
-                    std::fs::write(f.join("recipe.source.toml"), format!("extends = \"base.toml\"\n{RECIPE}")).unwrap();
+                    std::fs::write(
+                        f.join("recipe.source.toml"),
+                        format!("extends = \"base.toml\"\n{RECIPE}"),
+                    )
+                    .unwrap();
                     plant_link(f, "recipe.base-1.toml", &secret);
                 }
             }),
@@ -212,7 +220,10 @@ fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
         }
         let (code, all) = bounded(&args);
         assert_ne!(code, Some(0), "{name}: must fail: {all}");
-        assert!(all.contains(expect), "{name}: expected `{expect}` in:\n{all}");
+        assert!(
+            all.contains(expect),
+            "{name}: expected `{expect}` in:\n{all}"
+        );
         assert!(!all.contains("TOP-SECRET"), "{name}: {all}");
     }
 }
@@ -229,7 +240,11 @@ fn hostile_bundles_cannot_inject_escapes_or_bypass_the_budgets() {
     let esc = dir.path().join("esc.tar.zst");
     build(
         &esc,
-        vec![m(), f(), Entry::RawName(b"\x1b[2J\x1b]0;pwned\x07x".to_vec(), b"x".to_vec())],
+        vec![
+            m(),
+            f(),
+            Entry::RawName(b"\x1b[2J\x1b]0;pwned\x07x".to_vec(), b"x".to_vec()),
+        ],
     );
     // A bomb whose file is padded with random bytes after the zstd frame, so
     // that its expansion over the file's size looks harmless.

@@ -211,7 +211,6 @@ struct Slot {
     names_tasks: bool,
 }
 
-
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
 /// state is sized by the CPUs that have events, whatever ids a file claims.
 #[derive(Debug, Default)]

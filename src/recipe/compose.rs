@@ -86,7 +86,11 @@ pub(crate) fn read_chain(
             break;
         };
         let fail = |files: &[ChainFile], message: String, help: String| {
-            let source = concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)));
+            let source = concat(
+                files
+                    .iter()
+                    .map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)),
+            );
             (
                 source,
                 vec![Diagnostic::recipe(span.clone(), message).with_help(help)],
@@ -133,7 +137,9 @@ pub(crate) fn read_chain(
                 root = Some(shared);
             }
         }
-        let foreign = root.as_ref().is_some_and(|root| !canonical.starts_with(root));
+        let foreign = root
+            .as_ref()
+            .is_some_and(|root| !canonical.starts_with(root));
         if foreign && (last > 0 || chain == Chain::Stored) {
             let why = match chain {
                 Chain::Extends => format!(

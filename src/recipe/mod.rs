@@ -96,8 +96,7 @@ pub(crate) fn load_with(
     };
     if chain == Chain::Stored {
         // A run's stored recipe must be a file of its folder, not a link out of it.
-        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path)
-            .map_err(refused)?;
+        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
     }
     let raw =
         crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
@@ -125,7 +124,13 @@ fn load_text(
     let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
     let (files, heads) = compose::read_chain(path, raw.to_string(), chain)
         .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
-    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)));
+    let raw_source = || {
+        compose::concat(
+            files
+                .iter()
+                .map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)),
+        )
+    };
     let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
     let params = render::merge_params(&base_first, sets)
         .map_err(|diagnostics| invalid(raw_source(), diagnostics))?;

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
-use std::path::Path;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use crate::bytes::{Cursor, parse_c_integer, text};
 use crate::format::{EventFormat, parse_field_line};
