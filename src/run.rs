@@ -682,6 +682,7 @@ impl Prepared {
                     pid: w.pid(),
                     start_time: process_start_time(w.pid()).unwrap_or(0),
                     command: w.command.clone(),
+                    end_on_abort: self.valid.recipe.scope.on_abort == OnAbort::Kill,
                 };
                 match record.write(journal_dir) {
                     Ok(p) => Some(p),
