@@ -40,7 +40,7 @@ pub mod plan;
 pub(crate) mod progress;
 pub mod recipe;
 pub mod record;
-pub(crate) mod replay;
+pub mod replay;
 pub mod report;
 pub(crate) mod run;
 pub(crate) mod sarif;
