@@ -97,6 +97,19 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
         "{all}"
     );
     assert!(!all.contains("TOP-SECRET"), "{all}");
+    // A template outside the tree: a base may not name it, the recipe may.
+    let tpl = format!("[output]\ntemplate = \"{}\"\n", secret.display());
+    write_recipe(dir.path(), "base.toml", &tpl);
+    let (code, all) = bounded(&["check", r.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains("it is named by a base recipe, not by the recipe you run"),
+        "{all}"
+    );
+    assert!(!all.contains("TOP-SECRET"), "{all}");
+    let own = write_recipe(dir.path(), "own.toml", &format!("{RECIPE}{tpl}"));
+    let (code, all) = bounded(&["check", own.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "the user's own recipe names it: {all}");
 }
 
 /// One short real run (under the tracefs lock); returns its output folder.
