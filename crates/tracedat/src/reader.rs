@@ -865,28 +865,7 @@ fn read_option_list(c: &mut Cursor<'_>, v7: bool, opts: &mut Opts) -> Result<u64
                     let clock = text(p.cstr("BUFFER clock")?);
                     let page_size = p.u32("BUFFER page size")? as usize;
                     let n = p.u32("BUFFER cpu count")?;
-                    let n_fit = p.remaining() / 20;
-                    if n as usize > n_fit {
-                        return Err(Error::corrupt(
-                            "option BUFFER",
-                            ooff,
-                            format!("{n} cpu entries do not fit in {len} bytes"),
-                        ));
-                    }
-                    let mut cpus = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        let cpu = p.u32("BUFFER cpu id")?;
-                        let offset = p.u64("BUFFER cpu data offset")?;
-                        let size = p.u64("BUFFER cpu data size")?;
-                        if size > 0 {
-                            cpus.push(CpuRegion {
-                                cpu,
-                                offset,
-                                size,
-                                compressed: false,
-                            });
-                        }
-                    }
+                    let cpus = read_cpu_regions(&mut p, n, true, &name)?;
                     if page_size as u64 > MAX_PAGE_SIZE {
                         return Err(Error::corrupt(
                             "option BUFFER page size",
@@ -1038,24 +1017,29 @@ fn read_v7_meta(
     Ok(())
 }
 
-fn read_v6_flyrecord(
+/// The CPU table of buffer `name`: `count` entries of `u32 cpu id` (v7, when
+/// `with_id`; v6 numbers them 0, 1, ...), `u64 offset`, `u64 size`, checked to
+/// fit in what `c` has left before anything is read or allocated. CPUs with no
+/// data (size 0) are left out.
+fn read_cpu_regions(
     c: &mut Cursor<'_>,
     count: u32,
-    has_clock: bool,
-    page_size: usize,
-    name: String,
-) -> Result<BufferInfo, Error> {
-    let toff = c.offset();
-    if count as u64 * 16 > c.remaining() as u64 {
+    with_id: bool,
+    name: &str,
+) -> Result<Vec<CpuRegion>, Error> {
+    let entry: u64 = if with_id { 20 } else { 16 };
+    let need = u64::from(count) * entry;
+    if need > c.remaining() as u64 {
         return Err(Error::Truncated {
             what: format!("buffer {name:?} cpu table ({count} cpus)"),
-            offset: toff,
-            need: count as u64 * 16,
+            offset: c.offset(),
+            need,
             available: c.remaining() as u64,
         });
     }
     let mut cpus = Vec::new();
-    for cpu in 0..count {
+    for i in 0..count {
+        let cpu = if with_id { c.u32("cpu id")? } else { i };
         let offset = c.u64("cpu data offset")?;
         let size = c.u64("cpu data size")?;
         if size > 0 {
@@ -1067,6 +1051,17 @@ fn read_v6_flyrecord(
             });
         }
     }
+    Ok(cpus)
+}
+
+fn read_v6_flyrecord(
+    c: &mut Cursor<'_>,
+    count: u32,
+    has_clock: bool,
+    page_size: usize,
+    name: String,
+) -> Result<BufferInfo, Error> {
+    let cpus = read_cpu_regions(c, count, false, &name)?;
     let mut clock = None;
     if has_clock {
         let t = read_sized(c, 8, "clock trailer")?;
