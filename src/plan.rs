@@ -17,7 +17,7 @@
 use std::fmt;
 
 use crate::tracefs::{INSTANCE_PREFIX, WriteMode, instance_file};
-use crate::validate::{SelfExclusion, Span, ValidRecipe};
+use crate::validate::{SelfExclusion, Span, ValidRecipe, woken_filter};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +143,8 @@ pub fn instance_name(name: &str, pid: u32) -> String {
 
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
-/// recipe's and the workload's). Function tracers are also scoped to
+/// recipe's and the workload's; a wakeup event also gets a filter on the woken
+/// task's `pid` unless `follow_forks`, see [`woken_filter`]). Function tracers are also scoped to
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
 /// comm through their filters instead). `own` are the thread ids of the run
 /// itself, kept out of the trace as `valid.self_exclusion` says.
@@ -391,7 +392,9 @@ pub fn plan(
     }
     for ev in &valid.events {
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let filter = without_own(ev.filter.as_deref(), &ev.name, own, valid.self_exclusion);
+        let woken = woken_filter(&ev.name, pids, r.scope.follow_forks);
+        let filter = crate::validate::and_filters(ev.filter.as_deref(), woken.as_deref());
+        let filter = without_own(filter.as_deref(), &ev.name, own, valid.self_exclusion);
         enable_event(
             &mut write,
             &f(&format!("events/{system}/{event}")),
@@ -771,6 +774,33 @@ mod tests {
         assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
         assert_eq!(write_of(&p, "sched_switch/filter"), None);
         assert_eq!(write_of(&p, "sched_waking/filter"), Some("prio < 100"));
+    }
+
+    #[test]
+    fn a_wakeup_scoped_by_pid_is_of_the_woken_task() {
+        let mut v = valid();
+        v.probes.clear();
+        v.events = ["sched:sched_wakeup", "sched:sched_switch"]
+            .iter()
+            .map(|n| crate::validate::ResolvedEvent {
+                name: n.to_string(),
+                filter: (*n == "sched:sched_wakeup").then(|| "prio < 100".to_string()),
+                stacktrace: false,
+                span: None,
+            })
+            .collect();
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        assert_eq!(
+            write_of(&p, "sched_wakeup/filter"),
+            Some("(prio < 100) && (pid == 7)")
+        );
+        // A switch is recorded when either task is scoped: no filter needed.
+        assert_eq!(write_of(&p, "sched_switch/filter"), None);
+        // Children join the pid list at run time: no fixed list of woken pids.
+        v.recipe.scope.follow_forks = true;
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "sched_wakeup/filter"), Some("prio < 100"));
     }
 
     #[test]

@@ -35,7 +35,8 @@ use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
 use crate::recipe::{Builtins, Chain, LoadError, OnAbort, load_with};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
-    JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
+    JsonReport, RecorderInfo, RunInfo, ScopeInfo, Template, TemplateError, WorkloadInfo,
+    render_html,
 };
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::{ValidRecipe, validate};
@@ -409,13 +410,14 @@ pub fn load_and_validate_with(
 
 /// The plan of a run of `valid` by this process, the one function `run` and
 /// `check --plan` share. `workload` is the workload's pid, scoped by
-/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
+/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload"),
+/// unless `[scope] system_wide`.
 /// `own` are the run's own thread ids, kept out of the trace unless
 /// `[scope] include_self` (`check` passes its own pid for them).
 pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>, own: &[u32]) -> Plan {
     let recipe = &valid.recipe;
     let mut pids = recipe.scope.pids.clone();
-    pids.extend(workload);
+    pids.extend(workload.filter(|_| !recipe.scope.system_wide));
     plan(
         valid,
         &instance_name(&recipe.name, std::process::id()),
@@ -991,6 +993,7 @@ fn write_output(
         duration_s: stopped.elapsed.as_secs_f64(),
         stop_reason: stopped.reason,
         recorder: recorder_info,
+        scope: ScopeInfo::of(recipe, p.workload.as_ref().map(Workload::pid)),
         workload: p
             .workload
             .as_ref()

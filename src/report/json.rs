@@ -36,8 +36,42 @@ pub struct RunInfo {
     pub(crate) stop_reason: String,
     /// The workload, if any.
     pub(crate) workload: Option<WorkloadInfo>,
+    /// Which tasks the run recorded.
+    pub(crate) scope: ScopeInfo,
     /// What the recorder read.
     pub(crate) recorder: RecorderInfo,
+}
+
+/// Which tasks a run recorded, by the scoping rule of recipe-format 1.2
+/// (`validate::scope`): the events of these tasks. An analysis that answers
+/// for "the run's tasks" keeps those whose task is one of `pids` (and, with
+/// `follow_forks`, their descendants) or is named one of `comms`; with
+/// `system_wide` or nothing scoped, every task is the run's.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub(crate) struct ScopeInfo {
+    /// `[scope] system_wide`: every task was recorded while the workload ran.
+    pub(crate) system_wide: bool,
+    /// Scoped process ids: `[scope] pids`, then the workload's (unless `system_wide`).
+    pub(crate) pids: Vec<u32>,
+    /// `[scope] comms`: scoped task names.
+    pub(crate) comms: Vec<String>,
+    /// `[scope] follow_forks`: children of scoped pids were recorded too.
+    pub(crate) follow_forks: bool,
+}
+
+impl ScopeInfo {
+    /// The scope of a run of `recipe` whose workload (if any) has pid `workload`.
+    pub(crate) fn of(recipe: &crate::recipe::Recipe, workload: Option<u32>) -> ScopeInfo {
+        let s = &recipe.scope;
+        let mut pids = s.pids.clone();
+        pids.extend(workload.filter(|_| !s.system_wide));
+        ScopeInfo {
+            system_wide: s.system_wide,
+            pids,
+            comms: s.comms.clone(),
+            follow_forks: s.follow_forks,
+        }
+    }
 }
 
 /// What the per-CPU readers of a run read, and what it cost them.
@@ -82,6 +116,8 @@ pub struct JsonReport {
     pub(crate) stop_reason: Option<String>,
     /// The workload.
     pub(crate) workload: Option<WorkloadInfo>,
+    /// Which tasks the run recorded (`null` for `report` on a file).
+    pub(crate) scope: Option<ScopeInfo>,
     /// What the recorder read and its CPU time (`null` for `report` on a file).
     pub(crate) recorder: Option<RecorderInfo>,
     /// Trace clock of the file.
@@ -228,6 +264,7 @@ impl JsonReport {
             duration_s: run.map(|r| r.duration_s),
             stop_reason: run.map(|r| r.stop_reason.clone()),
             workload: run.and_then(|r| r.workload.clone()),
+            scope: run.map(|r| r.scope.clone()),
             recorder: run.map(|r| r.recorder.clone()),
             clock: file.clock().to_string(),
             total_events: c.total,

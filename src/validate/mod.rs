@@ -19,6 +19,7 @@ macro_rules! path {
 mod expect;
 mod filter;
 mod probe;
+mod scope;
 mod tracer;
 mod trigger;
 
@@ -29,6 +30,7 @@ pub(crate) use filter::{Predicate, Value as FilterValue};
 #[cfg(test)]
 pub(crate) use probe::ProbeKind;
 pub(crate) use probe::ResolvedProbe;
+pub(crate) use scope::{and as and_filters, elsewhere_note, woken_filter};
 use tracedat::{EventFormat, Field};
 pub(crate) use tracer::ResolvedTracer;
 pub(crate) use trigger::ResolvedTrigger;
@@ -140,7 +142,8 @@ impl SelfExclusion {
 pub struct ResolvedEvent {
     /// `system:event`.
     pub name: String,
-    /// The filter to write (the recipe's, and-ed with the comm scope), if any.
+    /// The filter to write (the recipe's, and-ed with the comm scope of
+    /// [`scope`]'s rule), if any.
     pub filter: Option<String>,
     /// Whether to add a `stacktrace` trigger.
     pub(crate) stacktrace: bool,
@@ -298,12 +301,18 @@ pub fn validate(
     let mut probes = Vec::new();
     probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
     probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
-    let comm_filter = comm_filter(&mut cx, r);
+    let comms = scope::checked_comms(&mut cx, r);
     let mut events = Vec::new();
     for (i, ev) in r.events.iter().enumerate() {
         if !probe::fold_event_into_probe(&mut cx, i, ev, &mut probes) {
-            resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+            resolve_event(&mut cx, i, ev, &comms, &mut events);
         }
+    }
+    for p in &mut probes {
+        p.filter = scope::and(
+            p.filter.as_deref(),
+            scope::comm_filter("", &comms).as_deref(),
+        );
     }
     let mut triggers = Vec::new();
     for (i, t) in r.triggers.iter().enumerate() {
@@ -558,28 +567,11 @@ fn string_values(r: &Recipe) -> Vec<(Vec<PathSeg>, &str)> {
     out
 }
 
-fn comm_filter(cx: &mut Ctx<'_>, r: &Recipe) -> Option<String> {
-    let mut parts = Vec::new();
-    for (i, comm) in r.scope.comms.iter().enumerate() {
-        let span = cx.span(&path!("scope", "comms", i));
-        if comm.is_empty()
-            || comm.len() > MAX_COMM
-            || comm.contains('"')
-            || comm.chars().any(char::is_control)
-        {
-            cx.recipe(span, format!("comm {comm:?} is not a task name"), Some(format!("task names are 1 to {MAX_COMM} bytes, without quotes or control characters (the kernel truncates longer names)")));
-        } else {
-            parts.push(format!("comm == \"{comm}\""));
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join(" || "))
-}
-
 fn resolve_event(
     cx: &mut Ctx<'_>,
     i: usize,
     ev: &crate::recipe::Event,
-    comm_filter: Option<&str>,
+    comms: &[String],
     out: &mut Vec<ResolvedEvent>,
 ) {
     let name_path = path!("events", i, "name");
@@ -650,12 +642,10 @@ fn resolve_event(
                 }
             }
         }
-        let filter = match (&ev.filter, comm_filter) {
-            (Some(f), Some(c)) => Some(format!("({f}) && ({c})")),
-            (Some(f), None) => Some(f.clone()),
-            (None, Some(c)) => Some(c.to_string()),
-            (None, None) => None,
-        };
+        let filter = scope::and(
+            ev.filter.as_deref(),
+            scope::comm_filter(&name, comms).as_deref(),
+        );
         out.push(ResolvedEvent {
             name,
             filter,

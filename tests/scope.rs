@@ -1,0 +1,188 @@
+//! `[scope]` on the real kernel: `system_wide` records what a workload causes
+//! elsewhere (block completions), and `comms` mean "events of these tasks" for
+//! the two-task sched events too (issue 19, items 1 and 2).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::common::{TracefsGuard, run_recipe, text, trace_recipe, write_recipe};
+
+fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+fn count(report: &serde_json::Value, event: &str) -> u64 {
+    report["events"][event].as_u64().unwrap_or(0)
+}
+
+/// A block-layer recipe around `dd ... oflag=direct` (on this machine's ext4,
+/// so every write goes to the disk), workload-scoped or system-wide.
+fn dd_recipe(dir: &Path, system_wide: bool) -> std::path::PathBuf {
+    let target = dir.join("dd.out");
+    write_recipe(
+        dir,
+        &format!("dd-{system_wide}.toml"),
+        &format!(
+            "name = \"dd-block\"\nduration = \"30s\"\n[scope]\nsystem_wide = {system_wide}\ncommand = [\"dd\", \"if=/dev/zero\", \"of={}\", \"bs=64k\", \"count=64\", \"oflag=direct\"]\n[[events]]\nname = \"block:*\"\n",
+            target.display()
+        ),
+    )
+}
+
+#[test]
+fn a_system_wide_dd_records_the_block_completions_it_causes() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dd_recipe(dir.path(), true);
+    let check = trace_recipe(&["check", recipe.to_str().unwrap()]);
+    assert!(check.status.success(), "{}", text(&check.stdout));
+    assert!(
+        !text(&check.stdout).contains("system_wide = true` records"),
+        "{}",
+        text(&check.stdout)
+    );
+    let out = dir.path().join("out");
+    {
+        let _guard = TracefsGuard::acquire();
+        let o = run_recipe(&recipe, &out, &[]);
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    let r = report(&out);
+    assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
+    assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
+    let issued = count(&r, "block:block_rq_issue");
+    let completed = count(&r, "block:block_rq_complete");
+    assert!(issued >= 1, "{}", r["events"]);
+    // Every write of dd was direct: the run ends when dd exits, after its
+    // last write completed, so each issued request's completion was seen.
+    assert!(completed >= 1, "no completion recorded: {}", r["events"]);
+    // The plan scopes no pid.
+    let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+    assert!(
+        !text(&plan.stdout).contains("set_event_pid"),
+        "{}",
+        text(&plan.stdout)
+    );
+}
+
+#[test]
+fn check_notes_that_a_workload_scoped_recipe_misses_completions() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dd_recipe(dir.path(), false);
+    let o = trace_recipe(&["check", recipe.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stdout));
+    let stdout = text(&o.stdout);
+    let note = stdout
+        .lines()
+        .find(|l| l.contains("block:block_rq_complete"))
+        .unwrap_or_else(|| panic!("no note: {stdout}"));
+    assert!(note.starts_with("note: "), "{note}");
+    assert!(note.contains("in the completion interrupt"), "{note}");
+    assert!(note.contains("[scope] system_wide = true"), "{note}");
+    // pids and system_wide contradict each other.
+    let both = write_recipe(
+        dir.path(),
+        "both.toml",
+        "name = \"x\"\n[scope]\nsystem_wide = true\npids = [1]\n[[events]]\nname = \"block:block_rq_issue\"\n",
+    );
+    let o = trace_recipe(&["check", both.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("both.toml:3:"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A task of a name of its own: a script that forks a short sleep again
+    // and again, so it is switched out (waiting) and in (woken) many times.
+    let name = format!("tr-sc-{}", std::process::id() % 100_000);
+    let script = dir.path().join(&name);
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ni=0\nwhile [ $i -lt 400 ]; do sleep 0.01; i=$((i+1)); done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!(
+            "name = \"comms\"\nduration = \"1500ms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n"
+        ),
+    );
+    // The recipe's own filter keeps its meaning beside the scope.
+    let filtered = write_recipe(
+        dir.path(),
+        "f.toml",
+        &format!(
+            "name = \"comms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\nfilter = 'next_comm == \"{name}\"'\n"
+        ),
+    );
+    let plan = text(&trace_recipe(&["check", "--plan", filtered.to_str().unwrap()]).stdout);
+    assert!(
+        plan.contains(&format!(
+            "(next_comm == \\\"{name}\\\") && (prev_comm == \\\"{name}\\\" || next_comm == \\\"{name}\\\")"
+        )),
+        "{plan}"
+    );
+
+    let mut task = Command::new(&script).stdout(Stdio::null()).spawn().unwrap();
+    let out = dir.path().join("out");
+    let o = {
+        let _guard = TracefsGuard::acquire();
+        run_recipe(&recipe, &out, &[])
+    };
+    let _ = task.kill();
+    let _ = task.wait();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let r = report(&out);
+    assert_eq!(r["scope"]["comms"], serde_json::json!([name]));
+    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let switches: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains("sched_switch:"))
+        .collect();
+    let out_of = switches
+        .iter()
+        .filter(|l| l.split("==>").next().is_some_and(|p| p.contains(&name)))
+        .count();
+    let into = switches
+        .iter()
+        .filter(|l| l.split("==>").nth(1).is_some_and(|n| n.contains(&name)))
+        .count();
+    assert!(
+        out_of >= 1 && into >= 1,
+        "out {out_of}, in {into}: {listing}"
+    );
+    assert!(
+        switches.iter().all(|l| l.contains(&name)),
+        "a switch of other tasks: {listing}"
+    );
+    let wakeups: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains("sched_wakeup:"))
+        .collect();
+    assert!(!wakeups.is_empty(), "{listing}");
+    // Each wakeup is of the named task (the woken one), whoever woke it.
+    assert!(
+        wakeups.iter().all(|l| l
+            .split("sched_wakeup:")
+            .nth(1)
+            .is_some_and(|w| w.contains(&name))),
+        "{listing}"
+    );
+}
