@@ -186,3 +186,25 @@ fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
         "{listing}"
     );
 }
+
+#[test]
+fn an_errno_name_compared_with_ret_becomes_its_number_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"errno\"\n[[events]]\nname = \"syscalls:sys_exit_openat\"\nfilter = \"ret == -EACCES || ret == -ENOENT\"\n[[events]]\nname = \"syscalls:sys_enter_openat\"\nfilter = 'filename.ustring ~ \"*shadow*\"'\n[[triggers]]\nevent = \"syscalls:sys_exit_openat\"\naction = \"traceoff\"\nif = \"ret == -EPERM\"\n",
+    );
+    let o = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("echo \"ret == -13 || ret == -2\" > "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("traceoff if ret == -1\""), "{stdout}");
+    assert!(
+        stdout.contains("filename.ustring ~ \\\"*shadow*\\\""),
+        "{stdout}"
+    );
+}

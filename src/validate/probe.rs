@@ -263,7 +263,8 @@ pub(super) fn resolve_probes(
                     if let Some(format) = probe_format(kind, &p.event, &fields) {
                         let name = format!("{table}:{}", p.event);
                         let fbefore = cx.diags.len();
-                        check_predicates(
+                        // A probe is no syscall exit: its filter needs no errno rewrite.
+                        let _ = check_predicates(
                             cx,
                             &fpath,
                             &name,
@@ -323,7 +324,8 @@ pub(super) fn fold_event_into_probe(
             }
             Ok(preds) => {
                 let before = cx.diags.len();
-                check_predicates(
+                // A probe is no syscall exit: its filter needs no errno rewrite.
+                let _ = check_predicates(
                     cx,
                     &fpath,
                     &ev.name,
