@@ -106,11 +106,7 @@ fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
     // and again, so it is switched out (waiting) and in (woken) many times.
     let name = format!("tr-sc-{}", std::process::id() % 100_000);
     let script = dir.path().join(&name);
-    std::fs::write(
-        &script,
-        "#!/bin/sh\ni=0\nwhile [ $i -lt 400 ]; do sleep 0.01; i=$((i+1)); done\n",
-    )
-    .unwrap();
+    std::fs::write(&script, "#!/bin/sh\nwhile :; do sleep 0.01; done\n").unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let recipe = write_recipe(
         dir.path(),
@@ -135,14 +131,16 @@ fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
         "{plan}"
     );
 
-    let mut task = Command::new(&script).stdout(Stdio::null()).spawn().unwrap();
     let out = dir.path().join("out");
     let o = {
         let _guard = TracefsGuard::acquire();
-        run_recipe(&recipe, &out, &[])
+        // Started once the lock is ours, so it runs for the whole recording.
+        let mut task = Command::new(&script).stdout(Stdio::null()).spawn().unwrap();
+        let o = run_recipe(&recipe, &out, &[]);
+        let _ = task.kill();
+        let _ = task.wait();
+        o
     };
-    let _ = task.kill();
-    let _ = task.wait();
     assert!(
         o.status.success(),
         "{}\n{}",

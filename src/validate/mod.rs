@@ -691,10 +691,7 @@ fn resolve_event(
             }
         }
         let own = ev.filter.as_deref().map(|f| rewrite(f, &rewrites));
-        let filter = scope::and(
-            own.as_deref(),
-            scope::comm_filter(&name, comms).as_deref(),
-        );
+        let filter = scope::and(own.as_deref(), scope::comm_filter(&name, comms).as_deref());
         out.push(ResolvedEvent {
             name,
             filter,
@@ -935,7 +932,10 @@ fn number_fits(text: &str, f: &Field) -> Result<(), String> {
     let (min, max) = match (f.signed, hex) {
         (true, false) => (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1),
         // kstrtoll: a hex bit pattern up to the field's width, within i64.
-        (true, true) => (-(1i128 << (bits - 1)), ((1i128 << bits) - 1).min(i64::MAX.into())),
+        (true, true) => (
+            -(1i128 << (bits - 1)),
+            ((1i128 << bits) - 1).min(i64::MAX.into()),
+        ),
         (false, _) => (0, (1i128 << bits) - 1),
     };
     if value < 0 && !f.signed {
