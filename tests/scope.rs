@@ -206,3 +206,58 @@ fn an_errno_name_compared_with_ret_becomes_its_number_in_the_plan() {
         "{stdout}"
     );
 }
+
+/// A fact file of an aarch64 kernel, made for the test from the kernel lab's
+/// Debian 6.12 (x86_64) by changing its `arch` only: synthetic, but what
+/// validation reads of it (the architecture, kprobe_events, the symbols) is
+/// what an arm64 host of that release reports.
+fn aarch64_facts(dir: &Path) -> std::path::PathBuf {
+    let packed =
+        std::fs::read(crate::common::repo().join("tests/facts/debian-6.12.json.zst")).unwrap();
+    let json = String::from_utf8(zstd::decode_all(packed.as_slice()).unwrap()).unwrap();
+    assert!(json.contains("\"arch\":\"x86_64\""));
+    let path = dir.join("aarch64-synthetic.json");
+    std::fs::write(
+        &path,
+        json.replacen("\"arch\":\"x86_64\"", "\"arch\":\"aarch64\"", 1),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn registers_are_judged_by_the_facts_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    let arm = aarch64_facts(dir.path());
+    let x86 = crate::common::repo().join("tests/facts/debian-6.12.json.zst");
+    let probe = |fetch: &str| {
+        write_recipe(
+            dir.path(),
+            "p.toml",
+            &format!(
+                "name = \"regs\"\n[[kprobes]]\nevent = \"open\"\nkind = \"kprobe\"\ntarget = \"do_sys_openat2\"\nfetch = {{ {fetch} }}\n"
+            ),
+        )
+    };
+    let check = |recipe: &Path, facts: &Path| {
+        let o = trace_recipe(&[
+            "check",
+            recipe.to_str().unwrap(),
+            "--facts",
+            facts.to_str().unwrap(),
+        ]);
+        (o.status.code(), text(&o.stdout))
+    };
+    let arm_regs = probe("dfd = \"%x0\", path = \"+0(%x1):ustring\", lr = \"%x30\"");
+    let (code, out) = check(&arm_regs, &arm);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = check(&arm_regs, &x86);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("`%x0` is not a register on x86_64"), "{out}");
+    let x86_regs = probe("dfd = \"%di\"");
+    let (code, out) = check(&x86_regs, &arm);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("`%di` is not a register on aarch64"), "{out}");
+    let (code, out) = check(&x86_regs, &x86);
+    assert_eq!(code, Some(0), "{out}");
+}
