@@ -261,3 +261,29 @@ fn registers_are_judged_by_the_facts_architecture() {
     let (code, out) = check(&x86_regs, &x86);
     assert_eq!(code, Some(0), "{out}");
 }
+
+#[test]
+fn a_tracer_this_kernel_refuses_is_never_suggested() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "g.toml",
+        "name = \"g\"\n[tracer]\nname = \"function_graf\"\n",
+    );
+    let o = trace_recipe(&["check", recipe.to_str().unwrap()]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    let help = stdout
+        .lines()
+        .find(|l| l.contains("help: ") && l.contains("available_tracers"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    // A kernel that lists `function` in available_tracers and refuses to
+    // run it (this host) marks it and never suggests it.
+    let refused = std::fs::read_to_string("/sys/kernel/tracing/available_filter_functions")
+        .is_err()
+        && help.contains(" function ");
+    if refused || help.contains("function (refused by this kernel)") {
+        assert!(help.contains("function (refused by this kernel)"), "{help}");
+        assert!(!help.contains("did you mean `function"), "{help}");
+    }
+}
