@@ -201,6 +201,15 @@ fn an_errno_name_compared_with_ret_becomes_its_number_in_the_plan() {
         "{stdout}"
     );
     assert!(stdout.contains("traceoff if ret == -1\""), "{stdout}");
+    // A field the event lacks is the recipe's fault: the event exists here.
+    let bad = crate::common::repo().join("tests/bad-recipes/filter-meaning.toml");
+    let out = text(&trace_recipe(&["check", bad.to_str().unwrap()]).stdout);
+    assert!(
+        out.contains(
+            ":32:22: error (recipe): event `syscalls:sys_exit_open` has no field `retval`"
+        ),
+        "{out}"
+    );
     assert!(
         stdout.contains("filename.ustring ~ \\\"*shadow*\\\""),
         "{stdout}"
