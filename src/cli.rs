@@ -1143,11 +1143,22 @@ fn events(
             }
             OutFormat::Json => print!("{}", crate::format::to_json(&e)),
         }
-        if e.events.is_empty() {
+        if e.substring {
             eprintln!(
-                "trace-recipe: no event in {} matches `{}`",
-                e.source,
+                "note: no event is named `{}`: these are the events whose name contains it",
                 glob.unwrap_or("*")
+            );
+        }
+        if e.events.is_empty() {
+            let near: Vec<String> = e.suggestions.iter().map(|s| format!("`{s}`")).collect();
+            eprintln!(
+                "trace-recipe: no event in {} matches `{}`, nor contains it{}",
+                e.source,
+                glob.unwrap_or("*"),
+                match near.is_empty() {
+                    true => String::new(),
+                    false => format!("; did you mean {}?", near.join(", ")),
+                }
             );
             exit::INVALID
         } else {

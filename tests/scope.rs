@@ -296,3 +296,41 @@ fn a_tracer_this_kernel_refuses_is_never_suggested() {
         assert!(!help.contains("did you mean `function"), "{help}");
     }
 }
+
+#[test]
+fn events_falls_back_to_substring_matches_then_suggestions() {
+    let facts = crate::common::repo().join("tests/facts/debian-6.12.json.zst");
+    let facts = facts.to_str().unwrap();
+    let o = trace_recipe(&["events", "openat", "--facts", facts]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let names: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
+    assert!(
+        names.contains(&"syscalls:sys_enter_openat".to_string())
+            && names.contains(&"syscalls:sys_exit_openat".to_string()),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| n.contains("openat")), "{names:?}");
+    assert!(
+        text(&o.stderr).contains("no event is named `openat`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = trace_recipe(&["events", "sched_swich", "--facts", facts]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("did you mean `sched_switch`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = trace_recipe(&[
+        "events",
+        "--format",
+        "json",
+        "sched_swich",
+        "--facts",
+        facts,
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::runbook::assert_matches_schema("events", &j);
+    assert_eq!(j["suggestions"][0], "sched_switch");
+}
