@@ -1122,7 +1122,11 @@ fn list(format: OutFormat) -> i32 {
             OutFormat::Text => print!("{}", crate::library::list_text(&l)),
             OutFormat::Json => print!("{}", crate::format::to_json(&l)),
         }
-        Ok(exit::OK)
+        // Nothing found is a failure a script can see (the text says where it looked).
+        Ok(match l.recipes.is_empty() {
+            true => exit::INVALID,
+            false => exit::OK,
+        })
     })
 }
 

@@ -334,3 +334,21 @@ fn events_falls_back_to_substring_matches_then_suggestions() {
     crate::runbook::assert_matches_schema("events", &j);
     assert_eq!(j["suggestions"][0], "sched_switch");
 }
+
+#[test]
+fn list_with_nothing_found_says_where_it_looked_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("none");
+    std::fs::create_dir(&empty).unwrap();
+    let o = Command::new(crate::common::bin())
+        .arg("list")
+        .env("TRACE_RECIPE_PATH", &empty)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains(&format!("no recipes found in {}", empty.display())),
+        "{}",
+        text(&o.stdout)
+    );
+}
