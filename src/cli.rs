@@ -318,6 +318,10 @@ struct RunArgs {
     /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
     #[arg(long, value_name = "KB")]
     buffer_size_kb: Option<u64>,
+    /// Record every task while the workload runs, not only the workload's
+    /// (`[scope] system_wide = true`, as `trace-cmd record CMD` without `-F`).
+    #[arg(long)]
+    system_wide: bool,
     /// `text`: the summary on stdout; `json`: one object on stdout at the end
     /// (schema/run.schema.json), the summary on stderr.
     #[arg(long, value_enum, default_value_t = OutFormat::Text)]
@@ -340,6 +344,7 @@ impl RunArgs {
             overrides: crate::overrides::Overrides {
                 duration: self.duration,
                 buffer_size_kb: self.buffer_size_kb,
+                system_wide: self.system_wide,
             },
             stored,
         };

@@ -352,3 +352,56 @@ fn list_with_nothing_found_says_where_it_looked_and_fails() {
         text(&o.stdout)
     );
 }
+
+#[test]
+fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"wide\"\nduration = \"30s\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let out = dir.path().join("out");
+    let o = {
+        let _guard = TracefsGuard::acquire();
+        trace_recipe(&[
+            "run",
+            recipe.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--system-wide",
+            "--",
+            "true",
+        ])
+    };
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let r = report(&out);
+    assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
+    assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
+    // The flag contradicts a recipe's pids like the key does, named as the flag.
+    let pids = write_recipe(
+        dir.path(),
+        "p.toml",
+        "name = \"wide\"\n[scope]\npids = [1]\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let o = trace_recipe(&[
+        "run",
+        pids.to_str().unwrap(),
+        "-o",
+        dir.path().join("out2").to_str().unwrap(),
+        "--system-wide",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        all.contains("`--system-wide`: `system_wide = true`"),
+        "{all}"
+    );
+}
