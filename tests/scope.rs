@@ -383,6 +383,16 @@ fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
     let r = report(&out);
     assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
     assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
+    // The header: the run's interval, and how long it recorded, each labelled.
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let run_line = summary.lines().find(|l| l.starts_with("run: ")).unwrap();
+    assert!(!run_line.contains('('), "{summary}");
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("recorded: ") && l.contains(" s (from tracing on")),
+        "{summary}"
+    );
     // The flag contradicts a recipe's pids like the key does, named as the flag.
     let pids = write_recipe(
         dir.path(),

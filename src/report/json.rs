@@ -30,7 +30,8 @@ pub struct RunInfo {
     pub(crate) started: String,
     /// End, RFC 3339.
     pub(crate) ended: String,
-    /// Seconds between start and end.
+    /// Seconds recorded: from tracing on to the stop (less than `started` ..
+    /// `ended`, which also spans validation, setup and teardown).
     pub(crate) duration_s: f64,
     /// Why the run ended: `workload exited`, `duration`, `traceoff`, `max_size_mb`, `signal SIGINT`, ...
     pub(crate) stop_reason: String,
@@ -110,7 +111,8 @@ pub struct JsonReport {
     pub(crate) started: Option<String>,
     /// End, RFC 3339.
     pub(crate) ended: Option<String>,
-    /// Run duration in seconds.
+    /// Seconds recorded: from tracing on to the stop (less than `started` ..
+    /// `ended`, which also spans validation, setup and teardown).
     pub(crate) duration_s: Option<f64>,
     /// Why the run ended.
     pub(crate) stop_reason: Option<String>,
