@@ -326,7 +326,9 @@ struct RunArgs {
     /// (schema/run.schema.json), the summary on stderr.
     #[arg(long, value_enum, default_value_t = OutFormat::Text)]
     format: OutFormat,
-    /// Print no progress or summary lines on stderr (errors and warnings stay).
+    /// No progress lines on stderr and no summary: stdout is only the output
+    /// folder's path (and the bundle's, on a second line) with `--format text`,
+    /// the JSON object with `--format json`. Errors and warnings stay on stderr.
     #[arg(short, long)]
     quiet: bool,
 }
@@ -1217,7 +1219,8 @@ fn run_cmd(
 }
 
 /// Runs, printing the human lines (on stderr, and the summary on stdout unless
-/// `json`; none of the progress and summary lines when `quiet`). Returns the
+/// `json`; when `quiet`, none of them, and in text only the output folder's
+/// path on stdout). Returns the
 /// exit code and, when `json`, the object to print.
 fn run_human(
     opts: RunOptions,
@@ -1268,6 +1271,12 @@ fn run_human(
                 eprintln!("\noutput: {}", outcome.dir.display());
                 if let Some(b) = &outcome.bundle {
                     eprintln!("bundle: {}", b.display());
+                }
+            } else if !json && quiet {
+                // Quiet: stdout is the output folder's path (and the bundle's), for scripts.
+                println!("{}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    println!("{}", b.display());
                 }
             } else if !json {
                 print!("{}", outcome.summary);

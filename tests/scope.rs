@@ -370,10 +370,18 @@ fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
             "-o",
             out.to_str().unwrap(),
             "--system-wide",
+            "-q",
             "--",
             "true",
         ])
     };
+    // -q: stdout is the output folder's path alone.
+    assert_eq!(
+        text(&o.stdout).trim_end(),
+        out.canonicalize().unwrap().display().to_string(),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(
         o.status.success(),
         "{}\n{}",
