@@ -668,6 +668,7 @@ impl Prepared {
                 Ok(l) => Some(l),
                 Err(e) => {
                     self.end_workload();
+                    self.out.discard();
                     return Err(e);
                 }
             }
@@ -689,6 +690,7 @@ impl Prepared {
                     Ok(p) => Some(p),
                     Err(source) => {
                         self.end_workload();
+                        self.out.discard();
                         return Err(RunError::Journal(JournalError::Io {
                             path: WorkloadRecord::path(journal_dir, me),
                             source,
@@ -700,11 +702,14 @@ impl Prepared {
         };
         // The guard started before anything is written (in `prepare`): whenever
         // the run dies after this point, someone is watching for the journal.
+        // Refused before recording: nothing of the run stays, its output folder
+        // included, so that a retry with the same `-o` works.
         let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
+            p.out.discard();
             e
         };
         let header = Header {

@@ -423,3 +423,35 @@ fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
         "{all}"
     );
 }
+
+#[test]
+fn a_run_refused_at_apply_leaves_no_output_folder_and_a_retry_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let out = dir.path().join("out");
+    let run = |fail: Option<&str>| {
+        let mut c = Command::new(crate::common::bin());
+        c.args([
+            "run",
+            recipe.to_str().unwrap(),
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        if let Some(step) = fail {
+            c.env(trace_recipe::apply::FAIL_STEP_ENV, step);
+        }
+        c.output().unwrap()
+    };
+    let _guard = TracefsGuard::acquire();
+    let o = run(Some("3"));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(!out.exists(), "the refused run left {}", out.display());
+    let o = run(None);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.join("report.json").exists());
+}
