@@ -136,14 +136,16 @@ enum Expr {
     Num(i64),
     Unknown,
     Str(String),
-    Field(usize),
+    /// A field (index into fields then common fields) and, for arrays, the
+    /// element size, both resolved when the format is parsed.
+    Field(usize, usize),
     Unary(&'static str, Box<Expr>),
     Binary(&'static str, Box<Expr>, Box<Expr>),
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(CType, Box<Expr>),
     Index(Box<Expr>, Box<Expr>),
-    /// `__get_str(f)`, `__get_dynamic_array(f)`, `__get_bitmask(f)`.
-    Data(usize),
+    /// `__get_str(f)`, `__get_dynamic_array(f)`: field and element size.
+    Data(usize, usize),
     DataLen(usize),
     Bitmask(usize),
     /// Entries are `(value, name)`; value `None` when it names something
@@ -196,11 +198,144 @@ enum Piece {
     Conv(Conv),
 }
 
-/// A parsed `print fmt`.
+/// A scalar at a fixed place of every record: an inline field, or one
+/// element of an inline array indexed by a constant. Resolved when the format
+/// is parsed.
+#[derive(Debug, Clone, Copy)]
+struct Fixed {
+    at: usize,
+    /// 1, 2, 4 or 8.
+    size: usize,
+    signed: bool,
+}
+
+impl Fixed {
+    /// The value as [`eval`] gives it: sign-extended when signed, 0 when the
+    /// record is too short.
+    #[inline]
+    fn read(self, data: &[u8], big: bool) -> i64 {
+        let Some(v) = data
+            .get(self.at..self.at + self.size)
+            .and_then(|b| read_uint(b, big))
+        else {
+            return 0;
+        };
+        if self.signed {
+            let shift = 64 - 8 * self.size as u32;
+            ((v << shift) as i64) >> shift
+        } else {
+            v as i64
+        }
+    }
+}
+
+/// One step of a compiled `print fmt`.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Text copied as it is.
+    Lit(Box<[u8]>),
+    /// An integer conversion (`%d %u %x %X %o` with flags, width, precision)
+    /// of a [`Fixed`] scalar; `size` is the conversion's integer size and
+    /// `plain` says it has no flag, width or precision.
+    Int {
+        src: Fixed,
+        conv: Conv,
+        size: usize,
+        plain: bool,
+    },
+    /// `%s` of a field holding characters (an inline array or a dynamic
+    /// one); `arg` is the argument, evaluated in full only when the record is
+    /// too short for the field.
+    Str {
+        field: usize,
+        conv: Conv,
+        arg: usize,
+    },
+    /// Any other conversion: its arguments (`*` width, `*` precision, value)
+    /// start at `arg` and are evaluated.
+    Conv { conv: Conv, arg: usize },
+}
+
+/// A `print fmt` compiled into [`Step`]s; [`PrintFmt::write`] runs them
+/// for each record.
 #[derive(Debug, Clone)]
 pub(crate) struct PrintFmt {
-    pieces: Vec<Piece>,
+    steps: Vec<Step>,
     args: Vec<Expr>,
+}
+
+/// The [`Fixed`] scalar `e` reads, if it is one.
+fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
+    let sized = |n: usize| matches!(n, 1 | 2 | 4 | 8);
+    match e {
+        Expr::Field(i, _) => {
+            let f = field_at(fmt, *i);
+            (f.layout == FieldLayout::Inline && f.array_len.is_none() && sized(f.size)).then_some(
+                Fixed {
+                    at: f.offset,
+                    size: f.size,
+                    signed: f.signed,
+                },
+            )
+        }
+        Expr::Index(a, k) => {
+            let (Expr::Field(i, es), Expr::Num(k)) = (a.as_ref(), k.as_ref()) else {
+                return None;
+            };
+            let f = field_at(fmt, *i);
+            let k = usize::try_from(*k).ok()?;
+            let start = k.checked_mul(*es)?;
+            let inside = start.checked_add(*es)? <= f.size;
+            (f.layout == FieldLayout::Inline && f.array_len.is_some() && sized(*es) && inside)
+                .then_some(Fixed {
+                    at: f.offset + start,
+                    size: *es,
+                    signed: false,
+                })
+        }
+        _ => None,
+    }
+}
+
+/// The field `e` names when `%s` of it prints the field's characters.
+fn char_field(fmt: &EventFormat, e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Field(i, _) => {
+            let f = field_at(fmt, *i);
+            (f.array_len.is_some() || f.layout != FieldLayout::Inline).then_some(*i)
+        }
+        Expr::Data(i, _) => Some(*i),
+        _ => None,
+    }
+}
+
+fn compile(fmt: &EventFormat, c: Conv, args: &[Expr], arg: usize, long: usize) -> Step {
+    if !c.width_arg && !c.prec_arg {
+        let e = &args[arg];
+        if matches!(c.kind, b'd' | b'i' | b'u' | b'x' | b'X' | b'o')
+            && let Some(src) = fixed(fmt, e)
+        {
+            let plain = !(c.left || c.zero || c.plus || c.space || c.alt)
+                && c.width.is_none()
+                && c.prec.is_none();
+            return Step::Int {
+                src,
+                size: int_size(&c, long),
+                plain,
+                conv: c,
+            };
+        }
+        if c.kind == b's'
+            && let Some(field) = char_field(fmt, e)
+        {
+            return Step::Str {
+                field,
+                conv: c,
+                arg,
+            };
+        }
+    }
+    Step::Conv { conv: c, arg }
 }
 
 fn parse_printf(f: &str) -> Result<Vec<Piece>, String> {
@@ -357,9 +492,6 @@ impl Parser<'_> {
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos)
     }
-    fn peek_at(&self, n: usize) -> Option<&Tok> {
-        self.toks.get(self.pos + n)
-    }
     fn next(&mut self) -> Option<Tok> {
         let t = self.toks.get(self.pos).cloned();
         self.pos += 1;
@@ -388,6 +520,29 @@ impl Parser<'_> {
             .chain(self.fmt.common_fields.iter())
             .position(|f| f.name == name)
             .ok_or_else(|| format!("no field `{name}`"))
+    }
+
+    /// The element size of field `i` when it is an array: from its declared
+    /// length, else from its element type; 1 when neither says.
+    fn elem_size(&self, i: usize) -> usize {
+        let f = field_at(self.fmt, i);
+        match f.array_len {
+            Some(n) if n > 0 && f.size.is_multiple_of(n) => f.size / n,
+            _ => {
+                let t = f
+                    .type_name
+                    .trim_start_matches("__data_loc ")
+                    .trim_start_matches("__rel_loc ")
+                    .trim_end_matches("[]");
+                let mut p = Parser {
+                    toks: tokenize(t).unwrap_or_default(),
+                    pos: 0,
+                    fmt: self.fmt,
+                    long: self.long,
+                };
+                p.ctype().map(|c| c.size).unwrap_or(1)
+            }
+        }
     }
 
     fn is_type_start(&self) -> bool {
@@ -582,14 +737,20 @@ impl Parser<'_> {
                 "REC" => {
                     self.expect("->")?;
                     match self.next() {
-                        Some(Tok::Ident(n)) => Ok(Expr::Field(self.field(&n)?)),
+                        Some(Tok::Ident(n)) => {
+                            let i = self.field(&n)?;
+                            Ok(Expr::Field(i, self.elem_size(i)))
+                        }
                         t => Err(format!("expected a field after REC->, found {t:?}")),
                     }
                 }
                 "__get_str"
                 | "__get_dynamic_array"
                 | "__get_rel_str"
-                | "__get_rel_dynamic_array" => Ok(Expr::Data(self.field_arg()?)),
+                | "__get_rel_dynamic_array" => {
+                    let i = self.field_arg()?;
+                    Ok(Expr::Data(i, self.elem_size(i)))
+                }
                 "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
                     Ok(Expr::DataLen(self.field_arg()?))
                 }
@@ -731,28 +892,6 @@ pub(crate) struct Ctx<'d, K: Kernel> {
     pub(crate) kernel: &'d K,
 }
 
-impl<K: Kernel> Ctx<'_, K> {
-    fn elem_size(&self, f: &Field) -> usize {
-        match f.array_len {
-            Some(n) if n > 0 && f.size.is_multiple_of(n) => f.size / n,
-            _ => {
-                let t = f
-                    .type_name
-                    .trim_start_matches("__data_loc ")
-                    .trim_start_matches("__rel_loc ")
-                    .trim_end_matches("[]");
-                let mut p = Parser {
-                    toks: tokenize(t).unwrap_or_default(),
-                    pos: 0,
-                    fmt: self.fmt,
-                    long: self.kernel.long_size(),
-                };
-                p.ctype().map(|c| c.size).unwrap_or(1)
-            }
-        }
-    }
-}
-
 impl PrintFmt {
     /// Parses `print_fmt` for `fmt`'s fields. `long` is the traced kernel's
     /// `sizeof(long)`. Errors name what could not be parsed.
@@ -789,48 +928,83 @@ impl PrintFmt {
                 args.len()
             ));
         }
-        let _ = p.peek_at(0);
-        Ok(PrintFmt { pieces, args })
+        let mut steps = Vec::with_capacity(pieces.len());
+        let mut ai = 0;
+        for pc in pieces {
+            match pc {
+                Piece::Lit(s) => steps.push(Step::Lit(s.into_bytes().into_boxed_slice())),
+                Piece::Conv(c) => {
+                    let arg = ai;
+                    ai += 1 + c.width_arg as usize + c.prec_arg as usize;
+                    steps.push(compile(fmt, c, &args, arg, long));
+                }
+            }
+        }
+        Ok(PrintFmt { steps, args })
     }
 
-    /// Renders one record. Errors: only those of `out`.
+    /// Renders one record by running the compiled steps. Errors: only
+    /// those of `out`.
     pub(crate) fn write<K: Kernel>(
         &self,
         cx: &Ctx<'_, K>,
         out: &mut Vec<u8>,
     ) -> std::io::Result<()> {
-        let mut ai = 0;
-        for pc in &self.pieces {
-            match pc {
-                Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
-                Piece::Conv(c) if !c.width_arg && !c.prec_arg => {
-                    let v = self.args.get(ai).map(|e| eval(e, cx));
-                    ai += 1;
-                    conv(cx, c, v.unwrap_or(Val::Num(0)), out);
+        for step in &self.steps {
+            match step {
+                Step::Lit(s) => out.extend_from_slice(s),
+                Step::Int {
+                    src,
+                    conv,
+                    size,
+                    plain,
+                } => {
+                    let v = src.read(cx.data, cx.big);
+                    if *plain {
+                        write_plain_int(conv.kind, v, *size, out);
+                    } else {
+                        format_int(conv, v, *size, out);
+                    }
                 }
-                Piece::Conv(c) => {
-                    let mut c = c.clone();
-                    if c.width_arg {
-                        let w = self.num_arg(cx, ai);
-                        ai += 1;
-                        if w < 0 {
-                            c.left = true;
+                Step::Str { field, conv, arg } => {
+                    match field_at(cx.fmt, *field).raw(cx.data, cx.big) {
+                        Some(b) => {
+                            let mut s = until_nul(b);
+                            if let Some(p) = conv.prec {
+                                s = &s[..p.min(s.len())];
+                            }
+                            pad(conv, s, out);
                         }
-                        c.width = Some(w.unsigned_abs() as usize);
+                        None => self.general(cx, conv, *arg, out),
                     }
-                    if c.prec_arg {
-                        let p = self.num_arg(cx, ai);
-                        ai += 1;
-                        c.prec = (p >= 0).then_some(p as usize);
-                    }
-                    let v = self.args.get(ai).map(|e| eval(e, cx));
-                    ai += 1;
-                    let v = v.unwrap_or(Val::Num(0));
-                    conv(cx, &c, v, out);
                 }
+                Step::Conv { conv, arg } => self.general(cx, conv, *arg, out),
             }
         }
         Ok(())
+    }
+
+    /// A conversion whose arguments are evaluated: `*` width and precision
+    /// first when the conversion takes them, then the value.
+    fn general<K: Kernel>(&self, cx: &Ctx<'_, K>, c: &Conv, mut ai: usize, out: &mut Vec<u8>) {
+        if !c.width_arg && !c.prec_arg {
+            let v = self.args.get(ai).map_or(Val::Num(0), |e| eval(e, cx));
+            return conv(cx, c, v, out);
+        }
+        let mut c = c.clone();
+        if c.width_arg {
+            let w = self.num_arg(cx, ai);
+            ai += 1;
+            c.left |= w < 0;
+            c.width = Some(w.unsigned_abs() as usize);
+        }
+        if c.prec_arg {
+            let p = self.num_arg(cx, ai);
+            ai += 1;
+            c.prec = (p >= 0).then_some(p as usize);
+        }
+        let v = self.args.get(ai).map_or(Val::Num(0), |e| eval(e, cx));
+        conv(cx, &c, v, out);
     }
 
     fn num_arg<K: Kernel>(&self, cx: &Ctx<'_, K>, i: usize) -> i64 {
@@ -952,13 +1126,13 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
         Expr::Num(n) => Val::Num(*n),
         Expr::Unknown => Val::Num(0),
         Expr::Str(s) => Val::Bytes(s.as_bytes(), 1),
-        Expr::Field(i) => {
+        Expr::Field(i, es) => {
             let f = field_at(cx.fmt, *i);
             let Some(raw) = f.raw(cx.data, cx.big) else {
                 return Val::Num(0);
             };
             if f.array_len.is_some() || f.layout != FieldLayout::Inline {
-                return Val::Bytes(raw, cx.elem_size(f));
+                return Val::Bytes(raw, *es);
             }
             match read_uint(raw, cx.big) {
                 Some(v) if f.signed => Val::Num(match raw.len() {
@@ -1018,9 +1192,9 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
                 _ => Val::Num(0),
             }
         }
-        Expr::Data(i) => {
+        Expr::Data(i, es) => {
             let f = field_at(cx.fmt, *i);
-            Val::Bytes(f.raw(cx.data, cx.big).unwrap_or(&[]), cx.elem_size(f))
+            Val::Bytes(f.raw(cx.data, cx.big).unwrap_or(&[]), *es)
         }
         Expr::DataLen(i) => {
             let f = field_at(cx.fmt, *i);
@@ -1155,8 +1329,69 @@ fn int_size(c: &Conv, long: usize) -> usize {
     }
 }
 
-fn format_int(c: &Conv, v: i64, long: usize, out: &mut Vec<u8>) {
-    let size = int_size(c, long);
+/// Writes `v` for an integer conversion without flag, width or precision
+/// (`kind` one of `d i u x X o`, `size` the conversion's integer size): the
+/// common case, without [`format_int`]'s padding logic.
+#[inline]
+fn write_plain_int(kind: u8, v: i64, size: usize, out: &mut Vec<u8>) {
+    let mut ibuf = itoa::Buffer::new();
+    match kind {
+        b'd' | b'i' => {
+            let s = cast(
+                CType {
+                    size,
+                    signed: true,
+                    pointer: false,
+                },
+                v,
+            );
+            out.extend_from_slice(ibuf.format(s).as_bytes());
+        }
+        b'u' => out.extend_from_slice(ibuf.format(truncate(v, size)).as_bytes()),
+        b'x' | b'X' => {
+            let table: &[u8; 16] = if kind == b'x' {
+                b"0123456789abcdef"
+            } else {
+                b"0123456789ABCDEF"
+            };
+            let u = truncate(v, size);
+            let digits = (64 - u.leading_zeros()).div_ceil(4).max(1);
+            for i in (0..digits).rev() {
+                out.push(table[((u >> (i * 4)) & 0xf) as usize]);
+            }
+        }
+        _ => format_int(&PLAIN_OCTAL, v, size, out),
+    }
+}
+
+/// `%o` without flags: what [`write_plain_int`] hands to [`format_int`].
+const PLAIN_OCTAL: Conv = Conv {
+    left: false,
+    zero: false,
+    plus: false,
+    space: false,
+    alt: false,
+    width: None,
+    width_arg: false,
+    prec: None,
+    prec_arg: false,
+    len: Len::None,
+    kind: b'o',
+    ext: String::new(),
+};
+
+/// `v`'s low `size` bytes, unsigned.
+#[inline]
+fn truncate(v: i64, size: usize) -> u64 {
+    if size >= 8 {
+        v as u64
+    } else {
+        (v as u64) & ((1u64 << (size * 8)) - 1)
+    }
+}
+
+/// Writes `v` for integer conversion `c` of `size` bytes (see [`int_size`]).
+fn format_int(c: &Conv, v: i64, size: usize, out: &mut Vec<u8>) {
     let signed = matches!(c.kind, b'd' | b'i');
     let (neg, mag): (bool, u64) = if signed {
         let s = cast(
@@ -1169,12 +1404,7 @@ fn format_int(c: &Conv, v: i64, long: usize, out: &mut Vec<u8>) {
         );
         (s < 0, s.unsigned_abs())
     } else {
-        let u = if size >= 8 {
-            v as u64
-        } else {
-            (v as u64) & ((1u64 << (size * 8)) - 1)
-        };
-        (false, u)
+        (false, truncate(v, size))
     };
     // Digits into a stack buffer (22 octal digits hold any u64): no
     // allocation per record.
@@ -1263,12 +1493,12 @@ fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
         (b'p', v) => pointer(cx, c, v, out),
         (_, Val::Text(t)) => pad(c, t.as_bytes(), out),
         (b'c', Val::Num(n)) => pad(c, &[n as u8], out),
-        (_, Val::Num(n)) => format_int(c, n, long, out),
+        (_, Val::Num(n)) => format_int(c, n, int_size(c, long), out),
         (_, Val::Bytes(b, es)) => {
             // An array used as a number: its first element.
             let es = es.clamp(1, 8);
             let n = b.get(..es).and_then(|x| read_uint(x, cx.big)).unwrap_or(0);
-            format_int(c, n as i64, long, out)
+            format_int(c, n as i64, int_size(c, long), out)
         }
     }
 }
