@@ -251,6 +251,20 @@ enum Step {
         conv: Conv,
         arg: usize,
     },
+    /// `%s` of an inline scalar field (a `const char *` the kernel stored):
+    /// as libtraceevent prints it, the printk string at that address (else
+    /// the address in hex) when the field is a kernel long, else the field's
+    /// own bytes as text.
+    StrScalar { field: usize, conv: Conv },
+    /// `%*ph` (`C`, `D`, `N`: `:`, `-` or no separator, else a space):
+    /// the first `*` bytes of a dynamic array in hex; libtraceevent prints
+    /// `ARG TYPE NOT FIELD BUT 2` for an inline field, and one byte without
+    /// the `*`.
+    RawBuf {
+        conv: Conv,
+        arg: usize,
+        dynamic: bool,
+    },
     /// Any other conversion: its arguments (`*` width, `*` precision, value)
     /// start at `arg` and are evaluated.
     Conv { conv: Conv, arg: usize },
@@ -308,8 +322,23 @@ fn char_field(fmt: &EventFormat, e: &Expr) -> Option<usize> {
 }
 
 fn compile(fmt: &EventFormat, c: Conv, args: &[Expr], arg: usize) -> Step {
+    if c.kind == b'p' && c.ext.starts_with('h') && !c.prec_arg {
+        let e = &args[arg + c.width_arg as usize];
+        return Step::RawBuf {
+            dynamic: matches!(e, Expr::Data(..)),
+            conv: c,
+            arg,
+        };
+    }
     if !c.width_arg && !c.prec_arg {
         let e = &args[arg];
+        if c.kind == b's'
+            && let Expr::Field(i, _) = e
+            && field_at(fmt, *i).layout == FieldLayout::Inline
+            && field_at(fmt, *i).array_len.is_none()
+        {
+            return Step::StrScalar { field: *i, conv: c };
+        }
         if matches!(c.kind, b'd' | b'i' | b'u' | b'x' | b'X' | b'o')
             && let Some(src) = fixed(fmt, e)
         {
@@ -432,8 +461,9 @@ fn parse_printf(f: &str) -> Result<Vec<Piece>, String> {
             // Only letters we know are taken as an extension; the kernel
             // stops at the first one it does not know.
             let known = [
-                "S", "s", "F", "f", "B", "SR", "I4", "i4", "I6", "i6", "I6c", "M", "m", "MR", "U",
-                "Ub", "UB", "Ul", "UL", "K", "x",
+                "S", "s", "F", "f", "B", "SR", "I4", "i4", "I6", "i6", "I6c", "IS", "iS", "ISp",
+                "iSp", "ISc", "iSc", "ISpc", "iSpc", "M", "m", "MR", "U", "Ub", "UB", "Ul", "UL",
+                "K", "x", "h", "hC", "hD", "hN",
             ];
             if !c.ext.is_empty() && !known.contains(&c.ext.as_str()) {
                 let mut best = "";
@@ -556,6 +586,21 @@ impl Parser<'_> {
         }
     }
 
+    /// Whether a `(` just read opens a cast to a type not in our word list:
+    /// `(NAME)` followed by something an operand starts with, e.g.
+    /// `(uint)(REC->lsn)` (libtraceevent takes any such parenthesized name as
+    /// a type).
+    fn is_named_cast(&self) -> bool {
+        matches!(
+            (self.peek(), self.toks.get(self.pos + 1), self.toks.get(self.pos + 2)),
+            (
+                Some(Tok::Ident(w)),
+                Some(Tok::Punct(")")),
+                Some(Tok::Ident(_) | Tok::Num(_) | Tok::Punct("(")),
+            ) if w != "REC"
+        )
+    }
+
     /// Parses a type name up to (not including) the closing `)`.
     fn ctype(&mut self) -> Result<CType, String> {
         let mut words = Vec::new();
@@ -666,7 +711,7 @@ impl Parser<'_> {
         }
         if matches!(self.peek(), Some(Tok::Punct("("))) {
             self.pos += 1;
-            if self.is_type_start() {
+            if self.is_type_start() || self.is_named_cast() {
                 let t = self.ctype()?;
                 self.expect(")")?;
                 let e = self.unary()?;
@@ -808,6 +853,13 @@ impl Parser<'_> {
                     let t = self.ctype()?;
                     self.expect(")")?;
                     Ok(Expr::Num(t.size as i64))
+                }
+                // trace-cmd's jbd2 plugin defines `jiffies_to_msecs(x)` as `x`.
+                "jiffies_to_msecs" => {
+                    self.expect("(")?;
+                    let e = self.expr()?;
+                    self.expect(")")?;
+                    Ok(e)
                 }
                 // `__builtin_expect(x, hint)` is `x`.
                 "__builtin_expect" => {
@@ -1036,6 +1088,47 @@ impl PrintFmt {
                             pad(conv, s, out);
                         }
                         None => self.general(cx, conv, *arg, out),
+                    }
+                }
+                Step::StrScalar { field, conv } => {
+                    let f = field_at(cx.fmt, *field);
+                    let raw = f.raw(cx.data, cx.big).unwrap_or(&[]);
+                    if f.size == cx.kernel.long_size() {
+                        let addr = read_uint(raw, cx.big).unwrap_or(0);
+                        match cx.kernel.kernel_string(addr) {
+                            Some(t) => out.extend_from_slice(t.as_bytes()),
+                            None => out.extend_from_slice(format!("{addr:x}").as_bytes()),
+                        }
+                    } else {
+                        pad(conv, until_nul(raw), out);
+                    }
+                }
+                Step::RawBuf { conv, arg, dynamic } => {
+                    let (len, value) = if conv.width_arg {
+                        (self.num_arg(cx, *arg), *arg + 1)
+                    } else {
+                        (1, *arg)
+                    };
+                    if !dynamic {
+                        out.extend_from_slice(b"ARG TYPE NOT FIELD BUT 2");
+                        continue;
+                    }
+                    let b = match self.args.get(value).map(|e| eval(e, cx)) {
+                        Some(Val::Bytes(b, _)) => b,
+                        _ => &[],
+                    };
+                    let sep: &[u8] = match conv.ext.as_bytes().get(1) {
+                        Some(b'C') => b":",
+                        Some(b'D') => b"-",
+                        Some(b'N') => b"",
+                        _ => b" ",
+                    };
+                    let n = usize::try_from(len).unwrap_or(0).min(b.len());
+                    for (i, x) in b[..n].iter().enumerate() {
+                        if i > 0 {
+                            out.extend_from_slice(sep);
+                        }
+                        out.extend_from_slice(format!("{x:02x}").as_bytes());
                     }
                 }
                 Step::Conv { conv, arg } => self.general(cx, conv, *arg, out),
@@ -1436,6 +1529,14 @@ fn cpu_list(b: &[u8], big: bool) -> String {
     s
 }
 
+/// `s` cut to the conversion's precision, as `%.Ns` cuts.
+fn precision<'s>(c: &Conv, s: &'s [u8]) -> &'s [u8] {
+    match c.prec {
+        Some(p) => &s[..p.min(s.len())],
+        None => s,
+    }
+}
+
 fn pad(c: &Conv, body: &[u8], out: &mut Vec<u8>) {
     let w = c.width.unwrap_or(0);
     let fill = w.saturating_sub(body.len());
@@ -1602,7 +1703,7 @@ fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
             }
             pad(c, s, out);
         }
-        (b's', Val::Text(t)) => pad(c, t.as_bytes(), out),
+        (b's', Val::Text(t)) => pad(c, precision(c, t.as_bytes()), out),
         (_, Val::Pieces(p)) => {
             for (t, padded) in p {
                 if padded {
@@ -1617,7 +1718,7 @@ fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
                 Some(s) => s.to_string(),
                 None => format!("{:x}", n),
             };
-            pad(c, s.as_bytes(), out)
+            pad(c, precision(c, s.as_bytes()), out)
         }
         (b'p', v) => pointer(cx, c, v, out),
         (_, Val::Text(t)) => pad(c, t.as_bytes(), out),
@@ -1629,6 +1730,90 @@ fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
             let n = b.get(..es).and_then(|x| read_uint(x, cx.big)).unwrap_or(0);
             format_int(c, n as i64, int_size(c, long), out)
         }
+    }
+}
+
+/// An IPv6 address as libtraceevent prints `%pI6` (`colons`: four hex
+/// digits per group, `:`-separated) and `%pi6` (32 hex digits).
+fn ipv6(b: &[u8], colons: bool) -> String {
+    let mut s = String::new();
+    for i in 0..8 {
+        if i > 0 && colons {
+            s.push(':');
+        }
+        s.push_str(&format!("{:02x}{:02x}", b[2 * i], b[2 * i + 1]));
+    }
+    s
+}
+
+/// `%pI6c`: groups in hex without leading zeros, the longest run of two or
+/// more zero groups as `::` (the first of equal runs).
+fn ipv6_compressed(b: &[u8]) -> String {
+    let w: Vec<u16> = (0..8)
+        .map(|i| u16::from_be_bytes([b[2 * i], b[2 * i + 1]]))
+        .collect();
+    let (mut best, mut best_len) = (8, 1);
+    let mut i = 0;
+    while i < 8 {
+        let start = i;
+        while i < 8 && w[i] == 0 {
+            i += 1;
+        }
+        if i - start > best_len {
+            (best, best_len) = (start, i - start);
+        }
+        i = i.max(start + 1);
+    }
+    let mut s = String::new();
+    let mut k = 0;
+    while k < 8 {
+        if k == best {
+            s.push_str("::");
+            k += best_len;
+            continue;
+        }
+        if !s.is_empty() && !s.ends_with(':') {
+            s.push(':');
+        }
+        s.push_str(&format!("{:x}", w[k]));
+        k += 1;
+    }
+    s
+}
+
+/// `%pIS` (flags `p`: port, `c`: accepted, printed uncompressed) of a
+/// `struct sockaddr` field as libtraceevent prints it: by its family (in
+/// the file's byte order) `A.B.C.D[:PORT]`, `[IPV6]:PORT` or the address
+/// alone, `INVALIDIPv4`/`INVALIDIPv6` when the field is too short, nothing
+/// for other families.
+fn sockaddr(b: &[u8], ext: &str, big: bool) -> String {
+    let family = b.get(..2).and_then(|f| read_uint(f, big));
+    let port = b.get(2..4).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
+    let with_port = ext.contains('p');
+    match family {
+        Some(2) if b.len() < 16 => "INVALIDIPv4".into(),
+        Some(2) => {
+            let a = &b[4..8];
+            let mut s = if ext.starts_with('i') {
+                format!("{:03}.{:03}.{:03}.{:03}", a[0], a[1], a[2], a[3])
+            } else {
+                format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+            };
+            if with_port {
+                s.push_str(&format!(":{port}"));
+            }
+            s
+        }
+        Some(10) if b.len() < 28 => "INVALIDIPv6".into(),
+        Some(10) => {
+            let a = ipv6(&b[8..24], ext.starts_with('I'));
+            if with_port {
+                format!("[{a}]:{port}")
+            } else {
+                a
+            }
+        }
+        _ => String::new(),
     }
 }
 
@@ -1665,21 +1850,14 @@ fn pointer<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) 
             if b.len() < 16 {
                 return pad(c, b"(null)", out);
             }
-            let mut s = String::new();
-            for i in 0..8 {
-                if i > 0 {
-                    s.push(':');
-                }
-                if ext == "i6" {
-                    s.push_str(&format!("{:02x}{:02x}", b[2 * i], b[2 * i + 1]));
-                } else {
-                    s.push_str(&format!(
-                        "{:x}",
-                        u16::from_be_bytes([b[2 * i], b[2 * i + 1]])
-                    ));
-                }
+            if ext == "I6c" {
+                ipv6_compressed(b)
+            } else {
+                ipv6(b, ext != "i6")
             }
-            s
+        }
+        "IS" | "iS" | "ISp" | "iSp" | "ISc" | "iSc" | "ISpc" | "iSpc" => {
+            sockaddr(bytes.unwrap_or(&[]), ext, cx.big)
         }
         "M" | "m" | "MR" => {
             let b = bytes.unwrap_or(&[]);
