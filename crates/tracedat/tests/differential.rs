@@ -9,7 +9,9 @@
 //! written with our writer ([`tracedat::write_v6`]) as a v6 file with
 //! 8-byte longs and as one with 4-byte longs (the formats unchanged, as a
 //! 32-bit kernel with these formats would write them: sizes come from the
-//! formats). Each record gets its own timestamp, so both listings are cut
+//! formats). We have no v7 writer: the third layout is the 8-byte-long file
+//! turned into v7 with zstd by `trace-cmd convert` (trace-cmd's writer, our
+//! v7 reader). Each record gets its own timestamp, so both listings are cut
 //! into records by it and compared record for record.
 //!
 //! A difference fails the test unless the event is listed, with its reason,
@@ -240,17 +242,25 @@ struct Diff {
 
 /// Writes one file of every format of `formats` with `per_event` records of
 /// each and compares the two listings. Returns the differences.
+/// A layout of the generated file.
+#[derive(Clone, Copy)]
+struct Layout {
+    e: Endian,
+    /// Converted to v7 + zstd by `trace-cmd convert`.
+    v7: bool,
+}
+
 fn compare(
     dir: &Path,
     label: &str,
     formats: &[(String, String)],
-    e: Endian,
+    layout: Layout,
     per_event: usize,
     seed: u64,
 ) -> Vec<Diff> {
     let mut crashed: Vec<String> = Vec::new();
     loop {
-        let (diffs, crash) = compare_once(dir, label, formats, e, per_event, seed, &crashed);
+        let (diffs, crash) = compare_once(dir, label, formats, layout, per_event, seed, &crashed);
         match crash {
             Some(ev) => {
                 assert!(
@@ -280,11 +290,12 @@ fn compare_once(
     dir: &Path,
     label: &str,
     formats: &[(String, String)],
-    e: Endian,
+    layout: Layout,
     per_event: usize,
     seed: u64,
     skip: &[String],
 ) -> (Vec<Diff>, Option<String>) {
+    let e = layout.e;
     let mut rng = Rng(seed | 1);
     let parsed: Vec<(String, EventFormat)> = formats
         .iter()
@@ -354,6 +365,29 @@ fn compare_once(
         }],
     )
     .unwrap();
+    let path = if layout.v7 {
+        let v7 = dir.join(format!("{label}.v7.dat"));
+        run(std::process::Command::new("trace-cmd")
+            .args([
+                "convert",
+                "--file-version",
+                "7",
+                "--compression",
+                "zstd",
+                "-i",
+            ])
+            .arg(&path)
+            .arg("-o")
+            .arg(&v7));
+        let f = TraceFile::open(&v7).unwrap();
+        assert_eq!(
+            (f.version(), f.compression()),
+            (7, tracedat::Compression::Zstd)
+        );
+        v7
+    } else {
+        path
+    };
 
     let ours = {
         let f = TraceFile::open(&path).unwrap();
@@ -416,18 +450,25 @@ fn every_format_of_three_kernels_prints_as_trace_cmd_prints_it() {
     for kernel in ["host", "debian-6.1", "debian-6.12"] {
         let formats = kernel_formats(&facts_dir().join(format!("{kernel}.json.zst")));
         assert!(formats.len() > 1000, "{kernel}: {} formats", formats.len());
-        for (layout, e) in [
-            ("v6-64", Endian::LITTLE64),
-            (
-                "v6-32",
-                Endian {
-                    big: false,
-                    long: 4,
-                },
-            ),
-        ] {
-            let label = format!("{kernel}-{layout}");
-            let diffs = compare(tmp.path(), &label, &formats, e, per_event, seed);
+        let long4 = Endian {
+            big: false,
+            long: 4,
+        };
+        let layouts = [
+            ("v6-64", Endian::LITTLE64, false),
+            ("v6-32", long4, false),
+            ("v7-zstd", Endian::LITTLE64, true),
+        ];
+        for (name, e, v7) in layouts {
+            let label = format!("{kernel}-{name}");
+            let diffs = compare(
+                tmp.path(),
+                &label,
+                &formats,
+                Layout { e, v7 },
+                per_event,
+                seed,
+            );
             compared += formats.len();
             for d in diffs {
                 if intended.contains_key(&d.event) {
