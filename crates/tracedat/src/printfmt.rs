@@ -1168,6 +1168,28 @@ impl PrintFmt {
     }
 }
 
+/// A printk_formats string with its escapes resolved as libtraceevent
+/// resolves them in a trace_printk format: `\n`, `\t`, `\r`, `\\`, and
+/// any other escaped character as itself (`\"` is `"`).
+fn unescape_printk(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => {}
+        }
+    }
+    out
+}
+
 /// Renders a `bprint` record (`trace_printk` with a constant format): `fmt`
 /// is the format string the kernel keeps at the record's `fmt` address
 /// (printk formats section), `args` the record's `buf`, where the kernel's
@@ -1184,7 +1206,7 @@ pub(crate) fn write_bprint<K: Kernel>(
     args: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let pieces = parse_printf(fmt)?;
+    let pieces = parse_printf(&unescape_printk(fmt))?;
     let long = cx.kernel.long_size();
     let big = cx.big;
     let mut at = 0usize;
