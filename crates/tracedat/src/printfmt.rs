@@ -223,7 +223,9 @@ impl Fixed {
     /// short.
     #[inline]
     fn read(self, data: &[u8], big: bool) -> i64 {
-        data.get(self.at..self.at + self.size)
+        self.at
+            .checked_add(self.size)
+            .and_then(|end| data.get(self.at..end))
             .and_then(|b| read_uint(b, big))
             .unwrap_or(0) as i64
     }
@@ -301,7 +303,7 @@ fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
             let inside = start.checked_add(*es)? <= f.size;
             (f.layout == FieldLayout::Inline && f.array_len.is_some() && sized(*es) && inside)
                 .then_some(Fixed {
-                    at: f.offset + start,
+                    at: f.offset.checked_add(start)?,
                     size: *es,
                 })
         }
@@ -2024,6 +2026,31 @@ REC->a < 0 ? \"neg\" : \"pos\"",
             // int field's -3 (read unsigned) is a miss; comparisons are
             // unsigned, so `a < 0` is false.
             "a=-3   | b=0x001007 c=ab s=0xfffffffd f=A|B|0x1004 p=do_thing+0x7 q=do_thing pos"
+        );
+    }
+
+    #[test]
+    fn helpers_print_as_libtraceevent_1_7_prints_them() {
+        let f = fmt(
+            "\tfield:int v;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:__data_loc unsigned long[] mask;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned long long big;\toffset:16;\tsize:8;\tsigned:0;\n",
+            "\"[%-6s] [%-4s] %s %s %ld %lx %d\", __print_symbolic(REC->v, { 1, \"one\" }), \
+__print_flags(REC->v, \"|\", { 1, \"A\" }), __get_bitmask(mask), __get_cpumask(mask), \
+REC->v, REC->big, (REC->v < 0)",
+        );
+        let mut d = vec![0u8; 32];
+        d[8..12].copy_from_slice(&(-1i32).to_le_bytes());
+        // The mask: 8 bytes at 24.
+        d[12..16].copy_from_slice(&(24u32 | (8 << 16)).to_le_bytes());
+        d[16..24].copy_from_slice(&0x1_0000_0002u64.to_le_bytes());
+        d[24..32].copy_from_slice(&0x0000_0001_0000_00f1u64.to_le_bytes());
+        assert_eq!(
+            render(&f, &d),
+            // A miss and a flag remainder take no width; a bitmask keeps its
+            // zeros; %ld of an int reads it unsigned; comparisons are
+            // unsigned (-1 < 0 is false).
+            "[0xffffffff] [A   |0xfffffffe] 00000001,000000f1 0,4-7,32 4294967295 100000002 0"
         );
     }
 
