@@ -255,7 +255,7 @@ impl JsonReport {
             lost_percent: lost_percent(c.total, lost_total),
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             timeline: a.timeline.clone(),
-            latency: a.latencies.clone(),
+            latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
@@ -263,6 +263,23 @@ impl JsonReport {
             irreversible: Vec::new(),
         }
     }
+}
+
+/// The latency reports of `a`; for a run with a workload, each per-task
+/// analysis leads with its `(scope)` group: the workload and its descendants.
+fn scoped_latency(a: &Analysis, run: Option<&RunInfo>) -> Vec<LatencyReport> {
+    let mut latency = a.latencies.clone();
+    let roots: Vec<i32> = run
+        .and_then(|r| r.workload.as_ref())
+        .and_then(|w| i32::try_from(w.pid).ok())
+        .into_iter()
+        .collect();
+    for (name, group) in a.scoped(&roots) {
+        if let Some(l) = latency.iter_mut().find(|l| l.analysis == name) {
+            l.groups.insert(0, group);
+        }
+    }
+    latency
 }
 
 /// `lost` as a percentage of `recorded + lost` (0 when both are 0).
