@@ -868,3 +868,225 @@ fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
     let summary = std::fs::read_to_string(_dir.path().join("out/summary.txt")).unwrap();
     assert!(summary.contains("irq: interrupt handler time"), "{summary}");
 }
+
+/// `profile`: what `trace-cmd report --profile` measures, with no
+/// `sched_waking` (trace-cmd ends a sleep at `sched_wakeup`, we at the first
+/// of the two), system-wide and with the run's own threads (the filter that
+/// keeps them out drops the switches between them and other tasks).
+const PROFILE_RECIPE: &str = r#"name = "profile"
+description = "Where did each task's time go: running, waiting for a CPU, sleeping, blocked, interrupted?"
+duration = "2s"
+[buffer]
+size_kb = 8192
+[[events]]
+name = "sched:sched_wakeup"
+[[events]]
+name = "sched:sched_wakeup_new"
+[[events]]
+name = "sched:sched_switch"
+[[events]]
+name = "irq:irq_handler_entry"
+[[events]]
+name = "irq:irq_handler_exit"
+[[events]]
+name = "irq:softirq_entry"
+[[events]]
+name = "irq:softirq_exit"
+[[events]]
+name = "exceptions:page_fault_user"
+[scope]
+include_self = true
+[output]
+reports = ["summary", "json"]
+"#;
+
+/// One `Event:` line of `trace-cmd report --profile`: count, total, max and
+/// the max's timestamp in µs.
+type ProfileLine = (u64, u64, u64, u64);
+
+/// `trace-cmd report --profile` per pid: `EVENT:KEY` → line.
+fn trace_cmd_profile(dat: &Path) -> HashMap<i32, HashMap<String, ProfileLine>> {
+    let text =
+        crate::common::trace_cmd(&["report".as_ref(), "--profile".as_ref(), dat.as_os_str()]);
+    let mut out: HashMap<i32, HashMap<String, ProfileLine>> = HashMap::new();
+    let mut pid = None;
+    for l in text.lines() {
+        let l = l.trim();
+        if let Some(task) = l.strip_prefix("task: ") {
+            pid = task.rsplit_once('-').and_then(|(_, p)| p.parse().ok());
+            continue;
+        }
+        let (Some(pid), Some(ev)) = (pid, l.strip_prefix("Event: ")) else {
+            continue;
+        };
+        let (name, rest) = ev.split_once(" (").unwrap();
+        let (count, rest) = rest.split_once(')').unwrap();
+        let num = |key: &str| -> u64 {
+            rest.split_once(key).map_or(0, |(_, r)| {
+                r.trim_start()
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+        };
+        let ts_us = rest.split_once("Max: ").map_or(0, |(_, r)| {
+            let ts = r.split_once("(ts:").unwrap().1.split(')').next().unwrap();
+            let (s, us) = ts.split_once('.').unwrap();
+            s.parse::<u64>().unwrap() * 1_000_000 + us.parse::<u64>().unwrap()
+        });
+        out.entry(pid).or_default().insert(
+            name.to_string(),
+            (count.parse().unwrap(), num("Total:"), num("Max:"), ts_us),
+        );
+    }
+    out
+}
+
+/// Sums trace-cmd's lines whose name starts with `prefix`: count, total, and the largest max.
+fn sum_lines(lines: &HashMap<String, ProfileLine>, prefixes: &[&str]) -> ProfileLine {
+    let mut sum = (0, 0, 0, 0);
+    let mut keys: Vec<&String> = lines
+        .keys()
+        .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
+        .collect();
+    keys.sort();
+    for k in keys {
+        let l = lines[k];
+        sum.0 += l.0;
+        sum.1 += l.1;
+        if l.2 > sum.2 {
+            (sum.2, sum.3) = (l.2, l.3);
+        }
+    }
+    sum
+}
+
+#[test]
+fn the_profile_agrees_with_trace_cmd_report_profile() {
+    let (dir, report, listing) = per_task_run(PROFILE_RECIPE, Some(PER_TASK_WORKLOAD), "true");
+    let theirs = trace_cmd_profile(&dir.path().join("out/trace.dat"));
+    // Tasks forked during the trace: their first run follows sched_wakeup_new,
+    // a wakeup for us, none for trace-cmd.
+    let new: Vec<i32> = listing
+        .lines()
+        .filter_map(ReportLine::parse)
+        .filter(|l| l.event == "sched_wakeup_new")
+        .map(|l| sched_pid(l.fields))
+        .collect();
+    // Tasks whose switches in the file alternate in and out (trace-cmd pairs
+    // differently across a missing switch), none in state I (`W` in the
+    // listing, which trace-cmd's profile counts apart).
+    let mut on_cpu: HashMap<i32, bool> = HashMap::new();
+    let mut broken: Vec<i32> = Vec::new();
+    for l in listing.lines().filter_map(ReportLine::parse) {
+        if l.event != "sched_switch" {
+            continue;
+        }
+        let (prev, next) = l.fields.split_once(" ==> ").unwrap();
+        let (p, n) = (sched_pid(prev), sched_pid(next));
+        if on_cpu.insert(p, false) == Some(false) || prev.trim_end().ends_with('W') {
+            broken.push(p);
+        }
+        if on_cpu.insert(n, true) == Some(true) {
+            broken.push(n);
+        }
+    }
+    let profile = &report["profile"];
+    assert_eq!(
+        profile["measures"],
+        serde_json::json!([
+            "running",
+            "preempted",
+            "wakeup",
+            "sleeping",
+            "blocked",
+            "irq",
+            "softirq",
+            "page_faults"
+        ])
+    );
+    let span = |t: &serde_json::Value, k: &str| -> ProfileLine {
+        let s = &t[k];
+        let n = |f: &str| s[f].as_u64().unwrap();
+        let at = n("max_at_ns");
+        (
+            n("count"),
+            n("total_ns"),
+            n("max_ns"),
+            if n("count") == 0 {
+                0
+            } else {
+                (at + 500) / 1000
+            },
+        )
+    };
+    let mut compared = 0;
+    for t in profile["tasks"].as_array().unwrap() {
+        let pid = t["pid"].as_i64().unwrap() as i32;
+        let Some(tc) = theirs.get(&pid).filter(|_| !broken.contains(&pid)) else {
+            continue;
+        };
+        let what = format!("{} {pid}", t["comm"]);
+        // trace-cmd names a switch with prev_state 256 (preempted, 6.x) `W`.
+        assert_eq!(
+            span(t, "preempted"),
+            sum_lines(tc, &["sched_switch:R", "sched_switch:W"]),
+            "{what}: preempted"
+        );
+        assert_eq!(t["preemptions"], span(t, "preempted").0, "{what}");
+        assert_eq!(
+            span(t, "sleeping"),
+            sum_lines(tc, &["sched_switch:S"]),
+            "{what}: sleeping"
+        );
+        assert_eq!(
+            span(t, "blocked"),
+            sum_lines(tc, &["sched_switch:D"]),
+            "{what}: blocked"
+        );
+        if !new.contains(&pid) {
+            assert_eq!(
+                span(t, "wakeup"),
+                sum_lines(tc, &["sched_wakeup:"]),
+                "{what}: wakeup"
+            );
+        }
+        assert_eq!(
+            span(t, "softirq"),
+            sum_lines(tc, &["softirq_entry:"]),
+            "{what}: softirq"
+        );
+        assert_eq!(
+            span(t, "irq"),
+            sum_lines(tc, &["irq_handler_entry:"]),
+            "{what}: irq"
+        );
+        assert_eq!(
+            t["page_faults"],
+            sum_lines(tc, &["page_fault_user:"]).0,
+            "{what}: page faults"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 1, "tasks compared: {compared}\n{profile:#}");
+    // The loops' shells sleep and block between their children.
+    let waited = profile["tasks"].as_array().unwrap().iter().any(|t| {
+        t["sleeping"]["count"].as_u64() > Some(0) || t["blocked"]["count"].as_u64() > Some(0)
+    });
+    assert!(waited, "{profile:#}");
+    // The busy loops ran most of the time on the two CPUs.
+    let busy: u64 = profile["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["busy_ns"].as_u64().unwrap())
+        .sum();
+    assert!(busy > 1_000_000_000, "{profile:#}");
+    let summary = std::fs::read_to_string(dir.path().join("out/summary.txt")).unwrap();
+    assert!(
+        summary.contains("profile: where each task's time went"),
+        "{summary}"
+    );
+}

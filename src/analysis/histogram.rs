@@ -128,6 +128,11 @@ impl Histogram {
         self.max
     }
 
+    /// Sum of the samples.
+    pub(crate) fn sum(&self) -> u128 {
+        self.sum
+    }
+
     /// Mean, rounded down (0 when empty).
     pub(crate) fn mean(&self) -> u64 {
         self.sum.checked_div(u128::from(self.count)).unwrap_or(0) as u64

@@ -10,6 +10,7 @@
 //! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`) |
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
+//! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -17,6 +18,7 @@
 
 mod histogram;
 mod latency;
+mod profile;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -28,6 +30,7 @@ use tracedat::{Record, TraceFile};
 
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
@@ -49,11 +52,13 @@ pub enum AnalysisName {
     Stacks,
     /// Interrupt handler time (irq_handler_entry → irq_handler_exit).
     Irq,
+    /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
+    Profile,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 7] = [
+    pub const ALL: [AnalysisName; 8] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -61,6 +66,7 @@ impl AnalysisName {
         AnalysisName::Funcgraph,
         AnalysisName::Stacks,
         AnalysisName::Irq,
+        AnalysisName::Profile,
     ];
 
     /// The name as typed on the command line.
@@ -73,6 +79,7 @@ impl AnalysisName {
             AnalysisName::Funcgraph => "funcgraph",
             AnalysisName::Stacks => "stacks",
             AnalysisName::Irq => "irq",
+            AnalysisName::Profile => "profile",
         }
     }
 }
@@ -130,6 +137,9 @@ impl Selection {
             && has("irq", &|f| f.name == "irq_handler_exit")
         {
             v.push(AnalysisName::Irq);
+        }
+        if profile::Profiler::applies(file) {
+            v.push(AnalysisName::Profile);
         }
         Selection {
             names: v,
@@ -209,6 +219,8 @@ pub struct Analysis {
     pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's time went (`profile`).
+    pub(crate) profile: Option<Profile>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -292,6 +304,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         .has(AnalysisName::Counts)
         .then(|| timeline::Builder::new(event_names.len()));
     let mut latencies = Latencies::new(file, selection);
+    let mut profiler = selection
+        .has(AnalysisName::Profile)
+        .then(|| profile::Profiler::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -339,6 +354,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         latencies.add(file, &ev, pid, pid_slot);
+        if let Some(p) = profiler.as_mut() {
+            p.add(&ev, pid);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -385,13 +403,16 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             (r, (name, t))
         })
         .unzip();
+    let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
+        profile = profile.filter(|p| p.tasks_total > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
+            AnalysisName::Profile => profile.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -400,6 +421,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         timeline: timeline.map(|t| t.finish(file, &counts.learned, &event_names, &pids)),
         latencies,
         stacks,
+        profile,
         counts,
         task_latency: task_latency
             .into_iter()

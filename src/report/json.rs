@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
-use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
+use crate::analysis::{Analysis, LatencyReport, Profile, Stacks, TOP, Timeline, comm_of};
 use crate::record::lost_from_stats;
 use crate::workload::WorkloadExit;
 
@@ -111,6 +111,9 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's and CPU's time went (analysis `profile`).
+    #[serde(default)]
+    pub(crate) profile: Option<Profile>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -257,6 +260,7 @@ impl JsonReport {
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            profile: a.profile.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
