@@ -23,7 +23,8 @@ use std::ops::Range;
 use crate::report::JsonReport;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
-pub(crate) const LATENCY_ANALYSES: &[&str] = &["syscalls", "wakeup", "kretprobe", "funcgraph"];
+pub(crate) const LATENCY_ANALYSES: &[&str] =
+    &["syscalls", "wakeup", "kretprobe", "funcgraph", "irq"];
 
 /// What an expression measures.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +151,21 @@ impl Expr {
                 return err(format!("expected `(` after `{name}`"), name_start..i);
             }
             let arg_start = skip_ws(b, j + 1);
-            let Some(close) = text[arg_start..].find(')').map(|k| arg_start + k) else {
+            // The `)` that balances the `(`: group keys such as `(all)` hold parentheses.
+            let mut depth = 0usize;
+            let close = text[arg_start..].char_indices().find_map(|(k, c)| match c {
+                '(' => {
+                    depth += 1;
+                    None
+                }
+                ')' if depth == 0 => Some(arg_start + k),
+                ')' => {
+                    depth -= 1;
+                    None
+                }
+                _ => None,
+            });
+            let Some(close) = close else {
                 return err("missing `)`", j..text.len());
             };
             let arg = text[arg_start..close].trim_end();
@@ -491,6 +506,14 @@ mod tests {
             Value::Relative(10.0)
         );
         assert_eq!(ok("max(wakeup:bash)<=1.5us").value, Value::Absolute(1500.0));
+        assert_eq!(
+            ok("p99(wakeup:(scope)) < 1ms").metric,
+            Metric::Latency {
+                stat: Stat::P99,
+                analysis: "wakeup".into(),
+                key: "(scope)".into()
+            }
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
-use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
+use crate::analysis::{Analysis, LatencyReport, Profile, Stacks, TOP, Timeline, comm_of};
 use crate::tracefs::lost_from_stats;
 use crate::workload::WorkloadExit;
 
@@ -149,6 +149,9 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's and CPU's time went (analysis `profile`).
+    #[serde(default)]
+    pub(crate) profile: Option<Profile>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -294,14 +297,32 @@ impl JsonReport {
             lost_percent: lost_percent(c.total, lost_total),
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             timeline: a.timeline.clone(),
-            latency: a.latencies.clone(),
+            latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            profile: a.profile.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
             irreversible: Vec::new(),
         }
     }
+}
+
+/// The latency reports of `a`; for a run with a workload, each per-task
+/// analysis leads with its `(scope)` group: the workload and its descendants.
+fn scoped_latency(a: &Analysis, run: Option<&RunInfo>) -> Vec<LatencyReport> {
+    let mut latency = a.latencies.clone();
+    let roots: Vec<i32> = run
+        .and_then(|r| r.workload.as_ref())
+        .and_then(|w| i32::try_from(w.pid).ok())
+        .into_iter()
+        .collect();
+    for (name, group) in a.scoped(&roots) {
+        if let Some(l) = latency.iter_mut().find(|l| l.analysis == name) {
+            l.groups.insert(0, group);
+        }
+    }
+    latency
 }
 
 /// `lost` as a percentage of `recorded + lost` (0 when both are 0).
