@@ -513,6 +513,12 @@ impl KernelFacts {
         EventFormat::parse(system, self.formats.get(event)?).ok()
     }
 
+    /// Whether this kernel's release is at least `major.minor` (false when
+    /// the release does not parse).
+    pub(crate) fn release_at_least(&self, major: u32, minor: u32) -> bool {
+        release_version(&self.release).is_some_and(|v| v >= (major, minor))
+    }
+
     /// Events matching a `system:event` glob (`*`, `?`), sorted.
     pub(crate) fn matching_events(&self, pattern: &str) -> Vec<&str> {
         self.events

@@ -29,6 +29,7 @@ pub(crate) mod collect;
 pub mod diagnostic;
 pub(crate) mod diff;
 pub(crate) mod elf;
+pub(crate) mod errno;
 pub(crate) mod export;
 pub mod expr;
 pub(crate) mod fleet;

@@ -36,7 +36,8 @@ use crate::plan::{Plan, TOP_LEVEL_LOCK};
 use crate::recipe::{Chain, OnAbort};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
-    JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
+    JsonReport, RecorderInfo, RunInfo, ScopeInfo, Template, TemplateError, WorkloadInfo,
+    render_html,
 };
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::ValidRecipe;
@@ -613,6 +614,7 @@ impl Prepared {
                 Ok(l) => Some(l),
                 Err(e) => {
                     self.end_workload();
+                    self.out.discard();
                     return Err(e);
                 }
             }
@@ -635,6 +637,7 @@ impl Prepared {
                     Ok(p) => Some(p),
                     Err(source) => {
                         self.end_workload();
+                        self.out.discard();
                         return Err(RunError::Journal(JournalError::Io {
                             path: WorkloadRecord::path(journal_dir, me),
                             source,
@@ -646,11 +649,14 @@ impl Prepared {
         };
         // The guard started before anything is written (in `prepare`): whenever
         // the run dies after this point, someone is watching for the journal.
+        // Refused before recording: nothing of the run stays, its output folder
+        // included, so that a retry with the same `-o` works.
         let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
+            p.out.discard();
             e
         };
         let header = Header {
@@ -937,6 +943,7 @@ fn write_output(
         duration_s: stopped.elapsed.as_secs_f64(),
         stop_reason: stopped.reason.to_string(),
         recorder: recorder_info,
+        scope: ScopeInfo::of(recipe, p.workload.as_ref().map(Workload::pid)),
         workload: p
             .workload
             .as_ref()

@@ -20,6 +20,7 @@ mod reliability;
 mod report;
 mod run;
 mod runbook;
+mod scope;
 mod status;
 mod teams;
 mod teardown;

@@ -9,6 +9,8 @@
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
 //! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`) |
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
+//! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
+//! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -16,6 +18,7 @@
 
 mod histogram;
 mod latency;
+mod profile;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -25,7 +28,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
+use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
@@ -45,17 +50,23 @@ pub enum AnalysisName {
     Funcgraph,
     /// Most frequent kernel stacks (ftrace kernel_stack records).
     Stacks,
+    /// Interrupt handler time (irq_handler_entry → irq_handler_exit).
+    Irq,
+    /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
+    Profile,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 6] = [
+    pub const ALL: [AnalysisName; 8] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
         AnalysisName::Kretprobe,
         AnalysisName::Funcgraph,
         AnalysisName::Stacks,
+        AnalysisName::Irq,
+        AnalysisName::Profile,
     ];
 
     /// The name as typed on the command line.
@@ -67,6 +78,8 @@ impl AnalysisName {
             AnalysisName::Kretprobe => "kretprobe",
             AnalysisName::Funcgraph => "funcgraph",
             AnalysisName::Stacks => "stacks",
+            AnalysisName::Irq => "irq",
+            AnalysisName::Profile => "profile",
         }
     }
 }
@@ -119,6 +132,14 @@ impl Selection {
         }
         if has("ftrace", &|f| f.name == "kernel_stack") {
             v.push(AnalysisName::Stacks);
+        }
+        if has("irq", &|f| f.name == "irq_handler_entry")
+            && has("irq", &|f| f.name == "irq_handler_exit")
+        {
+            v.push(AnalysisName::Irq);
+        }
+        if profile::Profiler::applies(file) {
+            v.push(AnalysisName::Profile);
         }
         Selection {
             names: v,
@@ -198,6 +219,50 @@ pub struct Analysis {
     pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's time went (`profile`).
+    pub(crate) profile: Option<Profile>,
+    /// Per-task distributions of the latency analyses that keep them, by analysis name.
+    task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
+    /// Child pid → parent pid, as the trace's fork events tell.
+    forks: FxHashMap<i32, i32>,
+}
+
+impl Analysis {
+    /// The `(scope)` group of each per-task latency analysis: the samples of
+    /// the tasks `roots` and their descendants (as far as the trace's
+    /// `sched_process_fork`/`sched_wakeup_new` records tell), by analysis name.
+    /// Analyses without a sample of such a task have none.
+    pub(crate) fn scoped(&self, roots: &[i32]) -> Vec<(String, LatencyGroup)> {
+        if roots.is_empty() {
+            return Vec::new();
+        }
+        let in_scope = |pid: i32| {
+            let mut p = pid;
+            // Bounded walk: fork records of a hostile file may form a cycle.
+            for _ in 0..64 {
+                if roots.contains(&p) {
+                    return true;
+                }
+                match self.forks.get(&p) {
+                    Some(parent) => p = *parent,
+                    None => return false,
+                }
+            }
+            false
+        };
+        self.task_latency
+            .iter()
+            .filter_map(|(name, tasks)| {
+                let mut h = Histogram::default();
+                let mut pids: Vec<&i32> = tasks.keys().filter(|p| in_scope(**p)).collect();
+                pids.sort_unstable();
+                for p in pids {
+                    h.merge(&tasks[p]);
+                }
+                (h.count() > 0).then(|| (name.clone(), LatencyGroup::of("(scope)".into(), &h)))
+            })
+            .collect()
+    }
 }
 
 /// What a format id means to the pass.
@@ -280,6 +345,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         .has(AnalysisName::Counts)
         .then(|| timeline::Builder::new(event_names.len()));
     let mut latencies = Latencies::new(file, selection);
+    let mut profiler = selection
+        .has(AnalysisName::Profile)
+        .then(|| profile::Profiler::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -327,6 +395,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         latencies.add(file, &ev, pid, pid_slot);
+        if let Some(p) = profiler.as_mut() {
+            p.add(&ev, pid);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -364,14 +435,25 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             .or_default() += n;
     }
     let mut stacks = want_stacks.then(|| top_stacks(file, &event_names, stacks, stack_total));
-    let mut latencies = latencies.finish();
+    let forks = std::mem::take(&mut latencies.forks);
+    let (mut latencies, task_latency): (Vec<LatencyReport>, Vec<_>) = latencies
+        .finish(&|pid| comm_of(file, &counts.learned, pid))
+        .into_iter()
+        .map(|(r, t)| {
+            let name = r.analysis.clone();
+            (r, (name, t))
+        })
+        .unzip();
+    let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
+        profile = profile.filter(|p| p.tasks_total > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
+            AnalysisName::Profile => profile.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -381,7 +463,13 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             .map(|t| t.finish(file, &counts.learned, &event_names, &pids, &cpu_slots.ids)),
         latencies,
         stacks,
+        profile,
         counts,
+        task_latency: task_latency
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .collect(),
+        forks,
     })
 }
 
