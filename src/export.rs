@@ -126,7 +126,8 @@ struct EventArgs {
 /// `-c`, `set_ftrace_filter` / `set_ftrace_notrace` / `set_graph_function` to
 /// `-l` / `-n` / `-g`, `max_graph_depth` to `--max-graph-depth`,
 /// `current_tracer` to `-p`, an event's `enable` / `filter` / `trigger` to `-e`
-/// / `-f` / `-R`. `[scope] command` becomes the command (`-F`); without one, a
+/// / `-f` / `-R`. `[scope] command` becomes the command (`-F`, or bare with
+/// `[scope] system_wide`); without one, a
 /// `duration` becomes `sleep SECONDS`. The global knobs trace-cmd record cannot
 /// set for an instance (`max_graph_depth`, `tracing_thresh`) are written
 /// before it and restored after it, as probes are defined before it and
@@ -271,13 +272,16 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     for p in &pids {
         cmd.push(format!("-P {p}"));
     }
-    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
-    if fork && scoped {
+    let by_workload = !r.scope.command.is_empty() && !r.scope.system_wide;
+    if fork && (!pids.is_empty() || by_workload) {
         cmd.push("-c".into());
     }
     if !r.scope.command.is_empty() {
         let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
-        cmd.push(format!("-F {}", words.join(" ")));
+        // `-F` scopes the trace to the command; without it trace-cmd records
+        // every task while the command runs ([scope] system_wide).
+        let flag = if by_workload { "-F " } else { "" };
+        cmd.push(format!("{flag}{}", words.join(" ")));
         if let Some(d) = &r.duration {
             notes.push(format!(
                 "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
@@ -441,6 +445,16 @@ trace-cmd record -B trace-recipe-x-1 \\
   -F sh -c 'ls '\\''a b'\\'''
 "
         );
+    }
+
+    #[test]
+    fn a_system_wide_workload_is_the_bare_command() {
+        let mut v = valid();
+        v.recipe.scope.command = vec!["dd".into(), "if=/dev/zero".into()];
+        v.recipe.scope.system_wide = true;
+        let text = export(&v, &[]);
+        assert!(text.ends_with("  dd if=/dev/zero\n"), "{text}");
+        assert!(!text.contains("-F"), "{text}");
     }
 
     #[test]

@@ -23,7 +23,8 @@ use std::ops::Range;
 use crate::report::JsonReport;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
-pub(crate) const LATENCY_ANALYSES: &[&str] = &["syscalls", "wakeup", "kretprobe", "funcgraph"];
+pub(crate) const LATENCY_ANALYSES: &[&str] =
+    &["syscalls", "wakeup", "kretprobe", "funcgraph", "irq"];
 
 /// What an expression measures.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +151,21 @@ impl Expr {
                 return err(format!("expected `(` after `{name}`"), name_start..i);
             }
             let arg_start = skip_ws(b, j + 1);
-            let Some(close) = text[arg_start..].find(')').map(|k| arg_start + k) else {
+            // The `)` that balances the `(`: group keys such as `(all)` hold parentheses.
+            let mut depth = 0usize;
+            let close = text[arg_start..].char_indices().find_map(|(k, c)| match c {
+                '(' => {
+                    depth += 1;
+                    None
+                }
+                ')' if depth == 0 => Some(arg_start + k),
+                ')' => {
+                    depth -= 1;
+                    None
+                }
+                _ => None,
+            });
+            let Some(close) = close else {
                 return err("missing `)`", j..text.len());
             };
             let arg = text[arg_start..close].trim_end();
@@ -233,6 +248,9 @@ impl Expr {
             message,
             span: value_span.clone(),
         })?;
+        if let Some(message) = never_holds(op, value, value_text, context) {
+            return err(message, op_start..value_span.end);
+        }
         Ok(Expr {
             metric,
             metric_span,
@@ -329,6 +347,45 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// Why `METRIC OP value` can never hold, if it cannot: every measure is a count,
+/// a rate or a duration, never negative, and a relative value of -100% or less
+/// puts the bound at or under zero.
+fn never_holds(op: Op, value: Value, text: &str, context: Context) -> Option<String> {
+    let (bound, zero_bound) = match value {
+        Value::Absolute(v) => (v, v == 0.0),
+        Value::Relative(pct) => (pct + 100.0, pct == -100.0),
+    };
+    let never = match op {
+        Op::Lt => bound < 0.0 || zero_bound,
+        Op::Le | Op::Eq => bound < 0.0,
+        _ => false,
+    };
+    if !never {
+        return None;
+    }
+    let relative_hint = match (value, context) {
+        (Value::Absolute(_), Context::FailIf) if !text.ends_with(['s', '%']) => {
+            format!("; for a change relative to the first run write `{text}%`")
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "this can never hold: the measure is never negative, and `{} {text}` asks for less{relative_hint}",
+        op_text(op)
+    ))
+}
+
+fn op_text(op: Op) -> &'static str {
+    match op {
+        Op::Eq => "==",
+        Op::Ne => "!=",
+        Op::Lt => "<",
+        Op::Le => "<=",
+        Op::Gt => ">",
+        Op::Ge => ">=",
+    }
 }
 
 fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, String> {
@@ -449,6 +506,40 @@ mod tests {
             Value::Relative(10.0)
         );
         assert_eq!(ok("max(wakeup:bash)<=1.5us").value, Value::Absolute(1500.0));
+        assert_eq!(
+            ok("p99(wakeup:(scope)) < 1ms").metric,
+            Metric::Latency {
+                stat: Stat::P99,
+                analysis: "wakeup".into(),
+                key: "(scope)".into()
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_rules_that_can_never_hold() {
+        let e = bad("count(sched:x) < -10", Context::FailIf);
+        assert!(e.message.contains("can never hold"), "{e}");
+        assert!(e.message.contains("write `-10%`"), "{e}");
+        assert_eq!(e.span, 15..20);
+        for never in [
+            "count(sched:x) < 0",
+            "lost_events <= -1",
+            "rate(sched:x) == -2",
+            "p99(syscalls:openat) < -150%",
+            "p99(syscalls:openat) < -100%",
+        ] {
+            assert!(Expr::parse(never, Context::FailIf).is_err(), "{never}");
+        }
+        let e = bad("count(sched:x) < 0", Context::Expect);
+        assert!(!e.message.contains('%'), "{e}");
+        for fine in [
+            "count(sched:x) <= 0",
+            "count(sched:x) > -1",
+            "p99(syscalls:openat) < -10%",
+        ] {
+            assert!(Expr::parse(fine, Context::FailIf).is_ok(), "{fine}");
+        }
     }
 
     #[test]

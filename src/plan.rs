@@ -17,7 +17,7 @@
 use std::fmt;
 
 use crate::tracefs::{INSTANCE_PREFIX, Irreversible, WriteMode, instance_file};
-use crate::validate::{ResolvedTracer, SelfExclusion, Span, ValidRecipe};
+use crate::validate::{ResolvedTracer, SelfExclusion, Span, ValidRecipe, woken_filter};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +124,8 @@ pub fn instance_name(name: &str, pid: u32) -> String {
 
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
-/// recipe's and the workload's). Function tracers are also scoped to
+/// recipe's and the workload's; a wakeup event also gets a filter on the woken
+/// task's `pid` unless `follow_forks`, see [`woken_filter`]). Function tracers are also scoped to
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
 /// comm through their filters instead). `own` are the thread ids of the run
 /// itself, kept out of the trace as `valid.self_exclusion` says.
@@ -159,7 +160,7 @@ pub fn plan(
         None => false,
     };
     probe_steps(&mut b, valid, group, own);
-    event_steps(&mut b, valid, own);
+    event_steps(&mut b, valid, pids, own);
     trigger_steps(&mut b, valid, group);
     let mut steps = b.steps;
     if !top {
@@ -432,11 +433,14 @@ fn probe_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, own: &[u32]) {
     }
 }
 
-/// Each event's filter, stacktrace trigger and enable.
-fn event_steps(b: &mut Builder, valid: &ValidRecipe, own: &[u32]) {
+/// Each event's filter, stacktrace trigger and enable; a wakeup scoped by
+/// `pids` is kept to the woken task ([`woken_filter`]).
+fn event_steps(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u32]) {
     for ev in &valid.events {
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let filter = without_own(ev.filter.as_deref(), &ev.name, own, valid.self_exclusion);
+        let woken = woken_filter(&ev.name, pids, valid.recipe.scope.follow_forks);
+        let filter = crate::validate::and_filters(ev.filter.as_deref(), woken.as_deref());
+        let filter = without_own(filter.as_deref(), &ev.name, own, valid.self_exclusion);
         let dir = b.f(&format!("events/{system}/{event}"));
         enable_event(b, &dir, filter.as_deref(), ev.stacktrace, &ev.span);
     }
@@ -811,6 +815,33 @@ mod tests {
         assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
         assert_eq!(write_of(&p, "sched_switch/filter"), None);
         assert_eq!(write_of(&p, "sched_waking/filter"), Some("prio < 100"));
+    }
+
+    #[test]
+    fn a_wakeup_scoped_by_pid_is_of_the_woken_task() {
+        let mut v = valid();
+        v.probes.clear();
+        v.events = ["sched:sched_wakeup", "sched:sched_switch"]
+            .iter()
+            .map(|n| crate::validate::ResolvedEvent {
+                name: n.to_string(),
+                filter: (*n == "sched:sched_wakeup").then(|| "prio < 100".to_string()),
+                stacktrace: false,
+                span: None,
+            })
+            .collect();
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        assert_eq!(
+            write_of(&p, "sched_wakeup/filter"),
+            Some("(prio < 100) && (pid == 7)")
+        );
+        // A switch is recorded when either task is scoped: no filter needed.
+        assert_eq!(write_of(&p, "sched_switch/filter"), None);
+        // Children join the pid list at run time: no fixed list of woken pids.
+        v.recipe.scope.follow_forks = true;
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "sched_wakeup/filter"), Some("prio < 100"));
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK};
 use crate::recipe::{Chain, OnAbort, Template, TemplateError};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
-use crate::report::{JsonReport, RecorderInfo, RunInfo, WorkloadInfo, render_html};
+use crate::report::{JsonReport, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo, render_html};
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::ValidRecipe;
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
@@ -611,6 +611,7 @@ impl Prepared {
                 Ok(l) => Some(l),
                 Err(e) => {
                     self.end_workload();
+                    self.out.discard();
                     return Err(e);
                 }
             }
@@ -627,11 +628,13 @@ impl Prepared {
                     pid: w.pid(),
                     start_time: process_start_time(w.pid()).unwrap_or(0),
                     command: w.command.clone(),
+                    end_on_abort: self.valid.recipe.scope.on_abort == OnAbort::Kill,
                 };
                 match record.write(journal_dir) {
                     Ok(p) => Some(p),
                     Err(source) => {
                         self.end_workload();
+                        self.out.discard();
                         return Err(RunError::Journal(JournalError::Io {
                             path: WorkloadRecord::path(journal_dir, me),
                             source,
@@ -643,11 +646,14 @@ impl Prepared {
         };
         // The guard started before anything is written (in `prepare`): whenever
         // the run dies after this point, someone is watching for the journal.
+        // Refused before recording: nothing of the run stays, its output folder
+        // included, so that a retry with the same `-o` works.
         let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
+            p.out.discard();
             e
         };
         let header = Header {
@@ -934,6 +940,7 @@ fn write_output(
         duration_s: stopped.elapsed.as_secs_f64(),
         stop_reason: stopped.reason.to_string(),
         recorder: recorder_info,
+        scope: ScopeInfo::of(recipe, p.workload.as_ref().map(Workload::pid)),
         workload: p
             .workload
             .as_ref()

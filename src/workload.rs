@@ -181,6 +181,15 @@ pub struct WorkloadRecord {
     pub(crate) start_time: u64,
     /// The command line.
     pub(crate) command: Vec<String>,
+    /// Whether the workload is ended when its run dies without rolling back
+    /// (`[scope] on_abort = "kill"`, the default); `reset` and the sweep at the
+    /// start of a run end it then, as the guard would have.
+    #[serde(default = "yes")]
+    pub(crate) end_on_abort: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl WorkloadRecord {

@@ -209,9 +209,16 @@ pub struct Scope {
     /// children of scoped pids are traced too.
     #[serde(default)]
     pub(crate) follow_forks: bool,
-    /// The workload, started held, scoped by pid, released once tracing is on.
+    /// The workload, started held, released once tracing is on; scoped by pid
+    /// unless `system_wide`.
     #[serde(default)]
     pub(crate) command: Vec<String>,
+    /// With a workload: record every task (or the CPUs of `[buffer] cpus`) from
+    /// the workload's release until it exits, as `trace-cmd record CMD` does
+    /// without `-F`. Default `false`: only the workload's own tasks. Cannot be
+    /// combined with `pids` or `comms`.
+    #[serde(default)]
+    pub(crate) system_wide: bool,
     /// What the guard does with the workload's process group when the run dies
     /// without rolling back (SIGKILL, OOM kill): `kill` (default) or `leave`.
     #[serde(default)]

@@ -87,7 +87,23 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
     let before = cx.diags.len();
     let is_function = FUNCTION_TRACERS.contains(&name.as_str());
     if !cx.facts.tracers.contains(&name) {
-        let near = suggest::nearest(&name, cx.facts.tracers.iter().map(String::as_str));
+        // Only what this kernel allows: a function tracer it lists in
+        // available_tracers but refuses to run is no suggestion.
+        let refused = cx.facts.filter_functions().is_err();
+        let usable = |t: &&String| !(refused && FUNCTION_TRACERS.contains(&t.as_str()));
+        let near = suggest::nearest(
+            &name,
+            cx.facts.tracers.iter().filter(usable).map(String::as_str),
+        );
+        let listed: Vec<String> = cx
+            .facts
+            .tracers
+            .iter()
+            .map(|t| match usable(&t) {
+                true => t.clone(),
+                false => format!("{t} (refused by this kernel)"),
+            })
+            .collect();
         let config = TRACER_CONFIGS
             .iter()
             .find(|(t, _)| *t == name)
@@ -100,7 +116,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
                 "{}available_tracers: {}",
                 near.map(|n| format!("did you mean `{n}`? "))
                     .unwrap_or_default(),
-                cx.facts.tracers.join(" ")
+                listed.join(" ")
             )),
         );
         return None;

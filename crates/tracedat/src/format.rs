@@ -244,7 +244,16 @@ impl EventFormat {
         let mut in_format = false;
         let mut saw_blank = false;
         let mut first_block_ended = false;
-        for (i, raw) in text.lines().enumerate() {
+        // The print fmt runs to the end of the text: its string may hold a
+        // raw newline (ext4's fsmap events end theirs with one).
+        let (head, tail) = match text.find("\nprint fmt:") {
+            Some(at) => (&text[..at + 1], Some(&text[at + 1..])),
+            None => (text, None),
+        };
+        if let Some(v) = tail.and_then(|t| t.strip_prefix("print fmt:")) {
+            print_fmt = v.trim().to_string();
+        }
+        for (i, raw) in head.lines().enumerate() {
             let lineno = i + 1;
             let line = raw.trim();
             if let Some(v) = raw.strip_prefix("name:") {

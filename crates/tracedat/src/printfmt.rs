@@ -127,25 +127,35 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
 #[derive(Debug, Clone, Copy)]
 struct CType {
     size: usize,
-    signed: bool,
+    /// What a cast to this type keeps of a value, as libtraceevent casts:
+    /// only `u8 u16 u32 s8 s16 s32` and `[unsigned] char short int` spelled
+    /// exactly so cut the value (never sign-extending); other types keep
+    /// all 64 bits.
+    mask: u64,
     pointer: bool,
 }
 
 #[derive(Debug, Clone)]
 enum Expr {
     Num(i64),
-    Unknown,
+    /// A name the kernel left unresolved (an enum constant): 0 in
+    /// arithmetic.
+    Unknown(String),
     Str(String),
-    Field(usize),
+    /// A field (index into fields then common fields) and, for arrays, the
+    /// element size, both resolved when the format is parsed.
+    Field(usize, usize),
     Unary(&'static str, Box<Expr>),
     Binary(&'static str, Box<Expr>, Box<Expr>),
     Cond(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(CType, Box<Expr>),
     Index(Box<Expr>, Box<Expr>),
-    /// `__get_str(f)`, `__get_dynamic_array(f)`, `__get_bitmask(f)`.
-    Data(usize),
+    /// `__get_str(f)`, `__get_dynamic_array(f)`: field and element size.
+    Data(usize, usize),
     DataLen(usize),
-    Bitmask(usize),
+    /// `__get_bitmask(f)` (`false`: hex words) or `__get_cpumask(f)`
+    /// (`true`: a CPU list).
+    Bitmask(usize, bool),
     /// Entries are `(value, name)`; value `None` when it names something
     /// the kernel left unresolved.
     Symbolic(Box<Expr>, Vec<(Option<i64>, String)>),
@@ -161,6 +171,8 @@ enum Val<'d> {
     /// Raw bytes (a char array, a dynamic array, a string constant).
     Bytes(&'d [u8], usize),
     Text(String),
+    /// Text in pieces, `true` for those the conversion's width pads.
+    Pieces(Vec<(String, bool)>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -196,11 +208,163 @@ enum Piece {
     Conv(Conv),
 }
 
-/// A parsed `print fmt`.
+/// A scalar at a fixed place of every record: an inline field, or one
+/// element of an inline array indexed by a constant. Resolved when the format
+/// is parsed.
+#[derive(Debug, Clone, Copy)]
+struct Fixed {
+    at: usize,
+    /// 1, 2, 4 or 8.
+    size: usize,
+}
+
+impl Fixed {
+    /// The value as [`eval`] gives it: unsigned, 0 when the record is too
+    /// short.
+    #[inline]
+    fn read(self, data: &[u8], big: bool) -> i64 {
+        self.at
+            .checked_add(self.size)
+            .and_then(|end| data.get(self.at..end))
+            .and_then(|b| read_uint(b, big))
+            .unwrap_or(0) as i64
+    }
+}
+
+/// One step of a compiled `print fmt`.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Text copied as it is.
+    Lit(Box<[u8]>),
+    /// An integer conversion (`%d %u %x %X %o` with flags, width, precision)
+    /// of a [`Fixed`] scalar; `size` is the conversion's integer size and
+    /// `plain` says it has no flag, width or precision.
+    Int {
+        src: Fixed,
+        conv: Conv,
+        size: usize,
+        plain: bool,
+    },
+    /// `%s` of a field holding characters (an inline array or a dynamic
+    /// one); `arg` is the argument, evaluated in full only when the record is
+    /// too short for the field.
+    Str {
+        field: usize,
+        conv: Conv,
+        arg: usize,
+    },
+    /// `%s` of an inline scalar field (a `const char *` the kernel stored):
+    /// as libtraceevent prints it, the printk string at that address (else
+    /// the address in hex) when the field is a kernel long, else the field's
+    /// own bytes as text.
+    StrScalar { field: usize, conv: Conv },
+    /// `%*ph` (`C`, `D`, `N`: `:`, `-` or no separator, else a space):
+    /// the first `*` bytes of a dynamic array in hex; libtraceevent prints
+    /// `ARG TYPE NOT FIELD BUT 2` for an inline field, and one byte without
+    /// the `*`.
+    RawBuf {
+        conv: Conv,
+        arg: usize,
+        dynamic: bool,
+    },
+    /// Any other conversion: its arguments (`*` width, `*` precision, value)
+    /// start at `arg` and are evaluated.
+    Conv { conv: Conv, arg: usize },
+}
+
+/// A `print fmt` compiled into [`Step`]s; [`PrintFmt::write`] runs them
+/// for each record.
 #[derive(Debug, Clone)]
 pub(crate) struct PrintFmt {
-    pieces: Vec<Piece>,
+    steps: Vec<Step>,
     args: Vec<Expr>,
+}
+
+/// The [`Fixed`] scalar `e` reads, if it is one.
+fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
+    let sized = |n: usize| matches!(n, 1 | 2 | 4 | 8);
+    match e {
+        Expr::Field(i, _) => {
+            let f = field_at(fmt, *i);
+            (f.layout == FieldLayout::Inline && f.array_len.is_none() && sized(f.size)).then_some(
+                Fixed {
+                    at: f.offset,
+                    size: f.size,
+                },
+            )
+        }
+        Expr::Index(a, k) => {
+            let (Expr::Field(i, es), Expr::Num(k)) = (a.as_ref(), k.as_ref()) else {
+                return None;
+            };
+            let f = field_at(fmt, *i);
+            let k = usize::try_from(*k).ok()?;
+            let start = k.checked_mul(*es)?;
+            let inside = start.checked_add(*es)? <= f.size;
+            (f.layout == FieldLayout::Inline && f.array_len.is_some() && sized(*es) && inside)
+                .then_some(Fixed {
+                    at: f.offset.checked_add(start)?,
+                    size: *es,
+                })
+        }
+        _ => None,
+    }
+}
+
+/// The field `e` names when `%s` of it prints the field's characters.
+fn char_field(fmt: &EventFormat, e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Field(i, _) => {
+            let f = field_at(fmt, *i);
+            (f.array_len.is_some() || f.layout != FieldLayout::Inline).then_some(*i)
+        }
+        Expr::Data(i, _) => Some(*i),
+        _ => None,
+    }
+}
+
+fn compile(fmt: &EventFormat, c: Conv, args: &[Expr], arg: usize) -> Step {
+    if c.kind == b'p' && c.ext.starts_with('h') && !c.prec_arg {
+        let e = &args[arg + c.width_arg as usize];
+        return Step::RawBuf {
+            dynamic: matches!(e, Expr::Data(..)),
+            conv: c,
+            arg,
+        };
+    }
+    if !c.width_arg && !c.prec_arg {
+        let e = &args[arg];
+        if c.kind == b's'
+            && let Expr::Field(i, _) = e
+            && field_at(fmt, *i).layout == FieldLayout::Inline
+            && field_at(fmt, *i).array_len.is_none()
+        {
+            return Step::StrScalar { field: *i, conv: c };
+        }
+        if matches!(c.kind, b'd' | b'i' | b'u' | b'x' | b'X' | b'o')
+            && let Some(src) = fixed(fmt, e)
+        {
+            let plain = !(c.left || c.zero || c.plus || c.space || c.alt)
+                && c.width.is_none()
+                && c.prec.is_none();
+            return Step::Int {
+                src,
+                size: int_size(&c, HOST_LONG),
+                plain,
+                conv: c,
+            };
+        }
+        if c.kind == b's'
+            && let Some(field) = char_field(fmt, e)
+        {
+            return Step::Str {
+                field,
+                conv: c,
+                arg,
+            };
+        }
+    }
+    Step::Conv { conv: c, arg }
 }
 
 fn parse_printf(f: &str) -> Result<Vec<Piece>, String> {
@@ -299,8 +463,9 @@ fn parse_printf(f: &str) -> Result<Vec<Piece>, String> {
             // Only letters we know are taken as an extension; the kernel
             // stops at the first one it does not know.
             let known = [
-                "S", "s", "F", "f", "B", "SR", "I4", "i4", "I6", "i6", "I6c", "M", "m", "MR", "U",
-                "Ub", "UB", "Ul", "UL", "K", "x",
+                "S", "s", "F", "f", "B", "SR", "I4", "i4", "I6", "i6", "I6c", "IS", "iS", "ISp",
+                "iSp", "ISc", "iSc", "ISpc", "iSpc", "M", "m", "MR", "U", "Ub", "UB", "Ul", "UL",
+                "K", "x", "h", "hC", "hD", "hN",
             ];
             if !c.ext.is_empty() && !known.contains(&c.ext.as_str()) {
                 let mut best = "";
@@ -357,9 +522,6 @@ impl Parser<'_> {
     fn peek(&self) -> Option<&Tok> {
         self.toks.get(self.pos)
     }
-    fn peek_at(&self, n: usize) -> Option<&Tok> {
-        self.toks.get(self.pos + n)
-    }
     fn next(&mut self) -> Option<Tok> {
         let t = self.toks.get(self.pos).cloned();
         self.pos += 1;
@@ -390,6 +552,29 @@ impl Parser<'_> {
             .ok_or_else(|| format!("no field `{name}`"))
     }
 
+    /// The element size of field `i` when it is an array: from its declared
+    /// length, else from its element type; 1 when neither says.
+    fn elem_size(&self, i: usize) -> usize {
+        let f = field_at(self.fmt, i);
+        match f.array_len {
+            Some(n) if n > 0 && f.size.is_multiple_of(n) => f.size / n,
+            _ => {
+                let t = f
+                    .type_name
+                    .trim_start_matches("__data_loc ")
+                    .trim_start_matches("__rel_loc ")
+                    .trim_end_matches("[]");
+                let mut p = Parser {
+                    toks: tokenize(t).unwrap_or_default(),
+                    pos: 0,
+                    fmt: self.fmt,
+                    long: self.long,
+                };
+                p.ctype().map(|c| c.size).unwrap_or(1)
+            }
+        }
+    }
+
     fn is_type_start(&self) -> bool {
         match self.peek() {
             Some(Tok::Ident(w)) => {
@@ -401,6 +586,21 @@ impl Parser<'_> {
             }
             _ => false,
         }
+    }
+
+    /// Whether a `(` just read opens a cast to a type not in our word list:
+    /// `(NAME)` followed by something an operand starts with, e.g.
+    /// `(uint)(REC->lsn)` (libtraceevent takes any such parenthesized name as
+    /// a type).
+    fn is_named_cast(&self) -> bool {
+        matches!(
+            (self.peek(), self.toks.get(self.pos + 1), self.toks.get(self.pos + 2)),
+            (
+                Some(Tok::Ident(w)),
+                Some(Tok::Punct(")")),
+                Some(Tok::Ident(_) | Tok::Num(_) | Tok::Punct("(")),
+            ) if w != "REC"
+        )
     }
 
     /// Parses a type name up to (not including) the closing `)`.
@@ -420,47 +620,57 @@ impl Parser<'_> {
                 _ => break,
             }
         }
+        let spelled = words.join(" ");
+        let mask = if pointer || spelled.starts_with("struct") {
+            u64::MAX
+        } else {
+            match spelled.strip_prefix("unsigned ").unwrap_or(&spelled) {
+                "u8" | "s8" | "char" => 0xff,
+                "u16" | "s16" | "short" => 0xffff,
+                "u32" | "s32" | "int" => 0xffff_ffff,
+                _ => u64::MAX,
+            }
+        };
         let words: Vec<&str> = words
             .iter()
             .map(|s| s.as_str())
             .filter(|w| !matches!(*w, "const" | "volatile" | "struct" | "enum"))
             .collect();
-        let unsigned = words.contains(&"unsigned");
         let has = |w: &str| words.contains(&w);
         let long = self.long;
-        let (size, signed) = if pointer {
-            (long, false)
+        let size = if pointer {
+            long
         } else if has("char") {
-            (1, !unsigned)
+            1
         } else if has("short") {
-            (2, !unsigned)
+            2
         } else if words.iter().filter(|w| **w == "long").count() >= 2 {
-            (8, !unsigned)
+            8
         } else if has("long") {
-            (long, !unsigned)
+            long
         } else if has("int") || has("signed") || has("unsigned") {
-            (4, !unsigned)
+            4
         } else if let Some(w) = words.last() {
             let w = w.trim_start_matches("__");
             match w {
-                "u8" | "bool" => (1, false),
-                "s8" => (1, true),
-                "u16" => (2, false),
-                "s16" => (2, true),
-                "u32" | "gfp_t" => (4, false),
-                "s32" | "pid_t" => (4, true),
-                "u64" => (8, false),
-                "s64" | "loff_t" => (8, true),
-                "size_t" => (long, false),
-                "ssize_t" => (long, true),
-                _ => (8, false),
+                "u8" | "bool" => 1,
+                "s8" => 1,
+                "u16" => 2,
+                "s16" => 2,
+                "u32" | "gfp_t" => 4,
+                "s32" | "pid_t" => 4,
+                "u64" => 8,
+                "s64" | "loff_t" => 8,
+                "size_t" => long,
+                "ssize_t" => long,
+                _ => 8,
             }
         } else {
             return Err("empty type".into());
         };
         Ok(CType {
             size,
-            signed,
+            mask,
             pointer,
         })
     }
@@ -503,7 +713,7 @@ impl Parser<'_> {
         }
         if matches!(self.peek(), Some(Tok::Punct("("))) {
             self.pos += 1;
-            if self.is_type_start() {
+            if self.is_type_start() || self.is_named_cast() {
                 let t = self.ctype()?;
                 self.expect(")")?;
                 let e = self.unary()?;
@@ -553,7 +763,7 @@ impl Parser<'_> {
         while self.eat(",") {
             self.expect("{")?;
             let e = self.expr()?;
-            let n = const_eval(&e);
+            let n = flag_value(&e);
             self.expect(",")?;
             let s = match self.peek() {
                 Some(Tok::Str(s)) => {
@@ -582,20 +792,27 @@ impl Parser<'_> {
                 "REC" => {
                     self.expect("->")?;
                     match self.next() {
-                        Some(Tok::Ident(n)) => Ok(Expr::Field(self.field(&n)?)),
+                        Some(Tok::Ident(n)) => {
+                            let i = self.field(&n)?;
+                            Ok(Expr::Field(i, self.elem_size(i)))
+                        }
                         t => Err(format!("expected a field after REC->, found {t:?}")),
                     }
                 }
                 "__get_str"
                 | "__get_dynamic_array"
                 | "__get_rel_str"
-                | "__get_rel_dynamic_array" => Ok(Expr::Data(self.field_arg()?)),
+                | "__get_rel_dynamic_array" => {
+                    let i = self.field_arg()?;
+                    Ok(Expr::Data(i, self.elem_size(i)))
+                }
                 "__get_dynamic_array_len" | "__get_rel_dynamic_array_len" => {
                     Ok(Expr::DataLen(self.field_arg()?))
                 }
-                "__get_bitmask" | "__get_rel_bitmask" | "__get_cpumask" | "__get_rel_cpumask" => {
-                    Ok(Expr::Bitmask(self.field_arg()?))
+                "__get_bitmask" | "__get_rel_bitmask" => {
+                    Ok(Expr::Bitmask(self.field_arg()?, false))
                 }
+                "__get_cpumask" | "__get_rel_cpumask" => Ok(Expr::Bitmask(self.field_arg()?, true)),
                 "__print_symbolic" | "__print_symbolic_u64" => {
                     self.expect("(")?;
                     let v = self.expr()?;
@@ -639,6 +856,22 @@ impl Parser<'_> {
                     self.expect(")")?;
                     Ok(Expr::Num(t.size as i64))
                 }
+                // trace-cmd's jbd2 plugin defines `jiffies_to_msecs(x)` as `x`.
+                "jiffies_to_msecs" => {
+                    self.expect("(")?;
+                    let e = self.expr()?;
+                    self.expect(")")?;
+                    Ok(e)
+                }
+                // `__builtin_expect(x, hint)` is `x`.
+                "__builtin_expect" => {
+                    self.expect("(")?;
+                    let e = self.expr()?;
+                    self.expect(",")?;
+                    self.expr()?;
+                    self.expect(")")?;
+                    Ok(e)
+                }
                 "true" => Ok(Expr::Num(1)),
                 "false" | "NULL" => Ok(Expr::Num(0)),
                 _ if matches!(self.peek(), Some(Tok::Punct("("))) => {
@@ -646,7 +879,7 @@ impl Parser<'_> {
                 }
                 // A constant the kernel left unresolved: 0 in arithmetic,
                 // never equal to a value in a symbol table.
-                _ => Ok(Expr::Unknown),
+                _ => Ok(Expr::Unknown(w)),
             },
             t => Err(format!("unexpected {t:?}")),
         }
@@ -661,10 +894,45 @@ fn op_static(op: &str) -> &'static str {
     }
 }
 
+/// Names libtraceevent knows the value of when a symbol or flag table
+/// names them instead of giving a number (kernels that did not resolve
+/// these enums).
+const KNOWN_NAMES: [(&str, i64); 12] = [
+    ("HI_SOFTIRQ", 0),
+    ("TIMER_SOFTIRQ", 1),
+    ("NET_TX_SOFTIRQ", 2),
+    ("NET_RX_SOFTIRQ", 3),
+    ("BLOCK_SOFTIRQ", 4),
+    ("IRQ_POLL_SOFTIRQ", 5),
+    ("TASKLET_SOFTIRQ", 6),
+    ("SCHED_SOFTIRQ", 7),
+    ("HRTIMER_SOFTIRQ", 8),
+    ("RCU_SOFTIRQ", 9),
+    ("HRTIMER_NORESTART", 0),
+    ("HRTIMER_RESTART", 1),
+];
+
+/// The value of a `__print_symbolic` / `__print_flags` entry as
+/// libtraceevent takes it; `None` stands for its -1 (all ones). A number is
+/// itself; a name is its [`KNOWN_NAMES`] value, else -1; an expression is
+/// computed with unresolved names as 0, and a negative result is -1 (it
+/// prints the result in decimal and reads back only what starts with a
+/// digit). Casts around an entry are ignored.
+fn flag_value(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Cast(_, a) => flag_value(a),
+        Expr::Num(n) => Some(*n),
+        Expr::Unknown(name) => KNOWN_NAMES.iter().find(|(k, _)| k == name).map(|(_, v)| *v),
+        _ => const_eval(e).filter(|v| *v >= 0),
+    }
+}
+
+/// A constant expression's value, unresolved names counting as 0; `None`
+/// when it reads the record.
 fn const_eval(e: &Expr) -> Option<i64> {
     match e {
         Expr::Num(n) => Some(*n),
-        Expr::Unknown => None,
+        Expr::Unknown(_) => Some(0),
         Expr::Unary(op, a) => {
             let a = const_eval(a)?;
             Some(match *op {
@@ -679,13 +947,16 @@ fn const_eval(e: &Expr) -> Option<i64> {
     }
 }
 
+/// A binary operator as libtraceevent computes it: on unsigned 64-bit
+/// values (comparisons, division and shifts included); division by zero
+/// gives 0.
 fn binop(op: &str, a: i64, b: i64) -> i64 {
     match op {
         "+" => a.wrapping_add(b),
         "-" => a.wrapping_sub(b),
         "*" => a.wrapping_mul(b),
-        "/" => a.checked_div(b).unwrap_or(0),
-        "%" => a.checked_rem(b).unwrap_or(0),
+        "/" => (a as u64).checked_div(b as u64).unwrap_or(0) as i64,
+        "%" => (a as u64).checked_rem(b as u64).unwrap_or(0) as i64,
         "&" => a & b,
         "|" => a | b,
         "^" => a ^ b,
@@ -693,23 +964,27 @@ fn binop(op: &str, a: i64, b: i64) -> i64 {
         ">>" => ((a as u64).wrapping_shr(b as u32)) as i64,
         "==" => (a == b) as i64,
         "!=" => (a != b) as i64,
-        "<" => (a < b) as i64,
-        ">" => (a > b) as i64,
-        "<=" => (a <= b) as i64,
-        ">=" => (a >= b) as i64,
+        "<" => ((a as u64) < (b as u64)) as i64,
+        ">" => ((a as u64) > (b as u64)) as i64,
+        "<=" => ((a as u64) <= (b as u64)) as i64,
+        ">=" => ((a as u64) >= (b as u64)) as i64,
         "&&" => (a != 0 && b != 0) as i64,
         _ => (a != 0 || b != 0) as i64,
     }
 }
 
+/// `v` cast to `t` as libtraceevent casts (see [`CType::mask`]).
 fn cast(t: CType, v: i64) -> i64 {
-    match (t.size, t.signed) {
-        (1, true) => v as i8 as i64,
-        (1, false) => v as u8 as i64,
-        (2, true) => v as i16 as i64,
-        (2, false) => v as u16 as i64,
-        (4, true) => v as i32 as i64,
-        (4, false) => v as u32 as i64,
+    ((v as u64) & t.mask) as i64
+}
+
+/// The low `size` bytes of `v` as a signed number: how C's printf sees an
+/// argument passed as `char`, `short`, `int` or a 64-bit `long`.
+fn sign_extend(v: i64, size: usize) -> i64 {
+    match size {
+        1 => v as i8 as i64,
+        2 => v as i16 as i64,
+        4 => v as i32 as i64,
         _ => v,
     }
 }
@@ -729,28 +1004,6 @@ pub(crate) struct Ctx<'d, K: Kernel> {
     pub(crate) data: &'d [u8],
     pub(crate) big: bool,
     pub(crate) kernel: &'d K,
-}
-
-impl<K: Kernel> Ctx<'_, K> {
-    fn elem_size(&self, f: &Field) -> usize {
-        match f.array_len {
-            Some(n) if n > 0 && f.size.is_multiple_of(n) => f.size / n,
-            _ => {
-                let t = f
-                    .type_name
-                    .trim_start_matches("__data_loc ")
-                    .trim_start_matches("__rel_loc ")
-                    .trim_end_matches("[]");
-                let mut p = Parser {
-                    toks: tokenize(t).unwrap_or_default(),
-                    pos: 0,
-                    fmt: self.fmt,
-                    long: self.kernel.long_size(),
-                };
-                p.ctype().map(|c| c.size).unwrap_or(1)
-            }
-        }
-    }
 }
 
 impl PrintFmt {
@@ -789,48 +1042,124 @@ impl PrintFmt {
                 args.len()
             ));
         }
-        let _ = p.peek_at(0);
-        Ok(PrintFmt { pieces, args })
+        let mut steps = Vec::with_capacity(pieces.len());
+        let mut ai = 0;
+        for pc in pieces {
+            match pc {
+                Piece::Lit(s) => steps.push(Step::Lit(s.into_bytes().into_boxed_slice())),
+                Piece::Conv(c) => {
+                    let arg = ai;
+                    ai += 1 + c.width_arg as usize + c.prec_arg as usize;
+                    steps.push(compile(fmt, c, &args, arg));
+                }
+            }
+        }
+        Ok(PrintFmt { steps, args })
     }
 
-    /// Renders one record. Errors: only those of `out`.
+    /// Renders one record by running the compiled steps. Errors: only
+    /// those of `out`.
     pub(crate) fn write<K: Kernel>(
         &self,
         cx: &Ctx<'_, K>,
         out: &mut Vec<u8>,
     ) -> std::io::Result<()> {
-        let mut ai = 0;
-        for pc in &self.pieces {
-            match pc {
-                Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
-                Piece::Conv(c) if !c.width_arg && !c.prec_arg => {
-                    let v = self.args.get(ai).map(|e| eval(e, cx));
-                    ai += 1;
-                    conv(cx, c, v.unwrap_or(Val::Num(0)), out);
+        for step in &self.steps {
+            match step {
+                Step::Lit(s) => out.extend_from_slice(s),
+                Step::Int {
+                    src,
+                    conv,
+                    size,
+                    plain,
+                } => {
+                    let v = src.read(cx.data, cx.big);
+                    if *plain {
+                        write_plain_int(conv.kind, v, *size, out);
+                    } else {
+                        format_int(conv, v, *size, out);
+                    }
                 }
-                Piece::Conv(c) => {
-                    let mut c = c.clone();
-                    if c.width_arg {
-                        let w = self.num_arg(cx, ai);
-                        ai += 1;
-                        if w < 0 {
-                            c.left = true;
+                Step::Str { field, conv, arg } => {
+                    match field_at(cx.fmt, *field).raw(cx.data, cx.big) {
+                        Some(b) => {
+                            let mut s = until_nul(b);
+                            if let Some(p) = conv.prec {
+                                s = &s[..p.min(s.len())];
+                            }
+                            pad(conv, s, out);
                         }
-                        c.width = Some(w.unsigned_abs() as usize);
+                        None => self.general(cx, conv, *arg, out),
                     }
-                    if c.prec_arg {
-                        let p = self.num_arg(cx, ai);
-                        ai += 1;
-                        c.prec = (p >= 0).then_some(p as usize);
-                    }
-                    let v = self.args.get(ai).map(|e| eval(e, cx));
-                    ai += 1;
-                    let v = v.unwrap_or(Val::Num(0));
-                    conv(cx, &c, v, out);
                 }
+                Step::StrScalar { field, conv } => {
+                    let f = field_at(cx.fmt, *field);
+                    let raw = f.raw(cx.data, cx.big).unwrap_or(&[]);
+                    if f.size == cx.kernel.long_size() {
+                        let addr = read_uint(raw, cx.big).unwrap_or(0);
+                        match cx.kernel.kernel_string(addr) {
+                            Some(t) => out.extend_from_slice(t.as_bytes()),
+                            None => out.extend_from_slice(format!("{addr:x}").as_bytes()),
+                        }
+                    } else {
+                        pad(conv, until_nul(raw), out);
+                    }
+                }
+                Step::RawBuf { conv, arg, dynamic } => {
+                    let (len, value) = if conv.width_arg {
+                        (self.num_arg(cx, *arg), *arg + 1)
+                    } else {
+                        (1, *arg)
+                    };
+                    if !dynamic {
+                        out.extend_from_slice(b"ARG TYPE NOT FIELD BUT 2");
+                        continue;
+                    }
+                    let b = match self.args.get(value).map(|e| eval(e, cx)) {
+                        Some(Val::Bytes(b, _)) => b,
+                        _ => &[],
+                    };
+                    let sep: &[u8] = match conv.ext.as_bytes().get(1) {
+                        Some(b'C') => b":",
+                        Some(b'D') => b"-",
+                        Some(b'N') => b"",
+                        _ => b" ",
+                    };
+                    let n = usize::try_from(len).unwrap_or(0).min(b.len());
+                    for (i, x) in b[..n].iter().enumerate() {
+                        if i > 0 {
+                            out.extend_from_slice(sep);
+                        }
+                        out.extend_from_slice(format!("{x:02x}").as_bytes());
+                    }
+                }
+                Step::Conv { conv, arg } => self.general(cx, conv, *arg, out),
             }
         }
         Ok(())
+    }
+
+    /// A conversion whose arguments are evaluated: `*` width and precision
+    /// first when the conversion takes them, then the value.
+    fn general<K: Kernel>(&self, cx: &Ctx<'_, K>, c: &Conv, mut ai: usize, out: &mut Vec<u8>) {
+        if !c.width_arg && !c.prec_arg {
+            let v = self.args.get(ai).map_or(Val::Num(0), |e| eval(e, cx));
+            return conv(cx, c, v, out);
+        }
+        let mut c = c.clone();
+        if c.width_arg {
+            let w = self.num_arg(cx, ai);
+            ai += 1;
+            c.left |= w < 0;
+            c.width = Some(record_width(w));
+        }
+        if c.prec_arg {
+            let p = self.num_arg(cx, ai);
+            ai += 1;
+            c.prec = (p >= 0).then_some(record_width(p));
+        }
+        let v = self.args.get(ai).map_or(Val::Num(0), |e| eval(e, cx));
+        conv(cx, &c, v, out);
     }
 
     fn num_arg<K: Kernel>(&self, cx: &Ctx<'_, K>, i: usize) -> i64 {
@@ -839,6 +1168,28 @@ impl PrintFmt {
             _ => 0,
         }
     }
+}
+
+/// A printk_formats string with its escapes resolved as libtraceevent
+/// resolves them in a trace_printk format: `\n`, `\t`, `\r`, `\\`, and
+/// any other escaped character as itself (`\"` is `"`).
+fn unescape_printk(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => {}
+        }
+    }
+    out
 }
 
 /// Renders a `bprint` record (`trace_printk` with a constant format): `fmt`
@@ -857,7 +1208,7 @@ pub(crate) fn write_bprint<K: Kernel>(
     args: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let pieces = parse_printf(fmt)?;
+    let pieces = parse_printf(&unescape_printk(fmt))?;
     let long = cx.kernel.long_size();
     let big = cx.big;
     let mut at = 0usize;
@@ -916,12 +1267,12 @@ pub(crate) fn write_bprint<K: Kernel>(
                     let w = vals.get(vi).copied().flatten().unwrap_or(0);
                     vi += 1;
                     c.left |= w < 0;
-                    c.width = Some(w.unsigned_abs() as usize);
+                    c.width = Some(record_width(w));
                 }
                 if c.prec_arg {
                     let p = vals.get(vi).copied().flatten().unwrap_or(0);
                     vi += 1;
-                    c.prec = (p >= 0).then_some(p as usize);
+                    c.prec = (p >= 0).then_some(record_width(p));
                 }
                 let v = match vals.get(vi).copied().flatten() {
                     Some(n) => Val::Num(n),
@@ -939,34 +1290,40 @@ pub(crate) fn write_bprint<K: Kernel>(
     Ok(())
 }
 
+/// Most a `*` width or precision taken from a record may be: a record is
+/// hostile input, and a width of 2^31 would make one line gigabytes long.
+const MAX_RECORD_WIDTH: usize = 1024;
+
+/// A `*` width or precision from a record (its magnitude), at most
+/// [`MAX_RECORD_WIDTH`].
+fn record_width(v: i64) -> usize {
+    (v.unsigned_abs() as usize).min(MAX_RECORD_WIDTH)
+}
+
 fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
     match eval(e, cx) {
         Val::Num(n) => n,
         Val::Bytes(b, _) => b.as_ptr() as i64,
-        Val::Text(_) => 0,
+        Val::Text(_) | Val::Pieces(_) => 0,
     }
 }
 
 fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
     match e {
         Expr::Num(n) => Val::Num(*n),
-        Expr::Unknown => Val::Num(0),
+        Expr::Unknown(_) => Val::Num(0),
         Expr::Str(s) => Val::Bytes(s.as_bytes(), 1),
-        Expr::Field(i) => {
+        Expr::Field(i, es) => {
             let f = field_at(cx.fmt, *i);
             let Some(raw) = f.raw(cx.data, cx.big) else {
                 return Val::Num(0);
             };
             if f.array_len.is_some() || f.layout != FieldLayout::Inline {
-                return Val::Bytes(raw, cx.elem_size(f));
+                return Val::Bytes(raw, *es);
             }
+            // Read as unsigned whatever `signed:` says, as libtraceevent
+            // reads: a conversion's size gives the sign back when printed.
             match read_uint(raw, cx.big) {
-                Some(v) if f.signed => Val::Num(match raw.len() {
-                    1 => v as u8 as i8 as i64,
-                    2 => v as u16 as i16 as i64,
-                    4 => v as u32 as i32 as i64,
-                    _ => v as i64,
-                }),
                 Some(v) => Val::Num(v as i64),
                 None => Val::Bytes(raw, 1),
             }
@@ -1018,63 +1375,68 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
                 _ => Val::Num(0),
             }
         }
-        Expr::Data(i) => {
+        Expr::Data(i, es) => {
             let f = field_at(cx.fmt, *i);
-            Val::Bytes(f.raw(cx.data, cx.big).unwrap_or(&[]), cx.elem_size(f))
+            Val::Bytes(f.raw(cx.data, cx.big).unwrap_or(&[]), *es)
         }
         Expr::DataLen(i) => {
             let f = field_at(cx.fmt, *i);
             Val::Num(f.raw(cx.data, cx.big).map_or(0, |b| b.len() as i64))
         }
-        Expr::Bitmask(i) => {
+        Expr::Bitmask(i, cpus) => {
             let f = field_at(cx.fmt, *i);
-            Val::Text(bitmask(f.raw(cx.data, cx.big).unwrap_or(&[]), cx.big))
+            let b = f.raw(cx.data, cx.big).unwrap_or(&[]);
+            Val::Text(if *cpus {
+                cpu_list(b, cx.big)
+            } else {
+                bitmask(b, cx.big)
+            })
         }
         Expr::Symbolic(v, pairs) => {
             let v = num(v, cx);
             match pairs.iter().find(|(n, _)| n.unwrap_or(-1) == v) {
                 Some((_, s)) => Val::Text(s.clone()),
-                None => Val::Text(format!("0x{:x}", v)),
+                // A value no entry names: in hex, without the conversion's
+                // width.
+                None => Val::Pieces(vec![(format!("0x{v:x}"), false)]),
             }
         }
         Expr::Flags(v, delim, pairs) => {
             let mut v = num(v, cx) as u64;
-            let mut s = String::new();
-            // libtraceevent: an unresolved value (-1) names the value 0; a
-            // known 0 never matches.
+            // Each name takes the conversion's width, delimiters and the
+            // hex of bits no name covers do not (libtraceevent).
+            let mut p: Vec<(String, bool)> = Vec::new();
+            // An unresolved value (-1) names the value 0; a known 0 never
+            // matches.
             for (n, name) in pairs {
                 let Some(n) = *n else {
                     if v == 0 {
-                        s.push_str(name);
+                        p.push((name.clone(), true));
                         break;
                     }
                     continue;
                 };
                 let n = n as u64;
                 if (n as i64) > 0 && v & n == n {
-                    if !s.is_empty() {
-                        s.push_str(delim);
+                    if !p.is_empty() {
+                        p.push((delim.clone(), false));
                     }
-                    s.push_str(name);
+                    p.push((name.clone(), true));
                     v &= !n;
                 }
             }
             if v != 0 {
-                if !s.is_empty() {
-                    s.push_str(delim);
+                if !p.is_empty() {
+                    p.push((delim.clone(), false));
                 }
-                s.push_str(&format!("0x{v:x}"));
+                p.push((format!("0x{v:x}"), false));
             }
-            Val::Text(s)
+            Val::Pieces(p)
         }
         Expr::Hex(a, n, concat) => {
             let n = num(n, cx).max(0) as usize;
-            let b = match eval(a, cx) {
-                Val::Bytes(b, _) => b,
-                _ => &[],
-            };
             let mut s = String::new();
-            for (i, x) in b.iter().take(n).enumerate() {
+            for (i, x) in from_field(a, cx).iter().take(n).enumerate() {
                 if i > 0 && !concat {
                     s.push(' ');
                 }
@@ -1083,54 +1445,120 @@ fn eval<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> Val<'d> {
             Val::Text(s)
         }
         Expr::Array(a, n, es) => {
+            // libtraceevent 1.7.1 (trace-cmd 3.1.6's): elements in
+            // decimal, space-separated; an element size other than 1, 2, 4
+            // or 8 prints `BAD SIZE:N 0xFIRST_BYTE` and steps by one byte.
             let n = num(n, cx).max(0) as usize;
-            let es = num(es, cx).clamp(1, 8) as usize;
-            let b = match eval(a, cx) {
-                Val::Bytes(b, _) => b,
-                _ => &[],
-            };
-            let mut s = String::from("{");
-            for (i, c) in b.chunks_exact(es).take(n).enumerate() {
-                if i > 0 {
-                    s.push(',');
+            let es = num(es, cx);
+            let b = from_field(a, cx);
+            let mut s = String::new();
+            let mut at = 0usize;
+            for i in 0..n {
+                if at >= b.len() {
+                    break;
                 }
-                let v = read_uint(c, cx.big).unwrap_or(0);
-                s.push_str(&format!("0x{v:x}"));
+                if i > 0 {
+                    s.push(' ');
+                }
+                match usize::try_from(es) {
+                    Ok(size @ (1 | 2 | 4 | 8)) => {
+                        let Some(v) = b.get(at..at + size).and_then(|c| read_uint(c, cx.big))
+                        else {
+                            break;
+                        };
+                        s.push_str(&v.to_string());
+                        at += size;
+                    }
+                    _ => {
+                        s.push_str(&format!("BAD SIZE:{} 0x{:x}", es as i32, b[at]));
+                        at += 1;
+                    }
+                }
             }
-            s.push('}');
             Val::Text(s)
         }
     }
 }
 
-fn bitmask(b: &[u8], big: bool) -> String {
-    // Printed like the kernel's %*pb: 32-bit words, most significant first,
-    // comma separated, leading zero words dropped but the first kept in full.
-    let mut words: Vec<u32> = b
-        .chunks(4)
-        .map(|c| {
-            if c.len() == 4 {
-                read_uint(c, big).unwrap_or(0) as u32
-            } else {
-                c.iter().rev().fold(0, |a, x| (a << 8) | *x as u32)
+/// The bytes `__print_hex` / `__print_array` read: from the start of the
+/// field `e` names (inline, or the dynamic array's data) to the end of the
+/// record, as libtraceevent reads them past the field (it stops nowhere; we
+/// stop at the record's end). Other arguments: their own bytes.
+fn from_field<'d, K: Kernel>(e: &'d Expr, cx: &Ctx<'d, K>) -> &'d [u8] {
+    let field = match e {
+        Expr::Field(i, _) | Expr::Data(i, _) => Some(field_at(cx.fmt, *i)),
+        _ => None,
+    };
+    match field {
+        Some(f) if f.layout == FieldLayout::Inline => cx.data.get(f.offset..).unwrap_or(&[]),
+        Some(f) => match f.raw(cx.data, cx.big) {
+            Some(r) => {
+                let start = (r.as_ptr() as usize).saturating_sub(cx.data.as_ptr() as usize);
+                cx.data.get(start..).unwrap_or(&[])
             }
-        })
-        .collect();
-    words.reverse();
-    let mut s = String::new();
-    let mut started = false;
-    for (i, w) in words.iter().enumerate() {
-        if !started && *w == 0 && i + 1 < words.len() {
-            continue;
-        }
-        if started {
-            s.push_str(&format!(",{w:08x}"));
-        } else {
-            s.push_str(&format!("{w:x}"));
-            started = true;
+            None => &[],
+        },
+        None => match eval(e, cx) {
+            Val::Bytes(b, _) => b,
+            _ => &[],
+        },
+    }
+}
+
+/// `__get_bitmask` as libtraceevent prints it: every byte in hex, most
+/// significant first (the mask is an array of kernel longs in the file's
+/// byte order), a comma between 32-bit groups counted from the low end.
+fn bitmask(b: &[u8], big: bool) -> String {
+    let mut s = String::with_capacity(b.len() * 2 + b.len() / 4);
+    let n = b.len();
+    for k in (0..n).rev() {
+        // k counts bytes from the low end.
+        let byte = if big { b[n - 1 - k] } else { b[k] };
+        s.push_str(&format!("{byte:02x}"));
+        if k > 0 && k % 4 == 0 {
+            s.push(',');
         }
     }
     s
+}
+
+/// `__get_cpumask` as libtraceevent prints it: the set bits as a list of
+/// CPUs and ranges, `0-1,4,6-7`.
+fn cpu_list(b: &[u8], big: bool) -> String {
+    let n = b.len();
+    let bit = |i: usize| {
+        let byte = if big { b[n - 1 - i / 8] } else { b[i / 8] };
+        byte & (1 << (i % 8)) != 0
+    };
+    let mut s = String::new();
+    let mut i = 0;
+    while i < n * 8 {
+        if !bit(i) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < n * 8 && bit(i) {
+            i += 1;
+        }
+        if !s.is_empty() {
+            s.push(',');
+        }
+        if i - start == 1 {
+            s.push_str(&start.to_string());
+        } else {
+            s.push_str(&format!("{start}-{}", i - 1));
+        }
+    }
+    s
+}
+
+/// `s` cut to the conversion's precision, as `%.Ns` cuts.
+fn precision<'s>(c: &Conv, s: &'s [u8]) -> &'s [u8] {
+    match c.prec {
+        Some(p) => &s[..p.min(s.len())],
+        None => s,
+    }
 }
 
 fn pad(c: &Conv, body: &[u8], out: &mut Vec<u8>) {
@@ -1155,26 +1583,68 @@ fn int_size(c: &Conv, long: usize) -> usize {
     }
 }
 
-fn format_int(c: &Conv, v: i64, long: usize, out: &mut Vec<u8>) {
-    let size = int_size(c, long);
+/// Writes `v` for an integer conversion without flag, width or precision
+/// (`kind` one of `d i u x X o`, `size` the conversion's integer size): the
+/// common case, without [`format_int`]'s padding logic.
+#[inline]
+fn write_plain_int(kind: u8, v: i64, size: usize, out: &mut Vec<u8>) {
+    let mut ibuf = itoa::Buffer::new();
+    match kind {
+        b'd' | b'i' => {
+            let s = sign_extend(v, size);
+            out.extend_from_slice(ibuf.format(s).as_bytes());
+        }
+        b'u' => out.extend_from_slice(ibuf.format(truncate(v, size)).as_bytes()),
+        b'x' | b'X' => {
+            let table: &[u8; 16] = if kind == b'x' {
+                b"0123456789abcdef"
+            } else {
+                b"0123456789ABCDEF"
+            };
+            let u = truncate(v, size);
+            let digits = (64 - u.leading_zeros()).div_ceil(4).max(1);
+            for i in (0..digits).rev() {
+                out.push(table[((u >> (i * 4)) & 0xf) as usize]);
+            }
+        }
+        _ => format_int(&PLAIN_OCTAL, v, size, out),
+    }
+}
+
+/// `%o` without flags: what [`write_plain_int`] hands to [`format_int`].
+const PLAIN_OCTAL: Conv = Conv {
+    left: false,
+    zero: false,
+    plus: false,
+    space: false,
+    alt: false,
+    width: None,
+    width_arg: false,
+    prec: None,
+    prec_arg: false,
+    len: Len::None,
+    kind: b'o',
+    ext: String::new(),
+};
+
+/// `v`'s low `size` bytes, unsigned.
+#[inline]
+fn truncate(v: i64, size: usize) -> u64 {
+    if size >= 8 {
+        v as u64
+    } else {
+        (v as u64) & ((1u64 << (size * 8)) - 1)
+    }
+}
+
+/// Writes `v` for integer conversion `c` of `size` bytes (see [`int_size`]).
+fn format_int(c: &Conv, v: i64, size: usize, out: &mut Vec<u8>) {
     let signed = matches!(c.kind, b'd' | b'i');
     let (neg, mag): (bool, u64) = if signed {
-        let s = cast(
-            CType {
-                size,
-                signed: true,
-                pointer: false,
-            },
-            v,
-        );
+        let s = sign_extend(v, size);
         (s < 0, s.unsigned_abs())
     } else {
-        let u = if size >= 8 {
-            v as u64
-        } else {
-            (v as u64) & ((1u64 << (size * 8)) - 1)
-        };
-        (false, u)
+        (false, truncate(v, size))
     };
     // Digits into a stack buffer (22 octal digits hold any u64): no
     // allocation per record.
@@ -1242,8 +1712,13 @@ fn until_nul(b: &[u8]) -> &[u8] {
     }
 }
 
+/// `sizeof(long)` where trace-cmd runs (64-bit hosts): libtraceevent prints
+/// `%l` conversions through the C `long` of its own machine, whatever the
+/// traced kernel's long.
+const HOST_LONG: usize = 8;
+
 fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
-    let long = cx.kernel.long_size();
+    let long = HOST_LONG;
     match (c.kind, v) {
         (b's', Val::Bytes(b, _)) => {
             let mut s = until_nul(b);
@@ -1252,24 +1727,117 @@ fn conv<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) {
             }
             pad(c, s, out);
         }
-        (b's', Val::Text(t)) => pad(c, t.as_bytes(), out),
+        (b's', Val::Text(t)) => pad(c, precision(c, t.as_bytes()), out),
+        (_, Val::Pieces(p)) => {
+            for (t, padded) in p {
+                if padded {
+                    pad(c, t.as_bytes(), out);
+                } else {
+                    out.extend_from_slice(t.as_bytes());
+                }
+            }
+        }
         (b's', Val::Num(n)) => {
             let s = match cx.kernel.kernel_string(n as u64) {
                 Some(s) => s.to_string(),
                 None => format!("{:x}", n),
             };
-            pad(c, s.as_bytes(), out)
+            pad(c, precision(c, s.as_bytes()), out)
         }
         (b'p', v) => pointer(cx, c, v, out),
         (_, Val::Text(t)) => pad(c, t.as_bytes(), out),
         (b'c', Val::Num(n)) => pad(c, &[n as u8], out),
-        (_, Val::Num(n)) => format_int(c, n, long, out),
+        (_, Val::Num(n)) => format_int(c, n, int_size(c, long), out),
         (_, Val::Bytes(b, es)) => {
             // An array used as a number: its first element.
             let es = es.clamp(1, 8);
             let n = b.get(..es).and_then(|x| read_uint(x, cx.big)).unwrap_or(0);
-            format_int(c, n as i64, long, out)
+            format_int(c, n as i64, int_size(c, long), out)
         }
+    }
+}
+
+/// An IPv6 address as libtraceevent prints `%pI6` (`colons`: four hex
+/// digits per group, `:`-separated) and `%pi6` (32 hex digits).
+fn ipv6(b: &[u8], colons: bool) -> String {
+    let mut s = String::new();
+    for i in 0..8 {
+        if i > 0 && colons {
+            s.push(':');
+        }
+        s.push_str(&format!("{:02x}{:02x}", b[2 * i], b[2 * i + 1]));
+    }
+    s
+}
+
+/// `%pI6c`: groups in hex without leading zeros, the longest run of two or
+/// more zero groups as `::` (the first of equal runs).
+fn ipv6_compressed(b: &[u8]) -> String {
+    let w: Vec<u16> = (0..8)
+        .map(|i| u16::from_be_bytes([b[2 * i], b[2 * i + 1]]))
+        .collect();
+    let (mut best, mut best_len) = (8, 1);
+    let mut i = 0;
+    while i < 8 {
+        let start = i;
+        while i < 8 && w[i] == 0 {
+            i += 1;
+        }
+        if i - start > best_len {
+            (best, best_len) = (start, i - start);
+        }
+        i = i.max(start + 1);
+    }
+    let mut s = String::new();
+    let mut k = 0;
+    while k < 8 {
+        if k == best {
+            s.push_str("::");
+            k += best_len;
+            continue;
+        }
+        if !s.is_empty() && !s.ends_with(':') {
+            s.push(':');
+        }
+        s.push_str(&format!("{:x}", w[k]));
+        k += 1;
+    }
+    s
+}
+
+/// `%pIS` (flags `p`: port, `c`: accepted, printed uncompressed) of a
+/// `struct sockaddr` field as libtraceevent prints it: by its family (in
+/// the file's byte order) `A.B.C.D[:PORT]`, `[IPV6]:PORT` or the address
+/// alone, `INVALIDIPv4`/`INVALIDIPv6` when the field is too short, nothing
+/// for other families.
+fn sockaddr(b: &[u8], ext: &str, big: bool) -> String {
+    let family = b.get(..2).and_then(|f| read_uint(f, big));
+    let port = b.get(2..4).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
+    let with_port = ext.contains('p');
+    match family {
+        Some(2) if b.len() < 16 => "INVALIDIPv4".into(),
+        Some(2) => {
+            let a = &b[4..8];
+            let mut s = if ext.starts_with('i') {
+                format!("{:03}.{:03}.{:03}.{:03}", a[0], a[1], a[2], a[3])
+            } else {
+                format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+            };
+            if with_port {
+                s.push_str(&format!(":{port}"));
+            }
+            s
+        }
+        Some(10) if b.len() < 28 => "INVALIDIPv6".into(),
+        Some(10) => {
+            let a = ipv6(&b[8..24], ext.starts_with('I'));
+            if with_port {
+                format!("[{a}]:{port}")
+            } else {
+                a
+            }
+        }
+        _ => String::new(),
     }
 }
 
@@ -1284,7 +1852,7 @@ fn pointer<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) 
         Val::Bytes(b, _) => {
             read_uint(b.get(..cx.kernel.long_size()).unwrap_or(&[]), cx.big).unwrap_or(0)
         }
-        Val::Text(_) => 0,
+        Val::Text(_) | Val::Pieces(_) => 0,
     };
     let s = match ext {
         "S" | "s" | "F" | "f" | "B" | "SR" => match cx.kernel.symbol(addr) {
@@ -1306,21 +1874,14 @@ fn pointer<K: Kernel>(cx: &Ctx<'_, K>, c: &Conv, v: Val<'_>, out: &mut Vec<u8>) 
             if b.len() < 16 {
                 return pad(c, b"(null)", out);
             }
-            let mut s = String::new();
-            for i in 0..8 {
-                if i > 0 {
-                    s.push(':');
-                }
-                if ext == "i6" {
-                    s.push_str(&format!("{:02x}{:02x}", b[2 * i], b[2 * i + 1]));
-                } else {
-                    s.push_str(&format!(
-                        "{:x}",
-                        u16::from_be_bytes([b[2 * i], b[2 * i + 1]])
-                    ));
-                }
+            if ext == "I6c" {
+                ipv6_compressed(b)
+            } else {
+                ipv6(b, ext != "i6")
             }
-            s
+        }
+        "IS" | "iS" | "ISp" | "iSp" | "ISc" | "iSc" | "ISpc" | "iSpc" => {
+            sockaddr(bytes.unwrap_or(&[]), ext, cx.big)
         }
         "M" | "m" | "MR" => {
             let b = bytes.unwrap_or(&[]);
@@ -1461,8 +2022,35 @@ REC->a < 0 ? \"neg\" : \"pos\"",
         d[24..27].copy_from_slice(b"ab\0");
         assert_eq!(
             render(&f, &d),
-            "a=-3   | b=0x001007 c=ab s=MINUS3 f=A|B|B|0x1004 p=do_thing+0x7 q=do_thing neg"
-                .replace("A|B|B|0x1004", "A|B|0x1004")
+            // libtraceevent: a negative table entry stands for -1, so the
+            // int field's -3 (read unsigned) is a miss; comparisons are
+            // unsigned, so `a < 0` is false.
+            "a=-3   | b=0x001007 c=ab s=0xfffffffd f=A|B|0x1004 p=do_thing+0x7 q=do_thing pos"
+        );
+    }
+
+    #[test]
+    fn helpers_print_as_libtraceevent_1_7_prints_them() {
+        let f = fmt(
+            "\tfield:int v;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:__data_loc unsigned long[] mask;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:unsigned long long big;\toffset:16;\tsize:8;\tsigned:0;\n",
+            "\"[%-6s] [%-4s] %s %s %ld %lx %d\", __print_symbolic(REC->v, { 1, \"one\" }), \
+__print_flags(REC->v, \"|\", { 1, \"A\" }), __get_bitmask(mask), __get_cpumask(mask), \
+REC->v, REC->big, (REC->v < 0)",
+        );
+        let mut d = vec![0u8; 32];
+        d[8..12].copy_from_slice(&(-1i32).to_le_bytes());
+        // The mask: 8 bytes at 24.
+        d[12..16].copy_from_slice(&(24u32 | (8 << 16)).to_le_bytes());
+        d[16..24].copy_from_slice(&0x1_0000_0002u64.to_le_bytes());
+        d[24..32].copy_from_slice(&0x0000_0001_0000_00f1u64.to_le_bytes());
+        assert_eq!(
+            render(&f, &d),
+            // A miss and a flag remainder take no width; a bitmask keeps its
+            // zeros; %ld of an int reads it unsigned; comparisons are
+            // unsigned (-1 < 0 is false).
+            "[0xffffffff] [A   |0xfffffffe] 00000001,000000f1 0,4-7,32 4294967295 100000002 0"
         );
     }
 

@@ -63,6 +63,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
         ("timer", "hrtimer_expire_entry") => {
             ["function", "now"].iter().all(|n| f.field(n).is_some())
         }
+        ("tlb", "tlb_flush") => ["pages", "reason"].iter().all(|n| f.field(n).is_some()),
         ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
         ("ftrace", "bprint") => ["ip", "fmt", "buf"].iter().all(|n| f.field(n).is_some()),
         _ => false,
@@ -141,19 +142,32 @@ fn write_func_field(file: &TraceFile, out: &mut Vec<u8>, addr: u64) -> std::io::
 }
 
 /// A task as the sched plugins print it, `COMM:PID [PRIO]`, from the fields
-/// named `[comm, pid, prio]`.
+/// named `[comm, pid, prio]`: the pid read unsigned, the prio as an `int`
+/// (sched_switch) or unsigned (`signed_prio` false: sched_wakeup).
 fn write_task(
     ev: &Event<'_>,
     out: &mut Vec<u8>,
     [comm, pid, prio]: [&str; 3],
+    signed_prio: bool,
 ) -> std::io::Result<()> {
     out.extend_from_slice(str_field(ev, comm));
-    write!(
-        out,
-        ":{} [{}]",
-        num_field(ev, pid),
-        num_field(ev, prio) as i32
-    )
+    write!(out, ":{} [", unum_field(ev, pid))?;
+    let prio = unum_field(ev, prio);
+    if signed_prio {
+        write!(out, "{}]", prio as i32)
+    } else {
+        write!(out, "{prio}]")
+    }
+}
+
+/// A field's value read unsigned, as the plugins' `tep_get_field_val`
+/// reads it (a pid or prio of -1 prints as 4294967295).
+fn unum_field(ev: &Event<'_>, name: &str) -> u64 {
+    ev.format
+        .field(name)
+        .and_then(|f| f.raw(&ev.data, ev.big_endian))
+        .and_then(|b| read_uint(b, ev.big_endian))
+        .unwrap_or(0)
 }
 
 /// The sched_switch / sched_wakeup / hrtimer handlers of trace-cmd's
@@ -162,18 +176,18 @@ fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
     let f = ev.format;
     match f.name.as_str() {
         "sched_switch" => {
-            write_task(ev, out, ["prev_comm", "prev_pid", "prev_prio"])?;
+            write_task(ev, out, ["prev_comm", "prev_pid", "prev_prio"], true)?;
             out.push(b' ');
             write_state(out, num_field(ev, "prev_state") as u64);
             out.extend_from_slice(b" ==> ");
-            write_task(ev, out, ["next_comm", "next_pid", "next_prio"])?;
+            write_task(ev, out, ["next_comm", "next_pid", "next_prio"], true)?;
         }
         "sched_wakeup" | "sched_wakeup_new" => {
-            write_task(ev, out, ["comm", "pid", "prio"])?;
+            write_task(ev, out, ["comm", "pid", "prio"], false)?;
             if f.field("success").is_some() {
                 write!(out, " success={}", num_field(ev, "success") as i32)?;
             }
-            write!(out, " CPU:{:03}", num_field(ev, "target_cpu") as i32)?;
+            write!(out, " CPU:{:03}", unum_field(ev, "target_cpu"))?;
         }
         "hrtimer_start" | "hrtimer_expire_entry" => {
             let timer = if f.field("timer").is_some() {
@@ -196,6 +210,20 @@ fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                 write!(out, " now={} function=", num_field(ev, "now") as u64)?;
                 write_func_field(file, out, func)?;
             }
+        }
+        "tlb_flush" => {
+            // trace-cmd's tlb plugin: its own names for the first four
+            // reasons, none for the others.
+            let pages = unum_field(ev, "pages");
+            let reason = unum_field(ev, "reason");
+            let name = match reason {
+                0 => "flush on task switch",
+                1 => "remote shootdown",
+                2 => "local shootdown",
+                3 => "local mm shootdown",
+                _ => "",
+            };
+            write!(out, "pages={} reason={name} ({reason})", pages as i64)?;
         }
         _ => return Ok(false),
     }
@@ -436,7 +464,7 @@ pub struct Printer<'a> {
     /// Comms learned from the records printed so far ([`Comms`]).
     comms: Comms,
     /// Per CPU, the call chain the function plugin has seen (for indents).
-    calls: Vec<Vec<Option<String>>>,
+    calls: FxHashMap<u32, Vec<Option<String>>>,
     line: Vec<u8>,
 }
 
@@ -449,7 +477,7 @@ impl<'a> Printer<'a> {
             heads: FxHashMap::default(),
             names: Vec::new(),
             bodies: Vec::new(),
-            calls: Vec::new(),
+            calls: FxHashMap::default(),
             comms: Comms::new(),
             line: Vec::with_capacity(256),
         }
@@ -544,7 +572,12 @@ impl<'a> Printer<'a> {
                         kernel: file,
                     },
                     &mut self.line,
-                )?
+                )?;
+                // trace-cmd ends the line itself: a print fmt ending in a
+                // newline (ext4's fsmap events) adds no empty line.
+                if self.line.last() == Some(&b'\n') {
+                    self.line.pop();
+                }
             }
             Body::Plugin if ev.format.name == "function" && ev.format.system == "ftrace" => {
                 self.function(ev)
@@ -574,11 +607,8 @@ impl Printer<'_> {
         let parent = self.file.symbol(pip).map(|(n, _)| n);
         let mut index = 0;
         if let Some(parent) = parent {
-            let cpu = ev.cpu as usize;
-            if cpu >= self.calls.len() {
-                self.calls.resize_with(cpu + 1, Vec::new);
-            }
-            let stack = &mut self.calls[cpu];
+            // By CPU id in a map: a file may claim CPU 0xFFFFFFF0.
+            let stack = self.calls.entry(ev.cpu).or_default();
             let found = stack
                 .iter()
                 .take_while(|e| e.is_some())
