@@ -391,7 +391,7 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
     for (rule, expr) in &parsed {
         let known = match &expr.metric {
             Metric::Count(ev) | Metric::Rate(ev) => names.contains(ev),
-            Metric::LostEvents => true,
+            Metric::LostEvents | Metric::MaxLatency | Metric::MaxStack => true,
             Metric::Latency { analysis, key, .. } => latency
                 .iter()
                 .any(|l| l.analysis == *analysis && l.key == *key),

@@ -97,6 +97,15 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
                     let _ = writeln!(o, "push {}", q(&u));
                 }
             }
+            Op::Sysctl { sysctl, value } => {
+                let p = q(&sysctl.path().display().to_string());
+                let _ = writeln!(
+                    o,
+                    "B{n}=$(cat {p}) || step {n}\nprintf '%s\\n' {} > {p} || step {n}\npush {}",
+                    q(value),
+                    q(&format!("printf '%s\\n' \"$B{n}\" > {p}"))
+                );
+            }
         }
     }
     let on = if plan.instance.is_empty() {
@@ -178,6 +187,12 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             undo,
         } = &s.op
         else {
+            if let Op::Sysctl { sysctl, .. } = &s.op {
+                notes.push(format!(
+                    "{}: trace-cmd record cannot set it (`trace-cmd stack --start` before and `--stop` after do)",
+                    sysctl.name()
+                ));
+            }
             // The instance: `-B`, below.
             continue;
         };
@@ -396,6 +411,7 @@ mod tests {
             triggers: Vec::new(),
             probes: Vec::new(),
             tracer: None,
+            stack: None,
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
@@ -513,6 +529,7 @@ trace-cmd record -B trace-recipe-x-1 \\
             options: vec![("funcgraph-retval".into(), true)],
             at_top_level: true,
             graph_filter_at_top: true,
+            max_latency: None,
             span: None,
         });
         v.triggers = vec![

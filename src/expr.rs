@@ -4,13 +4,15 @@
 //! ```text
 //! EXPR    := METRIC OP VALUE
 //! METRIC  := count(SYSTEM:EVENT) | rate(SYSTEM:EVENT) | lost_events
+//!          | max_latency | max_stack
 //!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
 //! OP      := == | != | < | <= | > | >=
 //! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER%       UNIT := ns | us | ms | s
 //! ```
 //!
 //! `count` is the number of events recorded, `rate` that number per second of
-//! recording, `lost_events` report.json's `lost_total`. `pNN` and `max` read the
+//! recording, `lost_events` report.json's `lost_total`, `max_latency` its
+//! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`. `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`.
@@ -34,6 +36,12 @@ pub(crate) enum Metric {
     Rate(String),
     /// `lost_events`: events the kernel dropped or overwrote.
     LostEvents,
+    /// `max_latency`: the latency tracer's `tracing_max_latency` (report.json
+    /// `tracer.max_latency_us`), in ns.
+    MaxLatency,
+    /// `max_stack`: the stack tracer's `stack_max_size` (report.json
+    /// `stack_tracer.max_stack_bytes`), in bytes.
+    MaxStack,
     /// `p50|p90|p99|max(ANALYSIS:KEY)`: a latency of one group, in ns.
     Latency {
         /// `p50`, `p90`, `p99` or `max`.
@@ -142,8 +150,14 @@ impl Expr {
                 name_start..(name_start + 1).min(text.len()).max(name_start),
             );
         }
-        let (metric, metric_span) = if name == "lost_events" {
-            (Metric::LostEvents, name_start..i)
+        let bare = match name {
+            "lost_events" => Some(Metric::LostEvents),
+            "max_latency" => Some(Metric::MaxLatency),
+            "max_stack" => Some(Metric::MaxStack),
+            _ => None,
+        };
+        let (metric, metric_span) = if let Some(metric) = bare {
+            (metric, name_start..i)
         } else {
             let j = skip_ws(b, i);
             if b.get(j) != Some(&b'(') {
@@ -270,7 +284,7 @@ impl Expr {
 
     /// Whether the metric is a latency (its values are ns).
     pub(crate) fn is_duration(&self) -> bool {
-        matches!(self.metric, Metric::Latency { .. })
+        matches!(self.metric, Metric::Latency { .. } | Metric::MaxLatency)
     }
 }
 
@@ -284,6 +298,8 @@ pub(crate) fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
             Some(n / secs)
         }
         Metric::LostEvents => Some(report.lost_total as f64),
+        Metric::MaxLatency => Some(report.tracer.as_ref()?.max_latency_us? as f64 * 1000.0),
+        Metric::MaxStack => Some(report.stack_tracer.as_ref()?.max_stack_bytes as f64),
         Metric::Latency {
             stat,
             analysis,
@@ -355,7 +371,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
         .ok()
         .filter(|n: &f64| n.is_finite())
         .ok_or_else(|| format!("`{text}` is not a number"))?;
-    let is_latency = matches!(metric, Metric::Latency { .. });
+    let is_latency = matches!(metric, Metric::Latency { .. } | Metric::MaxLatency);
     let scale = match unit.trim() {
         "" if is_latency => {
             return Err(format!(
@@ -369,6 +385,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
                 match metric {
                     Metric::Rate(_) => "rate (events per second)",
                     Metric::LostEvents => "count of lost events",
+                    Metric::MaxStack => "stack size (bytes)",
                     _ => "count",
                 }
             ));

@@ -42,6 +42,7 @@ pub mod recipe;
 pub mod record;
 pub(crate) mod replay;
 pub mod report;
+pub(crate) mod results;
 pub(crate) mod run;
 pub(crate) mod sarif;
 pub mod status;

@@ -16,8 +16,8 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, WriteMode, instance_file};
-use crate::validate::{SelfExclusion, Span, ValidRecipe};
+use crate::tracefs::{INSTANCE_PREFIX, Sysctl, WriteMode, instance_file};
+use crate::validate::{MaxLatencyAt, SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +37,14 @@ pub(crate) enum Op {
         mode: WriteMode,
         /// How to undo it.
         undo: Undo,
+    },
+    /// Write `value` to a tracing sysctl (outside tracefs); undone by writing
+    /// back the value read before.
+    Sysctl {
+        /// Which one.
+        sysctl: Sysctl,
+        /// What to write.
+        value: String,
     },
 }
 
@@ -139,6 +147,13 @@ pub fn probe_group(pid: u32) -> String {
 /// The instance name for a run of recipe `name` by process `pid`.
 pub fn instance_name(name: &str, pid: u32) -> String {
     format!("{INSTANCE_PREFIX}{name}-{pid}")
+}
+
+/// The `trace_marker` a workload writes to annotate its run (relative to
+/// tracefs): its instance's, or the top level's when the run works there.
+pub(crate) fn marker_file(valid: &ValidRecipe, instance: &str) -> String {
+    let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
+    instance_file((!top).then_some(instance), "trace_marker")
 }
 
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
@@ -363,12 +378,57 @@ pub fn plan(
                 t.span.clone(),
             );
         }
+        // A latency tracer reports the largest latency since tracing_max_latency
+        // was last reset (ftrace.rst: "echo 0 > tracing_max_latency"): reset it
+        // so the run measures its own; a global one is restored afterwards.
+        match t.max_latency {
+            Some(MaxLatencyAt::Instance) => write(
+                f("tracing_max_latency"),
+                "0".into(),
+                WriteMode::Replace,
+                local(Undo::Nothing),
+                t.span.clone(),
+            ),
+            Some(MaxLatencyAt::TopLevel) => {
+                touches_top_level = true;
+                write(
+                    "tracing_max_latency".into(),
+                    "0".into(),
+                    WriteMode::Replace,
+                    Undo::Restore,
+                    t.span.clone(),
+                );
+            }
+            None => {}
+        }
         write(
             f("current_tracer"),
             t.name.clone(),
             WriteMode::Replace,
             local(Undo::Write("nop".into())),
             t.span.clone(),
+        );
+    }
+    if let Some(st) = &valid.stack {
+        // The stack tracer is global: its filter and maximum are top-level
+        // files restored from their before-image; it is switched on last of all
+        // (below), so it measures the run rather than the rest of the apply.
+        touches_top_level = true;
+        if !st.filter.is_empty() {
+            write(
+                "stack_trace_filter".into(),
+                st.filter.join(" "),
+                WriteMode::Replace,
+                Undo::Restore,
+                st.span.clone(),
+            );
+        }
+        write(
+            "stack_max_size".into(),
+            "0".into(),
+            WriteMode::Replace,
+            Undo::Restore,
+            st.span.clone(),
         );
     }
     for p in &valid.probes {
@@ -417,6 +477,15 @@ pub fn plan(
             Undo::Append(t.removal.clone()),
             t.span.clone(),
         );
+    }
+    if let Some(st) = &valid.stack {
+        steps.push(Step {
+            op: Op::Sysctl {
+                sysctl: Sysctl::StackTracerEnabled,
+                value: "1".into(),
+            },
+            span: st.span.clone(),
+        });
     }
     if !top {
         steps.insert(
@@ -556,7 +625,8 @@ fn bit(on: bool) -> String {
 
 impl Plan {
     /// Top-level (global) files the plan writes, outside its instance and
-    /// besides probe definitions: these are restored from their before-image.
+    /// besides probe definitions, and the sysctls it sets: these are restored
+    /// from their before-image.
     pub(crate) fn top_level_files(&self) -> Vec<&str> {
         self.steps
             .iter()
@@ -566,6 +636,7 @@ impl Plan {
                     undo: Undo::Restore,
                     ..
                 } if !file.starts_with("instances/") => Some(file.as_str()),
+                Op::Sysctl { sysctl, .. } => Some(sysctl.name()),
                 _ => None,
             })
             .collect()
@@ -605,6 +676,13 @@ impl fmt::Display for Step {
                     Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),
                 }
             }
+            Op::Sysctl { sysctl, value } => {
+                write!(out, "echo {value:?} > {}", sysctl.path().display())?;
+                if out.alternate() {
+                    write!(out, "    (undo: write back the value read before)")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -633,6 +711,7 @@ mod tests {
                 span: None,
             }],
             tracer: None,
+            stack: None,
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
@@ -647,8 +726,63 @@ mod tests {
             .map(|s| match &s.op {
                 Op::Mkdir { dir } => format!("mkdir {dir}"),
                 Op::Write { file, .. } => file.clone(),
+                Op::Sysctl { sysctl, .. } => sysctl.name().to_string(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_latency_tracer_resets_its_max_and_the_stack_tracer_is_switched_on_last() {
+        let mut v = valid();
+        v.probes.clear();
+        let tracer = |at| ResolvedTracer {
+            name: "wakeup_rt".into(),
+            functions: Vec::new(),
+            notrace: Vec::new(),
+            graph_functions: Vec::new(),
+            graph_notrace: Vec::new(),
+            max_graph_depth: None,
+            thresh_us: None,
+            options: Vec::new(),
+            at_top_level: false,
+            graph_filter_at_top: false,
+            max_latency: Some(at),
+            span: None,
+        };
+        v.tracer = Some(tracer(MaxLatencyAt::Instance));
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        let f = files(&p);
+        let max = f
+            .iter()
+            .position(|f| f == "instances/i/tracing_max_latency");
+        let cur = f.iter().position(|f| f == "instances/i/current_tracer");
+        assert!(max.is_some() && max < cur, "{f:?}");
+        assert!(!p.touches_top_level);
+
+        v.tracer = Some(tracer(MaxLatencyAt::TopLevel));
+        v.stack = Some(crate::validate::ResolvedStack {
+            filter: vec!["vfs_read".into()],
+            span: None,
+        });
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        assert!(p.touches_top_level);
+        assert_eq!(
+            p.top_level_files(),
+            [
+                "tracing_max_latency",
+                "stack_trace_filter",
+                "stack_max_size",
+                "kernel/stack_tracer_enabled"
+            ]
+        );
+        assert_eq!(
+            p.steps.last().map(|s| &s.op),
+            Some(&Op::Sysctl {
+                sysctl: Sysctl::StackTracerEnabled,
+                value: "1".into()
+            })
+        );
+        assert_eq!(write_of(&p, "stack_max_size"), Some("0"));
     }
 
     #[test]
@@ -700,6 +834,7 @@ mod tests {
             options: Vec::new(),
             at_top_level: true,
             graph_filter_at_top: true,
+            max_latency: None,
             span: None,
         });
         let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
@@ -714,6 +849,7 @@ mod tests {
                         matches!(undo, Undo::Restore) || file == "trace" || file == "kprobe_events";
                     assert!(ok, "{file}: {undo:?}");
                 }
+                Op::Sysctl { .. } => {}
             }
         }
         assert!(files(&p).contains(&"set_ftrace_pid".to_string()));
@@ -787,6 +923,7 @@ mod tests {
             options: Vec::new(),
             at_top_level: false,
             graph_filter_at_top: false,
+            max_latency: None,
             span: None,
         });
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);

@@ -564,10 +564,14 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     }
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
+    let marker = tracefs.path(&crate::plan::marker_file(
+        &valid,
+        &instance_name(&valid.recipe.name, std::process::id()),
+    ));
     let mut workload = match command.is_empty() {
         true => None,
         false => Some(
-            Workload::spawn_held(&command).map_err(|e| RunError::Workload {
+            Workload::spawn_held(&command, &marker).map_err(|e| RunError::Workload {
                 command: command.join(" "),
                 source: e,
             })?,
@@ -878,6 +882,7 @@ impl Armed {
                 kallsyms,
             )?;
             save_tables(&inst, &self.p.plan, &self.p.valid, &self.p.out)?;
+            crate::results::save(&tracefs, &inst, &self.p.valid, &self.p.out)?;
             off?;
             Ok((stopped, captures, meta))
         });
@@ -1003,6 +1008,8 @@ fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
+    report.tracer = crate::results::tracer_report(out.path(), &p.valid);
+    report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
     report.params = p.valid.params.clone();

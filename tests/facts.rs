@@ -221,3 +221,76 @@ fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
     assert_exit(&c, 0);
     guard.assert_unchanged();
 }
+
+#[test]
+fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_kernel_lacks() {
+    for recipe in [
+        "tests/lab/rt/wakeup.toml",
+        "tests/lab/rt/wakeup-rt.toml",
+        "tests/lab/rt/wakeup-dl.toml",
+        "tests/lab/rt/stack.toml",
+        "tests/lab/rt/stack-filter.toml",
+    ] {
+        assert_eq!(verdict("debian-6.1-rt", recipe), Ok(()), "{recipe} on RT");
+    }
+    // Debian's stock kernels have the stack tracer, not the wakeup tracers;
+    // this host has neither.
+    assert_eq!(verdict("debian-6.12", "tests/lab/rt/stack.toml"), Ok(()));
+    let e = verdict("debian-6.1", "tests/lab/rt/wakeup-rt.toml").unwrap_err();
+    assert!(e.contains("CONFIG_SCHED_TRACER"), "{e}");
+    let e = verdict("host", "tests/lab/rt/stack.toml").unwrap_err();
+    assert!(e.contains("no stack tracer"), "{e}");
+
+    // irqsoff is in no Debian kernel: the RT facts with irqsoff offered at the
+    // top level only. Its plan resets the global tracing_max_latency and
+    // restores it, and `check` says so.
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(facts_file("debian-6.1-rt")).unwrap();
+    let mut facts: serde_json::Value =
+        serde_json::from_slice(&zstd::decode_all(bytes.as_slice()).unwrap()).unwrap();
+    facts["tracers"]
+        .as_array_mut()
+        .unwrap()
+        .push("irqsoff".into());
+    let with_irqsoff = dir.path().join("irqsoff-facts.json");
+    std::fs::write(&with_irqsoff, facts.to_string()).unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "irqsoff.toml",
+        "name = \"irqsoff\"\n[tracer]\nname = \"irqsoff\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        with_irqsoff.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
+        ) && out.contains("offers tracer `irqsoff` only at the top level"),
+        "{out}"
+    );
+    // The same expectation with a tracer that measures no latency is the recipe's mistake.
+    let recipe = write_recipe(
+        dir.path(),
+        "function.toml",
+        "name = \"f\"\n[tracer]\nname = \"function\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.1").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains(
+            "error (recipe): `max_latency` is the result of a latency tracer, and this recipe's tracer is `function`"
+        ),
+        "{out}"
+    );
+}

@@ -1,8 +1,10 @@
 //! Kernel lab: the features this machine's kernel lacks (function tracer,
-//! function_graph, kprobes, hist triggers, function triggers), proven on Debian's
-//! stock 6.1 and 6.12 kernels booted under QEMU by ../shared/kernel-lab.
+//! function_graph, kprobes, hist triggers, function triggers, latency tracers),
+//! proven on Debian's stock 6.1 and 6.12 kernels and its PREEMPT_RT 6.1 kernel
+//! booted under QEMU by ../shared/kernel-lab.
 //!
-//! One boot per kernel runs every recipe of tests/lab/ (check, then run) and
+//! One boot per kernel runs every recipe of tests/lab/ (check, then run; on the
+//! RT kernel also those of tests/lab/rt/) and
 //! checks every recipe of recipes/, then records tracefs as the runs left it
 //! (tests/lab/guest.sh). The assertions run here, on the copied-back output,
 //! with our trace.dat reader. Without QEMU or the lab script the test says so
@@ -28,14 +30,14 @@ fn missing() -> Option<String> {
     if !script.is_file() {
         return Some(format!("no kernel-lab script at {}", script.display()));
     }
-    for tool in ["qemu-system-x86_64", "busybox", "cpio", "cc"] {
+    for tool in ["qemu-system-x86_64", "busybox", "cpio", "cc", "chrt"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
             return Some(format!(
-                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc)"
+                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc util-linux)"
             ));
         }
     }
@@ -73,13 +75,66 @@ fn kept_output() -> Option<PathBuf> {
     std::env::var_os("TRACE_RECIPE_LAB_OUT").map(PathBuf::from)
 }
 
+/// The three lab kernels, as recipes' `# kernels:` headers name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// Debian 12's default, 6.1.
+    Debian61,
+    /// Debian 12's 6.12 (bookworm-security).
+    Debian612,
+    /// Debian 12's PREEMPT_RT 6.1 (`linux-image-rt-amd64`): the wakeup tracers,
+    /// hwlat, osnoise, timerlat and the stack tracer.
+    Rt61,
+}
+
+impl Kernel {
+    /// The name of `# kernels:` headers and of the output folder.
+    fn tag(self) -> &'static str {
+        match self {
+            Kernel::Debian61 => "6.1",
+            Kernel::Debian612 => "6.12",
+            Kernel::Rt61 => "6.1-rt",
+        }
+    }
+
+    /// Whether instances offer function_graph (6.11 and later).
+    fn graph_in_instance(self) -> bool {
+        self == Kernel::Debian612
+    }
+}
+
+/// The versioned package `linux-image-rt-amd64` depends on, else the one the lab README names.
+fn kernel_rt() -> String {
+    Command::new("apt-cache")
+        .args(["depends", "linux-image-rt-amd64"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            text(&o.stdout).lines().find_map(|l| {
+                let name = l.trim().strip_prefix("Depends: ")?;
+                name.starts_with("linux-image-6").then(|| name.to_string())
+            })
+        })
+        .unwrap_or_else(|| "linux-image-6.1.0-56-rt-amd64".into())
+}
+
 fn payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
-    std::fs::create_dir_all(p.join("lab")).unwrap();
+    std::fs::create_dir_all(p.join("lab/rt")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
     std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
-    for (from, to) in [("tests/lab", "lab"), ("recipes", "recipes")] {
+    // The guest's busybox has no chrt: util-linux's, with its libraries (the lab copies them).
+    let chrt = Command::new("sh")
+        .args(["-c", "command -v chrt"])
+        .output()
+        .unwrap();
+    std::fs::copy(text(&chrt.stdout).trim(), p.join("chrt")).unwrap();
+    for (from, to) in [
+        ("tests/lab", "lab"),
+        ("tests/lab/rt", "lab/rt"),
+        ("recipes", "recipes"),
+    ] {
         for e in std::fs::read_dir(repo().join(from)).unwrap() {
             let path = e.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
@@ -264,10 +319,13 @@ fn hitcount(row: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
+fn assert_lab(out: &Path, kernel: Kernel) {
+    let tag = kernel.tag();
+    let six_twelve = kernel.graph_in_instance();
     let release = read(&out.join("release.txt"));
     assert!(
-        release.starts_with(if six_twelve { "6.12." } else { "6.1." }),
+        release.starts_with(if six_twelve { "6.12." } else { "6.1." })
+            && release.contains("-rt-") == (kernel == Kernel::Rt61),
         "{tag}: booted {release}"
     );
 
@@ -483,10 +541,7 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
                     .map(|s| s.trim().to_string())
                     .collect::<Vec<_>>()
             });
-        let meant = kernels.is_none_or(|k| {
-            k.iter()
-                .any(|k| k == if six_twelve { "6.12" } else { "6.1" })
-        });
+        let meant = kernels.is_none_or(|k| k.iter().any(|k| k == tag));
         let d = out.join(format!("recipe-{name}"));
         if meant {
             assert_eq!(
@@ -579,6 +634,9 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         }
         let recipe = match name.strip_prefix("recipe-") {
             Some(n) => repo().join(format!("recipes/{n}.toml")),
+            None if repo().join(format!("tests/lab/rt/{name}.toml")).is_file() => {
+                repo().join(format!("tests/lab/rt/{name}.toml"))
+            }
             None => repo().join(format!("tests/lab/{name}.toml")),
         };
         let o = crate::facts::check_offline_as_nobody(&facts, &recipe);
@@ -688,7 +746,8 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
 }
 
 #[test]
-fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_and_6_12() {
+fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency_tracers_on_6_1_6_12_and_rt()
+ {
     if let Some(why) = missing() {
         let msg = format!(
             "\n!!!!!!!! KERNEL LAB NOT RUN: {why}.\n!!!!!!!! kprobes, the function tracers, hist and function triggers are UNTESTED on this machine.\n"
@@ -705,11 +764,123 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_
     let payload = payload(&dir);
     let t = Instant::now();
     let out61 = boot(&dir, &payload, "6.1", None, &[]);
-    assert_lab(&out61, "6.1", false);
+    assert_lab(&out61, Kernel::Debian61);
     let out612 = boot(&dir, &payload, "6.12", Some(&kernel_612()), &["faults"]);
-    assert_lab(&out612, "6.12", true);
+    assert_lab(&out612, Kernel::Debian612);
+    let out_rt = boot(&dir, &payload, "6.1-rt", Some(&kernel_rt()), &["rt"]);
+    assert_lab(&out_rt, Kernel::Rt61);
+    assert_rt(&out_rt);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
         t.elapsed().as_secs_f64()
     );
+}
+
+/// The PREEMPT_RT kernel's own tracers (tests/lab/rt/): each latency tracer,
+/// run over a real-time workload, reports a max latency above 0 in report.json,
+/// the same number as the header of its max-latency trace saved beside it, and
+/// leaves the top-level latency and stack tracer files as the boot left them.
+fn assert_rt(out: &Path) {
+    for (name, tracer) in [
+        ("wakeup", "wakeup"),
+        ("wakeup-rt", "wakeup_rt"),
+        ("wakeup-dl", "wakeup_dl"),
+    ] {
+        ran(out, name);
+        let dir = out.join(name).join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
+        assert_eq!(
+            json["workload"]["exit"]["exit_code"], 0,
+            "6.1-rt: {name}: the real-time workload failed: {:#}",
+            json["workload"]
+        );
+        let t = &json["tracer"];
+        assert_eq!(t["name"], tracer, "6.1-rt: {name}: {json:#}");
+        let max = t["max_latency_us"].as_u64().unwrap_or(0);
+        assert!(max > 0, "6.1-rt: {name}: no max latency: {t:#}");
+        let file = t["max_latency_trace"].as_str().unwrap_or("");
+        let trace = read(&dir.join(file));
+        assert!(
+            trace.starts_with(&format!("# tracer: {tracer}\n"))
+                && trace.contains(&format!("# latency: {max} us, ")),
+            "6.1-rt: {name}: the max trace is not the one of {max} us:\n{}",
+            &trace[..trace.len().min(2000)]
+        );
+        assert!(
+            json["expectations"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+            "6.1-rt: {name}: {:#}",
+            json["expectations"]
+        );
+        let summary = read(&dir.join("summary.txt"));
+        assert!(
+            summary.contains(&format!("tracer:   {tracer}: max latency {max} us")),
+            "6.1-rt: {name}: {summary}"
+        );
+        eprintln!(
+            "FIGURE kernel lab 6.1-rt: {tracer}: max latency {max} us on {} (cpu {})",
+            t["task"], t["cpu"]
+        );
+    }
+    // The stack tracer: the deepest stack of the run, each frame with its size,
+    // the first frame's depth the maximum; with a filter, a stack through it.
+    for (name, through) in [("stack", None), ("stack-filter", Some("vfs_read+"))] {
+        ran(out, name);
+        let dir = out.join(name).join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
+        let st = &json["stack_tracer"];
+        let max = st["max_stack_bytes"].as_u64().unwrap_or(0);
+        let frames = st["frames"].as_array().cloned().unwrap_or_default();
+        assert!(
+            max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
+            "6.1-rt: {name}: {st:#}"
+        );
+        assert!(
+            frames.iter().all(|f| f["size_bytes"].as_u64().is_some()
+                && f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
+            "6.1-rt: {name}: {st:#}"
+        );
+        if let Some(f) = through {
+            assert!(
+                frames
+                    .iter()
+                    .any(|fr| fr["location"].as_str().is_some_and(|l| l.starts_with(f))),
+                "6.1-rt: {name}: no frame {f}: {st:#}"
+            );
+        }
+        assert!(
+            json["expectations"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+            "6.1-rt: {name}: {:#}",
+            json["expectations"]
+        );
+        let summary = read(&dir.join("summary.txt"));
+        assert!(
+            summary.contains(&format!(
+                "deepest kernel stack: {max} bytes, {} frames",
+                frames.len()
+            )),
+            "6.1-rt: {name}: {summary}"
+        );
+        eprintln!(
+            "FIGURE kernel lab 6.1-rt: {name}: deepest stack {max} bytes in {} frames",
+            frames.len()
+        );
+    }
+    let after = read(&out.join("after.txt"));
+    for want in [
+        "tracing_max_latency: 0\n",
+        "stack_max_size: 0\n",
+        "stack_tracer_enabled: 0\n",
+        "stack_trace_filter: \n",
+    ] {
+        assert!(
+            after.contains(want),
+            "6.1-rt: want {want:?} after the runs:\n{after}"
+        );
+    }
 }

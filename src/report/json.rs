@@ -125,6 +125,13 @@ pub struct JsonReport {
     /// (after `--set`); empty for `report` on a file.
     #[serde(default)]
     pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
+    /// The run's tracer's own result (a latency tracer's max latency and its
+    /// trace); absent for tracers that keep none and for `report` on a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tracer: Option<crate::results::TracerReport>,
+    /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -260,6 +267,8 @@ impl JsonReport {
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
+            tracer: None,
+            stack_tracer: None,
             irreversible: Vec::new(),
         }
     }

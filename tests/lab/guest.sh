@@ -4,6 +4,12 @@
 # $KLAB_OUT/NAME/{check.txt,check.rc,run.txt,run.rc,run/}; the host asserts.
 cd /payload
 mkdir -p /run
+# Arguments: `faults` (also the fault and kill trials), `rt` (also the recipes
+# of lab/rt/, for the PREEMPT_RT kernel's latency tracers).
+faults= rt=
+for a in "$@"; do
+  case "$a" in faults) faults=1 ;; rt) rt=1 ;; esac
+done
 uname -r > "$KLAB_OUT/release.txt"
 # The kernel's facts first, as freshly booted: the host checks every recipe
 # offline against them and must reach the guest's verdicts.
@@ -40,7 +46,7 @@ tracefs_state > "$KLAB_OUT/fresh-before.txt"
 ./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
 echo $? > "$KLAB_OUT/fresh-run.rc"
 tracefs_state > "$KLAB_OUT/fresh-after.txt"
-for r in lab/*.toml recipes/*.toml; do
+for r in lab/*.toml ${rt:+lab/rt/*.toml} recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
   o="$KLAB_OUT/$n"
@@ -77,7 +83,7 @@ echo $? > "$o/run.rc"
 # The kprobe run fails and is killed at every step; the function tracer and
 # hist runs at their last step (when every earlier step has to be undone).
 baseline=$(tracefs_state nobuf)
-[ "$1" = faults ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
+[ -n "$faults" ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
   n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
   s=1
   while [ "$s" -le "$n" ]; do
@@ -123,6 +129,10 @@ echo $? > "$KLAB_OUT/status.rc"
   echo "set_graph_function: $(grep -v '^#' "$TRACEFS/set_graph_function")"
   echo "set_event_pid: $(cat "$TRACEFS/set_event_pid")"
   echo "tracing_on: $(cat "$TRACEFS/tracing_on")"
+  echo "tracing_max_latency: $(cat "$TRACEFS/tracing_max_latency" 2>/dev/null)"
+  echo "stack_max_size: $(cat "$TRACEFS/stack_max_size" 2>/dev/null)"
+  echo "stack_tracer_enabled: $(cat /proc/sys/kernel/stack_tracer_enabled 2>/dev/null)"
+  echo "stack_trace_filter: $(grep -v '^#' "$TRACEFS/stack_trace_filter" 2>/dev/null)"
   echo "journals: $(ls /run/trace-recipe 2>/dev/null | grep journal)"
 } > "$KLAB_OUT/after.txt"
 echo done > "$KLAB_OUT/done"
