@@ -4,7 +4,7 @@
 //! ```text
 //! EXPR    := METRIC OP VALUE
 //! METRIC  := count(SYSTEM:EVENT) | rate(SYSTEM:EVENT) | lost_events
-//!          | max_latency | max_stack
+//!          | max_latency | max_stack | hist(SYSTEM:EVENT:VALUE)
 //!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
 //! OP      := == | != | < | <= | > | >=
 //! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER%       UNIT := ns | us | ms | s
@@ -12,7 +12,8 @@
 //!
 //! `count` is the number of events recorded, `rate` that number per second of
 //! recording, `lost_events` report.json's `lost_total`, `max_latency` its
-//! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`. `pNN` and `max` read the
+//! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`, `hist` a value summed over
+//! a hist trigger's table (`hist[].totals`). `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`.
@@ -42,6 +43,15 @@ pub(crate) enum Metric {
     /// `max_stack`: the stack tracer's `stack_max_size` (report.json
     /// `stack_tracer.max_stack_bytes`), in bytes.
     MaxStack,
+    /// `hist(SYSTEM:EVENT:VALUE)`: VALUE (`hitcount` or a `vals=` field)
+    /// summed over every row of the hist table on SYSTEM:EVENT (report.json
+    /// `hist[].totals`).
+    Hist {
+        /// `SYSTEM:EVENT`.
+        event: String,
+        /// `hitcount` or a value field.
+        value: String,
+    },
     /// `p50|p90|p99|max(ANALYSIS:KEY)`: a latency of one group, in ns.
     Latency {
         /// `p50`, `p90`, `p99` or `max`.
@@ -179,6 +189,20 @@ impl Expr {
                 return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
             }
             let metric = match name {
+                "hist" => match right.rsplit_once(':') {
+                    Some((ev, value)) if !ev.is_empty() && !value.is_empty() => Metric::Hist {
+                        event: format!("{left}:{ev}"),
+                        value: value.to_string(),
+                    },
+                    _ => {
+                        return err(
+                            format!(
+                                "expected `SYSTEM:EVENT:VALUE` in `hist(...)`, e.g. `hist(kmem:kmalloc:bytes_req)`, not `{arg}`"
+                            ),
+                            arg_span,
+                        );
+                    }
+                },
                 "count" => Metric::Count(arg.to_string()),
                 "rate" => Metric::Rate(arg.to_string()),
                 "p50" | "p90" | "p99" | "max" => {
@@ -205,7 +229,7 @@ impl Expr {
                 other => {
                     return err(
                         format!(
-                            "unknown measure `{other}`: use count, rate, lost_events, p50, p90, p99 or max"
+                            "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99 or max"
                         ),
                         name_start..i,
                     );
@@ -300,6 +324,11 @@ pub(crate) fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
         Metric::LostEvents => Some(report.lost_total as f64),
         Metric::MaxLatency => Some(report.tracer.as_ref()?.max_latency_us? as f64 * 1000.0),
         Metric::MaxStack => Some(report.stack_tracer.as_ref()?.max_stack_bytes as f64),
+        Metric::Hist { event, value } => report
+            .hist
+            .iter()
+            .find(|h| h.event == *event)
+            .map(|h| *h.totals.get(value).unwrap_or(&0) as f64),
         Metric::Latency {
             stat,
             analysis,
@@ -386,6 +415,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
                     Metric::Rate(_) => "rate (events per second)",
                     Metric::LostEvents => "count of lost events",
                     Metric::MaxStack => "stack size (bytes)",
+                    Metric::Hist { .. } => "hist value",
                     _ => "count",
                 }
             ));

@@ -13,6 +13,10 @@
 //! `stack_max_size` was reset, with each frame's size, in `stack_trace`
 //! (ftrace.rst, "Stack trace").
 //!
+//! A hist trigger keeps its table in the event's `hist` file
+//! (Documentation/trace/histogram.rst); `run` saves each as
+//! `hist/SYSTEM-EVENT.txt` ([`hist_file`]) and [`hist_report`] parses them.
+//!
 //! [`save`] copies those files into the output folder (`tracer/`, `stack/`) as
 //! read, before the rollback; [`tracer_report`] and [`stack_report`] parse the
 //! saved copies, so the numbers of report.json can be checked against the
@@ -175,6 +179,154 @@ fn stack_frames(table: &str) -> Vec<StackFrame> {
         .collect()
 }
 
+/// Rows of one hist table kept in report.json (the kernel sorts them by the
+/// trigger's `sort`; the whole table stays in its file).
+const HIST_ROWS: usize = 200;
+
+/// report.json `hist[]`: one hist trigger's table, parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct HistTable {
+    /// The event the trigger sits on, `SYSTEM:EVENT` as the recipe names it.
+    pub(crate) event: String,
+    /// The table as the kernel printed it, a file in the output folder.
+    pub(crate) file: String,
+    /// The trigger as the kernel shows it (`hist:keys=...:vals=...`).
+    pub(crate) trigger: Option<String>,
+    /// The rows, in the kernel's order, at most 200.
+    pub(crate) rows: Vec<HistRow>,
+    /// Rows in the table (`Entries:`, or the rows counted).
+    pub(crate) entries: u64,
+    /// Events the trigger counted (`Hits:`).
+    pub(crate) hits: Option<u64>,
+    /// Events not counted because the table was full (`Dropped:`).
+    pub(crate) dropped: Option<u64>,
+    /// Each value summed over all rows (`hitcount` and every `vals=` field).
+    pub(crate) totals: std::collections::BTreeMap<String, u64>,
+}
+
+/// One row of a hist table: `{ KEY: VALUE, ... } hitcount: N  VAL: M`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct HistRow {
+    /// Each key field as the kernel prints it (`call_site` →
+    /// `[ffffffffb787c3f0] tomoyo_find_next_domain`; signed values as unsigned 64-bit numbers).
+    pub(crate) keys: std::collections::BTreeMap<String, String>,
+    /// `hitcount` and each value field.
+    pub(crate) values: std::collections::BTreeMap<String, u64>,
+}
+
+/// The file, in the output folder, that holds the hist table of `event` (`SYSTEM:EVENT`).
+pub(crate) fn hist_file(event: &str) -> String {
+    let (sys, ev) = event.split_once(':').unwrap_or((event, ""));
+    format!("hist/{sys}-{ev}.txt")
+}
+
+/// report.json `hist`: the table of every hist trigger of the run, from the
+/// files `run` saved in `dir` (missing ones are left out).
+pub(crate) fn hist_report(dir: &Path, valid: &ValidRecipe) -> Vec<HistTable> {
+    let mut events: Vec<&str> = valid
+        .triggers
+        .iter()
+        .filter(|t| t.action == "hist")
+        .filter_map(|t| t.event.as_deref())
+        .collect();
+    events.dedup();
+    events
+        .into_iter()
+        .filter_map(|event| {
+            let file = hist_file(event);
+            let text = read_small(&dir.join(&file))?;
+            Some(parse_hist(event, file, &text))
+        })
+        .collect()
+}
+
+/// Parses a `hist` file: the `# trigger info:` line, rows (a key may span
+/// lines, as a `stacktrace` key does, until its `}`), and `Totals:`.
+fn parse_hist(event: &str, file: String, text: &str) -> HistTable {
+    let mut table = HistTable {
+        event: event.to_string(),
+        file,
+        trigger: None,
+        rows: Vec::new(),
+        entries: 0,
+        hits: None,
+        dropped: None,
+        totals: Default::default(),
+    };
+    let mut pending = String::new();
+    let mut rows = 0u64;
+    for line in text.lines() {
+        if let Some(t) = line.strip_prefix("# trigger info: ") {
+            table.trigger = Some(t.trim_end_matches(" [active]").trim().to_string());
+            continue;
+        }
+        let trimmed = line.trim();
+        let number = |prefix: &str| trimmed.strip_prefix(prefix)?.trim().parse::<u64>().ok();
+        if let Some(n) = number("Hits:") {
+            table.hits = Some(n);
+        } else if let Some(n) = number("Entries:") {
+            table.entries = n;
+        } else if let Some(n) = number("Dropped:") {
+            table.dropped = Some(n);
+        }
+        if pending.is_empty() && !trimmed.starts_with('{') {
+            continue;
+        }
+        pending.push_str(trimmed);
+        pending.push(' ');
+        let Some(close) = pending.rfind('}') else {
+            continue;
+        };
+        let row = parse_row(&pending[1..close], &pending[close + 1..]);
+        pending.clear();
+        rows += 1;
+        for (k, v) in &row.values {
+            let t = table.totals.entry(k.clone()).or_default();
+            *t = t.saturating_add(*v);
+        }
+        if table.rows.len() < HIST_ROWS {
+            table.rows.push(row);
+        }
+    }
+    table.entries = table.entries.max(rows);
+    table
+}
+
+/// One row from the inside of its `{ }` and what follows it.
+fn parse_row(keys: &str, values: &str) -> HistRow {
+    // Keys are `NAME: VALUE` joined by `, `; a value may itself hold `, ` (a
+    // stack), so a piece starts a new key only when it reads `NAME: `.
+    let mut parsed: Vec<(String, String)> = Vec::new();
+    for piece in keys.split(", ") {
+        let named = piece.trim_start().split_once(": ").filter(|(n, _)| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        });
+        match (named, parsed.last_mut()) {
+            (Some((n, v)), _) => parsed.push((n.trim().to_string(), v.trim().to_string())),
+            (None, Some((_, v))) => {
+                v.push_str(", ");
+                v.push_str(piece.trim());
+            }
+            (None, None) => {}
+        }
+    }
+    let mut vals = std::collections::BTreeMap::new();
+    let words: Vec<&str> = values.split_whitespace().collect();
+    for pair in words.windows(2) {
+        if let Some(name) = pair[0].strip_suffix(':')
+            && let Ok(n) = pair[1].parse::<u64>()
+        {
+            vals.insert(name.to_string(), n);
+        }
+    }
+    HistRow {
+        keys: parsed.into_iter().collect(),
+        values: vals,
+    }
+}
+
 /// A regular file of ours, read whole up to [`MAX_READ`] bytes; `None` when missing or unreadable.
 fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
@@ -227,6 +379,50 @@ mod tests {
             (Some("ktimers/1-28".into()), Some(1))
         );
         assert_eq!(max_trace_header("# tracer: nop\n"), (None, None));
+    }
+
+    #[test]
+    fn a_hist_table_becomes_rows_and_totals() {
+        // As the kernel lab's Debian 6.1 printed them (tests/lab/hist-trigger.toml,
+        // kretprobe-filter.toml).
+        let text = "# event histogram\n#\n# trigger info: hist:keys=call_site.sym:vals=hitcount,bytes_req:sort=bytes_req.descending:size=2048 [active]\n#\n\n{ call_site: [ffffffffb787c3f0] tomoyo_find_next_domain                       } hitcount:          1  bytes_req:       4096\n{ call_site: [ffffffffb77700e2] alloc_bprm                                    } hitcount:          8  bytes_req:       3328\n\nTotals:\n    Hits: 9\n    Entries: 2\n    Dropped: 0\n";
+        let t = parse_hist("kmem:kmalloc", hist_file("kmem:kmalloc"), text);
+        assert_eq!(t.file, "hist/kmem-kmalloc.txt");
+        assert_eq!(
+            t.trigger.as_deref(),
+            Some(
+                "hist:keys=call_site.sym:vals=hitcount,bytes_req:sort=bytes_req.descending:size=2048"
+            )
+        );
+        assert_eq!((t.entries, t.hits, t.dropped), (2, Some(9), Some(0)));
+        assert_eq!(t.rows[1].keys["call_site"], "[ffffffffb77700e2] alloc_bprm");
+        assert_eq!(t.rows[1].values["hitcount"], 8);
+        assert_eq!(t.totals["bytes_req"], 7424);
+        assert_eq!(t.totals["hitcount"], 9);
+
+        let t = parse_hist(
+            "kprobes:open_ret",
+            "f".into(),
+            "{ ret: 18446744073709551614 } hitcount:          1\n{ ret:          3 } hitcount:          1\n\nTotals:\n    Hits: 2\n",
+        );
+        assert_eq!(t.rows[1].keys["ret"], "3");
+        assert_eq!((t.entries, t.hits, t.dropped), (2, Some(2), None));
+
+        // Two keys, and a stack key over several lines.
+        let t = parse_hist(
+            "sched:sched_switch",
+            "f".into(),
+            "{ common_pid: bash [ 12], prev_prio: 120 } hitcount: 3\n{ stacktrace:\n         do_sys_openat2+0x5/0x10\n         __x64_sys_openat+0x1/0x2\n} hitcount: 2\n",
+        );
+        assert_eq!(t.rows[0].keys["common_pid"], "bash [ 12]");
+        assert_eq!(t.rows[0].keys["prev_prio"], "120");
+        assert!(
+            t.rows[1].keys["stacktrace"].contains("__x64_sys_openat"),
+            "{:?}",
+            t.rows[1]
+        );
+        assert_eq!(t.totals["hitcount"], 5);
+        assert_eq!(parse_hist("a:b", "f".into(), "").rows.len(), 0);
     }
 
     #[test]

@@ -1010,6 +1010,7 @@ fn write_output(
     report.irreversible = irreversible;
     report.tracer = crate::results::tracer_report(out.path(), &p.valid);
     report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
+    report.hist = crate::results::hist_report(out.path(), &p.valid);
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
     report.params = p.valid.params.clone();
@@ -1159,7 +1160,7 @@ fn save_tables(
             sys
         };
         let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
-        out.write_new(&format!("hist/{sys}-{ev}.txt"), &table)?;
+        out.write_new(&crate::results::hist_file(event), &table)?;
     }
     if valid.triggers.iter().any(|t| t.action == "snapshot")
         && let Ok(snap) = inst.read_bytes("snapshot")

@@ -511,6 +511,44 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         "{tag}: no kmalloc call site with hits and bytes:\n{hist}"
     );
 
+    // The same table as data in report.json: the rows of the file, summed
+    // values that agree with the kernel's Totals, and the expectation on it.
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join("hist-trigger/run/report.json"))).unwrap();
+    let table = &json["hist"][0];
+    let parsed = table["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(table["event"], "kmem:kmalloc", "{tag}: {json:#}");
+    assert_eq!(table["file"], "hist/kmem-kmalloc.txt", "{tag}");
+    assert_eq!(
+        parsed.len(),
+        rows.len().min(200),
+        "{tag}: report.json hist rows against the file:\n{table:#}\n{hist}"
+    );
+    assert!(
+        parsed.iter().all(|r| r["keys"]["call_site"]
+            .as_str()
+            .is_some_and(|k| k.starts_with('['))
+            && r["values"]["bytes_req"].as_u64().is_some()),
+        "{tag}: {table:#}"
+    );
+    if table["dropped"] == 0 {
+        assert_eq!(
+            table["totals"]["hitcount"], table["hits"],
+            "{tag}: the rows' hitcounts add up to the kernel's Hits: {table:#}"
+        );
+    }
+    assert!(
+        json["expectations"][0]["passed"] == true,
+        "{tag}: {:#}",
+        json["expectations"]
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: hist table of kmem:kmalloc: {} rows, {} hits, {} bytes",
+        parsed.len(),
+        table["hits"],
+        table["totals"]["bytes_req"]
+    );
+
     // function traceoff trigger ends the run at the fault, long before the workload.
     ran(out, "function-traceoff");
     let json: serde_json::Value =
@@ -664,22 +702,29 @@ fn assert_lab(out: &Path, kernel: Kernel) {
     );
 
     // Fault and kill trials at the steps of a kprobe, a function tracer and a
-    // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).
-    let faults = if six_twelve {
-        read(&out.join("faults.txt"))
-    } else {
-        String::new()
+    // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot), and of the
+    // stack tracer and a latency tracer (in the RT boot).
+    let trials: &[&str] = match kernel {
+        Kernel::Debian61 => &[],
+        Kernel::Debian612 => &["kprobe-fetch", "function-filter", "hist-trigger"],
+        Kernel::Rt61 => &["stack-filter", "wakeup-rt"],
     };
-    for recipe in ["kprobe-fetch", "function-filter", "hist-trigger"]
-        .into_iter()
-        .filter(|_| six_twelve)
-    {
+    let faults = if trials.is_empty() {
+        String::new()
+    } else {
+        read(&out.join("faults.txt"))
+    };
+    for &recipe in trials {
         let lines: Vec<Vec<&str>> = faults
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
             .filter(|w| w.first() == Some(&recipe))
             .collect();
-        let want = if recipe == "kprobe-fetch" { 8 } else { 2 };
+        let want = match recipe {
+            "kprobe-fetch" => 8,
+            "stack-filter" | "wakeup-rt" => 4,
+            _ => 2,
+        };
         assert!(
             lines.len() >= want,
             "{tag}: {recipe}: fewer than {want} fault trials:\n{faults}"
@@ -700,7 +745,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
             assert_eq!(rc, want, "{tag}: {recipe} {mode} at step {step}: exit {rc}");
         }
     }
-    if six_twelve {
+    if !trials.is_empty() {
         eprintln!(
             "FIGURE kernel lab {tag}: fault and kill trials clean: {}/{}",
             faults.lines().filter(|l| l.contains(" clean ")).count(),
@@ -763,13 +808,13 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency
     let dir = kept_output().unwrap_or_else(|| temp.path().to_path_buf());
     let payload = payload(&dir);
     let t = Instant::now();
+    let out_rt = boot(&dir, &payload, "6.1-rt", Some(&kernel_rt()), &["rt"]);
+    assert_lab(&out_rt, Kernel::Rt61);
+    assert_rt(&out_rt);
     let out61 = boot(&dir, &payload, "6.1", None, &[]);
     assert_lab(&out61, Kernel::Debian61);
     let out612 = boot(&dir, &payload, "6.12", Some(&kernel_612()), &["faults"]);
     assert_lab(&out612, Kernel::Debian612);
-    let out_rt = boot(&dir, &payload, "6.1-rt", Some(&kernel_rt()), &["rt"]);
-    assert_lab(&out_rt, Kernel::Rt61);
-    assert_rt(&out_rt);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
         t.elapsed().as_secs_f64()

@@ -132,6 +132,9 @@ pub struct JsonReport {
     /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
+    /// The table of each hist trigger of the run, parsed; empty without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hist: Vec<crate::results::HistTable>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -269,6 +272,7 @@ impl JsonReport {
             params: BTreeMap::new(),
             tracer: None,
             stack_tracer: None,
+            hist: Vec::new(),
             irreversible: Vec::new(),
         }
     }

@@ -72,12 +72,12 @@ pub(super) fn resolve_expectations(
             continue;
         }
         if expr.metric == Metric::MaxStack
-            && !cx
+            && cx
                 .loaded
                 .recipe
                 .stack
                 .as_ref()
-                .is_some_and(|s| s.enable != Some(false))
+                .is_none_or(|s| s.enable == Some(false))
         {
             let span = cx.inner_span(&key, &expr.metric_span);
             cx.recipe(
@@ -86,6 +86,43 @@ pub(super) fn resolve_expectations(
                 Some("add `[stack]` (enable = true)".into()),
             );
             continue;
+        }
+        if let Metric::Hist { event, value } = &expr.metric {
+            let triggers: Vec<&crate::recipe::Trigger> = cx
+                .loaded
+                .recipe
+                .triggers
+                .iter()
+                .filter(|t| t.action == "hist" && t.event.as_deref() == Some(event.as_str()))
+                .collect();
+            let values: Vec<String> = std::iter::once("hitcount".to_string())
+                .chain(triggers.iter().flat_map(|t| {
+                    t.values
+                        .iter()
+                        .map(|v| v.split('.').next().unwrap_or(v).to_string())
+                }))
+                .collect();
+            let problem = if triggers.is_empty() {
+                Some(format!("the recipe has no hist trigger on `{event}`"))
+            } else if !values.contains(value) {
+                Some(format!(
+                    "the hist trigger on `{event}` keeps no value `{value}`"
+                ))
+            } else {
+                None
+            };
+            if let Some(msg) = problem {
+                let span = cx.inner_span(&key, &expr.metric_span);
+                cx.recipe(
+                    span,
+                    msg,
+                    Some(format!(
+                        "name a `[[triggers]]` entry with action = \"hist\" and one of its values: {}",
+                        values.join(", ")
+                    )),
+                );
+                continue;
+            }
         }
         if let Metric::Count(ev) | Metric::Rate(ev) = &expr.metric
             && !recorded.iter().any(|r| r == ev)

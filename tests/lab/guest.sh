@@ -30,7 +30,7 @@ tracefs_state() {
     case "$f" in
       trace|trace_pipe|trace_marker|trace_marker_raw|printk_formats|saved_cmdlines|saved_tgids|\
       available_*|README|error_log|touched_functions|enabled_functions|dyn_ftrace_total_info|\
-      *_profile|tracing_max_latency|stack_trace|stack_max_size|snapshot|free_buffer|\
+      *_profile|stack_trace|snapshot|free_buffer|\
       buffer_total_size_kb|trace_options|kallsyms|function_profile_enabled) continue ;;
       buffer_size_kb) [ "$1" = nobuf ] && continue ;;
     esac
@@ -38,6 +38,7 @@ tracefs_state() {
   done
   grep -H '' options/* events/enable events/*/enable events/*/*/enable \
     events/*/*/filter events/*/*/trigger 2>/dev/null | grep -v ':#'
+  echo "stack_tracer_enabled:$(cat /proc/sys/kernel/stack_tracer_enabled 2>/dev/null)"
   echo "instances:$(ls instances | tr '\n' ' ')"
   echo "journals:$(ls /run/trace-recipe 2>/dev/null | grep journal | tr '\n' ' ')"
   cd /payload || return
@@ -83,13 +84,19 @@ echo $? > "$o/run.rc"
 # The kprobe run fails and is killed at every step; the function tracer and
 # hist runs at their last step (when every earlier step has to be undone).
 baseline=$(tracefs_state nobuf)
-[ -n "$faults" ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
+# On the RT kernel: the stack tracer (global files and a sysctl) and a latency
+# tracer, at their last two steps.
+trials=
+[ -n "$faults" ] && trials="lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml"
+[ -n "$rt" ] && trials="lab/rt/stack-filter.toml lab/rt/wakeup-rt.toml"
+for r in $trials; do
   n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
   s=1
   while [ "$s" -le "$n" ]; do
     modes=
     case "$r" in
       *kprobe*) modes="FAIL KILL" ;;
+      */rt/*) [ "$s" -ge $((n - 1)) ] && modes="FAIL KILL" ;;
       *) [ "$s" = "$n" ] && modes="FAIL KILL" ;;
     esac
     for mode in $modes; do
