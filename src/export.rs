@@ -530,6 +530,7 @@ trace-cmd record -B trace-recipe-x-1 \\
             at_top_level: true,
             graph_filter_at_top: true,
             max_latency: None,
+            function_profile: false,
             span: None,
         });
         v.triggers = vec![

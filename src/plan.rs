@@ -378,6 +378,18 @@ pub fn plan(
                 t.span.clone(),
             );
         }
+        // The function profiler is global; switching it on resets its counts
+        // (kernel/trace/ftrace.c, `ftrace_profile_write`).
+        if t.function_profile {
+            touches_top_level = true;
+            write(
+                "function_profile_enabled".into(),
+                "1".into(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
         // A latency tracer reports the largest latency since tracing_max_latency
         // was last reset (ftrace.rst: "echo 0 > tracing_max_latency"): reset it
         // so the run measures its own; a global one is restored afterwards.
@@ -747,6 +759,7 @@ mod tests {
             at_top_level: false,
             graph_filter_at_top: false,
             max_latency: Some(at),
+            function_profile: false,
             span: None,
         };
         v.tracer = Some(tracer(MaxLatencyAt::Instance));
@@ -835,6 +848,7 @@ mod tests {
             at_top_level: true,
             graph_filter_at_top: true,
             max_latency: None,
+            function_profile: false,
             span: None,
         });
         let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
@@ -924,6 +938,7 @@ mod tests {
             at_top_level: false,
             graph_filter_at_top: false,
             max_latency: None,
+            function_profile: false,
             span: None,
         });
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);

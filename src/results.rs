@@ -13,6 +13,11 @@
 //! `stack_max_size` was reset, with each frame's size, in `stack_trace`
 //! (ftrace.rst, "Stack trace").
 //!
+//! The function profiler keeps per CPU, per function, its hits and time in
+//! `trace_stat/function<CPU>` (Documentation/trace/ftrace.rst,
+//! "function_profile_enabled"); [`save`] copies each to `profile/`,
+//! [`function_profile`] merges them.
+//!
 //! A hist trigger keeps its table in the event's `hist` file
 //! (Documentation/trace/histogram.rst); `run` saves each as
 //! `hist/SYSTEM-EVENT.txt` ([`hist_file`]) and [`hist_report`] parses them.
@@ -113,6 +118,25 @@ pub(crate) fn save(
     let Some(t) = &valid.tracer else {
         return Ok(());
     };
+    if t.function_profile {
+        out.create_dir("profile")?;
+        let stat = tracefs.path("trace_stat");
+        let entries =
+            std::fs::read_dir(&stat).map_err(|source| crate::tracefs::TracefsError::Read {
+                path: stat.clone(),
+                source,
+            })?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name
+                .strip_prefix("function")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+            {
+                let table = tracefs.read_bytes(&format!("trace_stat/{name}"))?;
+                out.write_new(&format!("profile/{name}.txt"), &table)?;
+            }
+        }
+    }
     let Some(at) = t.max_latency else {
         return Ok(());
     };
@@ -177,6 +201,112 @@ fn stack_frames(table: &str) -> Vec<StackFrame> {
             })
         })
         .collect()
+}
+
+/// Functions kept in report.json `function_profile` (the most total time first).
+const PROFILE_ROWS: usize = 100;
+
+/// report.json `function_profile[]`: one function, over every CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct ProfiledFunction {
+    /// The function.
+    pub(crate) function: String,
+    /// Calls, all CPUs (`Hit`).
+    pub(crate) hits: u64,
+    /// Time in it, µs, all CPUs (`Time`); `null` on kernels that count hits only
+    /// (no function_graph tracer).
+    pub(crate) total_us: Option<f64>,
+    /// `total_us / hits`.
+    pub(crate) avg_us: Option<f64>,
+    /// Variance of one call's time, µs² (the kernel's `s^2`), pooled over CPUs.
+    pub(crate) s2_us: Option<f64>,
+}
+
+/// One row of a `trace_stat/function<CPU>` table.
+#[derive(Debug, Clone, PartialEq)]
+struct ProfileRow {
+    function: String,
+    hits: u64,
+    time_us: Option<f64>,
+    s2_us: Option<f64>,
+}
+
+/// The rows of one `trace_stat/functionN` table (kernel/trace/ftrace.c,
+/// `function_stat_show`): `  NAME   HIT   TIME us   AVG us   S2 us`, or
+/// `  NAME   HIT` without the graph tracer; the two header lines are skipped.
+fn profile_rows(table: &str) -> Vec<ProfileRow> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().filter(|w| *w != "us").collect();
+            let hits = w.get(1)?.parse().ok()?;
+            let num = |i: usize| w.get(i).and_then(|v| v.parse::<f64>().ok());
+            Some(ProfileRow {
+                function: w[0].to_string(),
+                hits,
+                time_us: num(2),
+                s2_us: num(4),
+            })
+        })
+        .collect()
+}
+
+/// report.json `function_profile`: the per-CPU tables `save` left in `dir`'s
+/// `profile/` (there only with `function_profile = true`) merged by function
+/// (hits and times summed, variances pooled), the most total time (else hits)
+/// first.
+pub(crate) fn function_profile(dir: &Path) -> Vec<ProfiledFunction> {
+    let Ok(entries) = std::fs::read_dir(dir.join("profile")) else {
+        return Vec::new();
+    };
+    // Per function: (hits, time, sum of squares of call times).
+    let mut merged: std::collections::BTreeMap<String, (u64, Option<f64>, Option<f64>)> =
+        Default::default();
+    for e in entries.flatten() {
+        let Some(text) = read_small(&e.path()) else {
+            continue;
+        };
+        for r in profile_rows(&text) {
+            let m = merged
+                .entry(r.function)
+                .or_insert((0, Some(0.0), Some(0.0)));
+            m.0 += r.hits;
+            m.1 = m.1.zip(r.time_us).map(|(a, b)| a + b);
+            // Σx² of this CPU's calls: (n-1)·s² + n·mean² (s² as the kernel's, over n-1).
+            let n = r.hits as f64;
+            let sq = r.time_us.zip(r.s2_us).map(|(t, s2)| {
+                let mean = if n > 0.0 { t / n } else { 0.0 };
+                (n - 1.0).max(0.0) * s2 + n * mean * mean
+            });
+            m.2 = m.2.zip(sq).map(|(a, b)| a + b);
+        }
+    }
+    let mut out: Vec<ProfiledFunction> = merged
+        .into_iter()
+        .map(|(function, (hits, total, sq))| {
+            let n = hits as f64;
+            let avg = total.filter(|_| hits > 0).map(|t| t / n);
+            let s2 = sq
+                .zip(avg)
+                .filter(|_| hits > 1)
+                .map(|(sq, mean)| ((sq - n * mean * mean) / (n - 1.0)).max(0.0));
+            ProfiledFunction {
+                function,
+                hits,
+                total_us: total,
+                avg_us: avg,
+                s2_us: s2,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.total_us
+            .unwrap_or(0.0)
+            .total_cmp(&a.total_us.unwrap_or(0.0))
+            .then(b.hits.cmp(&a.hits))
+    });
+    out.truncate(PROFILE_ROWS);
+    out
 }
 
 /// Rows of one hist table kept in report.json (the kernel sorts them by the
@@ -423,6 +553,38 @@ mod tests {
         );
         assert_eq!(t.totals["hitcount"], 5);
         assert_eq!(parse_hist("a:b", "f".into(), "").rows.len(), 0);
+    }
+
+    #[test]
+    fn per_cpu_profiles_merge_by_function() {
+        let cpu0 = "  Function                               Hit    Time            Avg             s^2\n  --------                               ---    ----            ---             ---\n  vfs_read                                 2    30.000 us       15.000 us       50.000 us\n  do_idle                                  1    100.0 us        100.0 us        0.000 us\n";
+        let cpu1 = "  Function                               Hit    Time            Avg             s^2\n  --------                               ---    ----            ---             ---\n  vfs_read                                 2    10.000 us       5.000 us        2.000 us\n";
+        let rows = profile_rows(cpu0);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].function, "vfs_read");
+        assert_eq!(
+            (rows[0].hits, rows[0].time_us, rows[0].s2_us),
+            (2, Some(30.0), Some(50.0))
+        );
+        // Hits only (no graph tracer).
+        let bare = profile_rows("  Function    Hit\n  --------    ---\n  vfs_read    7\n");
+        assert_eq!((bare[0].hits, bare[0].time_us), (7, None));
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("profile")).unwrap();
+        std::fs::write(dir.path().join("profile/function0.txt"), cpu0).unwrap();
+        std::fs::write(dir.path().join("profile/function1.txt"), cpu1).unwrap();
+        assert!(function_profile(&dir.path().join("none")).is_empty());
+        let p = function_profile(dir.path());
+        assert_eq!(p[0].function, "do_idle");
+        let v = &p[1];
+        assert_eq!(
+            (v.function.as_str(), v.hits, v.total_us, v.avg_us),
+            ("vfs_read", 4, Some(40.0), Some(10.0))
+        );
+        // Calls 15±5 (s² 50) and 5±1 (s² 2): 10, 20, 4, 6, whose variance is 152/3.
+        let s2 = v.s2_us.unwrap();
+        assert!((s2 - 152.0 / 3.0).abs() < 1e-9, "{s2}");
     }
 
     #[test]

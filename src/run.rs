@@ -1011,6 +1011,7 @@ fn write_output(
     report.tracer = crate::results::tracer_report(out.path(), &p.valid);
     report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
     report.hist = crate::results::hist_report(out.path(), &p.valid);
+    report.function_profile = crate::results::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
     report.params = p.valid.params.clone();

@@ -294,3 +294,70 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         "{out}"
     );
 }
+
+#[test]
+fn the_function_profiler_is_a_key_where_the_kernel_has_it_and_named_as_missing_where_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "profile.toml",
+        "name = \"profile\"\n[tracer]\nname = \"function\"\nfunctions = [\"vfs_*\"]\nfunction_profile = true\n",
+    );
+    // No Debian kernel has CONFIG_FUNCTION_PROFILER: check says so.
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.12").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains("error (this kernel): this kernel has no function profiler")
+            && out.contains("CONFIG_FUNCTION_PROFILER"),
+        "{out}"
+    );
+    // A kernel that has it (the 6.12 facts with function_profile_enabled):
+    // the plan switches it on globally and restores it.
+    let bytes = std::fs::read(facts_file("debian-6.12")).unwrap();
+    let mut facts: serde_json::Value =
+        serde_json::from_slice(&zstd::decode_all(bytes.as_slice()).unwrap()).unwrap();
+    facts["files"]
+        .as_array_mut()
+        .unwrap()
+        .push("function_profile_enabled".into());
+    let with = dir.path().join("profiler-facts.json");
+    std::fs::write(&with, facts.to_string()).unwrap();
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        with.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    assert!(
+        text(&o.stdout).contains(
+            "echo \"1\" > function_profile_enabled    (undo: write back the value read before)"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    // As a trace option it is the recipe's mistake, not the kernel's.
+    let recipe = write_recipe(
+        dir.path(),
+        "option.toml",
+        "name = \"o\"\n[tracer]\nname = \"function\"\noptions = { function_profile_enabled = true }\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.12").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains("error (recipe): `function_profile_enabled` is not a trace option")
+            && !out.contains("this kernel has no trace option"),
+        "{out}"
+    );
+}

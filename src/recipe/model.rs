@@ -265,6 +265,10 @@ pub(crate) struct Tracer {
     pub(crate) options: BTreeMap<String, bool>,
     /// `tracing_thresh`, in µs.
     pub(crate) thresh_us: Option<u64>,
+    /// The function profiler (`function_profile_enabled`, global): per function
+    /// its hits and time, from `trace_stat/function<CPU>`, merged over CPUs into
+    /// report.json `function_profile`. Needs CONFIG_FUNCTION_PROFILER.
+    pub(crate) function_profile: Option<bool>,
 }
 
 /// `[stack]`: the stack tracer (Documentation/trace/ftrace.rst, "Stack trace"),

@@ -135,6 +135,10 @@ pub struct JsonReport {
     /// The table of each hist trigger of the run, parsed; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hist: Vec<crate::results::HistTable>,
+    /// The function profiler's table (`[tracer] function_profile`), merged
+    /// over CPUs, the most total time first; empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) function_profile: Vec<crate::results::ProfiledFunction>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -273,6 +277,7 @@ impl JsonReport {
             tracer: None,
             stack_tracer: None,
             hist: Vec::new(),
+            function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
     }

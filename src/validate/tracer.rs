@@ -88,6 +88,8 @@ pub(crate) struct ResolvedTracer {
     /// it updates is: reset to 0 before the run, read (with the max trace)
     /// before teardown. `None` for other tracers.
     pub(crate) max_latency: Option<MaxLatencyAt>,
+    /// `function_profile = true`: the function profiler runs for the run.
+    pub(crate) function_profile: bool,
     /// The `[tracer]` table.
     pub(crate) span: Span,
 }
@@ -135,6 +137,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
     }
     let mut functions_ok = true;
     if (is_function
+        || t.function_profile == Some(true)
         || !t.functions.is_empty()
         || !t.notrace.is_empty()
         || !t.graph_functions.is_empty()
@@ -214,7 +217,15 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         .clone();
     let mut opts = Vec::new();
     for (opt, on) in &t.options {
-        if options.contains(opt) {
+        if opt == "function_profile_enabled" {
+            // A tracefs file, not an option: the recipe's mistake, whatever the kernel.
+            let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
+            cx.recipe(
+                span,
+                "`function_profile_enabled` is not a trace option but a tracefs file of its own",
+                Some("write `function_profile = true` in [tracer]".into()),
+            );
+        } else if options.contains(opt) {
             opts.push((opt.clone(), *on));
         } else {
             let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
@@ -234,7 +245,18 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             );
         }
     }
-    if cx.diags.len() > before || (name == "nop" && opts.is_empty() && t.thresh_us.is_none()) {
+    let function_profile = t.function_profile == Some(true);
+    if function_profile && !cx.facts.has_file("function_profile_enabled") {
+        let span = cx.key_span(&path!("tracer", "function_profile"));
+        cx.kernel(
+            span,
+            "this kernel has no function profiler (no function_profile_enabled in tracefs)",
+            Some("it was built without CONFIG_FUNCTION_PROFILER (as every Debian kernel is); the `funcgraph` analysis of a function_graph recipe gives per-function durations instead".into()),
+        );
+    }
+    if cx.diags.len() > before
+        || (name == "nop" && opts.is_empty() && t.thresh_us.is_none() && !function_profile)
+    {
         return None;
     }
     let max_latency = MAX_LATENCY_TRACERS
@@ -254,6 +276,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         })
         .flatten();
     Some(ResolvedTracer {
+        function_profile,
         max_latency,
         name,
         functions: t.functions.clone(),
