@@ -71,7 +71,10 @@ pub(crate) struct TracerReport {
     pub(crate) max_latency_us: Option<u64>,
     /// The max-latency trace (the `trace` file of a latency tracer, in the
     /// kernel's latency format, as `trace-cmd report -l` prints), a file in the
-    /// output folder; `null` for tracers without one (hwlat).
+    /// output folder (`tracer/max_latency_trace.txt`); `null` for tracers
+    /// without one (hwlat) and when the max buffer held no events (the run's
+    /// recorder reads the live buffer the kernel swaps into it; the number in
+    /// `max_latency_us` is exact either way).
     pub(crate) max_latency_trace: Option<String>,
     /// The task the worst case was measured on, `COMM-PID`, from the max
     /// trace's header (`task: ...`).
@@ -160,10 +163,17 @@ pub(crate) fn tracer_report(dir: &Path, valid: &ValidRecipe) -> Option<TracerRep
         .and_then(|s| s.split_whitespace().next()?.parse().ok());
     let trace = read_small(&dir.join(MAX_TRACE_FILE));
     let (task, cpu) = trace.as_deref().map(max_trace_header).unwrap_or_default();
+    // The kernel prints the latency header only over a max buffer with
+    // entries: the worst case's events can be missing when the run's recorder
+    // had consumed them from the live buffer before the kernel swapped it into
+    // the max buffer (kernel/trace/trace.c, `update_max_tr`).
+    let has_trace = trace
+        .as_deref()
+        .is_some_and(|t| t.contains("\n# latency: "));
     Some(TracerReport {
         name: t.name.clone(),
         max_latency_us,
-        max_latency_trace: trace.is_some().then(|| MAX_TRACE_FILE.to_string()),
+        max_latency_trace: has_trace.then(|| MAX_TRACE_FILE.to_string()),
         task,
         cpu,
     })
