@@ -542,6 +542,14 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         "{tag}: {:#}",
         json["expectations"]
     );
+    let summary = read(&out.join("hist-trigger/run/summary.txt"));
+    assert!(
+        summary.contains(&format!(
+            "hist table of kmem:kmalloc (hist/kmem-kmalloc.txt): {} entries, {} hits",
+            table["entries"], table["hits"]
+        )),
+        "{tag}: {summary}"
+    );
     eprintln!(
         "FIGURE kernel lab {tag}: hist table of kmem:kmalloc: {} rows, {} hits, {} bytes",
         parsed.len(),
@@ -897,9 +905,17 @@ fn assert_rt(out: &Path) {
             max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
             "6.1-rt: {name}: {st:#}"
         );
+        // Each frame's size, and a location (`SYMBOL+OFF/LEN`, or a bare address
+        // for code without a symbol, e.g. an ftrace trampoline).
         assert!(
             frames.iter().all(|f| f["size_bytes"].as_u64().is_some()
-                && f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
+                && f["location"].as_str().is_some_and(|l| !l.is_empty())),
+            "6.1-rt: {name}: {st:#}"
+        );
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
             "6.1-rt: {name}: {st:#}"
         );
         if let Some(f) = through {
