@@ -49,7 +49,7 @@ pub fn run_phase(collect: &Collect, phase: &str, out: &Path) -> Vec<Collected> {
     let timeout = collect
         .timeout
         .as_deref()
-        .and_then(|t| crate::validate::parse_duration(t).ok())
+        .and_then(|t| crate::recipe::parse_duration(t).ok())
         .unwrap_or(DEFAULT_TIMEOUT);
     let cap = collect.max_output_kb.unwrap_or(DEFAULT_MAX_KB) * 1024;
     let mut records = Vec::new();

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::analysis::{Selection, analyze};
 use crate::bundle::{BundleError, Opened, resolve_input};
 use crate::expr::{Context, Expr, ExprError, Metric, measure, show};
-use crate::report::JsonReport;
+use crate::report::{JsonReport, esc};
 
 /// Version of [`DiffReport`]'s layout.
 pub const DIFF_FORMAT_VERSION: u32 = 1;
@@ -587,14 +587,6 @@ pub fn render_text(d: &DiffReport) -> String {
         }
     }
     o
-}
-
-/// `s` escaped for HTML text and attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The diff as one self-contained HTML page (tables; no scripts).

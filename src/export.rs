@@ -14,7 +14,8 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{Op, Plan, Undo};
+use crate::plan::{Op, Plan, Shell, Undo};
+use crate::recipe::Recipe;
 use crate::tracefs::WriteMode;
 use crate::validate::ValidRecipe;
 
@@ -31,6 +32,12 @@ fn word(s: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || "_-./:=,+@%".contains(c));
     if plain { s.to_string() } else { q(s) }
 }
+
+/// The script's dialect: paths under `"$T"`, values printed by `printf`.
+const SH: Shell = Shell {
+    path: |p| format!("\"$T\"/{}", q(p)),
+    line: |v| format!("printf '%s\\n' {}", q(v)),
+};
 
 /// The script for `plan` of recipe `name`. Errors: a step whose undo the script
 /// cannot express (see the module docs), named.
@@ -49,63 +56,40 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
     );
     for (i, s) in plan.steps.iter().enumerate() {
         let n = i + 1;
-        match &s.op {
-            Op::Mkdir { dir } => {
-                let p = format!("\"$T\"/{}", q(dir));
-                let _ = writeln!(
-                    o,
-                    "mkdir {p} || step {n}\npush {}",
-                    q(&format!("rmdir {p}"))
-                );
-            }
-            Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            } => {
-                let p = format!("\"$T\"/{}", q(file));
-                let arrow = mode.redirection();
-                let undo_cmd = match undo {
-                    Undo::Nothing => None,
-                    Undo::Write(v) => Some(format!("printf '%s\\n' {} > {p}", q(v))),
-                    Undo::Append(v) => Some(format!("printf '%s\\n' {} >> {p}", q(v))),
-                    Undo::Restore => {
-                        use crate::tracefs::Readback;
-                        let pick = match crate::tracefs::file_rule(file).readback {
-                            Readback::FirstWord => "awk '{print $1; exit}'",
-                            Readback::Bracketed => "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p'",
-                            Readback::BufferSize => {
-                                "awk '{ if (match($0, /expanded: [0-9]+/)) print substr($0, RSTART + 10, RLENGTH - 10); else print $1; exit }'"
-                            }
-                            Readback::Filter => {
-                                "awk '{ if ($0 == \"none\") print \"0\"; else print }'"
-                            }
-                            Readback::Enable => "sed 's/[*]$//'",
-                            _ => {
-                                return Err(format!(
-                                    "step {n} restores `{file}` from a before-image the script cannot express"
-                                ));
-                            }
-                        };
-                        let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
-                        Some(format!("printf '%s\\n' \"$B{n}\" > {p}"))
-                    }
-                };
-                let _ = writeln!(o, "printf '%s\\n' {} {arrow} {p} || step {n}", q(value));
-                if let Some(u) = undo_cmd {
-                    let _ = writeln!(o, "push {}", q(&u));
+        let mut undo_cmd = s.op.undo_command(&SH);
+        if let Op::Write {
+            file,
+            undo: Undo::Restore,
+            ..
+        } = &s.op
+        {
+            use crate::tracefs::Readback;
+            let pick = match crate::tracefs::file_rule(file).readback {
+                Readback::FirstWord => "awk '{print $1; exit}'",
+                Readback::Bracketed => "sed -n 's/.*\\[\\(.*\\)\\].*/\\1/p'",
+                Readback::BufferSize => {
+                    "awk '{ if (match($0, /expanded: [0-9]+/)) print substr($0, RSTART + 10, RLENGTH - 10); else print $1; exit }'"
                 }
-            }
-            Op::Sysctl { sysctl, value } => {
-                let p = q(&sysctl.path().display().to_string());
-                let _ = writeln!(
-                    o,
-                    "B{n}=$(cat {p}) || step {n}\nprintf '%s\\n' {} > {p} || step {n}\npush {}",
-                    q(value),
-                    q(&format!("printf '%s\\n' \"$B{n}\" > {p}"))
-                );
-            }
+                Readback::Filter => "awk '{ if ($0 == \"none\") print \"0\"; else print }'",
+                Readback::Enable => "sed 's/[*]$//'",
+                _ => {
+                    return Err(format!(
+                        "step {n} restores `{file}` from a before-image the script cannot express"
+                    ));
+                }
+            };
+            let p = (SH.path)(file);
+            let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
+            undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
+        }
+        if let Op::Sysctl { sysctl, .. } = &s.op {
+            let p = sysctl.path().display().to_string();
+            let _ = writeln!(o, "B{n}=$(cat {p}) || step {n}");
+            undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
+        }
+        let _ = writeln!(o, "{} || step {n}", s.op.command(&SH));
+        if let Some(u) = undo_cmd {
+            let _ = writeln!(o, "push {}", q(&u));
         }
     }
     let on = if plan.instance.is_empty() {
@@ -278,7 +262,51 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             )),
         }
     }
+    unexpressed(r, &events, &mut notes);
+    let mut cmd: Vec<String> = Vec::new();
+    if !top {
+        let name = plan.instance.rsplit('/').next().unwrap_or(&plan.instance);
+        cmd.push(format!("-B {}", word(name)));
+    }
+    cmd.extend(opts);
     for e in &events {
+        let mut line = format!("-e {}", word(&e.name));
+        if let Some(f) = &e.filter {
+            let _ = write!(line, " -f {}", q(f));
+        }
+        for t in &e.triggers {
+            let _ = write!(line, " -R {}", word(t));
+        }
+        cmd.push(line);
+    }
+    for p in &pids {
+        cmd.push(format!("-P {p}"));
+    }
+    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
+    if fork && scoped {
+        cmd.push("-c".into());
+    }
+    if !r.scope.command.is_empty() {
+        let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
+        cmd.push(format!("-F {}", words.join(" ")));
+        if let Some(d) = &r.duration {
+            notes.push(format!(
+                "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
+            ));
+        }
+    } else if let Some(d) = valid.duration {
+        cmd.push(format!("sleep {}", d.as_secs_f64()));
+    } else {
+        notes.push("no duration and no command: trace-cmd record runs until Ctrl-C".into());
+    }
+    render_trace_cmd(&r.name, &notes, &before, &cmd, &after)
+}
+
+/// Adds to `notes` what recipe `r` asks beyond its plan's writes that
+/// `trace-cmd record` cannot do, and what it does differently for `events`
+/// (a trigger without -e, a hist table).
+fn unexpressed(r: &Recipe, events: &[EventArgs], notes: &mut Vec<String>) {
+    for e in events {
         if !e.enabled {
             notes.push(format!(
                 "{} carries a trigger but is not recorded in the recipe; -R needs -e, so trace-cmd records it too",
@@ -320,53 +348,27 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     if r.scope.include_self {
         notes.push("[scope] include_self: trace-cmd leaves its own threads out (add --no-filter to trace them)".into());
     }
-    let mut cmd: Vec<String> = Vec::new();
-    if !top {
-        let name = plan.instance.rsplit('/').next().unwrap_or(&plan.instance);
-        cmd.push(format!("-B {}", word(name)));
-    }
-    cmd.extend(opts);
-    for e in &events {
-        let mut line = format!("-e {}", word(&e.name));
-        if let Some(f) = &e.filter {
-            let _ = write!(line, " -f {}", q(f));
-        }
-        for t in &e.triggers {
-            let _ = write!(line, " -R {}", word(t));
-        }
-        cmd.push(line);
-    }
-    for p in &pids {
-        cmd.push(format!("-P {p}"));
-    }
-    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
-    if fork && scoped {
-        cmd.push("-c".into());
-    }
-    if !r.scope.command.is_empty() {
-        let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
-        cmd.push(format!("-F {}", words.join(" ")));
-        if let Some(d) = &r.duration {
-            notes.push(format!(
-                "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
-            ));
-        }
-    } else if let Some(d) = valid.duration {
-        cmd.push(format!("sleep {}", d.as_secs_f64()));
-    } else {
-        notes.push("no duration and no command: trace-cmd record runs until Ctrl-C".into());
-    }
+}
+
+/// The export's text: `notes` as comments, the `before` lines, `trace-cmd
+/// record` with the options `cmd`, then the `after` lines in reverse.
+fn render_trace_cmd(
+    name: &str,
+    notes: &[String],
+    before: &[String],
+    cmd: &[String],
+    after: &[String],
+) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "# trace-recipe check --plan --export trace-cmd: recipe `{}`, as the nearest\n# `trace-cmd record` command line (options of trace-cmd 3.1). Run as root.",
-        r.name
+        "# trace-recipe check --plan --export trace-cmd: recipe `{name}`, as the nearest\n# `trace-cmd record` command line (options of trace-cmd 3.1). Run as root."
     );
     if notes.is_empty() {
         let _ = writeln!(o, "# It expresses the whole plan.");
     } else {
         let _ = writeln!(o, "# Not expressed:");
-        for n in &notes {
+        for n in notes {
             let _ = writeln!(o, "#   - {n}");
         }
     }
@@ -375,7 +377,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             o,
             "# trace-cmd record has no option for these: done before it, undone after it."
         );
-        for l in &before {
+        for l in before {
             let _ = writeln!(o, "{l}");
         }
     }
@@ -390,9 +392,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
 mod tests {
     use super::*;
     use crate::plan::plan;
-    use crate::validate::{
-        ProbeKind, ResolvedEvent, ResolvedProbe, ResolvedTracer, ResolvedTrigger, SelfExclusion,
-    };
+    use crate::validate::{ResolvedEvent, ResolvedProbe, ResolvedTracer, ResolvedTrigger};
 
     fn valid() -> ValidRecipe {
         let mut recipe = crate::recipe::Recipe {
@@ -400,24 +400,9 @@ mod tests {
             ..Default::default()
         };
         recipe.scope.follow_forks = true;
-        ValidRecipe {
-            recipe,
-            duration: Some(std::time::Duration::from_millis(2500)),
-            buffer_size_kb: None,
-            clock: None,
-            cpumask: None,
-            overwrite: None,
-            events: Vec::new(),
-            triggers: Vec::new(),
-            probes: Vec::new(),
-            tracer: None,
-            stack: None,
-            max_size_bytes: None,
-            template: None,
-            expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
-            params: Default::default(),
-        }
+        let mut v = ValidRecipe::bare(recipe);
+        v.duration = Some(std::time::Duration::from_millis(2500));
+        v
     }
 
     fn event(name: &str, filter: Option<&str>, stacktrace: bool) -> ResolvedEvent {
@@ -489,14 +474,7 @@ trace-cmd record -B trace-recipe-x-1 \\
     #[test]
     fn probes_are_defined_before_and_removed_after() {
         let mut v = valid();
-        v.probes = vec![ResolvedProbe {
-            kind: ProbeKind::Kretprobe,
-            event: "open_ret".into(),
-            spec: "do_sys_openat2 ret=$retval:s32".into(),
-            filter: Some("ret < 0".into()),
-            stacktrace: false,
-            span: None,
-        }];
+        v.probes = vec![ResolvedProbe::open_ret()];
         let text = export(&v, &[]);
         let lines: Vec<&str> = text.lines().collect();
         let def = "echo 'r:trace_recipe_1/open_ret do_sys_openat2 ret=$retval:s32' >> /sys/kernel/tracing/kprobe_events";

@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::diff::{DiffError, Side, esc, pct, rate, side};
+use crate::diff::{DiffError, Side, pct, rate, side};
+use crate::report::esc;
 
 /// Version of [`FleetReport`]'s layout.
 pub const FLEET_FORMAT_VERSION: u32 = 1;

@@ -12,12 +12,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::diagnostic::JsonDiagnostic;
+use crate::output::FORMAT_VERSION;
 use crate::status::{dead_journals, our_instances, our_probes};
 use crate::tracefs::Tracefs;
 use crate::workload::WorkloadExit;
-
-/// Layout version of every object in this module.
-pub const FORMAT_VERSION: u32 = 1;
 
 /// `check --format json`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -258,7 +256,7 @@ impl RunJson {
             bundle: o.bundle.as_ref().map(|b| b.display().to_string()),
             stop_reason: o.report.stop_reason.clone(),
             workload_exit: o.report.workload.as_ref().map(|w| w.exit),
-            signal: o.signal,
+            signal: o.signal.map(crate::run::Signal::number),
             total_events: o.report.total_events,
             events: o.report.events.clone(),
             lost_total: o.report.lost_total,
@@ -313,9 +311,4 @@ pub fn schema_of(of: SchemaOf) -> String {
         SchemaOf::Facts => schemars::schema_for!(crate::kernel::KernelFacts),
     };
     serde_json::to_string_pretty(&schema).unwrap_or_default()
-}
-
-/// `value` as pretty JSON with a final newline.
-pub fn to_json<T: Serialize>(value: &T) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }

@@ -57,7 +57,7 @@ pub struct EventsJson {
 /// file) matching `glob` (`*` when `None`), with their fields when `fields`.
 pub fn events(facts: &KernelFacts, source: &str, glob: Option<&str>, fields: bool) -> EventsJson {
     let mut out = EventsJson {
-        format_version: crate::format::FORMAT_VERSION,
+        format_version: crate::output::FORMAT_VERSION,
         source: source.into(),
         kernel_release: Some(facts.release.clone()),
         events: Vec::new(),

@@ -14,13 +14,16 @@
 //! ```
 //!
 //! Only `tracefs`, `apply`, `record` and `status` touch the kernel; `workload`
-//! spawns the traced command. `run` strings the stages together; `cli` parses
-//! arguments and prints.
+//! spawns the traced command. `check` is the first half, shared by the
+//! `check` command and every run (load → validate → plan; writes nothing);
+//! `run` strings the session together (prepare → arm → record → teardown →
+//! output); `cli` parses arguments, prints, and chooses the exit code.
 #![warn(missing_docs)]
 
 pub mod analysis;
 pub mod apply;
 pub mod bundle;
+pub(crate) mod check;
 pub mod cli;
 pub(crate) mod collect;
 pub mod diagnostic;

@@ -255,3 +255,13 @@ fn write_dat(
     })?;
     w.flush().map_err(io(p))
 }
+
+/// Layout version of every object of the commands' `--format json` output
+/// ([`crate::format`], `list`, `events`).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `value` as pretty JSON with a final newline: every JSON document a command
+/// prints or a run writes.
+pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}

@@ -5,7 +5,7 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::recipe::LoadedRecipe;
-use crate::validate::parse_duration;
+use crate::recipe::parse_duration;
 
 /// Values given on the command line in place of recipe keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -16,8 +16,8 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, Sysctl, WriteMode, instance_file};
-use crate::validate::{MaxLatencyAt, SelfExclusion, Span, ValidRecipe};
+use crate::tracefs::{INSTANCE_PREFIX, Irreversible, Sysctl, WriteMode, instance_file};
+use crate::validate::{MaxLatencyAt, ResolvedTracer, SelfExclusion, Span, ValidRecipe};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,25 +87,6 @@ pub struct Plan {
     pub steps: Vec<Step>,
 }
 
-/// A kernel effect of applying a plan that no undo can reverse (schema in
-/// report.json's `irreversible`).
-#[derive(
-    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-pub(crate) struct Irreversible {
-    /// What happens, one sentence.
-    pub(crate) effect: String,
-    /// The tracefs file that shows it.
-    pub(crate) file: String,
-    /// How the file reads before.
-    pub(crate) before: String,
-    /// How it reads after.
-    pub(crate) after: String,
-    /// Whether it was declared before the run (`check --plan`, the run's first
-    /// lines); `false`: only observed afterwards.
-    pub(crate) declared: bool,
-}
-
 /// The irreversible effects `plan` will have on a kernel whose top-level ring
 /// buffer is `top`: a run at the top level (a tracer instances lack) allocates
 /// a top-level ring buffer still unallocated since boot, which user space can
@@ -162,6 +143,10 @@ pub(crate) fn marker_file(valid: &ValidRecipe, instance: &str) -> String {
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
 /// comm through their filters instead). `own` are the thread ids of the run
 /// itself, kept out of the trace as `valid.self_exclusion` says.
+///
+/// The phases, in the order of the module doc: [`buffer_and_scope`],
+/// [`tracer_steps`], [`probe_steps`], [`event_steps`], [`trigger_steps`], and
+/// the instance's `mkdir` first of all.
 pub fn plan(
     valid: &ValidRecipe,
     instance: &str,
@@ -173,261 +158,28 @@ pub fn plan(
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
     let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
-    // Files of the run's instance, by their path relative to tracefs.
-    let name = (!top).then_some(instance);
-    let dir = instance_file(name, "");
-    let local = |undo: Undo| if top { Undo::Restore } else { undo };
-    let mut steps = Vec::new();
-    let mut write = |file: String, value: String, mode: WriteMode, undo: Undo, span: Span| {
-        steps.push(Step {
-            op: Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            },
-            span,
-        });
+    let mut b = Builder {
+        name: (!top).then_some(instance),
+        top,
+        steps: Vec::new(),
     };
-    let f = |file: &str| instance_file(name, file);
-    let r = &valid.recipe;
-
-    write(
-        f("tracing_on"),
-        "0".into(),
-        WriteMode::Replace,
-        local(Undo::Nothing),
-        None,
-    );
-    if top {
-        // Whatever the top-level buffer held before is not this run's.
-        write(
-            "trace".into(),
-            String::new(),
-            WriteMode::Replace,
-            Undo::Nothing,
-            None,
-        );
-    }
-    if let Some((kb, span)) = &valid.buffer_size_kb {
-        write(
-            f("buffer_size_kb"),
-            kb.to_string(),
-            WriteMode::Replace,
-            Undo::Restore,
-            span.clone(),
-        );
-    }
-    if let Some((clock, span)) = &valid.clock {
-        write(
-            f("trace_clock"),
-            clock.clone(),
-            WriteMode::Replace,
-            Undo::Restore,
-            span.clone(),
-        );
-    }
-    if let Some((mask, span)) = &valid.cpumask {
-        write(
-            f("tracing_cpumask"),
-            mask.clone(),
-            WriteMode::Replace,
-            Undo::Restore,
-            span.clone(),
-        );
-    }
-    if let Some((on, span)) = &valid.overwrite {
-        write(
-            f("options/overwrite"),
-            bit(*on),
-            WriteMode::Replace,
-            Undo::Restore,
-            span.clone(),
-        );
-    }
-    if r.scope.follow_forks {
-        write(
-            f("options/event-fork"),
-            "1".into(),
-            WriteMode::Replace,
-            Undo::Restore,
-            None,
-        );
-    }
-    if !pids.is_empty() {
-        write(
-            f("set_event_pid"),
-            pid_list(pids),
-            WriteMode::Replace,
-            local(Undo::Write(String::new())),
-            None,
-        );
-    }
+    let dir = b.f("");
     let own = match valid.self_exclusion {
         SelfExclusion::Off => &[][..],
         _ => own,
     };
-    if matches!(valid.self_exclusion, SelfExclusion::NotracePid { .. }) && !own.is_empty() {
-        write(
-            f("set_event_notrace_pid"),
-            pid_list(own),
-            WriteMode::Replace,
-            local(Undo::Write(String::new())),
-            None,
-        );
-    }
-    let mut touches_top_level = false;
-    if let Some(t) = &valid.tracer {
-        for (file, list) in [
-            ("set_ftrace_filter", &t.functions),
-            ("set_ftrace_notrace", &t.notrace),
-        ] {
-            if !list.is_empty() {
-                write(
-                    f(file),
-                    list.join(" "),
-                    WriteMode::Replace,
-                    local(Undo::Write(String::new())),
-                    t.span.clone(),
-                );
-            }
-        }
-        for (file, list) in [
-            ("set_graph_function", &t.graph_functions),
-            ("set_graph_notrace", &t.graph_notrace),
-        ] {
-            if list.is_empty() {
-                continue;
-            }
-            // Global on kernels whose instances have no graph filter of their own:
-            // restored from its before-image.
-            let (file, undo) = if t.graph_filter_at_top {
-                touches_top_level = true;
-                (file.to_string(), Undo::Restore)
-            } else {
-                (f(file), Undo::Write(String::new()))
-            };
-            write(
-                file,
-                list.join(" "),
-                WriteMode::Replace,
-                undo,
-                t.span.clone(),
-            );
-        }
-        if t.is_function_tracer() {
-            let mut ftrace_pids = pids.to_vec();
-            ftrace_pids.extend_from_slice(comm_pids);
-            if !ftrace_pids.is_empty() {
-                write(
-                    f("set_ftrace_pid"),
-                    pid_list(&ftrace_pids),
-                    WriteMode::Replace,
-                    local(Undo::Write(String::new())),
-                    None,
-                );
-            }
-            if valid.self_exclusion == (SelfExclusion::NotracePid { ftrace: true })
-                && !own.is_empty()
-            {
-                write(
-                    f("set_ftrace_notrace_pid"),
-                    pid_list(own),
-                    WriteMode::Replace,
-                    local(Undo::Write(String::new())),
-                    None,
-                );
-            }
-            if r.scope.follow_forks {
-                write(
-                    f("options/function-fork"),
-                    "1".into(),
-                    WriteMode::Replace,
-                    Undo::Restore,
-                    None,
-                );
-            }
-        }
-        for (opt, on) in &t.options {
-            write(
-                f(&format!("options/{opt}")),
-                bit(*on),
-                WriteMode::Replace,
-                Undo::Restore,
-                t.span.clone(),
-            );
-        }
-        // Global knobs: top-level files, restored from their before-image.
-        if let Some(depth) = t.max_graph_depth {
-            touches_top_level = true;
-            write(
-                "max_graph_depth".into(),
-                depth.to_string(),
-                WriteMode::Replace,
-                Undo::Restore,
-                t.span.clone(),
-            );
-        }
-        if let Some(us) = t.thresh_us {
-            touches_top_level = true;
-            write(
-                "tracing_thresh".into(),
-                us.to_string(),
-                WriteMode::Replace,
-                Undo::Restore,
-                t.span.clone(),
-            );
-        }
-        // The function profiler is global; switching it on resets its counts
-        // (kernel/trace/ftrace.c, `ftrace_profile_write`).
-        if t.function_profile {
-            touches_top_level = true;
-            write(
-                "function_profile_enabled".into(),
-                "1".into(),
-                WriteMode::Replace,
-                Undo::Restore,
-                t.span.clone(),
-            );
-        }
-        // A latency tracer reports the largest latency since tracing_max_latency
-        // was last reset (ftrace.rst: "echo 0 > tracing_max_latency"): reset it
-        // so the run measures its own; a global one is restored afterwards.
-        match t.max_latency {
-            Some(MaxLatencyAt::Instance) => write(
-                f("tracing_max_latency"),
-                "0".into(),
-                WriteMode::Replace,
-                local(Undo::Nothing),
-                t.span.clone(),
-            ),
-            Some(MaxLatencyAt::TopLevel) => {
-                touches_top_level = true;
-                write(
-                    "tracing_max_latency".into(),
-                    "0".into(),
-                    WriteMode::Replace,
-                    Undo::Restore,
-                    t.span.clone(),
-                );
-            }
-            None => {}
-        }
-        write(
-            f("current_tracer"),
-            t.name.clone(),
-            WriteMode::Replace,
-            local(Undo::Write("nop".into())),
-            t.span.clone(),
-        );
-    }
+    buffer_and_scope(&mut b, valid, pids, own);
+    let mut touches_top_level = match &valid.tracer {
+        Some(t) => tracer_steps(&mut b, valid, t, pids, comm_pids, own),
+        None => false,
+    };
     if let Some(st) = &valid.stack {
         // The stack tracer is global: its filter and maximum are top-level
         // files restored from their before-image; it is switched on last of all
         // (below), so it measures the run rather than the rest of the apply.
         touches_top_level = true;
         if !st.filter.is_empty() {
-            write(
+            b.write(
                 "stack_trace_filter".into(),
                 st.filter.join(" "),
                 WriteMode::Replace,
@@ -435,7 +187,7 @@ pub fn plan(
                 st.span.clone(),
             );
         }
-        write(
+        b.write(
             "stack_max_size".into(),
             "0".into(),
             WriteMode::Replace,
@@ -443,53 +195,10 @@ pub fn plan(
             st.span.clone(),
         );
     }
-    for p in &valid.probes {
-        write(
-            p.kind.events_file().into(),
-            p.definition(group),
-            WriteMode::Append,
-            Undo::Append(p.removal(group)),
-            p.span.clone(),
-        );
-        let filter = without_own(p.filter.as_deref(), "", own, valid.self_exclusion);
-        enable_event(
-            &mut write,
-            &f(&format!("events/{group}/{}", p.event)),
-            filter.as_deref(),
-            p.stacktrace,
-            top,
-            &p.span,
-        );
-    }
-    for ev in &valid.events {
-        let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let filter = without_own(ev.filter.as_deref(), &ev.name, own, valid.self_exclusion);
-        enable_event(
-            &mut write,
-            &f(&format!("events/{system}/{event}")),
-            filter.as_deref(),
-            ev.stacktrace,
-            top,
-            &ev.span,
-        );
-    }
-    for t in &valid.triggers {
-        let file = match &t.event {
-            Some(event) => {
-                let (system, event) = event.split_once(':').unwrap_or((event, ""));
-                let system = if t.on_probe { group } else { system };
-                f(&format!("events/{system}/{event}/trigger"))
-            }
-            None => f("set_ftrace_filter"),
-        };
-        write(
-            file,
-            t.command.clone(),
-            WriteMode::Append,
-            Undo::Append(t.removal.clone()),
-            t.span.clone(),
-        );
-    }
+    probe_steps(&mut b, valid, group, own);
+    event_steps(&mut b, valid, own);
+    trigger_steps(&mut b, valid, group);
+    let mut steps = b.steps;
     if let Some(st) = &valid.stack {
         steps.push(Step {
             op: Op::Sysctl {
@@ -516,31 +225,337 @@ pub fn plan(
     }
 }
 
+/// The steps of a plan being built, and where its files are.
+struct Builder<'a> {
+    /// The run's instance (a bare name); `None` at the top level.
+    name: Option<&'a str>,
+    /// Whether the run works in the top-level buffer.
+    top: bool,
+    /// The steps so far, in order.
+    steps: Vec<Step>,
+}
+
+impl Builder<'_> {
+    /// Appends the write of `value` to `file`.
+    fn write(&mut self, file: String, value: String, mode: WriteMode, undo: Undo, span: Span) {
+        self.steps.push(Step {
+            op: Op::Write {
+                file,
+                value,
+                mode,
+                undo,
+            },
+            span,
+        });
+    }
+
+    /// The path of the run's own `file`, relative to tracefs.
+    fn f(&self, file: &str) -> String {
+        instance_file(self.name, file)
+    }
+
+    /// `undo` for a file of the run's instance; at the top level, the file is
+    /// restored from its before-image instead.
+    fn local(&self, undo: Undo) -> Undo {
+        if self.top { Undo::Restore } else { undo }
+    }
+}
+
+/// Tracing off, the ring buffer's size, clock, cpumask and overwrite mode, and
+/// the pid scope (fork following, the recipe's pids, the run's own left out).
+fn buffer_and_scope(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u32]) {
+    b.write(
+        b.f("tracing_on"),
+        "0".into(),
+        WriteMode::Replace,
+        b.local(Undo::Nothing),
+        None,
+    );
+    if b.top {
+        // Whatever the top-level buffer held before is not this run's.
+        b.write(
+            "trace".into(),
+            String::new(),
+            WriteMode::Replace,
+            Undo::Nothing,
+            None,
+        );
+    }
+    if let Some((kb, span)) = &valid.buffer_size_kb {
+        b.write(
+            b.f("buffer_size_kb"),
+            kb.to_string(),
+            WriteMode::Replace,
+            Undo::Restore,
+            span.clone(),
+        );
+    }
+    if let Some((clock, span)) = &valid.clock {
+        b.write(
+            b.f("trace_clock"),
+            clock.clone(),
+            WriteMode::Replace,
+            Undo::Restore,
+            span.clone(),
+        );
+    }
+    if let Some((mask, span)) = &valid.cpumask {
+        b.write(
+            b.f("tracing_cpumask"),
+            mask.clone(),
+            WriteMode::Replace,
+            Undo::Restore,
+            span.clone(),
+        );
+    }
+    if let Some((on, span)) = &valid.overwrite {
+        b.write(
+            b.f("options/overwrite"),
+            bit(*on),
+            WriteMode::Replace,
+            Undo::Restore,
+            span.clone(),
+        );
+    }
+    if valid.recipe.scope.follow_forks {
+        b.write(
+            b.f("options/event-fork"),
+            "1".into(),
+            WriteMode::Replace,
+            Undo::Restore,
+            None,
+        );
+    }
+    if !pids.is_empty() {
+        b.write(
+            b.f("set_event_pid"),
+            pid_list(pids),
+            WriteMode::Replace,
+            b.local(Undo::Write(String::new())),
+            None,
+        );
+    }
+    if matches!(valid.self_exclusion, SelfExclusion::NotracePid { .. }) && !own.is_empty() {
+        b.write(
+            b.f("set_event_notrace_pid"),
+            pid_list(own),
+            WriteMode::Replace,
+            b.local(Undo::Write(String::new())),
+            None,
+        );
+    }
+}
+
+/// The tracer `t`: its function and graph filters, pid scope, options and
+/// global knobs, then the tracer itself. Returns whether a step writes a
+/// global top-level file.
+fn tracer_steps(
+    b: &mut Builder,
+    valid: &ValidRecipe,
+    t: &ResolvedTracer,
+    pids: &[u32],
+    comm_pids: &[u32],
+    own: &[u32],
+) -> bool {
+    let mut touches_top_level = false;
+    for (file, list) in [
+        ("set_ftrace_filter", &t.functions),
+        ("set_ftrace_notrace", &t.notrace),
+    ] {
+        if !list.is_empty() {
+            b.write(
+                b.f(file),
+                list.join(" "),
+                WriteMode::Replace,
+                b.local(Undo::Write(String::new())),
+                t.span.clone(),
+            );
+        }
+    }
+    for (file, list) in [
+        ("set_graph_function", &t.graph_functions),
+        ("set_graph_notrace", &t.graph_notrace),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        // Global on kernels whose instances have no graph filter of their own:
+        // restored from its before-image.
+        let (file, undo) = if t.graph_filter_at_top {
+            touches_top_level = true;
+            (file.to_string(), Undo::Restore)
+        } else {
+            (b.f(file), Undo::Write(String::new()))
+        };
+        b.write(
+            file,
+            list.join(" "),
+            WriteMode::Replace,
+            undo,
+            t.span.clone(),
+        );
+    }
+    if t.is_function_tracer() {
+        let mut ftrace_pids = pids.to_vec();
+        ftrace_pids.extend_from_slice(comm_pids);
+        if !ftrace_pids.is_empty() {
+            b.write(
+                b.f("set_ftrace_pid"),
+                pid_list(&ftrace_pids),
+                WriteMode::Replace,
+                b.local(Undo::Write(String::new())),
+                None,
+            );
+        }
+        if valid.self_exclusion == (SelfExclusion::NotracePid { ftrace: true }) && !own.is_empty() {
+            b.write(
+                b.f("set_ftrace_notrace_pid"),
+                pid_list(own),
+                WriteMode::Replace,
+                b.local(Undo::Write(String::new())),
+                None,
+            );
+        }
+        if valid.recipe.scope.follow_forks {
+            b.write(
+                b.f("options/function-fork"),
+                "1".into(),
+                WriteMode::Replace,
+                Undo::Restore,
+                None,
+            );
+        }
+    }
+    for (opt, on) in &t.options {
+        b.write(
+            b.f(&format!("options/{opt}")),
+            bit(*on),
+            WriteMode::Replace,
+            Undo::Restore,
+            t.span.clone(),
+        );
+    }
+    // Global knobs: top-level files, restored from their before-image.
+    for (file, value) in [
+        ("max_graph_depth", t.max_graph_depth.map(u64::from)),
+        ("tracing_thresh", t.thresh_us),
+    ] {
+        if let Some(value) = value {
+            touches_top_level = true;
+            b.write(
+                file.into(),
+                value.to_string(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+    }
+    // The function profiler is global; switching it on resets its counts
+    // (kernel/trace/ftrace.c, `ftrace_profile_write`).
+    if t.function_profile {
+        touches_top_level = true;
+        b.write(
+            "function_profile_enabled".into(),
+            "1".into(),
+            WriteMode::Replace,
+            Undo::Restore,
+            t.span.clone(),
+        );
+    }
+    // A latency tracer reports the largest latency since tracing_max_latency
+    // was last reset (ftrace.rst: "echo 0 > tracing_max_latency"): reset it
+    // so the run measures its own; a global one is restored afterwards.
+    match t.max_latency {
+        Some(MaxLatencyAt::Instance) => b.write(
+            b.f("tracing_max_latency"),
+            "0".into(),
+            WriteMode::Replace,
+            b.local(Undo::Nothing),
+            t.span.clone(),
+        ),
+        Some(MaxLatencyAt::TopLevel) => {
+            touches_top_level = true;
+            b.write(
+                "tracing_max_latency".into(),
+                "0".into(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        None => {}
+    }
+    b.write(
+        b.f("current_tracer"),
+        t.name.clone(),
+        WriteMode::Replace,
+        b.local(Undo::Write("nop".into())),
+        t.span.clone(),
+    );
+    touches_top_level
+}
+
+/// Each probe's definition in group `group`, then its filter, stacktrace
+/// trigger and enable in the run's instance.
+fn probe_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, own: &[u32]) {
+    for p in &valid.probes {
+        b.write(
+            p.kind.events_file().into(),
+            p.definition(group),
+            WriteMode::Append,
+            Undo::Append(p.removal(group)),
+            p.span.clone(),
+        );
+        let filter = without_own(p.filter.as_deref(), "", own, valid.self_exclusion);
+        let dir = b.f(&format!("events/{group}/{}", p.event));
+        enable_event(b, &dir, filter.as_deref(), p.stacktrace, &p.span);
+    }
+}
+
+/// Each event's filter, stacktrace trigger and enable.
+fn event_steps(b: &mut Builder, valid: &ValidRecipe, own: &[u32]) {
+    for ev in &valid.events {
+        let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
+        let filter = without_own(ev.filter.as_deref(), &ev.name, own, valid.self_exclusion);
+        let dir = b.f(&format!("events/{system}/{event}"));
+        enable_event(b, &dir, filter.as_deref(), ev.stacktrace, &ev.span);
+    }
+}
+
+/// The recipe's triggers, appended to an event's `trigger` file (a probe's in
+/// group `group`) or to `set_ftrace_filter`.
+fn trigger_steps(b: &mut Builder, valid: &ValidRecipe, group: &str) {
+    for t in &valid.triggers {
+        let file = match &t.event {
+            Some(event) => {
+                let (system, event) = event.split_once(':').unwrap_or((event, ""));
+                let system = if t.on_probe { group } else { system };
+                b.f(&format!("events/{system}/{event}/trigger"))
+            }
+            None => b.f("set_ftrace_filter"),
+        };
+        b.write(
+            file,
+            t.command.clone(),
+            WriteMode::Append,
+            Undo::Append(t.removal.clone()),
+            t.span.clone(),
+        );
+    }
+}
+
 /// Filter, stacktrace trigger (under the same filter) and enable of the event directory `dir`
 /// (`instances/NAME/events/SYSTEM/EVENT`, or `events/SYSTEM/EVENT` at the top
 /// level, where the filter and enable are restored from their before-image).
-fn enable_event(
-    write: &mut impl FnMut(String, String, WriteMode, Undo, Span),
-    dir: &str,
-    filter: Option<&str>,
-    stacktrace: bool,
-    top: bool,
-    span: &Span,
-) {
+fn enable_event(b: &mut Builder, dir: &str, filter: Option<&str>, stacktrace: bool, span: &Span) {
     let ef = |name: &str| format!("{dir}/{name}");
-    let undo = |value: &str| {
-        if top {
-            Undo::Restore
-        } else {
-            Undo::Write(value.into())
-        }
-    };
     if let Some(filter) = filter {
-        write(
+        b.write(
             ef("filter"),
             filter.to_string(),
             WriteMode::Replace,
-            undo("0"),
+            b.local(Undo::Write("0".into())),
             span.clone(),
         );
     }
@@ -553,7 +568,7 @@ fn enable_event(
             Some(filter) => format!("stacktrace if {filter}"),
             None => "stacktrace".into(),
         };
-        write(
+        b.write(
             ef("trigger"),
             trigger,
             WriteMode::Append,
@@ -561,11 +576,11 @@ fn enable_event(
             span.clone(),
         );
     }
-    write(
+    b.write(
         ef("enable"),
         "1".into(),
         WriteMode::Replace,
-        undo("0"),
+        b.local(Undo::Write("0".into())),
         span.clone(),
     );
 }
@@ -655,46 +670,89 @@ impl Plan {
     }
 }
 
+/// How a shell rendering of a step writes paths and values: `check --plan`
+/// shows tracefs-relative paths and `echo "VALUE"`; the sh export
+/// `"$T"/'PATH'` and `printf '%s\n' 'VALUE'`.
+pub(crate) struct Shell {
+    /// A path relative to tracefs, as the shell is to read it.
+    pub(crate) path: fn(&str) -> String,
+    /// The command that prints a value as one line.
+    pub(crate) line: fn(&str) -> String,
+}
+
+/// The dialect of `check --plan`.
+const PLAN_SHELL: Shell = Shell {
+    path: str::to_string,
+    line: |v| format!("echo {v:?}"),
+};
+
+impl Op {
+    /// The change as one shell command in dialect `sh`.
+    pub(crate) fn command(&self, sh: &Shell) -> String {
+        match self {
+            Op::Mkdir { dir } => format!("mkdir {}", (sh.path)(dir)),
+            Op::Write {
+                file, value, mode, ..
+            } => format!(
+                "{} {} {}",
+                (sh.line)(value),
+                mode.redirection(),
+                (sh.path)(file)
+            ),
+            Op::Sysctl { sysctl, value } => {
+                format!("{} > {}", (sh.line)(value), sysctl.path().display())
+            }
+        }
+    }
+
+    /// The shell command (dialect `sh`) that undoes the change, when it is one
+    /// fixed command; `None` when there is nothing to undo ([`Undo::Nothing`]) or
+    /// a before-image to write back ([`Undo::Restore`]).
+    pub(crate) fn undo_command(&self, sh: &Shell) -> Option<String> {
+        let (file, value, mode) = match self {
+            Op::Mkdir { dir } => return Some(format!("rmdir {}", (sh.path)(dir))),
+            Op::Write {
+                file,
+                undo: Undo::Write(v),
+                ..
+            } => (file, v, WriteMode::Replace),
+            Op::Write {
+                file,
+                undo: Undo::Append(v),
+                ..
+            } => (file, v, WriteMode::Append),
+            Op::Write { .. } | Op::Sysctl { .. } => return None,
+        };
+        Some(format!(
+            "{} {} {}",
+            (sh.line)(value),
+            mode.redirection(),
+            (sh.path)(file)
+        ))
+    }
+}
+
 impl fmt::Display for Step {
     /// The change as a shell command (`echo "1" > .../enable`); the alternate form
     /// (`{:#}`) adds its undo in parentheses.
     fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(out, "{}", self.op.command(&PLAN_SHELL))?;
+        if !out.alternate() {
+            return Ok(());
+        }
+        if let Some(undo) = self.op.undo_command(&PLAN_SHELL) {
+            return write!(out, "    (undo: {undo})");
+        }
         match &self.op {
-            Op::Mkdir { dir } => {
-                write!(out, "mkdir {dir}")?;
-                if out.alternate() {
-                    write!(out, "    (undo: rmdir {dir})")?;
-                }
-                Ok(())
-            }
             Op::Write {
-                file,
-                value,
-                mode,
-                undo,
-            } => {
-                let arrow = mode.redirection();
-                write!(out, "echo {value:?} {arrow} {file}")?;
-                if !out.alternate() {
-                    return Ok(());
-                }
-                match undo {
-                    Undo::Nothing if file.starts_with("instances/") => {
-                        write!(out, "    (undo: removed with the instance)")
-                    }
-                    Undo::Nothing => write!(out, "    (no undo: what it cleared is not kept)"),
-                    Undo::Restore => write!(out, "    (undo: write back the value read before)"),
-                    Undo::Write(v) => write!(out, "    (undo: echo {v:?} > {file})"),
-                    Undo::Append(v) => write!(out, "    (undo: echo {v:?} >> {file})"),
-                }
+                undo: Undo::Restore,
+                ..
             }
-            Op::Sysctl { sysctl, value } => {
-                write!(out, "echo {value:?} > {}", sysctl.path().display())?;
-                if out.alternate() {
-                    write!(out, "    (undo: write back the value read before)")?;
-                }
-                Ok(())
+            | Op::Sysctl { .. } => write!(out, "    (undo: write back the value read before)"),
+            Op::Write { file, .. } if file.starts_with("instances/") => {
+                write!(out, "    (undo: removed with the instance)")
             }
+            _ => write!(out, "    (no undo: what it cleared is not kept)"),
         }
     }
 }
@@ -702,34 +760,12 @@ impl fmt::Display for Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::{ProbeKind, ResolvedProbe, ResolvedTracer};
+    use crate::validate::{ResolvedProbe, ResolvedTracer};
 
     fn valid() -> ValidRecipe {
-        ValidRecipe {
-            recipe: Default::default(),
-            duration: None,
-            buffer_size_kb: None,
-            clock: None,
-            cpumask: None,
-            overwrite: None,
-            events: Vec::new(),
-            triggers: Vec::new(),
-            probes: vec![ResolvedProbe {
-                kind: ProbeKind::Kretprobe,
-                event: "open_ret".into(),
-                spec: "do_sys_openat2 ret=$retval:s32".into(),
-                filter: Some("ret < 0".into()),
-                stacktrace: false,
-                span: None,
-            }],
-            tracer: None,
-            stack: None,
-            max_size_bytes: None,
-            template: None,
-            expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
-            params: Default::default(),
-        }
+        let mut v = ValidRecipe::bare(Default::default());
+        v.probes = vec![ResolvedProbe::open_ret()];
+        v
     }
 
     fn files(p: &Plan) -> Vec<String> {

@@ -25,7 +25,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fs::{Mode, OFlags, open};
 use rustix::io::Errno;
 
-use crate::tracefs::{Instance, TracefsError};
+use crate::tracefs::{Instance, TracefsError, cpu_stat, lost_from_stats};
 
 /// What one CPU's reader captured.
 #[derive(Debug, Clone)]
@@ -244,7 +244,10 @@ impl Recorder {
             .filter_map(|(cpu, _, _)| self.instance.read(&format!("per_cpu/cpu{cpu}/stats")).ok())
             .fold((0, 0), |(ev, lost), stats| {
                 let (overrun, dropped) = lost_from_stats(&stats);
-                let (entries, read) = (stat(&stats, "entries:"), stat(&stats, "read events:"));
+                let (entries, read) = (
+                    cpu_stat(&stats, "entries:"),
+                    cpu_stat(&stats, "read events:"),
+                );
                 (ev + entries + read, lost + overrun + dropped)
             })
     }
@@ -423,28 +426,4 @@ fn wait(fd: &impl AsFd, wake: &OwnedFd) {
         tv_nsec: IDLE_WAIT.subsec_nanos() as i64,
     };
     let _ = poll(&mut fds, Some(&timeout));
-}
-
-/// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
-fn stat(stats: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-        .unwrap_or(0)
-}
-
-/// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
-pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
-    (stat(stats, "overrun:"), stat(stats, "dropped events:"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lost_counts_come_from_stats() {
-        let s = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
-        assert_eq!(lost_from_stats(s), (12, 3));
-    }
 }

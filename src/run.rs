@@ -23,23 +23,24 @@ use tracedat::{CaptureMeta, CpuData, TraceFile};
 use crate::analysis::{Selection, analyze};
 use crate::apply::guard::Guard;
 use crate::apply::journal::{
-    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for, process_start_time,
+    Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for,
 };
 use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, RollbackReport, Transaction, apply};
+use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate_with};
 use crate::collect::Collected;
-use crate::diagnostic::{Diagnostic, Source};
+use crate::diagnostic::Source;
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
-use crate::plan::{Plan, TOP_LEVEL_LOCK, instance_name, plan, probe_group};
-use crate::recipe::{Builtins, Chain, LoadError, OnAbort, load_with};
+use crate::plan::{Plan, TOP_LEVEL_LOCK};
+use crate::recipe::{Chain, OnAbort};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::{
     JsonReport, RecorderInfo, RunInfo, Template, TemplateError, WorkloadInfo, render_html,
 };
 use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
-use crate::validate::{ValidRecipe, validate};
-use crate::workload::{Workload, WorkloadExit, WorkloadRecord};
+use crate::validate::ValidRecipe;
+use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
 
 /// What `run` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -89,7 +90,7 @@ pub enum RunEvent {
     /// Recording stopped.
     Stopped {
         /// Why.
-        reason: String,
+        reason: StopReason,
     },
     /// Everything the run changed in tracefs was undone.
     RolledBack,
@@ -128,20 +129,10 @@ pub enum RunError {
     /// tracefs could not be found, mounted or written.
     #[error(transparent)]
     Tracefs(#[from] TracefsError),
-    /// The recipe could not be read.
+    /// The recipe could not be loaded or is invalid for this kernel (the
+    /// check stage); nothing was written.
     #[error(transparent)]
-    Load(LoadError),
-    /// The fact file given to `check --facts` cannot be used.
-    #[error(transparent)]
-    Facts(#[from] crate::kernel::FactsError),
-    /// The recipe is invalid for this kernel; nothing was written.
-    #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
-    Invalid {
-        /// Text the diagnostics point into.
-        text: Source,
-        /// Every problem.
-        diagnostics: Vec<Diagnostic>,
-    },
+    Check(#[from] CheckError),
     /// A step was refused; everything before it was undone.
     #[error("{}", apply_message(.error, .text))]
     Apply {
@@ -188,8 +179,8 @@ pub enum RunError {
     #[error("a required [collect] command failed: {0}")]
     Collect(String),
     /// A signal arrived before tracing started; everything was undone.
-    #[error("interrupted by signal {0} before recording started; tracefs was rolled back")]
-    Interrupted(i32),
+    #[error("interrupted by signal {} before recording started; tracefs was rolled back", .0.number())]
+    Interrupted(Signal),
     /// The run failed and its rollback is incomplete: undos failed, the journal is
     /// kept, and `trace-recipe reset` finishes the job.
     #[error("{error}\n{}", incomplete_message(.rollback))]
@@ -261,7 +252,7 @@ pub struct RunOutcome {
     /// `[output] max_lost_percent`, when the run lost more than that.
     pub lost_limit_exceeded: Option<f64>,
     /// The signal that ended the run, if one did.
-    pub signal: Option<i32>,
+    pub signal: Option<Signal>,
     /// What the rollback did; when incomplete, the journal is kept for `trace-recipe reset`.
     pub rollback: RollbackReport,
     /// The bundle written beside the output folder (`--bundle`, `[output] bundle`).
@@ -280,6 +271,57 @@ extern "C" fn on_signal(sig: libc::c_int) {
         const MSG: &[u8] = b"\ntrace-recipe: already stopping: rolling back tracefs, please wait\n";
         // SAFETY: write(2) is async-signal-safe; MSG is a static buffer.
         unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+    }
+}
+
+/// A signal that ended a run (SIGINT, SIGTERM or SIGHUP: the ones a run
+/// handles). Displays as its name (`SIGINT`), or its number for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal(i32);
+
+impl Signal {
+    /// The signal's number (signal(7)); a run it ends exits with 128 + it.
+    pub fn number(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            libc::SIGINT => f.write_str("SIGINT"),
+            libc::SIGTERM => f.write_str("SIGTERM"),
+            libc::SIGHUP => f.write_str("SIGHUP"),
+            n => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Why recording stopped. Its `Display` is the text of the `stopped:` line
+/// and of report.json's `stop_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A signal arrived.
+    Signal(Signal),
+    /// The workload exited.
+    WorkloadExited,
+    /// The recipe's `duration` passed.
+    Duration,
+    /// `[stop] on_traceoff`: a trigger turned tracing off.
+    Traceoff,
+    /// `[stop] max_size_mb` was reached.
+    MaxSize,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Signal(s) => write!(f, "signal {s}"),
+            StopReason::WorkloadExited => f.write_str("workload exited"),
+            StopReason::Duration => f.write_str("duration"),
+            StopReason::Traceoff => f.write_str("traceoff (tracing_on dropped to 0)"),
+            StopReason::MaxSize => f.write_str("max_size_mb"),
+        }
     }
 }
 
@@ -314,10 +356,10 @@ impl Signals {
     }
 
     /// The first signal that arrived, if any.
-    fn get(&self) -> Option<i32> {
+    fn get(&self) -> Option<Signal> {
         match SIGNAL.load(Ordering::SeqCst) {
             0 => None,
-            s => Some(s as i32),
+            s => Some(Signal(s as i32)),
         }
     }
 }
@@ -329,101 +371,6 @@ impl Drop for Signals {
             unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
         }
     }
-}
-
-/// Where validation's [`KernelFacts`] come from.
-#[derive(Debug, Clone, Copy)]
-pub enum FactsFrom<'a> {
-    /// Read from this live tracefs (read-only).
-    Live(&'a Tracefs),
-    /// Loaded from a fact file (`trace-recipe facts -o FILE`); needs no tracefs.
-    File(&'a Path),
-}
-
-/// Validates a recipe against a kernel's facts: the shared first half of `check` and `run`.
-pub fn load_and_validate(
-    from: FactsFrom<'_>,
-    path: &Path,
-    sets: &[String],
-    started: &str,
-) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    load_and_validate_with(
-        from,
-        path,
-        sets,
-        started,
-        &Default::default(),
-        Chain::Extends,
-    )
-}
-
-/// [`load_and_validate`] with command-line `overrides` of recipe keys applied
-/// before validation (problems of an overridden key name its flag), and the
-/// `extends` chain read from where `chain` says.
-pub fn load_and_validate_with(
-    from: FactsFrom<'_>,
-    path: &Path,
-    sets: &[String],
-    started: &str,
-    overrides: &crate::overrides::Overrides,
-    chain: Chain,
-) -> Result<(ValidRecipe, Source, KernelFacts), RunError> {
-    let mut loaded = load_with(
-        path,
-        sets,
-        &Builtins {
-            started: started.to_string(),
-        },
-        chain,
-    )
-    .map_err(|e| match e {
-        LoadError::Invalid {
-            text: source,
-            diagnostics,
-        } => RunError::Invalid {
-            text: source,
-            diagnostics,
-        },
-        other => RunError::Load(other),
-    })?;
-    let flag_problems = overrides.apply(&mut loaded);
-    let facts = match from {
-        FactsFrom::Live(tracefs) => {
-            KernelFacts::read_scoped(tracefs, &crate::kernel::Scope::for_recipe(&loaded.recipe))?
-        }
-        FactsFrom::File(file) => KernelFacts::load(file)?,
-    };
-    let host = crate::host::HostFacts::gather(&loaded);
-    match validate(&loaded, &facts, &host) {
-        Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
-        Ok(_) => Err(RunError::Invalid {
-            text: loaded.source,
-            diagnostics: flag_problems,
-        }),
-        Err(diagnostics) => Err(RunError::Invalid {
-            text: loaded.source,
-            diagnostics: [flag_problems, overrides.name_flags(diagnostics)].concat(),
-        }),
-    }
-}
-
-/// The plan of a run of `valid` by this process, the one function `run` and
-/// `check --plan` share. `workload` is the workload's pid, scoped by
-/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
-/// `own` are the run's own thread ids, kept out of the trace unless
-/// `[scope] include_self` (`check` passes its own pid for them).
-pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>, own: &[u32]) -> Plan {
-    let recipe = &valid.recipe;
-    let mut pids = recipe.scope.pids.clone();
-    pids.extend(workload);
-    plan(
-        valid,
-        &instance_name(&recipe.name, std::process::id()),
-        &probe_group(std::process::id()),
-        &pids,
-        &crate::workload::pids_with_comm(&recipe.scope.comms),
-        own,
-    )
 }
 
 /// The id of the calling thread (`gettid(2)`).
@@ -476,7 +423,7 @@ struct Armed {
 
 /// How recording ended (what [`Armed::record`] returns when it got that far).
 struct Stopped {
-    reason: String,
+    reason: StopReason,
     ended_at: jiff::Timestamp,
     elapsed: Duration,
     header_page: String,
@@ -488,7 +435,7 @@ struct RolledBack {
     p: Prepared,
     rollback: RollbackReport,
     /// The irreversible effects declared, and any observed that were not.
-    irreversible: Vec<crate::plan::Irreversible>,
+    irreversible: Vec<crate::tracefs::Irreversible>,
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
@@ -556,7 +503,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     }
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
-    out.write_new("facts.json", crate::format::to_json(&facts).as_bytes())?;
+    out.write_new("facts.json", crate::output::to_json(&facts).as_bytes())?;
     // `[collect] before`: context from before anything is applied.
     let collected = crate::collect::run_phase(&recipe.collect, "before", out.path());
     if let Some(f) = required_failure(recipe, &collected) {
@@ -566,7 +513,7 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
     let marker = tracefs.path(&crate::plan::marker_file(
         &valid,
-        &instance_name(&valid.recipe.name, std::process::id()),
+        &crate::plan::instance_name(&valid.recipe.name, std::process::id()),
     ));
     let mut workload = match command.is_empty() {
         true => None,
@@ -790,27 +737,27 @@ impl Armed {
         let mut last_progress = Instant::now();
         let reason = loop {
             if let Some(sig) = self.p.signals.get() {
-                break format!("signal {}", signal_name(sig));
+                break StopReason::Signal(sig);
             }
             if let Some(w) = self.p.workload.as_mut()
                 && let Ok(Some(exit)) = w.try_wait()
             {
                 self.workload_exit = Some(exit);
-                break "workload exited".to_string();
+                break StopReason::WorkloadExited;
             }
             if valid.duration.is_some_and(|d| t0.elapsed() >= d) {
-                break "duration".to_string();
+                break StopReason::Duration;
             }
             if valid.recipe.stop.on_traceoff
                 && inst.read("tracing_on").is_ok_and(|v| v.trim() == "0")
             {
-                break "traceoff (tracing_on dropped to 0)".to_string();
+                break StopReason::Traceoff;
             }
             if valid
                 .max_size_bytes
                 .is_some_and(|max| recorder.bytes() >= max)
             {
-                break "max_size_mb".to_string();
+                break StopReason::MaxSize;
             }
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 last_progress = Instant::now();
@@ -858,9 +805,7 @@ impl Armed {
             false => Ok(()),
         };
         if let Ok(s) = &recorded {
-            on_event(RunEvent::Stopped {
-                reason: s.reason.clone(),
-            });
+            on_event(RunEvent::Stopped { reason: s.reason });
         }
         if let Some(w) = self.p.workload.as_mut()
             && self.workload_exit.is_none()
@@ -954,7 +899,7 @@ fn write_output(
     p: &Prepared,
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
-    irreversible: Vec<crate::plan::Irreversible>,
+    irreversible: Vec<crate::tracefs::Irreversible>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -994,7 +939,7 @@ fn write_output(
         started: p.started_at.to_string(),
         ended: stopped.ended_at.to_string(),
         duration_s: stopped.elapsed.as_secs_f64(),
-        stop_reason: stopped.reason,
+        stop_reason: stopped.reason.to_string(),
         recorder: recorder_info,
         workload: p
             .workload
@@ -1086,7 +1031,7 @@ fn observe_irreversible(
     tracefs: &Tracefs,
     plan: &Plan,
     facts: &KernelFacts,
-) -> Vec<crate::plan::Irreversible> {
+) -> Vec<crate::tracefs::Irreversible> {
     let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
     let now = tracefs
         .read("buffer_size_kb")
@@ -1187,16 +1132,6 @@ fn until_text(valid: &ValidRecipe, has_workload: bool) -> String {
     }
     parts.push("Ctrl-C".into());
     parts.join(", or ")
-}
-
-/// SIGINT → "SIGINT", etc.
-pub fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        libc::SIGHUP => "SIGHUP".into(),
-        n => n.to_string(),
-    }
 }
 
 /// Whether trace.dat needs /proc/kallsyms: when the trace holds kernel code

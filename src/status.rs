@@ -312,24 +312,25 @@ pub(crate) fn reset_all(tracefs: &Tracefs) -> Vec<Result<String, String>> {
     };
     for name in tracefs.instances() {
         let instance = Instance::named(tracefs, &name);
-        let _ = instance.write("tracing_on", "0", WriteMode::Replace);
-        let _ = instance.write("events/enable", "0", WriteMode::Replace);
+        // Triggers before the events are switched off (see below).
         clear_event_settings(&instance);
         out.push(
             instance
-                .remove()
+                .destroy()
                 .map(|()| format!("removed {}", instance.dir()))
                 .map_err(|e| e.to_string()),
         );
     }
     let _ = w("tracing_on", "0", WriteMode::Replace);
+    // Triggers first: an `enable_event` trigger left in place could enable its
+    // event again, after `events/enable`, the next time it fires.
+    let cleared = clear_event_settings(&top);
     // Writing `events/enable` or `current_tracer` allocates a top-level ring
     // buffer still unexpanded since boot, which nothing can undo: write them only
     // when they differ from what reset wants.
     if top.read("events/enable").is_ok_and(|v| v.trim() != "0") {
         let _ = w("events/enable", "0", WriteMode::Replace);
     }
-    let cleared = clear_event_settings(&top);
     out.push(Ok(format!(
         "disabled every event; cleared {cleared} event filters and triggers"
     )));

@@ -369,10 +369,14 @@ impl Instance {
         self.dir_op("mkdir", |p| std::fs::create_dir(p))
     }
 
-    /// Removes the named instance (`rmdir instances/NAME`). Errors:
-    /// [`TracefsError::Dir`], e.g. EBUSY while a reader holds one of its files
-    /// open or one of its probe events is enabled.
-    pub fn remove(&self) -> Result<(), TracefsError> {
+    /// Quiesces and removes the named instance: turns its tracing and every
+    /// event in it off (a probe event still enabled in it, or tracing on, keeps
+    /// rmdir from succeeding on some kernels; failures there are ignored), then
+    /// `rmdir instances/NAME`. Errors: [`TracefsError::Dir`], e.g. EBUSY while
+    /// a reader holds one of its files open.
+    pub fn destroy(&self) -> Result<(), TracefsError> {
+        let _ = self.write("tracing_on", "0", WriteMode::Replace);
+        let _ = self.write("events/enable", "0", WriteMode::Replace);
         self.dir_op("rmdir", |p| std::fs::remove_dir(p))
     }
 
@@ -659,9 +663,44 @@ fn mount(fstype: &str, target: &str) -> Result<(), std::io::Error> {
     }
 }
 
+/// The number after `name` (e.g. `overrun:`) in a `per_cpu/cpuN/stats` text; 0 if absent.
+pub(crate) fn cpu_stat(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// Overrun + dropped events from a `per_cpu/cpuN/stats` text.
+pub(crate) fn lost_from_stats(stats: &str) -> (u64, u64) {
+    (
+        cpu_stat(stats, "overrun:"),
+        cpu_stat(stats, "dropped events:"),
+    )
+}
+
+/// A kernel effect of applying a plan that no undo can reverse (schema in
+/// report.json's `irreversible`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub(crate) struct Irreversible {
+    /// What happens, one sentence.
+    pub(crate) effect: String,
+    /// The tracefs file that shows it.
+    pub(crate) file: String,
+    /// How the file reads before.
+    pub(crate) before: String,
+    /// How it reads after.
+    pub(crate) after: String,
+    /// Whether it was declared before the run (`check --plan`, the run's first
+    /// lines); `false`: only observed afterwards.
+    pub(crate) declared: bool,
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Instance, Tracefs, restore_value};
+    use super::{Instance, Tracefs, lost_from_stats, restore_value};
 
     #[test]
     fn a_path_belongs_to_its_instance_or_to_the_top_level() {
@@ -707,5 +746,11 @@ mod tests {
             "1408"
         );
         assert_eq!(restore_value("events/a/b/enable", "0*\n"), "0");
+    }
+
+    #[test]
+    fn lost_counts_come_from_stats() {
+        let s = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
+        assert_eq!(lost_from_stats(s), (12, 3));
     }
 }

@@ -184,7 +184,7 @@ pub(crate) fn end_group(leader: &OwnedFd, pgid: u32, grace: Duration) {
 pub struct WorkloadRecord {
     /// The run's pid.
     pub(crate) run_pid: u32,
-    /// The run's start time (see [`crate::apply::journal::process_start_time`]).
+    /// The run's start time (see [`process_start_time`]).
     pub(crate) run_start_time: u64,
     /// The workload's pid, also its process group id.
     pub pid: u32,
@@ -232,12 +232,12 @@ impl WorkloadRecord {
 
     /// Whether the workload still runs (same pid, same start time).
     pub(crate) fn workload_alive(&self) -> bool {
-        crate::apply::journal::process_start_time(self.pid) == Some(self.start_time)
+        process_start_time(self.pid) == Some(self.start_time)
     }
 
     /// Whether the run that started it still runs.
     pub(crate) fn run_alive(&self) -> bool {
-        crate::apply::journal::process_start_time(self.run_pid) == Some(self.run_start_time)
+        process_start_time(self.run_pid) == Some(self.run_start_time)
     }
 }
 
@@ -275,4 +275,14 @@ pub fn pids_with_comm(comms: &[String]) -> Vec<u32> {
         .unwrap_or_default();
     pids.sort_unstable();
     pids
+}
+
+/// Start time of process `pid` (field 22 of /proc/PID/stat), or `None` when it does
+/// not exist.
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The comm field (2) may contain spaces and parentheses: fields after the
+    // last ')' are well formed. Field 3 is the first of them.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }

@@ -1,4 +1,5 @@
-//! The checked-in schema, the recipes in recipes/ and the README stay true.
+//! The checked-in schema, the recipes in recipes/, the README and the book
+//! (docs/) stay true: their links resolve and their examples are real.
 
 use crate::common::{TracefsGuard, repo, text, trace_recipe};
 
@@ -98,48 +99,381 @@ fn every_recipe_points_at_the_schema_and_checks_clean_on_this_kernel() {
     }
 }
 
-/// README's "Two commands on a fresh machine": the test command is the line CI
-/// runs, and the run command names a recipe that exists and checks clean here.
-#[test]
-fn readme_names_the_commands_ci_and_users_run() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
-    let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Two commands on a fresh machine"))
-        .expect("README has a `Two commands on a fresh machine` section");
-    let commands: Vec<&str> = section
-        .lines()
-        .filter_map(|l| l.strip_prefix("    "))
-        .map(str::trim)
+/// The files of the book's Markdown source (docs/src), SUMMARY.md included.
+fn book_chapters() -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(repo().join("docs/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
-    assert_eq!(commands.len(), 2, "two commands, indented: {commands:?}");
-    let test_cmd = commands
-        .iter()
-        .find(|c| c.contains("scripts/test"))
-        .expect("README gives the test command");
+    v.sort();
+    v
+}
+
+/// README.md and every chapter of the book: the documents whose links and
+/// examples are kept true.
+fn documents() -> Vec<std::path::PathBuf> {
+    let mut v = vec![repo().join("README.md")];
+    v.extend(book_chapters());
+    v
+}
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// "Two commands on a fresh machine" in the README and the book's
+/// introduction: the test command is the line CI runs, and the run command
+/// names a recipe that exists and checks clean here.
+#[test]
+fn readme_and_book_name_the_commands_ci_and_users_run() {
+    let ci = read(&repo().join(".ci/run"));
+    for doc in ["README.md", "docs/src/introduction.md"] {
+        let body = read(&repo().join(doc));
+        let section = body
+            .split("\n## ")
+            .find(|s| s.starts_with("Two commands on a fresh machine"))
+            .unwrap_or_else(|| panic!("{doc} has a `Two commands on a fresh machine` section"));
+        let commands: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("    "))
+            .map(str::trim)
+            .collect();
+        assert_eq!(
+            commands.len(),
+            2,
+            "{doc}: two commands, indented: {commands:?}"
+        );
+        let test_cmd = commands
+            .iter()
+            .find(|c| c.contains("scripts/test"))
+            .unwrap_or_else(|| panic!("{doc} gives the test command"));
+        assert!(
+            ci.lines().any(|l| l.trim() == *test_cmd),
+            "CI must run {doc}'s test command `{test_cmd}` as it is written"
+        );
+        let run_cmd = commands
+            .iter()
+            .find(|c| c.contains(" run "))
+            .unwrap_or_else(|| panic!("{doc} gives a run command"));
+        let recipe = run_cmd
+            .strip_prefix("cargo run --release -- run ")
+            .unwrap_or_else(|| {
+                panic!("{doc}: `{run_cmd}` is not `cargo run --release -- run RECIPE`")
+            });
+        assert!(
+            recipe.starts_with("recipes/"),
+            "{doc}: {run_cmd} runs a recipe from recipes/"
+        );
+        let out = trace_recipe(&["check", repo().join(recipe).to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{doc}'s recipe `{recipe}` must check clean:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// The lines of `body` outside fenced code blocks (``` or ~~~), with their
+/// 1-based line numbers.
+fn prose_lines(body: &str) -> Vec<(usize, &str)> {
+    let mut fenced = false;
+    let mut v = Vec::new();
+    for (i, line) in body.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            v.push((i + 1, line));
+        }
+    }
+    v
+}
+
+/// The fenced code blocks of `body`, each as its lines.
+fn code_blocks(body: &str) -> Vec<Vec<&str>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in body.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            match current.take() {
+                Some(b) => blocks.push(b),
+                None => current = Some(Vec::new()),
+            }
+        } else if let Some(b) = current.as_mut() {
+            b.push(line);
+        }
+    }
+    blocks
+}
+
+/// The id mdBook gives a heading: its text without Markdown marks, lowercase,
+/// letters, digits, `_` and `-` kept, whitespace made `-`, the rest dropped;
+/// a repeated id gets `-1`, `-2`, ... (mdBook's `normalize_id` and
+/// `unique_id_from_content`).
+fn heading_ids(body: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for (_, line) in prose_lines(body) {
+        let Some(rest) = line.strip_prefix('#') else {
+            continue;
+        };
+        let title = rest.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        let base: String = link_texts(title.trim())
+            .chars()
+            .filter_map(|c| {
+                if c.is_alphanumeric() || c == '_' || c == '-' {
+                    Some(c.to_ascii_lowercase())
+                } else if c.is_whitespace() {
+                    Some('-')
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let mut id = base.clone();
+        let mut n = 1;
+        while ids.contains(&id) {
+            id = format!("{base}-{n}");
+            n += 1;
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+/// `text` with every `[label](target)` replaced by its label.
+fn link_texts(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some((label, _, before, after)) = next_link(rest) {
+        out.push_str(before);
+        out.push_str(label);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The first inline link `[label](target)` of `s` outside code spans:
+/// `(label, target, text before it, text after it)`.
+fn next_link(s: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut in_code = false;
+    let mut depth = 0usize;
+    let mut open = None;
+    for (i, c) in s.char_indices() {
+        match c {
+            '`' => in_code = !in_code,
+            '[' if !in_code => {
+                if depth == 0 {
+                    open = Some(i);
+                }
+                depth += 1;
+            }
+            ']' if !in_code && depth > 0 => {
+                depth -= 1;
+                if depth == 0 && s[i + 1..].starts_with('(') {
+                    let start = open?;
+                    let close = s[i + 2..].find(')')? + i + 2;
+                    return Some((
+                        &s[start + 1..i],
+                        &s[i + 2..close],
+                        &s[..start],
+                        &s[close + 1..],
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every relative link of the README and the book resolves: the file (or
+/// folder) exists, and an anchor names a heading of the chapter it points
+/// into, as mdBook makes its id. Links with a scheme (https:) are not fetched.
+/// Every chapter is in SUMMARY.md, so mdBook builds it.
+#[test]
+fn readme_and_book_links_resolve() {
+    let mut broken = Vec::new();
+    for doc in documents() {
+        let body = read(&doc);
+        let dir = doc.parent().unwrap();
+        for (n, line) in prose_lines(&body) {
+            let mut rest = line;
+            while let Some((_, target, _, after)) = next_link(rest) {
+                rest = after;
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let file = if path.is_empty() {
+                    doc.clone()
+                } else {
+                    dir.join(path)
+                };
+                let place = format!(
+                    "{}:{n}: `{target}`",
+                    doc.strip_prefix(repo()).unwrap().display()
+                );
+                if !file.exists() {
+                    broken.push(format!("{place}: no such file {}", file.display()));
+                } else if !anchor.is_empty() {
+                    if file.extension().is_none_or(|e| e != "md") {
+                        broken.push(format!(
+                            "{place}: an anchor into a file that is not Markdown"
+                        ));
+                    } else if !heading_ids(&read(&file)).iter().any(|id| id == anchor) {
+                        broken.push(format!(
+                            "{place}: no heading with id `{anchor}` (ids: {})",
+                            heading_ids(&read(&file)).join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let summary = read(&repo().join("docs/src/SUMMARY.md"));
+    for chapter in book_chapters() {
+        let name = chapter.file_name().unwrap().to_str().unwrap();
+        if name != "SUMMARY.md" && !summary.contains(&format!("]({name})")) {
+            broken.push(format!("docs/src/{name} is not in docs/src/SUMMARY.md"));
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The rows of the first table of `body` whose header is `| code | meaning |`.
+fn exit_code_rows(body: &str) -> Vec<&str> {
+    body.lines()
+        .skip_while(|l| l.trim() != "| code | meaning |")
+        .take_while(|l| l.starts_with('|'))
+        .collect()
+}
+
+#[test]
+fn readme_exit_codes_are_the_books() {
+    let readme = read(&repo().join("README.md"));
+    let book = read(&repo().join("docs/src/exit-codes.md"));
     assert!(
-        ci.lines().any(|l| l.trim() == *test_cmd),
-        "CI must run the README's test command `{test_cmd}` as it is written"
+        exit_code_rows(&book).len() > 5,
+        "the book's exit-code table"
     );
-    let run_cmd = commands
-        .iter()
-        .find(|c| c.contains(" run "))
-        .expect("README gives a run command");
-    let recipe = run_cmd
-        .strip_prefix("cargo run --release -- run ")
-        .unwrap_or_else(|| panic!("`{run_cmd}` is not `cargo run --release -- run RECIPE`"));
+    assert_eq!(
+        exit_code_rows(&readme),
+        exit_code_rows(&book),
+        "README.md's exit-code table differs from docs/src/exit-codes.md's"
+    );
+}
+
+/// A line of an example or of real output, made comparable: the folder before
+/// `trace-recipe-out/` dropped, every run of digits one `N` (pids, times,
+/// counts of steps), blanks collapsed.
+fn normalize(line: &str) -> String {
+    let line = match line.find("trace-recipe-out/") {
+        Some(i) => {
+            let start = line[..i].rfind(' ').map_or(0, |s| s + 1);
+            format!("{}{}", &line[..start], &line[i..])
+        }
+        None => line.to_string(),
+    };
+    let mut out = String::new();
+    let mut last = ' ';
+    for c in line.trim().chars() {
+        let c = if c.is_ascii_digit() { 'N' } else { c };
+        if (c == 'N' && last == 'N' && out.ends_with('N'))
+            || (c.is_whitespace() && last.is_whitespace())
+        {
+            continue;
+        }
+        out.push(if c.is_whitespace() { ' ' } else { c });
+        last = c;
+    }
+    out
+}
+
+/// The `exec-tree` example of the README (and of the book's `run` chapter) is
+/// run again: each line it shows after `$ sudo trace-recipe run
+/// recipes/exec-tree.toml`, `$ trace-recipe report DIR/trace.dat` and
+/// `$ trace-cmd report -i DIR/trace.dat` must be a line of the real output,
+/// numbers aside (`...` marks a cut).
+#[test]
+fn readme_and_book_exec_tree_examples_are_real_output() {
+    let _guard = TracefsGuard::acquire();
+    let cwd = tempfile::tempdir().unwrap();
+    let run = std::process::Command::new(crate::common::bin())
+        .args([
+            "run",
+            repo().join("recipes/exec-tree.toml").to_str().unwrap(),
+        ])
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
     assert!(
-        recipe.starts_with("recipes/"),
-        "{run_cmd} runs a recipe from recipes/"
+        run.status.success(),
+        "{}{}",
+        text(&run.stdout),
+        text(&run.stderr)
     );
-    let out = trace_recipe(&["check", repo().join(recipe).to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "README's recipe `{recipe}` must check clean:\n{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    let out_dir = std::fs::read_dir(cwd.path().join("trace-recipe-out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let trace_dat = out_dir.join("trace.dat");
+    let report = trace_recipe(&["report", trace_dat.to_str().unwrap()]);
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let real = |command: &str| -> Vec<String> {
+        let out = if command == "$ sudo trace-recipe run recipes/exec-tree.toml" {
+            format!("{}{}", text(&run.stderr), text(&run.stdout))
+        } else if command.starts_with("$ trace-recipe report ") {
+            text(&report.stdout)
+        } else {
+            crate::common::trace_cmd_report(&trace_dat)
+        };
+        out.lines().map(normalize).collect()
+    };
+    let mut checked = 0;
+    for doc in ["README.md", "docs/src/run.md"] {
+        let body = read(&repo().join(doc));
+        let block = code_blocks(&body)
+            .into_iter()
+            .find(|b| b.first() == Some(&"$ sudo trace-recipe run recipes/exec-tree.toml"))
+            .unwrap_or_else(|| panic!("{doc} shows a run of recipes/exec-tree.toml"));
+        let mut lines = Vec::new();
+        let mut command = "";
+        for line in block {
+            let known = line == "$ sudo trace-recipe run recipes/exec-tree.toml"
+                || (line.starts_with("$ trace-recipe report ") && line.ends_with("/trace.dat"))
+                || (line.starts_with("$ trace-cmd report -i ") && line.ends_with("/trace.dat"));
+            if line.starts_with("$ ") {
+                assert!(
+                    known,
+                    "{doc}: the exec-tree example runs `{line}`, which this test does not know"
+                );
+                command = line;
+                lines = real(command);
+                continue;
+            }
+            if line.trim() == "..." || line.trim().is_empty() {
+                continue;
+            }
+            assert!(
+                lines.contains(&normalize(line)),
+                "{doc}: the line `{line}` of `{command}` is not in the real output:\n{}",
+                lines.join("\n")
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} example lines checked");
 }
 
 #[test]

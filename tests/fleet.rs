@@ -38,9 +38,11 @@ fn runnable() -> bool {
     false
 }
 
-/// Three SSH hosts on loopback, stopped on drop.
+/// Three SSH hosts on loopback, stopped on drop, and the tracefs lock (whose
+/// guard checks tracefs after they stopped).
 struct Fleet {
     dir: tempfile::TempDir,
+    guard: TracefsGuard,
 }
 
 const HOSTS: [(&str, &str); 3] = [
@@ -50,7 +52,13 @@ const HOSTS: [(&str, &str); 3] = [
 ];
 
 impl Fleet {
-    fn start() -> Fleet {
+    /// Takes the tracefs lock and starts the hosts; `None` where the fleet
+    /// tests cannot run ([`runnable`]).
+    fn start() -> Option<Fleet> {
+        if !runnable() {
+            return None;
+        }
+        let guard = TracefsGuard::acquire();
         let dir = tempfile::Builder::new()
             .prefix("trace-recipe-fleet-")
             .tempdir()
@@ -61,7 +69,15 @@ impl Fleet {
             .output()
             .unwrap();
         assert!(out.status.success(), "sshd.sh start: {}", text(&out.stderr));
-        Fleet { dir }
+        Some(Fleet { dir, guard })
+    }
+
+    /// Waits for tracefs to be as the guard found it (guards roll back after
+    /// the process they watch dies); the guard's drop then checks it.
+    fn wait_clean(&self) {
+        wait_until("tracefs to be clean", 60, || {
+            self.guard.changes().is_empty()
+        });
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -169,12 +185,6 @@ fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Waits for tracefs to be as the guard found it (guards roll back after the
-/// process they watch dies), then the guard's drop checks it.
-fn wait_clean(guard: &TracefsGuard) {
-    wait_until("tracefs to be clean", 60, || guard.changes().is_empty());
-}
-
 fn log(out: &Output) -> String {
     format!(
         "stdout:\n{}\nstderr:\n{}",
@@ -196,11 +206,9 @@ fn recipe() -> PathBuf {
 
 #[test]
 fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
-    if !runnable() {
+    let Some(fleet) = Fleet::start() else {
         return;
-    }
-    let guard = TracefsGuard::acquire();
-    let fleet = Fleet::start();
+    };
     let inv = fleet.inventory(&recipe(), ["", "", ""], "");
     let out = fleet.run(&inv, &[]);
     assert!(out.status.success(), "the play failed:\n{}", log(&out));
@@ -270,16 +278,14 @@ fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
         "{shown}"
     );
     assert!(text(&out.stdout).contains("fleet: 3 hosts, 3 ran, 0 failed"));
-    wait_clean(&guard);
+    fleet.wait_clean();
 }
 
 #[test]
 fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
-    if !runnable() {
+    let Some(fleet) = Fleet::start() else {
         return;
-    }
-    let guard = TracefsGuard::acquire();
-    let fleet = Fleet::start();
+    };
     // h1 is checked against the kernel lab's Debian 6.1 facts (kprobe_events);
     // h2 and h3 against this kernel's own (no kprobe_events).
     let facts_61 = repo().join("tests/facts/debian-6.1.json.zst");
@@ -318,16 +324,14 @@ fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
             "{h}: nothing may run after a failed preflight"
         );
     }
-    guard.assert_unchanged();
+    fleet.guard.assert_unchanged();
 }
 
 #[test]
 fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
-    if !runnable() {
+    let Some(fleet) = Fleet::start() else {
         return;
-    }
-    let guard = TracefsGuard::acquire();
-    let fleet = Fleet::start();
+    };
     let inv = fleet.inventory(
         &recipe(),
         [
@@ -361,16 +365,14 @@ fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
             .contains("sched:no_such_event"),
         "{h3}"
     );
-    wait_clean(&guard);
+    fleet.wait_clean();
 }
 
 #[test]
 fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
-    if !runnable() {
+    let Some(fleet) = Fleet::start() else {
         return;
-    }
-    let guard = TracefsGuard::acquire();
-    let fleet = Fleet::start();
+    };
     // h3: nothing listens on 127.0.0.4:2299.
     let inv = fleet.inventory(
         &recipe(),
@@ -410,16 +412,14 @@ fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
         "{shown}"
     );
     assert!(shown.contains("h3: unreachable"), "{shown}");
-    wait_clean(&guard);
+    fleet.wait_clean();
 }
 
 #[test]
 fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so() {
-    if !runnable() {
+    let Some(fleet) = Fleet::start() else {
         return;
-    }
-    let guard = TracefsGuard::acquire();
-    let fleet = Fleet::start();
+    };
     let inv = fleet.inventory(&recipe(), ["", "", ""], "    trace_recipe_duration: 6s\n");
     let play = fleet.spawn(&inv, &[]);
     wait_until("every host's run to start", 240, || {
@@ -439,7 +439,7 @@ fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so()
     wait_until("the runs to end by their duration", 60, || {
         HOSTS.iter().all(|(h, _)| fleet.runs_of(h).is_empty())
     });
-    wait_clean(&guard);
+    fleet.wait_clean();
 
     let check = fleet.run(&inv, &["--check"]);
     assert!(check.status.success(), "--check:\n{}", log(&check));
@@ -452,7 +452,7 @@ fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so()
             "--check runs nothing"
         );
     }
-    guard.assert_unchanged();
+    fleet.guard.assert_unchanged();
 }
 
 #[test]

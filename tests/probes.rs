@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{
-    TracefsGuard, assert_exit, bin, event_lines, repo, text, trace_cmd_report, trace_recipe,
-    tracefs, write_recipe,
+    Scenario, TracefsGuard, assert_exit, event_lines, repo, text, trace_cmd_report, trace_recipe,
+    tracefs,
 };
 
 /// Builds a small C program with a function `tr_work(x) = 2x + 1` called for
@@ -59,20 +59,11 @@ filter = "x > 1"
 
 #[test]
 fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = build_target(dir.path());
-    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
-    let out = dir.path().join("out");
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        exe.to_str().unwrap(),
-    ]);
-    assert_exit(&o, 0);
+    let sc = Scenario::new("");
+    let exe = build_target(sc.dir());
+    sc.set_recipe(&uprobe_recipe(&exe));
+    let out = sc.out();
+    sc.run(&[], &[exe.to_str().unwrap()], 0);
 
     let listing = trace_cmd_report(&out.join("trace.dat"));
     let lines = event_lines(&listing);
@@ -101,11 +92,10 @@ fn uprobe_and_uretprobe_record_arguments_and_filtered_return_values() {
     // (`uprobes:NAME`), the same on every run whatever the run's probe group.
     let ours = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
     assert_eq!(text(&ours.stdout).matches(" work: ").count(), 4);
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report = sc.report();
     assert_eq!(report["events"]["uprobes:work_ret"], 3, "{report:#}");
     assert_eq!(report["events"]["uprobes:work"], 4, "{report:#}");
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 /// Runs `recipe` once per step of its plan, SIGKILLing the run at that step, and
@@ -118,15 +108,14 @@ fn sigkill_at_every_step(recipe: &Path) {
 
 #[test]
 fn sigkill_at_every_step_of_a_probe_plan_is_rolled_back_by_the_guard() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let exe = build_target(dir.path());
-    let recipe = write_recipe(dir.path(), "r.toml", &uprobe_recipe(&exe));
-    let plan = text(&trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]).stdout);
+    let sc = Scenario::new("");
+    let exe = build_target(sc.dir());
+    sc.set_recipe(&uprobe_recipe(&exe));
+    let plan = text(&trace_recipe(&["check", "--plan", sc.recipe.to_str().unwrap()]).stdout);
     assert!(plan.contains(">> uprobe_events"), "{plan}");
     assert!(plan.contains("(undo: echo \"-:trace_recipe_"), "{plan}");
-    sigkill_at_every_step(&recipe);
-    guard.assert_unchanged();
+    sigkill_at_every_step(&sc.recipe);
+    sc.finish();
 }
 
 /// A recipe whose tracer this kernel offers only at the top level (`blk` here:
@@ -155,26 +144,14 @@ fn top_level_tracer_available() -> bool {
 
 #[test]
 fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored() {
-    let mut guard = TracefsGuard::acquire();
+    let mut sc = Scenario::new(TOP_LEVEL);
     if !top_level_tracer_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
-    let check = text(&trace_recipe(&["check", recipe.to_str().unwrap()]).stdout);
+    let check = text(&trace_recipe(&["check", sc.recipe.to_str().unwrap()]).stdout);
     assert!(check.contains("only at the top level"), "{check}");
-    let out = dir.path().join("out");
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "exec /bin/true",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = sc.out();
+    let o = sc.run(&[], &["sh", "-c", "exec /bin/true"], 0);
     assert!(
         text(&o.stderr).contains("to the top level"),
         "{}",
@@ -190,15 +167,16 @@ fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored(
     // A top-level buffer still unallocated since boot (a fresh machine) is
     // allocated by this run, which nothing can undo: the run must have declared
     // exactly that, and the snapshot then allows exactly that.
-    let declared = guard.allow_declared(&out.join("report.json"));
-    let unallocated = guard
+    let declared = sc.guard.allow_declared(&out.join("report.json"));
+    let unallocated = sc
+        .guard
         .before("buffer_size_kb")
         .is_some_and(|b| b.contains("expanded"));
     assert_eq!(
         declared.len(),
         usize::from(unallocated),
         "declared {declared:?} with buffer_size_kb {:?} before the run",
-        guard.before("buffer_size_kb")
+        sc.guard.before("buffer_size_kb")
     );
     if unallocated {
         assert!(
@@ -210,19 +188,17 @@ fn a_tracer_offered_only_at_the_top_level_runs_there_and_every_file_is_restored(
         );
     }
     // The guard's snapshot covers every top-level file the run wrote.
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 #[test]
 fn sigkill_at_every_step_of_a_top_level_plan_restores_every_before_image() {
-    let guard = TracefsGuard::acquire();
+    let sc = Scenario::new(TOP_LEVEL);
     if !top_level_tracer_available() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", TOP_LEVEL);
-    sigkill_at_every_step(&recipe);
-    guard.assert_unchanged();
+    sigkill_at_every_step(&sc.recipe);
+    sc.finish();
 }
 
 #[test]
@@ -252,7 +228,7 @@ fn reset_removes_probes_of_dead_runs_and_nothing_else() {
         "{status}"
     );
     let reset = trace_recipe(&["reset"]);
-    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset.stderr));
+    assert_exit(&reset, 0);
     let defs = t.read("uprobe_events").unwrap();
     let kept = defs.contains("someone_else/kept");
     trace_recipe::tracefs::Instance::top(&t)
@@ -275,7 +251,7 @@ fn features_this_kernel_lacks_are_refused_before_anything_is_written() {
     let out = dir.path().join("out");
     let o = trace_recipe(&["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_exit(&o, 1);
     assert!(err.contains("error (this kernel)"), "{err}");
     assert!(err.contains("nothing was written to tracefs"), "{err}");
     assert!(!out.exists());
@@ -284,11 +260,7 @@ fn features_this_kernel_lacks_are_refused_before_anything_is_written() {
 
 #[test]
 fn a_traceoff_trigger_ends_the_run_with_on_traceoff() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         r#"name = "traceoff-stop"
 description = "t"
 duration = "60s"
@@ -305,16 +277,9 @@ count = 1
 on_traceoff = true
 "#,
     );
-    let out = dir.path().join("out");
+    let out = sc.out();
     let started = std::time::Instant::now();
-    let o = Command::new(bin())
-        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-        .args(["--", "sh", "-c", "sleep 0.1; exec sleep 60"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report = sc.run_ok(&["sh", "-c", "sleep 0.1; exec sleep 60"]);
     assert_eq!(report["stop_reason"], "traceoff (tracing_on dropped to 0)");
     // The run ended at the first sleep's exit, not with the 60 s one.
     assert!(started.elapsed() < Duration::from_secs(50));
@@ -325,5 +290,5 @@ on_traceoff = true
             .any(|l| l.contains("comm=sleep")),
         "{listing}"
     );
-    guard.assert_unchanged();
+    sc.finish();
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::snapshot::Snapshot;
 
-use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
+use crate::common::{Scenario, bin, run_args, text, trace_recipe, tracefs};
 
 /// The recipe with every kind of step this kernel supports (see tests/run.rs).
 use crate::run::FULL as RECIPE;
@@ -44,14 +44,7 @@ pub(crate) fn settles_to(before: &Snapshot, limit: Duration) -> bool {
 
 pub(crate) fn spawn_run(recipe: &Path, out: &Path, env: &[(&str, String)], cmd: &[&str]) -> Child {
     let mut c = Command::new(bin());
-    c.args([
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-    ])
-    .args(cmd);
+    c.args(run_args(recipe, out, &[], cmd));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -122,13 +115,11 @@ pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> (usize, u
 
 #[test]
 fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
-    let (clean, steps, failures) = sigkill_at_every_step(&recipe, Duration::from_secs(1));
+    let sc = Scenario::new(RECIPE);
+    let (clean, steps, failures) = sigkill_at_every_step(&sc.recipe, Duration::from_secs(1));
     eprintln!("FIGURE steps killed and clean: {clean}/{steps}");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 /// Where a run was when a trial's signal reached it, read from the progress
@@ -157,9 +148,8 @@ struct Trial {
 
 #[test]
 fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let sc = Scenario::new(RECIPE);
+    let (dir, recipe) = (sc.dir(), &sc.recipe);
     let trials = env_count("TRACE_RECIPE_TRIALS", 12);
     let before = Snapshot::take(&tracefs());
     let mut rng = fastrand::Rng::new();
@@ -167,11 +157,10 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
     let mut failures: Vec<String> = Vec::new();
     let journal_dir = Path::new(trace_recipe::apply::journal::JOURNAL_DIR);
     for trial in 0..trials {
-        let out = dir.path().join(format!("out{trial}"));
-        let log = dir.path().join(format!("stderr{trial}"));
+        let out = dir.join(format!("out{trial}"));
+        let log = dir.join(format!("stderr{trial}"));
         let mut child = Command::new(bin())
-            .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-            .args(["--", "sh", "-c", "sleep 0.05"])
+            .args(run_args(recipe, &out, &[], &["sh", "-c", "sleep 0.05"]))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -258,18 +247,15 @@ fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
         "FIGURE   kill trials whose run died by the signal: {signalled}/{trials} (the rest rolled back and exited)"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 #[test]
 fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         "name = \"concurrent\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n",
     );
+    let (dir, recipe) = (sc.dir(), &sc.recipe);
     let rounds = env_count("TRACE_RECIPE_ROUNDS", 1);
     let mut clean = 0;
     let mut failures: Vec<String> = Vec::new();
@@ -277,23 +263,16 @@ fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
         let runs: Vec<(std::path::PathBuf, String, Child)> = (0..8)
             .map(|i| {
                 let marker = format!("conc-{round}-{i}-{}", fastrand::u64(..));
-                let script = dir.path().join(&marker);
+                let script = dir.join(&marker);
                 std::fs::write(&script, "#!/bin/sh\nsleep 0.2\n").unwrap();
                 std::fs::set_permissions(
                     &script,
                     std::os::unix::fs::PermissionsExt::from_mode(0o755),
                 )
                 .unwrap();
-                let out = dir.path().join(format!("out-{round}-{i}"));
+                let out = dir.join(format!("out-{round}-{i}"));
                 let child = Command::new(bin())
-                    .args([
-                        "run",
-                        recipe.to_str().unwrap(),
-                        "-o",
-                        out.to_str().unwrap(),
-                        "--",
-                        script.to_str().unwrap(),
-                    ])
+                    .args(run_args(recipe, &out, &[], &[script.to_str().unwrap()]))
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -331,5 +310,5 @@ fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
     }
     eprintln!("FIGURE concurrent runs clean: {clean}/{}", rounds * 8);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    guard.assert_unchanged();
+    sc.finish();
 }

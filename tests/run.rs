@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    ReportLine, TracefsGuard, bin, event_lines, event_name, plan_len, run_recipe, text,
-    trace_cmd_report, trace_recipe, write_recipe,
+    ReportLine, Scenario, TracefsGuard, assert_exit, bin, event_lines, event_name, plan_len,
+    run_args, text, trace_cmd_report, trace_recipe,
 };
 
 fn unique(tag: &str) -> String {
@@ -35,18 +35,6 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     p
 }
 
-fn run_ok(recipe: &Path, out: &Path, cmd: &[&str]) -> serde_json::Value {
-    let o = run_recipe(recipe, out, cmd);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "run failed:\n{}\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
-}
-
 /// Per-event counts of a trace-cmd listing.
 fn counts_by_event(listing: &str) -> std::collections::BTreeMap<String, u64> {
     let mut m = std::collections::BTreeMap::new();
@@ -60,18 +48,14 @@ fn counts_by_event(listing: &str) -> std::collections::BTreeMap<String, u64> {
 
 #[test]
 fn exec_of_a_unique_script_is_recorded_and_reports_match_trace_cmd() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique("e2e-script");
-    let s = script(dir.path(), &name, "true");
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         "name = \"e2e\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n[[events]]\nname = \"sched:sched_process_exit\"\n",
     );
-    let out = dir.path().join("out");
+    let name = unique("e2e-script");
+    let s = script(sc.dir(), &name, "true");
+    let out = sc.out();
     let shell = format!("{}; {}", s.display(), s.display());
-    let report = run_ok(&recipe, &out, &["sh", "-c", &shell]);
+    let report = sc.run_ok(&["sh", "-c", &shell]);
 
     let listing = trace_cmd_report(&out.join("trace.dat"));
     let execs: Vec<&str> = event_lines(&listing)
@@ -119,7 +103,7 @@ fn exec_of_a_unique_script_is_recorded_and_reports_match_trace_cmd() {
     let ours = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
     assert!(ours.status.success());
     assert_same_events(&text(&ours.stdout), &listing);
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 /// Compares two listings line by line on instance, task (comm-pid), CPU,
@@ -144,23 +128,19 @@ pub fn assert_same_events(ours: &str, theirs: &str) {
 
 #[test]
 fn filters_and_comm_scope_keep_only_matching_events() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let yes = dir.path().join("tra-yes");
-    let no = dir.path().join("tra-no");
-    std::fs::copy("/bin/true", &yes).unwrap();
-    std::fs::copy("/bin/true", &no).unwrap();
     // Comm scope admits tra-yes and tra-no (never `sh`); the exec filter then
     // admits only tra-yes. Each mechanism removes events the other lets through,
     // so ignoring either one changes a count below.
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         "name = \"scope\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\ncomms = [\"tra-yes\", \"tra-no\"]\n[[events]]\nname = \"sched:sched_process_exit\"\n\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename ~ \"*tra-yes\"'\n",
     );
-    let out = dir.path().join("out");
+    let yes = sc.path("tra-yes");
+    let no = sc.path("tra-no");
+    std::fs::copy("/bin/true", &yes).unwrap();
+    std::fs::copy("/bin/true", &no).unwrap();
+    let out = sc.out();
     let shell = format!("{} ; {} ; {}", yes.display(), no.display(), yes.display());
-    let report = run_ok(&recipe, &out, &["sh", "-c", &shell]);
+    let report = sc.run_ok(&["sh", "-c", &shell]);
     let listing = trace_cmd_report(&out.join("trace.dat"));
     let lines: Vec<ReportLine> = event_lines(&listing)
         .into_iter()
@@ -187,7 +167,7 @@ fn filters_and_comm_scope_keep_only_matching_events() {
     );
     assert_eq!(report["events"]["sched:sched_process_exit"], 3);
     assert_eq!(report["events"]["sched:sched_process_exec"], 2);
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 /// A recipe touching every kind of step: buffer, clock, cpumask, options, pid
@@ -226,21 +206,20 @@ target = "sched:sched_wakeup"
 
 #[test]
 fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "r.toml", FULL);
-    let n = plan_len(&recipe);
+    let sc = Scenario::new(FULL);
+    let recipe = &sc.recipe;
+    let n = plan_len(recipe);
     assert!(n >= 12, "the plan should touch every kind of step, has {n}");
     let mut failures = Vec::new();
     for step in 1..=n {
-        let out = dir.path().join(format!("out{step}"));
+        let out = sc.path(&format!("out{step}"));
         let o = Command::new(bin())
             .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
             .env(trace_recipe::apply::FAIL_STEP_ENV, step.to_string())
             .output()
             .unwrap();
         let stderr = text(&o.stderr);
-        let changes = guard.changes();
+        let changes = sc.guard.changes();
         if o.status.code() != Some(3) || !stderr.contains(&format!("step {step} of {n} failed")) {
             failures.push(format!("step {step}: {:?}: {stderr}", o.status.code()));
         } else if !changes.is_empty() {
@@ -257,23 +236,17 @@ fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // And the whole plan applies and rolls back for real.
-    let out = dir.path().join("full");
-    run_ok(&recipe, &out, &[]);
+    sc.run_ok(&[]);
 }
 
 #[test]
 fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
     // `.function` on an int field passes our checks but the kernel refuses it.
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         "name = \"refused\"\n[buffer]\nsize_kb = 256\n[[events]]\nname = \"sched:sched_switch\"\nfilter = \"prev_pid.function == 1\"\n",
     );
-    let o = run_recipe(&recipe, &dir.path().join("o"), &["true"]);
+    let o = sc.run(&[], &["true"], 3);
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
         err.contains("r.toml:4:1: step "),
         "the recipe entry is named: {err}"
@@ -289,7 +262,7 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
         err.contains("error_log"),
         "the kernel's error_log text is shown: {err}"
     );
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 /// A refused write is explained only by the error_log entries it caused: an
@@ -321,7 +294,7 @@ fn a_refused_write_shows_only_the_error_log_entries_it_caused() {
         .write("tracing_on", "x", WriteMode::Replace)
         .unwrap_err()
         .to_string();
-    inst.remove().unwrap();
+    inst.destroy().unwrap();
     assert!(
         e.contains("error_log") && e.contains("prev_pid.function"),
         "{e}"
@@ -339,25 +312,10 @@ fn a_refused_write_shows_only_the_error_log_entries_it_caused() {
 }
 
 fn interrupt_mid_run(signal: i32, expected_code: i32, reason: &str) {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        FULL.replace("duration = \"5s\"", "duration = \"60s\"")
-            .as_str(),
-    );
-    let out = dir.path().join("out");
+    let sc = Scenario::new(&FULL.replace("duration = \"5s\"", "duration = \"60s\""));
+    let out = sc.out();
     let mut child = Command::new(bin())
-        .args([
-            "run",
-            recipe.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-            "sleep",
-            "50",
-        ])
+        .args(run_args(&sc.recipe, &out, &[], &["sleep", "50"]))
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -371,11 +329,9 @@ fn interrupt_mid_run(signal: i32, expected_code: i32, reason: &str) {
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert_eq!(status.code(), Some(expected_code), "{seen}{rest}");
     assert!(rest.contains("rolled back"), "{rest}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["stop_reason"], reason);
+    assert_eq!(sc.report()["stop_reason"], reason);
     trace_cmd_report(&out.join("trace.dat"));
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 #[test]
@@ -390,19 +346,13 @@ fn sigterm_mid_run_rolls_back_and_still_writes_the_output() {
 
 #[test]
 fn output_inside_tracefs_or_proc_is_refused_before_anything_is_written() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        "name = \"o\"\n[[events]]\nname = \"sched:sched_switch\"\n",
-    );
+    let sc = Scenario::new("name = \"o\"\n[[events]]\nname = \"sched:sched_switch\"\n");
     for bad in ["/sys/kernel/tracing/x", "/proc/self/x", "/sys/x"] {
-        let o = trace_recipe(&["run", recipe.to_str().unwrap(), "-o", bad, "--", "true"]);
-        assert_eq!(o.status.code(), Some(3));
+        let o = trace_recipe(&["run", sc.recipe.to_str().unwrap(), "-o", bad, "--", "true"]);
+        assert_exit(&o, 3);
         assert!(text(&o.stderr).contains("is inside"), "{}", text(&o.stderr));
     }
-    guard.assert_unchanged();
+    sc.finish();
 }
 
 #[test]
@@ -445,19 +395,11 @@ fn report_on_a_corrupt_file_fails_cleanly() {
 
 #[test]
 fn a_run_that_ends_by_duration_ends_the_workload_and_its_children() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
+    let sc = Scenario::new(
         "name = \"tree\"\nduration = \"1s\"\n[[events]]\nname = \"sched:sched_process_exit\"\n",
     );
     // Odd durations mark our sleeps among whatever else runs on the machine.
-    let report = run_ok(
-        &recipe,
-        &dir.path().join("out"),
-        &["sh", "-c", "sleep 3131.25 & sleep 3132.25; true"],
-    );
+    let report = sc.run_ok(&["sh", "-c", "sleep 3131.25 & sleep 3132.25; true"]);
     assert_eq!(report["stop_reason"], "duration");
     assert_eq!(report["workload"]["exit"]["signal"], 15);
     std::thread::sleep(Duration::from_millis(200));
@@ -471,5 +413,5 @@ fn a_run_that_ends_by_duration_ends_the_workload_and_its_children() {
         left.is_empty(),
         "workload processes outlived the run: {left:?}"
     );
-    guard.assert_unchanged();
+    sc.finish();
 }

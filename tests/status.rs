@@ -47,7 +47,7 @@ fn reset_removes_only_instances_of_dead_runs() {
         foreign.exists(""),
         "reset must not touch other tools' instances"
     );
-    foreign.remove().unwrap();
+    foreign.destroy().unwrap();
 
     let again = trace_recipe(&["status"]);
     assert!(text(&again.stdout).contains("nothing left behind by trace-recipe"));

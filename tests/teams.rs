@@ -28,7 +28,7 @@ fn manifest(bundle: &Path) -> serde_json::Value {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_exit(&o, 0);
     serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap()
 }
 
@@ -48,7 +48,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
     let guard = TracefsGuard::acquire();
     // Team A: run and bundle (the workload is the recipe's own `[scope] command`).
     let o = run_bundled(&recipe, &a.join("run"), &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_exit(&o, 0);
     let bundle = b.join("teams-a.tar.zst");
     std::fs::copy(a.join("run.tar.zst"), &bundle).unwrap();
     drop(team_a);
@@ -67,7 +67,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
     // difference), with the commands a rerun would start listed.
     let o = trace_recipe(&["check", "--against", bundle_s]);
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert_exit(&o, 0);
     assert!(out.contains("ok: recipe `teams` is valid"), "{out}");
     assert!(out.contains("params delay=0.05"), "{out}");
     assert!(
@@ -82,7 +82,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
     // The same in JSON, with the base read from the bundle's recipe.base-1.toml:
     // an invalid override is reported at its line in that base.
     let o = trace_recipe(&["check", "--against", bundle_s, "--format", "json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_exit(&o, 0);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     crate::runbook::assert_matches_schema("check", &j);
     assert_eq!(j["against"]["differences"], serde_json::json!([]), "{j:#}");
@@ -91,10 +91,10 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
     // Offline against A's facts, as nobody: the bundle's standalone rendered recipe.
     let unpacked = b.join("teams-a");
     let o = trace_recipe(&["unpack", bundle_s, "-o", unpacked.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_exit(&o, 0);
     let o = crate::facts::check_offline_as_nobody(&bundle, &unpacked.join("recipe.toml"));
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{out}{}", text(&o.stderr));
+    assert_exit(&o, 0);
     assert!(
         out.contains("checked offline against the facts in"),
         "{out}"
@@ -103,7 +103,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
     // Rerun without agreeing to the bundle's commands: refused, nothing run.
     let same = b.join("same");
     let o = trace_recipe(&["rerun", bundle_s, "-o", same.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_exit(&o, 2);
     assert!(
         text(&o.stderr).contains("--allow-commands"),
         "{}",
@@ -120,7 +120,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
         "true",
     ]);
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_exit(&o, 2);
     assert!(
         err.contains("collect before: uname -r") && !err.contains("workload:"),
         "{err}"
@@ -134,7 +134,7 @@ fn team_b_checks_reruns_and_diffs_team_a_bundle_and_a_slower_rerun_trips_the_rul
         args.push(out.to_str().unwrap());
         args.extend(sets);
         let o = trace_recipe(&args);
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert_exit(&o, 0);
         out.with_extension("tar.zst")
     };
     let same = rerun(&same, &[]);
@@ -206,7 +206,7 @@ fn check_against_a_folder_from_another_kernel_says_why_it_cannot_run_here() {
     );
     let o = trace_recipe(&["check", "--against", run.to_str().unwrap()]);
     let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}{}", text(&o.stderr));
+    assert_exit(&o, 1);
     assert!(
         out.contains(
             "recipe.base-1.toml:2:3: error (this kernel): this kernel has no `kprobe_events`"

@@ -36,9 +36,7 @@ struct Scratch(Instance);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = self.0.write("tracing_on", "0", WriteMode::Replace);
-        let _ = self.0.write("events/enable", "0", WriteMode::Replace);
-        if let Err(e) = self.0.remove() {
+        if let Err(e) = self.0.destroy() {
             eprintln!("could not remove {}: {e}", self.0.dir());
         }
     }

@@ -2,6 +2,11 @@
 //! or fail one of its stages at a chosen place and check that tracefs still ends
 //! as it began. Unset variables cost one `getenv` per point.
 //!
+//! Compiled in only with the cargo feature `fault-injection`, which the tests
+//! and `scripts/reliability.sh` enable (the package's dev-dependency on itself)
+//! and release builds and the .deb do not: without it [`var`] reads nothing,
+//! so every hook is a no-op and the variables are ignored.
+//!
 //! [`KILL_AT_ENV`] and [`FAIL_AT_ENV`] hold comma-separated point names:
 //!
 //! | point | where |
@@ -31,10 +36,28 @@ pub const FAIL_AT_ENV: &str = "TRACE_RECIPE_TEST_FAIL_AT";
 /// events and check the lost count.
 pub(crate) const HOLD_READERS_ENV: &str = "TRACE_RECIPE_TEST_HOLD_READERS";
 
+/// The value of the hook variable `name`: the one place the hooks read the
+/// environment.
+#[cfg(feature = "fault-injection")]
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Without the feature `fault-injection`: nothing, whatever the environment says.
+#[cfg(not(feature = "fault-injection"))]
+fn var(_name: &str) -> Option<String> {
+    None
+}
+
+/// The value of the hook variable `name`, when set to a number.
+pub(crate) fn number(name: &str) -> Option<usize> {
+    var(name)?.parse().ok()
+}
+
 /// Waits while [`HOLD_READERS_ENV`] names a file that does not exist yet and
 /// `draining` is false (checked every 10 ms: test-only).
 pub(crate) fn hold_readers(draining: &std::sync::atomic::AtomicBool) {
-    let Some(path) = std::env::var_os(HOLD_READERS_ENV) else {
+    let Some(path) = var(HOLD_READERS_ENV) else {
         return;
     };
     let path = std::path::PathBuf::from(path);
@@ -45,7 +68,7 @@ pub(crate) fn hold_readers(draining: &std::sync::atomic::AtomicBool) {
 
 /// Whether `point` is listed in the variable `var`.
 fn listed(var: &str, point: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v.split(',').any(|p| p.trim() == point))
+    self::var(var).is_some_and(|v| v.split(',').any(|p| p.trim() == point))
 }
 
 /// SIGKILLs this process when `point` is listed in [`KILL_AT_ENV`].

@@ -38,11 +38,6 @@ pub const FAIL_UNDO_ENV: &str = "TRACE_RECIPE_TEST_FAIL_UNDO";
 /// journal fails, as a full or broken disk would make it.
 pub const FAIL_JOURNAL_ENV: &str = "TRACE_RECIPE_TEST_FAIL_JOURNAL";
 
-/// The value of a test-only hook variable, when set to a number.
-pub(crate) fn test_hook(name: &str) -> Option<usize> {
-    std::env::var(name).ok()?.parse().ok()
-}
-
 /// First line of a journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
@@ -92,7 +87,7 @@ impl Undo {
     /// [`Undo::perform`], except that it fails untouched when [`FAIL_UNDO_ENV`]
     /// names `n`.
     pub(crate) fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
-        if test_hook(FAIL_UNDO_ENV) == Some(n) {
+        if super::hooks::number(FAIL_UNDO_ENV) == Some(n) {
             let file = match self {
                 Undo::Rmdir { dir } => dir,
                 Undo::Write { file, .. } | Undo::Sysctl { name: file, .. } => file,
@@ -115,11 +110,7 @@ impl Undo {
                 if !instance.exists("") {
                     return Ok(());
                 }
-                // A probe event still enabled in it, or tracing on, would keep
-                // rmdir from succeeding on some kernels: switch it off first.
-                let _ = instance.write("tracing_on", "0", WriteMode::Replace);
-                let _ = instance.write("events/enable", "0", WriteMode::Replace);
-                instance.remove()
+                instance.destroy()
             }
             Undo::Write {
                 file,
@@ -241,7 +232,7 @@ impl Journal {
     /// and the change must not be made.
     pub(crate) fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
         self.records += 1;
-        if test_hook(FAIL_JOURNAL_ENV) == Some(self.records) {
+        if super::hooks::number(FAIL_JOURNAL_ENV) == Some(self.records) {
             return Err(JournalError::Io {
                 path: self.path.clone(),
                 source: std::io::Error::other(format!(
@@ -377,16 +368,6 @@ impl Recorded {
         }
         (self.undos.len(), failures)
     }
-}
-
-/// Start time of process `pid` (field 22 of /proc/PID/stat), or `None` when it does
-/// not exist.
-pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The comm field (2) may contain spaces and parentheses: fields after the
-    // last ')' are well formed. Field 3 is the first of them.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The journal path of run `pid` in `dir`.

@@ -93,12 +93,10 @@ pub(crate) fn apply(
     journal: Option<Journal>,
     mut on_step: impl FnMut(usize),
 ) -> Result<Transaction, Box<ApplyError>> {
-    let step_env = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-    };
-    let (fail_at, kill_at) = (step_env(FAIL_STEP_ENV), step_env(KILL_STEP_ENV));
+    let (fail_at, kill_at) = (
+        super::hooks::number(FAIL_STEP_ENV),
+        super::hooks::number(KILL_STEP_ENV),
+    );
     let mut tx = Transaction {
         tracefs: tracefs.clone(),
         instance: Instance::at_dir(tracefs, &plan.instance),

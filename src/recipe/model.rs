@@ -384,3 +384,31 @@ pub(crate) struct Output {
     /// every artifact), as `run --bundle` does.
     pub(crate) bundle: Option<bool>,
 }
+
+/// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not
+/// a duration, or not positive.
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration"))?;
+    if d.is_negative() || d.is_zero() {
+        return Err(format!("duration `{text}` must be positive"));
+    }
+    d.try_into()
+        .map_err(|_| format!("`{text}` is not a duration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+}

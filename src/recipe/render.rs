@@ -157,7 +157,7 @@ fn fits(kind: ParamType, v: &ParamValue) -> Result<(), String> {
         | (ParamType::Bool, ParamValue::Bool(_))
         | (ParamType::String, ParamValue::Str(_)) => true,
         (ParamType::Duration, ParamValue::Str(s)) => {
-            return crate::validate::parse_duration(s).map(|_| ());
+            return crate::recipe::parse_duration(s).map(|_| ());
         }
         _ => false,
     };
@@ -392,7 +392,7 @@ fn set_value(def: &ParamDef, value: &str) -> Result<ParamValue, String> {
         Some(ParamType::Int) => ParamValue::Int(value.parse().map_err(|_| bad(ParamType::Int))?),
         Some(ParamType::Bool) => ParamValue::Bool(value.parse().map_err(|_| bad(ParamType::Bool))?),
         Some(ParamType::Duration) => {
-            crate::validate::parse_duration(value).map_err(|_| bad(ParamType::Duration))?;
+            crate::recipe::parse_duration(value).map_err(|_| bad(ParamType::Duration))?;
             ParamValue::Str(value.to_string())
         }
         Some(ParamType::String) => ParamValue::Str(value.to_string()),

@@ -40,7 +40,9 @@ pub fn render_html(report: &JsonReport) -> String {
     })
 }
 
-fn esc(s: &str) -> String {
+/// `s` escaped for HTML text and attribute values (the report, `diff --html`,
+/// `fleet --html`).
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
 use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
-use crate::record::lost_from_stats;
+use crate::tracefs::lost_from_stats;
 use crate::workload::WorkloadExit;
 
 /// Version of the report.json layout; bumped on any incompatible change.
@@ -116,7 +116,7 @@ pub struct JsonReport {
     /// Kernel effects of the run that no undo reverses (declared before it,
     /// or observed afterwards); empty for `report` on a file.
     #[serde(default)]
-    pub(crate) irreversible: Vec<crate::plan::Irreversible>,
+    pub(crate) irreversible: Vec<crate::tracefs::Irreversible>,
     /// The `[collect]` commands of the run and how each ended (empty for
     /// `report` on a file).
     #[serde(default)]

@@ -7,6 +7,7 @@ mod json;
 mod junit;
 mod text;
 
+pub(crate) use html::esc;
 pub use html::render_html;
 pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, WorkloadInfo};
 pub use json::{JSON_FORMAT_VERSION, JsonReport};

@@ -26,8 +26,6 @@ use std::ops::Range;
 use std::time::Duration;
 
 pub(crate) use filter::{Predicate, Value as FilterValue};
-#[cfg(test)]
-pub(crate) use probe::ProbeKind;
 pub(crate) use probe::ResolvedProbe;
 use tracedat::{EventFormat, Field};
 pub(crate) use tracer::{MaxLatencyAt, ResolvedStack, ResolvedTracer};
@@ -36,7 +34,7 @@ pub(crate) use trigger::ResolvedTrigger;
 use crate::diagnostic::Diagnostic;
 use crate::host::HostFacts;
 use crate::kernel::KernelFacts;
-use crate::recipe::{LoadedRecipe, PathSeg, Recipe};
+use crate::recipe::{LoadedRecipe, PathSeg, Recipe, parse_duration};
 use crate::suggest;
 
 pub(crate) use expect::ValidExpect;
@@ -99,6 +97,33 @@ pub(crate) enum SelfExclusion {
     /// No `set_event_notrace_pid`: a `common_pid != TID` filter is and-ed to
     /// every event's filter; function tracers cannot exclude a pid there.
     CommonPidFilter,
+}
+
+#[cfg(test)]
+impl ValidRecipe {
+    /// `recipe` as valid, with nothing resolved (no events, probes, tracer,
+    /// buffer settings or duration) and the run's threads kept out by notrace
+    /// pid lists: the start of the unit tests' recipes.
+    pub(crate) fn bare(recipe: Recipe) -> ValidRecipe {
+        ValidRecipe {
+            recipe,
+            duration: None,
+            buffer_size_kb: None,
+            clock: None,
+            cpumask: None,
+            overwrite: None,
+            events: Vec::new(),
+            triggers: Vec::new(),
+            probes: Vec::new(),
+            tracer: None,
+            stack: None,
+            max_size_bytes: None,
+            template: None,
+            expectations: Vec::new(),
+            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            params: Default::default(),
+        }
+    }
 }
 
 impl SelfExclusion {
@@ -243,6 +268,11 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
 /// Checks `loaded` against a kernel's `facts` and this host's `host` facts,
 /// with no I/O of its own (so it works as well against another machine's fact
 /// file). Returns the [`ValidRecipe`], or every problem.
+///
+/// The passes of the module doc, in order: [`check_values`] and the duration,
+/// probes and events ([`resolve_events`]), triggers, tracer, the buffer
+/// ([`resolve_buffer_size`], [`resolve_clock`], [`resolve_cpumask`]), then
+/// [`check_scope_and_output`], expectations and the template.
 pub fn validate(
     loaded: &LoadedRecipe,
     facts: &KernelFacts,
@@ -258,6 +288,68 @@ pub fn validate(
     };
 
     check_name(&mut cx, r);
+    check_values(&mut cx, r);
+    let duration = resolve_duration(&mut cx, r);
+    check_collect(&mut cx, r);
+    let (probes, events) = resolve_events(&mut cx, r);
+    let mut triggers = Vec::new();
+    for (i, t) in r.triggers.iter().enumerate() {
+        trigger::resolve_trigger(&mut cx, i, t, &mut triggers);
+    }
+    let tracer = r
+        .tracer
+        .as_ref()
+        .and_then(|t| tracer::resolve_tracer(&mut cx, t));
+    let stack = r
+        .stack
+        .as_ref()
+        .and_then(|s| tracer::resolve_stack(&mut cx, s));
+    check_enables_something(&mut cx, r);
+    let buffer_size_kb = resolve_buffer_size(&mut cx, r);
+    let clock = resolve_clock(&mut cx, r);
+    let cpumask = resolve_cpumask(&mut cx, r);
+    let overwrite = r
+        .buffer
+        .overwrite
+        .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
+    check_scope_and_output(&mut cx, r);
+    let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
+    let template = resolve_template(&mut cx);
+
+    if !cx.diags.is_empty() {
+        let mut diags = cx.diags;
+        diags.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
+        return Err(diags);
+    }
+    Ok(ValidRecipe {
+        recipe: r.clone(),
+        duration,
+        buffer_size_kb,
+        clock,
+        cpumask,
+        overwrite,
+        events,
+        triggers,
+        probes,
+        tracer,
+        stack,
+        max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
+        template,
+        expectations,
+        self_exclusion: match r.scope.include_self {
+            true => SelfExclusion::Off,
+            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
+                ftrace: facts.has_file("set_ftrace_notrace_pid"),
+            },
+            false => SelfExclusion::CommonPidFilter,
+        },
+        params: loaded.params.clone(),
+    })
+}
+
+/// Every string value of the recipe fits one tracefs write and holds no
+/// control character.
+fn check_values(cx: &mut Ctx<'_>, r: &Recipe) {
     for (path, value) in string_values(r) {
         if value.len() > MAX_VALUE {
             let span = cx.span(&path);
@@ -279,8 +371,11 @@ pub fn validate(
             );
         }
     }
+}
 
-    let duration = r.duration.as_ref().and_then(|d| {
+/// `duration`, parsed.
+fn resolve_duration(cx: &mut Ctx<'_>, r: &Recipe) -> Option<Duration> {
+    r.duration.as_ref().and_then(|d| {
         let span = cx.span(&path!("duration"));
         match parse_duration(d) {
             Ok(v) => Some(v),
@@ -293,32 +388,28 @@ pub fn validate(
                 None
             }
         }
-    });
+    })
+}
 
-    check_collect(&mut cx, r);
-
+/// The recipe's probes, then its `[[events]]`: an entry naming one of the
+/// recipe's own probes is folded into that probe, the others resolved against
+/// the kernel's events (with the comm scope's filter).
+fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<ResolvedEvent>) {
     let mut probes = Vec::new();
-    probe::resolve_probes(&mut cx, "kprobes", &r.kprobes, &mut probes);
-    probe::resolve_probes(&mut cx, "uprobes", &r.uprobes, &mut probes);
-    let comm_filter = comm_filter(&mut cx, r);
+    probe::resolve_probes(cx, "kprobes", &r.kprobes, &mut probes);
+    probe::resolve_probes(cx, "uprobes", &r.uprobes, &mut probes);
+    let comm_filter = comm_filter(cx, r);
     let mut events = Vec::new();
     for (i, ev) in r.events.iter().enumerate() {
-        if !probe::fold_event_into_probe(&mut cx, i, ev, &mut probes) {
-            resolve_event(&mut cx, i, ev, comm_filter.as_deref(), &mut events);
+        if !probe::fold_event_into_probe(cx, i, ev, &mut probes) {
+            resolve_event(cx, i, ev, comm_filter.as_deref(), &mut events);
         }
     }
-    let mut triggers = Vec::new();
-    for (i, t) in r.triggers.iter().enumerate() {
-        trigger::resolve_trigger(&mut cx, i, t, &mut triggers);
-    }
-    let tracer = r
-        .tracer
-        .as_ref()
-        .and_then(|t| tracer::resolve_tracer(&mut cx, t));
-    let stack = r
-        .stack
-        .as_ref()
-        .and_then(|s| tracer::resolve_stack(&mut cx, s));
+    (probes, events)
+}
+
+/// A recipe must enable at least one event, trigger, probe or tracer.
+fn check_enables_something(cx: &mut Ctx<'_>, r: &Recipe) {
     if r.events.is_empty()
         && r.stack.as_ref().is_none_or(|s| s.enable == Some(false))
         && r.triggers.is_empty()
@@ -334,8 +425,13 @@ pub fn validate(
             Some("add an `[[events]]` entry, e.g. name = \"sched:sched_process_exec\"".into()),
         );
     }
+}
 
-    let buffer_size_kb = r.buffer.size_kb.and_then(|kb| {
+/// `[buffer] size_kb`: at least one sub-buffer, at most half of memory over
+/// all CPUs.
+fn resolve_buffer_size(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(u64, Span)> {
+    let facts = cx.facts;
+    r.buffer.size_kb.and_then(|kb| {
         let span = cx.span(&path!("buffer", "size_kb"));
         let ncpu = facts.cpus.len().max(1) as u64;
         let max = facts.mem_total_kb / 2 / ncpu;
@@ -348,8 +444,13 @@ pub fn validate(
         } else {
             Some((kb, span))
         }
-    });
-    let clock = r.buffer.clock.as_ref().and_then(|c| {
+    })
+}
+
+/// `[buffer] clock`: one of the kernel's trace clocks.
+fn resolve_clock(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
+    let facts = cx.facts;
+    r.buffer.clock.as_ref().and_then(|c| {
         let span = cx.span(&path!("buffer", "clock"));
         if facts.clocks.iter().any(|k| k == c) {
             Some((c.clone(), span))
@@ -365,8 +466,13 @@ pub fn validate(
             );
             None
         }
-    });
-    let cpumask = r.buffer.cpus.as_ref().and_then(|list| {
+    })
+}
+
+/// `[buffer] cpus`: a cpu list of this machine's CPUs, as a hex mask.
+fn resolve_cpumask(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
+    let facts = cx.facts;
+    r.buffer.cpus.as_ref().and_then(|list| {
         let span = cx.span(&path!("buffer", "cpus"));
         match parse_cpu_list(list) {
             Err(msg) => {
@@ -399,12 +505,12 @@ pub fn validate(
                 }
             }
         }
-    });
-    let overwrite = r
-        .buffer
-        .overwrite
-        .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
+    })
+}
 
+/// `[scope]` (live pids, a program name), `[output] reports` and
+/// `max_lost_percent`, `[stop] max_size_mb`.
+fn check_scope_and_output(cx: &mut Ctx<'_>, r: &Recipe) {
     for (i, pid) in r.scope.pids.iter().enumerate() {
         if !cx.host.live_pids.contains(pid) {
             let span = cx.span(&path!("scope", "pids", i));
@@ -447,8 +553,11 @@ pub fn validate(
             Some("give a number from 0 to 100".into()),
         );
     }
-    let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
-    let template = match cx.host.template.clone() {
+}
+
+/// `[output] template`, as the host loaded it.
+fn resolve_template(cx: &mut Ctx<'_>) -> Option<crate::report::Template> {
+    match cx.host.template.clone() {
         Some(Ok(tpl)) => Some(tpl),
         Some(Err(e)) => {
             let span = cx.span(&path!("output", "template"));
@@ -456,37 +565,7 @@ pub fn validate(
             None
         }
         None => None,
-    };
-
-    if !cx.diags.is_empty() {
-        let mut diags = cx.diags;
-        diags.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
-        return Err(diags);
     }
-    Ok(ValidRecipe {
-        recipe: r.clone(),
-        duration,
-        buffer_size_kb,
-        clock,
-        cpumask,
-        overwrite,
-        events,
-        triggers,
-        probes,
-        tracer,
-        stack,
-        max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
-        template,
-        expectations,
-        self_exclusion: match r.scope.include_self {
-            true => SelfExclusion::Off,
-            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
-                ftrace: facts.has_file("set_ftrace_notrace_pid"),
-            },
-            false => SelfExclusion::CommonPidFilter,
-        },
-        params: loaded.params.clone(),
-    })
 }
 
 fn check_name(cx: &mut Ctx<'_>, r: &Recipe) {
@@ -780,19 +859,6 @@ fn check_collect(cx: &mut Ctx<'_>, r: &Recipe) {
     }
 }
 
-/// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not
-/// a duration, or not positive.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration"))?;
-    if d.is_negative() || d.is_zero() {
-        return Err(format!("duration `{text}` must be positive"));
-    }
-    d.try_into()
-        .map_err(|_| format!("`{text}` is not a duration"))
-}
-
 /// Parses a cpu list (`"0-3,6"`) into sorted, unique CPU numbers.
 pub(crate) fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
@@ -852,14 +918,5 @@ mod tests {
         let m = string_offsets(r#""a\"b""#).unwrap();
         assert_eq!(m, vec![1, 2, 4, 5]);
         assert_eq!(string_offsets("'x'").unwrap(), vec![1, 2]);
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("0s").is_err());
     }
 }

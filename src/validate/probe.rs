@@ -768,6 +768,22 @@ fn probe_format(kind: ProbeKind, event: &str, fields: &[(String, Layout)]) -> Op
 }
 
 #[cfg(test)]
+impl ResolvedProbe {
+    /// The unit tests' probe: a kretprobe `open_ret` on `do_sys_openat2`'s
+    /// return value, filtered to failures.
+    pub(crate) fn open_ret() -> ResolvedProbe {
+        ResolvedProbe {
+            kind: ProbeKind::Kretprobe,
+            event: "open_ret".into(),
+            spec: "do_sys_openat2 ret=$retval:s32".into(),
+            filter: Some("ret < 0".into()),
+            stacktrace: false,
+            span: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

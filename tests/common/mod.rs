@@ -5,7 +5,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+pub mod scenario;
 pub mod snapshot;
+pub use scenario::Scenario;
 pub use snapshot::Snapshot;
 use trace_recipe::tracefs::{INSTANCE_PREFIX, Tracefs};
 
@@ -237,14 +239,26 @@ pub fn plan_len(recipe: &Path) -> usize {
         .count()
 }
 
-/// `trace-recipe run RECIPE -o OUT -- CMD...` (no `--` when `cmd` is empty).
-pub fn run_recipe(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
+/// The arguments of `trace-recipe run RECIPE -o OUT FLAGS... [-- CMD...]` (no
+/// `--` when `cmd` is empty).
+pub fn run_args<'a>(
+    recipe: &'a Path,
+    out: &'a Path,
+    flags: &[&'a str],
+    cmd: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec!["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend(flags);
     if !cmd.is_empty() {
         args.push("--");
         args.extend(cmd);
     }
-    trace_recipe(&args)
+    args
+}
+
+/// `trace-recipe run RECIPE -o OUT -- CMD...` (no `--` when `cmd` is empty).
+pub fn run_recipe(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
+    trace_recipe(&run_args(recipe, out, &[], cmd))
 }
 
 /// Reads `child`'s piped stderr until a line says it is recording (`recording
@@ -270,14 +284,5 @@ pub fn until_recording(
 /// `trace-recipe run RECIPE -o OUT --bundle -- CMD...`: a run that also packs
 /// its output folder into `OUT.tar.zst`.
 pub fn run_bundled(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
-    let mut args = vec![
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--bundle",
-        "--",
-    ];
-    args.extend_from_slice(cmd);
-    trace_recipe(&args)
+    trace_recipe(&run_args(recipe, out, &["--bundle"], cmd))
 }

@@ -1,0 +1,414 @@
+//! The command line's clap types: parsing only, no I/O (ripgrep's "low
+//! args"). Each subcommand's arguments are a struct its family's file takes.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::analysis::AnalysisName;
+
+/// Turn a checked-in TOML recipe into an ftrace session: validate it against the
+/// running kernel, apply it to a fresh tracefs instance, record, roll everything
+/// back, and leave a trace.dat plus reports.
+#[derive(Debug, Parser)]
+#[command(name = "trace-recipe", version, about, max_term_width = 100)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Validate a recipe against the running kernel; print every problem at once.
+    Check(CheckArgs),
+    /// Print what validation needs to know about the running kernel's ftrace
+    /// (events and formats, tracers, options, clocks, probe support, buffer
+    /// state, symbols) as versioned JSON. Read-only. Schema:
+    /// `trace-recipe schema --of facts`.
+    Facts(FactsArgs),
+    /// Run a recipe: apply, record, roll back, write trace.dat and reports.
+    Run(RunArgs),
+    /// Run a bundle's (or an output folder's) recipe again here, with the params
+    /// and the workload it ran with. Commands that come from the bundle (its
+    /// workload, `[scope] command`, `[collect]`) are listed and started only with
+    /// `--allow-commands` or a yes on a terminal; otherwise nothing runs (exit 2).
+    Rerun(RerunArgs),
+    /// Read a trace.dat (ours, or trace-cmd's v6/v7) and print it.
+    Report(ReportArgs),
+    /// Compare two runs (bundles, output folders or trace.dat files): recipe keys,
+    /// kernel facts, event counts and rates, latencies, top stacks, lost events.
+    /// Exits 6 when a `--fail-if` rule holds.
+    Diff(DiffArgs),
+    /// Summarise one recipe's runs on many hosts: one row per host (events, lost
+    /// events, expectations, stop reason, largest changes against the fleet
+    /// median of each event's rate), totals, and the hosts that failed and why.
+    Fleet(FleetArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Internal: write the man pages (trace-recipe.1, trace-recipe-SUBCOMMAND.1) into DIR.
+    #[command(name = "__man", hide = true)]
+    Man(ManArgs),
+    /// Pack a run's output folder into one file, DIR.tar.zst: manifest.json (the
+    /// run, the kernel, the sha256 of every member) and every artifact.
+    Pack(PackArgs),
+    /// Check a bundle and unpack it into a folder (nothing is written elsewhere).
+    Unpack(UnpackArgs),
+    /// Show tracefs state that differs from a clean boot, and what runs left behind.
+    Status(StatusArgs),
+    /// Remove what trace-recipe runs left behind (never touches what others own).
+    Reset(ResetArgs),
+    /// Print the recipe's JSON Schema (or report.json's, with `--report`, or a
+    /// command's JSON output's, with `--of`).
+    Schema(SchemaArgs),
+    /// List the recipes on the recipe path: name, description, what they need,
+    /// and whether they pass `check` on this kernel.
+    List(ListArgs),
+    /// Print a recipe (by name or path) with its "What to look for" comments.
+    Show(ShowArgs),
+    /// List the events this kernel (or a fact file) offers, with `--fields` their
+    /// fields and types.
+    Events(EventsArgs),
+    /// List kernel functions matching GLOB: from available_filter_functions, or
+    /// from /proc/kallsyms where the kernel refuses the function tracer.
+    Functions(FunctionsArgs),
+    /// Internal: roll back JOURNAL if the run that started us dies.
+    #[command(name = "__guard", hide = true)]
+    Guard(GuardArgs),
+    /// Internal: wait for the go byte on fd 3, then exec COMMAND.
+    #[command(name = "__held-exec", hide = true)]
+    HeldExec(HeldExecArgs),
+}
+
+// `check`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    /// The recipe: a file (with a `/` or ending in `.toml`), or a name on the
+    /// recipe path (see `list`).
+    #[arg(required_unless_present = "against")]
+    pub(crate) recipe: Option<PathBuf>,
+    /// Override a `[params]` value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) sets: Vec<String>,
+    /// Also print the plan: every tracefs change and its undo, one per line.
+    #[arg(long)]
+    pub(crate) plan: bool,
+    /// With `--plan`: print only the plan as a POSIX shell script that applies
+    /// it, traces until interrupted and undoes every step in reverse (`sh`),
+    /// or as the nearest `trace-cmd record` command line, with a comment
+    /// naming what it cannot express (`trace-cmd`).
+    #[arg(long, value_enum, requires = "plan")]
+    pub(crate) export: Option<ExportFormat>,
+    /// First print every effective key with the file:line that set it (the
+    /// recipe or a base it `extends`).
+    #[arg(long)]
+    pub(crate) explain: bool,
+    /// `text` for people; `json` (schema/check.schema.json); `sarif` (SARIF
+    /// 2.1.0, for code review).
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub(crate) format: CheckFormat,
+    /// Validate offline against another kernel's facts: a fact file
+    /// (`trace-recipe facts -o FILE`, JSON or `.json.zst`) or a bundle
+    /// (`.tar.zst`, its facts.json). Needs neither root nor tracefs.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) facts: Option<PathBuf>,
+    /// Validate a bundle's (or an output folder's) recipe, with the params it
+    /// ran with, on this kernel; list the kernel facts that differ from the
+    /// bundle's and matter to it, and the commands `rerun` would start.
+    /// Read-only: nothing is applied. `--set` overrides the bundle's params.
+    #[arg(long, value_name = "BUNDLE", conflicts_with_all = ["recipe", "facts", "export", "explain"])]
+    pub(crate) against: Option<PathBuf>,
+}
+
+// `facts`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FactsArgs {
+    /// Write to FILE instead of stdout (`.zst` at the end: compressed with zstd).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) out: Option<PathBuf>,
+}
+
+// `run`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The recipe: a file (with a `/` or ending in `.toml`), or a name on the
+    /// recipe path (see `list`).
+    pub(crate) recipe: PathBuf,
+    /// Override a `[params]` value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) sets: Vec<String>,
+    #[command(flatten)]
+    pub(crate) flags: RunFlags,
+    /// The workload: started held, scoped by pid, released once tracing is on.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+// `rerun`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RerunArgs {
+    /// The bundle (`.tar.zst`) or output folder of the run.
+    #[arg(value_name = "BUNDLE")]
+    pub(crate) from: PathBuf,
+    /// Override one of the run's params (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) sets: Vec<String>,
+    /// Start the commands that come from the bundle without asking.
+    #[arg(long)]
+    pub(crate) allow_commands: bool,
+    #[command(flatten)]
+    pub(crate) flags: RunFlags,
+    /// A workload of your own instead of the run's.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+// `report`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// A trace.dat, a run's output folder, or a bundle (checked first).
+    pub(crate) file: PathBuf,
+    /// `text`: one line per event like `trace-cmd report`; `summary`: the
+    /// analyses through a template; `json`: report.json; `html`: a
+    /// self-contained page with charts.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+    /// Analyses to run (repeatable or comma-separated); default: every one
+    /// whose events the file holds.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME")]
+    pub(crate) analysis: Vec<AnalysisName>,
+    /// A minijinja template for `--format summary` (context: report.json).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) template: Option<PathBuf>,
+}
+
+// `diff`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct DiffArgs {
+    /// Run A, the baseline.
+    pub(crate) a: PathBuf,
+    /// Run B.
+    pub(crate) b: PathBuf,
+    /// `text`, `json` (schema/diff.schema.json) or `html` (one self-contained page).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub(crate) format: DiffFormat,
+    /// A rule on B, e.g. `count(SYSTEM:EVENT) > +10%`, `rate(SYSTEM:EVENT) < -5%`,
+    /// `p99(ANALYSIS:KEY) > +10%` (relative to A), `lost_events > 0` (repeatable).
+    #[arg(long = "fail-if", value_name = "RULE")]
+    pub(crate) fail_if: Vec<String>,
+}
+
+// `fleet`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FleetArgs {
+    /// Bundles (HOST.tar.zst, or output folders), and host status files
+    /// (HOST.json: `{"host", "stage", "reason", "exit_code"}`) of hosts that
+    /// wrote none.
+    #[arg(required = true, value_name = "INPUT")]
+    pub(crate) inputs: Vec<PathBuf>,
+    /// `text`, `json` (schema/fleet.schema.json) or `html` (one self-contained page).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub(crate) format: DiffFormat,
+}
+
+// `completions`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    pub(crate) shell: clap_complete::Shell,
+}
+
+// `__man`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ManArgs {
+    /// The folder to write into (created).
+    pub(crate) dir: PathBuf,
+}
+
+// `pack`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct PackArgs {
+    /// The output folder of a run.
+    pub(crate) dir: PathBuf,
+    /// The bundle to write (default `DIR.tar.zst`).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) out: Option<PathBuf>,
+    /// Leave the host name out of the manifest.
+    #[arg(long)]
+    pub(crate) redact_host: bool,
+}
+
+// `unpack`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct UnpackArgs {
+    /// The bundle.
+    pub(crate) bundle: PathBuf,
+    /// The folder to create (default: the bundle's name without `.tar.zst`, plus `.unpacked`).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+}
+
+// `status`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// `text` or `json` (schema/status.schema.json).
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub(crate) format: OutFormat,
+    /// Exit 1 when a trace-recipe run left something behind (for monitoring).
+    #[arg(long)]
+    pub(crate) exit_code: bool,
+}
+
+// `reset`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResetArgs {
+    /// The hammer: reset ALL of tracefs to boot defaults, like `trace-cmd reset -a`,
+    /// including other tools' instances, filters, triggers and probes.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub(crate) all: bool,
+    /// Change nothing: say what would be removed.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// `text` or `json` (schema/reset.schema.json).
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub(crate) format: OutFormat,
+}
+
+// `schema`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct SchemaArgs {
+    /// The schema of report.json instead.
+    #[arg(long, conflicts_with_all = ["manifest", "of"])]
+    pub(crate) report: bool,
+    /// The schema of a bundle's manifest.json instead.
+    #[arg(long, conflicts_with = "of")]
+    pub(crate) manifest: bool,
+    /// The schema of this command's `--format json` output instead.
+    #[arg(long, value_enum, value_name = "COMMAND")]
+    pub(crate) of: Option<crate::format::SchemaOf>,
+}
+
+// `list`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ListArgs {
+    /// `text` or `json` (schema/list.schema.json).
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub(crate) format: OutFormat,
+}
+
+// `show`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// A name on the recipe path, or a file.
+    pub(crate) recipe: PathBuf,
+}
+
+// `events`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct EventsArgs {
+    /// `system:event` glob, or an event-name glob in any system (default: all).
+    pub(crate) glob: Option<String>,
+    /// Also list each event's fields with their C types.
+    #[arg(long)]
+    pub(crate) fields: bool,
+    /// Read a JSON fact file instead of this kernel.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) facts: Option<PathBuf>,
+    /// `text` or `json` (schema/events.schema.json).
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub(crate) format: OutFormat,
+}
+
+// `functions`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FunctionsArgs {
+    /// Function-name glob (`*`, `?`).
+    pub(crate) glob: String,
+}
+
+// `__guard`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct GuardArgs {
+    /// The run's pid (our parent may already be gone when we start).
+    #[arg(long)]
+    pub(crate) run_pid: u32,
+    /// The workload to end (its whole process group) if the run dies.
+    #[arg(long)]
+    pub(crate) workload_pid: Option<u32>,
+    #[arg(last = true)]
+    pub(crate) journal: PathBuf,
+}
+
+// `__held-exec`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct HeldExecArgs {
+    #[arg(last = true)]
+    pub(crate) command: Vec<String>,
+}
+
+/// The options `run` and `rerun` share: where the output goes and how it is shown.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunFlags {
+    /// Output folder (default `./trace-recipe-out/NAME-TIMESTAMP`).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Also write the `[[expect]]` results as JUnit XML to FILE (for CI).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Also pack the output folder into one file, DIR.tar.zst (see `pack`).
+    #[arg(long)]
+    pub(crate) bundle: bool,
+    /// Replace the recipe's `duration` (e.g. `500ms`, `10s`, `2m`).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) duration: Option<String>,
+    /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
+    #[arg(long, value_name = "KB")]
+    pub(crate) buffer_size_kb: Option<u64>,
+    /// `text`: the summary on stdout; `json`: one object on stdout at the end
+    /// (schema/run.schema.json), the summary on stderr.
+    #[arg(long, value_enum, default_value_t = OutFormat::Text)]
+    pub(crate) format: OutFormat,
+    /// Print no progress or summary lines on stderr (errors and warnings stay).
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+}
+
+/// `--format` of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CheckFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+/// `--format` of `run`, `status`, `reset`, `list`, `events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OutFormat {
+    Text,
+    Json,
+}
+
+/// `--format` of `diff` and `fleet`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DiffFormat {
+    Text,
+    Json,
+    Html,
+}
+
+/// `--format` of `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    Text,
+    Summary,
+    Json,
+    Html,
+}
+
+/// `check --plan --export`'s formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// A POSIX shell script.
+    Sh,
+    /// The nearest `trace-cmd record` command line.
+    TraceCmd,
+}

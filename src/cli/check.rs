@@ -1,0 +1,425 @@
+//! `check` (with `--plan`, `--export`, `--explain`, `--facts`, `--against`)
+//! and `facts`: what the check stage says about a recipe, and the facts it
+//! reads. Read-only.
+
+use std::path::Path;
+
+use super::args::{CheckArgs, CheckFormat, ExportFormat, FactsArgs};
+use super::{Context, Exit, Failure, find_recipe, started, with_tracefs};
+use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate, load_and_validate_with};
+
+/// `check RECIPE`: against this kernel or a fact file, or as an exported plan.
+pub(super) fn check(a: CheckArgs) -> Exit {
+    let CheckArgs {
+        recipe,
+        sets,
+        plan,
+        export,
+        explain,
+        format,
+        facts,
+        against,
+    } = a;
+    let recipe = match (against, recipe) {
+        (Some(from), _) => return against_cmd(&from, &sets, plan, format),
+        (None, None) => return Err(Failure::Usage(None)),
+        (None, Some(recipe)) => recipe,
+    };
+    match find_recipe(&recipe) {
+        Some(recipe) if let Some(export) = export => {
+            export_cmd(&recipe, &sets, export, facts.as_deref())
+        }
+        Some(recipe) => {
+            if explain && format == CheckFormat::Text {
+                print_explain(&recipe, &sets);
+            }
+            check_live_or_offline(&recipe, &sets, plan, format, facts.as_deref())
+        }
+        None => {
+            if format != CheckFormat::Text {
+                let d = crate::diagnostic::Diagnostic::recipe(
+                    None,
+                    format!("no recipe `{}` on the recipe path", recipe.display()),
+                )
+                .with_help("see `trace-recipe list`");
+                let source = crate::diagnostic::Source::single(recipe.clone(), String::new());
+                check_machine(&recipe, format, Err((&[d], &source)), None);
+            }
+            Err(Failure::Invalid(None))
+        }
+    }
+}
+
+/// `check --format json|sarif`: the verdict as one document on stdout.
+fn check_machine(
+    recipe: &Path,
+    format: CheckFormat,
+    result: Result<(&str, &str), (&[crate::diagnostic::Diagnostic], &crate::diagnostic::Source)>,
+    against: Option<&crate::replay::AgainstJson>,
+) {
+    let (diags, source): (&[crate::diagnostic::Diagnostic], crate::diagnostic::Source) =
+        match result {
+            Ok(_) => (
+                &[],
+                crate::diagnostic::Source::single(recipe.to_path_buf(), String::new()),
+            ),
+            Err((d, s)) => (d, s.clone()),
+        };
+    let text = match format {
+        CheckFormat::Sarif => crate::sarif::render(diags, &source),
+        _ => crate::output::to_json(&crate::format::CheckJson {
+            format_version: crate::output::FORMAT_VERSION,
+            file: recipe.display().to_string(),
+            ok: result.is_ok(),
+            recipe: result.ok().map(|r| r.0.to_string()),
+            kernel_release: result.ok().map(|r| r.1.to_string()),
+            diagnostics: diags.iter().map(|d| d.to_json(&source)).collect(),
+            against: against.cloned(),
+        }),
+    };
+    print!("{text}");
+}
+
+/// `check --plan --export FORMAT`: the plan `run` would apply (with no
+/// workload), as a shell script or a `trace-cmd record` command line on stdout;
+/// problems as `check` prints them. Against the running kernel, or offline
+/// against `facts_file` as `check` does.
+fn export_cmd(
+    recipe: &Path,
+    sets: &[String],
+    format: ExportFormat,
+    facts_file: Option<&Path>,
+) -> Exit {
+    with_facts(facts_file, |from| {
+        match load_and_validate(from, recipe, sets, &started()) {
+            Ok((valid, _, _)) => {
+                let p = build_plan(&valid, None, &[]);
+                let text = match format {
+                    ExportFormat::Sh => crate::export::sh(&p, &valid.recipe.name),
+                    ExportFormat::TraceCmd => Ok(crate::export::trace_cmd(&p, &valid)),
+                };
+                let script =
+                    text.map_err(|e| Failure::failed(Context::new("cannot export this plan", e)))?;
+                print!("{script}");
+                Ok(())
+            }
+            Err(CheckError::Invalid { text, diagnostics }) => {
+                print!("{}", crate::diagnostic::render_all(&diagnostics, &text));
+                Err(Failure::Invalid(None))
+            }
+            Err(e) => Err(Failure::failed(e)),
+        }
+    })
+}
+
+/// `check --explain`: the effective keys and where each was set (nothing when the
+/// recipe does not load: the check that follows prints why).
+fn print_explain(recipe: &Path, sets: &[String]) {
+    let builtins = crate::recipe::Builtins { started: started() };
+    if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
+        print!(
+            "{}",
+            crate::recipe::explain(loaded.spans.root(), &loaded.source)
+        );
+    }
+}
+
+/// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
+pub(super) fn facts(a: FactsArgs) -> Exit {
+    with_tracefs(|tracefs| {
+        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(Failure::failed)?;
+        match a.out {
+            Some(path) => facts.save(&path).map_err(Failure::failed)?,
+            None => print!("{}", crate::output::to_json(&facts)),
+        }
+        Ok(())
+    })
+}
+
+/// `check`: against the running kernel, or offline against `facts_file` (a
+/// fact file or a bundle), which needs neither root nor tracefs.
+fn check_live_or_offline(
+    recipe: &Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    facts_file: Option<&Path>,
+) -> Exit {
+    with_facts(facts_file, |from| {
+        check_with(
+            recipe,
+            sets,
+            show_plan,
+            format,
+            from,
+            crate::recipe::Chain::Extends,
+            None,
+        )
+    })
+}
+
+/// Runs `f` with the facts of `facts_file` (a fact file, an output folder's
+/// facts.json or a bundle's), or without one with the running kernel's; an
+/// error is [`Failure::Failed`].
+fn with_facts(facts_file: Option<&Path>, f: impl FnOnce(FactsFrom<'_>) -> Exit) -> Exit {
+    match facts_file {
+        Some(file) => {
+            // A bundle's facts are its facts.json member, read from a temporary
+            // folder; an output folder's, its facts.json.
+            let is_bundle = file.to_string_lossy().ends_with(".tar.zst");
+            let opened = match is_bundle {
+                true => Some(crate::bundle::open(file).map_err(Failure::failed)?),
+                false => None,
+            };
+            let path = match &opened {
+                Some(o) => o.dir.path().join("facts.json"),
+                None if file.is_dir() => file.join("facts.json"),
+                None => file.to_path_buf(),
+            };
+            f(FactsFrom::File(&path))
+        }
+        None => with_tracefs(|tracefs| f(FactsFrom::Live(tracefs))),
+    }
+}
+
+/// `check`'s verdict on `recipe` (its chain read as `chain` says) against the
+/// facts `from`, printed in `format`; `against` joins the JSON of `check --against`.
+fn check_with(
+    recipe: &Path,
+    sets: &[String],
+    show_plan: bool,
+    format: CheckFormat,
+    from: FactsFrom<'_>,
+    chain: crate::recipe::Chain,
+    against: Option<&crate::replay::AgainstJson>,
+) -> Exit {
+    let overrides = Default::default();
+    match load_and_validate_with(from, recipe, sets, &started(), &overrides, chain) {
+        Ok((valid, _, facts)) if format != CheckFormat::Text => {
+            check_machine(
+                recipe,
+                format,
+                Ok((&valid.recipe.name, &facts.release)),
+                against,
+            );
+            Ok(())
+        }
+        Ok((valid, _, facts)) => {
+            print_valid(recipe, &valid, &facts, from, show_plan);
+            Ok(())
+        }
+        Err(CheckError::Invalid { text, diagnostics }) => {
+            match format {
+                CheckFormat::Text => {
+                    print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
+                }
+                _ => check_machine(recipe, format, Err((&diagnostics, &text)), against),
+            }
+            Err(Failure::Invalid(None))
+        }
+        Err(CheckError::Load(e)) => {
+            eprintln!("trace-recipe: error: {e}");
+            if format != CheckFormat::Text {
+                // The file has no text to point into: one problem without a place.
+                let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
+                let source = crate::diagnostic::Source::single(recipe.to_path_buf(), String::new());
+                check_machine(recipe, format, Err((&[d], &source)), against);
+            }
+            Err(Failure::Invalid(None))
+        }
+        Err(e) => Err(Failure::failed(e)),
+    }
+}
+
+/// `check`'s text verdict on a valid recipe: the ok line, the notes (top-level
+/// files, tracer, offline facts, probes, self-exclusion), what a run cannot
+/// undo, and with `show_plan` the plan.
+fn print_valid(
+    recipe: &Path,
+    valid: &crate::validate::ValidRecipe,
+    facts: &crate::kernel::KernelFacts,
+    from: FactsFrom<'_>,
+    show_plan: bool,
+) {
+    println!(
+        "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
+        recipe.display(),
+        valid.recipe.name,
+        facts.release,
+        valid.events.len(),
+        if valid.events.len() == 1 { "" } else { "s" },
+        valid.triggers.len(),
+        if valid.triggers.len() == 1 { "" } else { "s" },
+        valid.probes.len(),
+        if valid.probes.len() == 1 { "" } else { "s" },
+        valid.tracer.as_ref().map_or("nop", |t| t.name.as_str()),
+    );
+    let workload = (!valid.recipe.scope.command.is_empty()).then_some(0);
+    let p = build_plan(valid, workload, &[std::process::id()]);
+    let top = p.top_level_files();
+    if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
+        println!(
+            "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
+            t.name,
+            top.len(),
+            crate::plan::TOP_LEVEL_LOCK
+        );
+    } else if !top.is_empty() {
+        println!(
+            "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
+            top.join(", "),
+            crate::plan::TOP_LEVEL_LOCK
+        );
+    }
+    if let Some(t) = valid
+        .tracer
+        .as_ref()
+        .filter(|t| t.name != "nop" && !t.at_top_level)
+    {
+        println!(
+            "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
+            t.name, facts.instance.source
+        );
+    }
+    if let FactsFrom::File(file) = from {
+        println!(
+            "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
+            file.display(),
+            facts.release,
+            facts.arch
+        );
+    }
+    if !valid.probes.is_empty() {
+        println!(
+            "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
+            valid.probes.len(),
+            if valid.probes.len() == 1 { "" } else { "s" }
+        );
+    }
+    for i in crate::plan::irreversible(&p, &facts.top_buffer) {
+        println!(
+            "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
+            i.effect, i.file, i.before, i.after
+        );
+    }
+    let function_tracer = valid
+        .tracer
+        .as_ref()
+        .is_some_and(|t| t.is_function_tracer());
+    println!("note: {}", valid.self_exclusion.describe(function_tracer));
+    if show_plan {
+        println!(
+            "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
+            std::process::id()
+        );
+        for (i, step) in p.steps.iter().enumerate() {
+            println!("{:>3}. {step:#}", i + 1);
+        }
+    }
+}
+
+/// `check --against BUNDLE`: the bundle's recipe, with the params it ran with
+/// (then `sets`), validated on this kernel like `check`; then the kernel facts
+/// that differ from the bundle's and matter to it, and the commands a rerun
+/// would start. Read-only. Exit 0 when the recipe is valid here, 1 when not.
+fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckFormat) -> Exit {
+    let stored = crate::replay::StoredRun::open(from).map_err(Failure::failed)?;
+    let replay = stored.replay(sets, Vec::new());
+    let recipe = stored.recipe();
+    let chain = crate::recipe::Chain::Stored;
+    with_tracefs(|tracefs| {
+        let builtins = crate::recipe::Builtins { started: started() };
+        // The differences need the recipe (even one invalid here) and both facts.
+        let bundle_facts = stored.facts();
+        let differences = crate::recipe::load_with(&recipe, &replay.sets, &builtins, chain)
+            .ok()
+            .zip(bundle_facts.as_ref().ok())
+            .map(|(loaded, theirs)| {
+                let scope = crate::kernel::Scope::for_recipe(&loaded.recipe);
+                crate::kernel::KernelFacts::read_scoped(tracefs, &scope)
+                    .map(|here| crate::replay::differences(&loaded.recipe, theirs, &here))
+            })
+            .transpose()
+            .map_err(Failure::failed)?;
+        let m = &stored.manifest;
+        let json = crate::replay::AgainstJson {
+            bundle: from.display().to_string(),
+            kernel_release: m.kernel_release.clone(),
+            params: replay.sets.clone(),
+            differences: differences.clone(),
+            commands: replay
+                .foreign
+                .iter()
+                .map(|(what, argv)| crate::replay::ForeignCommand {
+                    purpose: what.to_string(),
+                    argv: argv.clone(),
+                })
+                .collect(),
+        };
+        if format == CheckFormat::Text {
+            println!(
+                "{}: recipe `{}` as run on kernel {}{}{}{}",
+                from.display(),
+                m.recipe.as_deref().unwrap_or("?"),
+                m.kernel_release.as_deref().unwrap_or("?"),
+                m.host
+                    .as_ref()
+                    .map_or(String::new(), |h| format!(" (host {h})")),
+                m.started
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" at {t}")),
+                match replay.sets.is_empty() {
+                    true => String::new(),
+                    false => format!(", params {}", replay.sets.join(" ")),
+                }
+            );
+            let bases = (1..)
+                .map(|n| format!("recipe.base-{n}.toml"))
+                .take_while(|b| stored.dir.join(b).is_file());
+            let files: Vec<String> = [recipe
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()]
+            .into_iter()
+            .chain(bases)
+            .collect();
+            println!(
+                "note: the run's recipe files are checked in {}{}: {}",
+                stored.dir.display(),
+                if from.is_dir() {
+                    ""
+                } else {
+                    " (unpacked, removed on exit)"
+                },
+                files.join(", ")
+            );
+        }
+        let verdict = check_with(
+            &recipe,
+            &replay.sets,
+            show_plan,
+            format,
+            FactsFrom::Live(tracefs),
+            chain,
+            Some(&json),
+        );
+        if let Err(f @ Failure::Failed(_)) = verdict {
+            return Err(f);
+        }
+        if format == CheckFormat::Text {
+            match (&differences, &bundle_facts) {
+                (Some(d), Ok(theirs)) => print!("{}", crate::replay::differences_text(theirs, d)),
+                (_, Err(e)) => println!("note: no kernel facts to compare with: {e}"),
+                (None, Ok(_)) => {}
+            }
+            if !replay.foreign.is_empty() {
+                println!(
+                    "commands a rerun starts that come from the bundle (`rerun --allow-commands` agrees to them):"
+                );
+                print!("{}", crate::replay::commands_text(&replay.foreign));
+            }
+        }
+        verdict
+    })
+}

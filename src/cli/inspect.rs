@@ -1,0 +1,255 @@
+//! What a user looks up: `list`, `show`, `events`, `functions`, `report`,
+//! `schema`, `completions` and `__man`. Read-only.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::args::{
+    Cli, CompletionsArgs, EventsArgs, Format, FunctionsArgs, ListArgs, ManArgs, OutFormat,
+    ReportArgs, SchemaArgs, ShowArgs,
+};
+use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
+use crate::analysis::{Selection, analyze};
+use crate::check::{CheckError, FactsFrom, load_and_validate};
+use crate::report::{JsonReport, Template, render_html};
+
+/// `list`: every recipe on the recipe path, checked against this kernel.
+pub(super) fn list(a: ListArgs) -> Exit {
+    with_tracefs(|tracefs| {
+        let dirs = crate::library::search_path();
+        let started = started();
+        let recipes = crate::library::discover(&dirs)
+            .iter()
+            .map(|f| {
+                let verdict =
+                    match load_and_validate(FactsFrom::Live(tracefs), &f.path, &[], &started) {
+                        Ok(_) => Ok(()),
+                        Err(CheckError::Invalid { text, diagnostics }) => Err(diagnostics
+                            .iter()
+                            .map(|d| d.render(&text).lines().next().unwrap_or("").to_string())
+                            .collect()),
+                        Err(e) => Err(vec![e.to_string()]),
+                    };
+                crate::library::entry(f, verdict)
+            })
+            .collect();
+        let l = crate::library::ListJson {
+            format_version: crate::output::FORMAT_VERSION,
+            search_path: dirs.iter().map(|d| d.display().to_string()).collect(),
+            recipes,
+        };
+        match a.format {
+            OutFormat::Text => print!("{}", crate::library::list_text(&l)),
+            OutFormat::Json => print!("{}", crate::output::to_json(&l)),
+        }
+        Ok(())
+    })
+}
+
+/// `events`: from a fact file, or from this kernel.
+pub(super) fn events(a: EventsArgs) -> Exit {
+    let EventsArgs {
+        glob,
+        fields,
+        facts,
+        format,
+    } = a;
+    let glob = glob.as_deref();
+    let show = |e: crate::inventory::EventsJson| {
+        match format {
+            OutFormat::Text => {
+                for u in &e.unreadable {
+                    eprintln!("note: could not read {u}");
+                }
+                print!("{}", crate::inventory::events_text(&e));
+            }
+            OutFormat::Json => print!("{}", crate::output::to_json(&e)),
+        }
+        if e.events.is_empty() {
+            eprintln!(
+                "trace-recipe: no event in {} matches `{}`",
+                e.source,
+                glob.unwrap_or("*")
+            );
+            Err(Failure::Invalid(None))
+        } else {
+            Ok(())
+        }
+    };
+    match facts {
+        Some(path) => {
+            let f = crate::kernel::KernelFacts::load(&path).map_err(Failure::failed)?;
+            show(crate::inventory::events(
+                &f,
+                &path.display().to_string(),
+                glob,
+                fields,
+            ))
+        }
+        None => with_tracefs(|t| {
+            let scope = crate::kernel::Scope {
+                systems: None,
+                kernel_symbols: false,
+                filter_functions: false,
+            };
+            let facts =
+                crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(Failure::failed)?;
+            show(crate::inventory::events(&facts, "tracefs", glob, fields))
+        }),
+    }
+}
+
+/// Writes `trace-recipe.1` and one `trace-recipe-SUBCOMMAND.1` per visible
+/// subcommand into `dir` (created); returns how many.
+fn write_man_pages(dir: &Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut n = 0;
+    let mut write = |name: String, cmd: clap::Command| -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut buf)?;
+        std::fs::write(dir.join(format!("{name}.1")), buf)?;
+        n += 1;
+        Ok(())
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("trace-recipe-{}", sub.get_name());
+        let page = sub
+            .clone()
+            .display_name(name.clone())
+            .bin_name(format!("trace-recipe {}", sub.get_name()));
+        write(name, page)?;
+    }
+    write("trace-recipe".into(), cmd)?;
+    Ok(n)
+}
+
+/// `show RECIPE`: the recipe file, under a `# PATH` line.
+pub(super) fn show(a: ShowArgs) -> Exit {
+    let path = find_recipe(&a.recipe).ok_or(Failure::Invalid(None))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Failure::Invalid(Some(
+            Context::new(format!("cannot read {}", path.display()), e).into(),
+        ))
+    })?;
+    println!("# {}", path.display());
+    print!("{text}");
+    Ok(())
+}
+
+/// `functions GLOB`: the kernel functions that match.
+pub(super) fn functions(a: FunctionsArgs) -> Exit {
+    with_tracefs(|t| {
+        let glob = &a.glob;
+        let facts = crate::kernel::KernelFacts::read(t).map_err(Failure::failed)?;
+        let f = crate::inventory::functions(&facts, glob);
+        for u in &f.unreadable {
+            eprintln!("note: could not read {u}");
+        }
+        for n in &f.names {
+            println!("{n}");
+        }
+        if f.names.is_empty() {
+            eprintln!("trace-recipe: no function in {} matches `{glob}`", f.source);
+            return Err(Failure::Invalid(None));
+        }
+        Ok(())
+    })
+}
+
+/// `report FILE`: a trace.dat (or a run's) as text, a summary, JSON or HTML.
+/// A reader that goes away (a broken pipe) ends it quietly, with exit 0.
+pub(super) fn report(a: ReportArgs) -> Exit {
+    let template = a
+        .template
+        .as_deref()
+        .map(|p| Template::load(p).and_then(|t| t.check().map(|()| t)))
+        .transpose()
+        .map_err(|e| Failure::Invalid(Some(e.into())))?
+        .unwrap_or_else(Template::builtin);
+    let (path, _opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
+    let file = tracedat::TraceFile::open(&path)
+        .map_err(|e| Failure::failed(Context::new(format!("cannot read {}", path.display()), e)))?;
+    match print_report(&file, a.format, &a.analysis, &template) {
+        Ok(()) => Ok(()),
+        Err(e) if is_broken_pipe(e.as_ref()) => Ok(()),
+        Err(e) => Err(Failure::failed(Context::new(path.display().to_string(), e))),
+    }
+}
+
+/// Writes `file` in `format` to stdout (buffered).
+fn print_report(
+    file: &tracedat::TraceFile,
+    format: Format,
+    analyses: &[crate::analysis::AnalysisName],
+    template: &Template,
+) -> Result<(), Error> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    match format {
+        Format::Text => {
+            writeln!(out, "cpus={}", file.cpu_count())?;
+            let mut printer = tracedat::Printer::new(file);
+            for rec in file.records() {
+                printer.write(&rec?, &mut out)?;
+            }
+        }
+        Format::Summary | Format::Json | Format::Html => {
+            let a = analyze(file, &Selection::new(file, analyses))?;
+            let r = JsonReport::new(file, &a, None);
+            let text = match format {
+                Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
+                Format::Html => render_html(&r),
+                _ => template.render(&r)?,
+            };
+            out.write_all(text.as_bytes())?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Whether `e`, or an error in its source chain, is a broken pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source()).any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `schema`: a JSON Schema on stdout.
+pub(super) fn schema(a: SchemaArgs) -> Exit {
+    if a.manifest {
+        println!("{}", crate::bundle::manifest_schema_json());
+    } else if let Some(of) = a.of {
+        println!("{}", crate::format::schema_of(of));
+    } else if a.report {
+        println!("{}", crate::report_schema_json());
+    } else {
+        println!("{}", crate::schema_json());
+    }
+    Ok(())
+}
+
+/// `completions SHELL`: the completion script on stdout.
+pub(super) fn completions(a: CompletionsArgs) -> Exit {
+    clap_complete::generate(
+        a.shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "trace-recipe",
+        &mut std::io::stdout(),
+    );
+    Ok(())
+}
+
+/// `__man DIR`: the man pages, written into DIR.
+pub(super) fn man(a: ManArgs) -> Exit {
+    let n = write_man_pages(&a.dir).map_err(|e| {
+        Failure::failed(Context::new(
+            format!("cannot write man pages to {}", a.dir.display()),
+            e,
+        ))
+    })?;
+    println!("wrote {n} man pages to {}", a.dir.display());
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! The command line: [`args`] parses (clap), one file per command family does
+//! the work, and [`Failure::code`] chooses every exit code. Only this module
+//! prints; only `main` exits.
+//!
+//! - [`check`]: `check` (with `--plan`, `--export`, `--explain`, `--facts`,
+//!   `--against`) and `facts`;
+//! - [`run`]: `run` and `rerun`;
+//! - [`inspect`]: `list`, `show`, `events`, `functions`, `report`, `schema`,
+//!   `completions`, `__man`;
+//! - [`travel`]: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`.
+//!
+//! Exit codes: see [`exit`] and [`Failure::code`].
+
+mod args;
+mod check;
+mod inspect;
+mod run;
+mod travel;
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use crate::tracefs::Tracefs;
+use args::{Cli, Command};
+
+/// Exit codes of `trace-recipe` (the README's table; [`Failure::code`] chooses them).
+pub mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// The recipe is invalid (or `check` found problems); nothing was written to tracefs.
+    pub(crate) const INVALID: i32 = 1;
+    /// Bad command-line usage (clap's code).
+    pub(crate) const USAGE: i32 = 2;
+    /// The tool failed: tracefs, the kernel, the workload, the output folder or a trace.dat.
+    pub const FAILED: i32 = 3;
+    /// The run finished and wrote everything, but lost more events than
+    /// `[output] max_lost_percent` allows.
+    pub(crate) const LOST_LIMIT: i32 = 4;
+    /// The run finished and wrote everything, but an `[[expect]]` of the recipe failed.
+    pub(crate) const EXPECTATION_FAILED: i32 = 5;
+    /// `diff`: a `--fail-if` rule held.
+    pub(crate) const DIFF_RULE_HELD: i32 = 6;
+    /// Rollback incomplete: an undo failed, tracefs is not as it was, and the
+    /// run's journal is kept; `trace-recipe reset` finishes the rollback. Wins
+    /// over every other code of a run.
+    pub const ROLLBACK_INCOMPLETE: i32 = 7;
+    /// A run ended by signal N exits with 128 + N after rolling back and writing its output.
+    pub(crate) const SIGNAL_BASE: i32 = 128;
+}
+
+/// An error on its way to stderr, its source chain intact until printed.
+pub(crate) type Error = Box<dyn std::error::Error>;
+
+/// How a command ended when not with exit 0. A variant with an error prints it
+/// as `trace-recipe: error: …` (see [`Failure::print`]); one without says the
+/// command has already printed why (diagnostics, a verdict, a summary).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The recipe is invalid, or the command's verdict is no ([`exit::INVALID`]).
+    Invalid(Option<Error>),
+    /// Bad usage ([`exit::USAGE`]).
+    Usage(Option<Error>),
+    /// The tool failed ([`exit::FAILED`]).
+    Failed(Option<Error>),
+    /// The run lost more than `[output] max_lost_percent` ([`exit::LOST_LIMIT`]).
+    LostLimit,
+    /// An `[[expect]]` failed ([`exit::EXPECTATION_FAILED`]).
+    ExpectationFailed,
+    /// A `diff --fail-if` rule held ([`exit::DIFF_RULE_HELD`]).
+    DiffRuleHeld,
+    /// The rollback is incomplete ([`exit::ROLLBACK_INCOMPLETE`]).
+    RollbackIncomplete,
+    /// The run was ended by this signal ([`exit::SIGNAL_BASE`] + its number).
+    Signal(crate::run::Signal),
+    /// An internal subcommand's own status (`__guard`, `__held-exec`).
+    Internal(i32),
+}
+
+impl Failure {
+    /// The tool failed with `e`.
+    pub(crate) fn failed(e: impl Into<Error>) -> Failure {
+        Failure::Failed(Some(e.into()))
+    }
+
+    /// The exit code: the one place the README's exit-code table is decided.
+    pub(crate) fn code(&self) -> i32 {
+        match self {
+            Failure::Invalid(_) => exit::INVALID,
+            Failure::Usage(_) => exit::USAGE,
+            Failure::Failed(_) => exit::FAILED,
+            Failure::LostLimit => exit::LOST_LIMIT,
+            Failure::ExpectationFailed => exit::EXPECTATION_FAILED,
+            Failure::DiffRuleHeld => exit::DIFF_RULE_HELD,
+            Failure::RollbackIncomplete => exit::ROLLBACK_INCOMPLETE,
+            Failure::Signal(s) => exit::SIGNAL_BASE + s.number(),
+            Failure::Internal(code) => *code,
+        }
+    }
+
+    /// The error it carries, if any.
+    fn error(&self) -> Option<&Error> {
+        match self {
+            Failure::Invalid(e) | Failure::Usage(e) | Failure::Failed(e) => e.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Prints the error it carries (`trace-recipe: error: …`), if any.
+    fn print(&self) {
+        if let Some(e) = self.error() {
+            eprintln!("trace-recipe: error: {e}");
+        }
+    }
+
+    /// Prints the error it carries; the same failure with nothing left to print.
+    fn printed(self) -> Failure {
+        self.print();
+        match self {
+            Failure::Invalid(_) => Failure::Invalid(None),
+            Failure::Usage(_) => Failure::Usage(None),
+            Failure::Failed(_) => Failure::Failed(None),
+            other => other,
+        }
+    }
+}
+
+/// What every command returns.
+pub(crate) type Exit = Result<(), Failure>;
+
+/// An error message with the error that caused it as its source: `WHAT: SOURCE`.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub(crate) struct Context {
+    what: String,
+    source: Error,
+}
+
+impl Context {
+    /// `what` (e.g. "cannot read FILE") caused by `source`.
+    pub(crate) fn new(what: impl Into<String>, source: impl Into<Error>) -> Context {
+        Context {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Parses `args` and runs the command; returns the exit code.
+pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+        }
+    };
+    // A reader that goes away (`trace-recipe facts | head`) ends a read-only
+    // command the way it ends `cat`: by SIGPIPE, quietly. Not what writes
+    // tracefs (a run, its guard, reset): they always finish their rollback, so
+    // they keep ignoring SIGPIPE.
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Guard(_) | Command::Reset(_)
+    ) {
+        // SAFETY: signal(2) with SIG_DFL before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    match dispatch(cli.command) {
+        Ok(()) => exit::OK,
+        Err(failure) => {
+            failure.print();
+            failure.code()
+        }
+    }
+}
+
+/// Runs one subcommand.
+fn dispatch(command: Command) -> Exit {
+    match command {
+        Command::Check(a) => check::check(a),
+        Command::Facts(a) => check::facts(a),
+        Command::Run(a) => run::run(a),
+        Command::Rerun(a) => run::rerun(a),
+        Command::List(a) => inspect::list(a),
+        Command::Show(a) => inspect::show(a),
+        Command::Events(a) => inspect::events(a),
+        Command::Functions(a) => inspect::functions(a),
+        Command::Report(a) => inspect::report(a),
+        Command::Schema(a) => inspect::schema(a),
+        Command::Completions(a) => inspect::completions(a),
+        Command::Man(a) => inspect::man(a),
+        Command::Diff(a) => travel::diff(a),
+        Command::Fleet(a) => travel::fleet(a),
+        Command::Pack(a) => travel::pack(a),
+        Command::Unpack(a) => travel::unpack(a),
+        Command::Status(a) => travel::status(a),
+        Command::Reset(a) => travel::reset(a),
+        Command::HeldExec(a) => internal(crate::workload::held_exec(&a.command)),
+        Command::Guard(a) => internal(crate::apply::guard::guard_main(
+            &a.journal,
+            a.run_pid,
+            a.workload_pid,
+        )),
+    }
+}
+
+/// An internal subcommand's exit status as an [`Exit`].
+fn internal(code: i32) -> Exit {
+    match code {
+        exit::OK => Ok(()),
+        code => Err(Failure::Internal(code)),
+    }
+}
+
+/// Runs `f` with the live tracefs (mounted if needed; the mount's note on stderr).
+fn with_tracefs(f: impl FnOnce(&Tracefs) -> Exit) -> Exit {
+    let (tracefs, note) = Tracefs::locate_or_mount().map_err(Failure::failed)?;
+    if let Some(n) = note {
+        eprintln!("{n}");
+    }
+    f(&tracefs)
+}
+
+/// Resolves a recipe argument on the recipe path ([`crate::library`]); prints
+/// the note of a name found twice, or the error of one found nowhere (`None`).
+fn find_recipe(arg: &Path) -> Option<PathBuf> {
+    match crate::library::resolve(arg, &crate::library::search_path()) {
+        Ok(r) => {
+            if let Some(n) = r.note() {
+                eprintln!("{n}");
+            }
+            Some(r.path)
+        }
+        Err(e) => {
+            eprintln!("trace-recipe: error: {e}");
+            None
+        }
+    }
+}
+
+/// The timestamp a run started at, as templates see it (`YYYYmmdd-HHMMSS`).
+fn started() -> String {
+    jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string()
+}

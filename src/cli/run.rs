@@ -1,0 +1,282 @@
+//! `run` and `rerun`: a session (see [`crate::run`]) with its progress,
+//! summary and verdict on the terminal, or its run object as JSON.
+
+use std::path::{Path, PathBuf};
+
+use super::args::{OutFormat, RerunArgs, RunArgs, RunFlags};
+use super::{Exit, Failure, find_recipe};
+use crate::check::CheckError;
+use crate::run::{RunError, RunEvent, RunOptions, incomplete_message, run as run_session};
+
+/// `run RECIPE [-- COMMAND]`.
+pub(super) fn run(a: RunArgs) -> Exit {
+    match find_recipe(&a.recipe) {
+        Some(recipe) => a.flags.run(recipe, a.sets, a.command, false),
+        None => {
+            let failure = Failure::Invalid(None);
+            if a.flags.format == OutFormat::Json {
+                print!(
+                    "{}",
+                    crate::output::to_json(&crate::format::RunJson::failed(
+                        failure.code(),
+                        format!("no recipe `{}` on the recipe path", a.recipe.display())
+                    ))
+                );
+            }
+            Err(failure)
+        }
+    }
+}
+
+impl RunFlags {
+    /// Runs `recipe` with these options (see [`run_cmd`]; `stored`: a stored
+    /// run's recipe, see [`RunOptions::stored`]).
+    fn run(self, recipe: PathBuf, sets: Vec<String>, command: Vec<String>, stored: bool) -> Exit {
+        let opts = RunOptions {
+            recipe,
+            sets,
+            out_dir: self.out,
+            command,
+            bundle: self.bundle,
+            overrides: crate::overrides::Overrides {
+                duration: self.duration,
+                buffer_size_kb: self.buffer_size_kb,
+            },
+            stored,
+        };
+        run_cmd(opts, self.format, self.quiet, self.junit.as_deref())
+    }
+
+    /// A run that could not start: `failure`'s error on stderr, then with
+    /// `--format json` the run object saying so on stdout.
+    fn failed(&self, failure: Failure) -> Exit {
+        let message = failure.error().map(ToString::to_string).unwrap_or_default();
+        let failure = failure.printed();
+        if self.format == OutFormat::Json {
+            print!(
+                "{}",
+                crate::output::to_json(&crate::format::RunJson::failed(failure.code(), message))
+            );
+        }
+        Err(failure)
+    }
+}
+
+/// Runs `opts`; with `--format json`, the run object on stdout at the end.
+fn run_cmd(opts: RunOptions, format: OutFormat, quiet: bool, junit: Option<&Path>) -> Exit {
+    let json = format == OutFormat::Json;
+    let (exit, j) = run_human(opts, json, quiet, junit);
+    if let Some(j) = j {
+        print!("{}", crate::output::to_json(&j));
+    }
+    exit
+}
+
+/// Runs, printing the human lines (on stderr, and the summary on stdout unless
+/// `json`; none of the progress and summary lines when `quiet`). Returns how
+/// it ended (every message printed) and, when `json`, the object to print.
+fn run_human(
+    opts: RunOptions,
+    json: bool,
+    quiet: bool,
+    junit: Option<&Path>,
+) -> (Exit, Option<crate::format::RunJson>) {
+    let mut progress = crate::progress::ProgressDisplay::new();
+    let result = run_session(&opts, |ev| match ev {
+        _ if quiet => {}
+        RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Irreversible(effects) => {
+            for e in effects {
+                eprintln!("irreversible: this run {e}");
+            }
+        }
+        RunEvent::Applied { instance, steps } => {
+            let place = if instance.is_empty() {
+                "the top level"
+            } else {
+                &instance
+            };
+            eprintln!("applied {steps} steps to {place} (tracing off)")
+        }
+        RunEvent::Recording { until } => eprintln!("recording until {until}"),
+        RunEvent::Progress(p) => progress.update(&p),
+        RunEvent::Stopped { reason } => {
+            progress.finish();
+            eprintln!("stopped: {reason}")
+        }
+        RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
+        RunEvent::RollbackIncomplete { failures, journal } => eprintln!(
+            "rollback incomplete: {} undo{} failed{}",
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" },
+            journal.map_or(String::new(), |j| format!(
+                "; journal kept: {}",
+                j.display()
+            ))
+        ),
+        RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
+    });
+    progress.finish();
+    match result {
+        Ok(outcome) => {
+            if json && !quiet {
+                eprint!("{}", outcome.summary);
+                eprintln!("\noutput: {}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    eprintln!("bundle: {}", b.display());
+                }
+            } else if !json {
+                print!("{}", outcome.summary);
+                println!("\noutput: {}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    println!("bundle: {}", b.display());
+                }
+            }
+            if let Some(path) = junit
+                && let Err(e) = std::fs::write(path, crate::report::render_junit(&outcome.report))
+            {
+                eprintln!("trace-recipe: error: cannot write {}: {e}", path.display());
+                return (Err(Failure::Failed(None)), None);
+            }
+            let ended = run_outcome(&outcome);
+            let code = ended.as_ref().err().map_or(super::exit::OK, Failure::code);
+            (
+                ended,
+                json.then(|| crate::format::RunJson::finished(&outcome, code)),
+            )
+        }
+        Err(e) => {
+            let failure = run_error(&e);
+            let code = failure.code();
+            (
+                Err(failure),
+                json.then(|| crate::format::RunJson::failed(code, e.to_string())),
+            )
+        }
+    }
+}
+
+/// Prints the warnings of a finished run; says how it ended.
+fn run_outcome(outcome: &crate::run::RunOutcome) -> Exit {
+    if !outcome.rollback.complete() {
+        eprintln!(
+            "trace-recipe: error: {}",
+            incomplete_message(&outcome.rollback)
+        );
+        return Err(Failure::RollbackIncomplete);
+    }
+    match outcome.signal {
+        Some(sig) => {
+            eprintln!("trace-recipe: interrupted by {sig}");
+            Err(Failure::Signal(sig))
+        }
+        None => match outcome.lost_limit_exceeded {
+            Some(max) => {
+                eprintln!(
+                    "trace-recipe: error: lost {} events ({:.3} % of recorded + lost), more than `[output] max_lost_percent = {max}`\n  = help: raise `[buffer] size_kb`, trace fewer events or add filters",
+                    outcome.report.lost_total, outcome.report.lost_percent
+                );
+                Err(Failure::LostLimit)
+            }
+            None if outcome.report.expectations.iter().any(|e| !e.passed) => {
+                eprintln!(
+                    "trace-recipe: error: {} of {} expectations failed (see summary.txt and report.json)",
+                    outcome
+                        .report
+                        .expectations
+                        .iter()
+                        .filter(|e| !e.passed)
+                        .count(),
+                    outcome.report.expectations.len()
+                );
+                Err(Failure::ExpectationFailed)
+            }
+            None => Ok(()),
+        },
+    }
+}
+
+/// Prints a failed run's error; says how it ended.
+fn run_error(e: &RunError) -> Failure {
+    match e {
+        RunError::Check(CheckError::Invalid { .. } | CheckError::Load(_)) => {
+            eprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
+            eprintln!("trace-recipe: nothing was written to tracefs");
+            Failure::Invalid(None)
+        }
+        e if e.incomplete_rollback().is_some() => {
+            eprintln!("trace-recipe: error: {e}");
+            Failure::RollbackIncomplete
+        }
+        RunError::Interrupted(sig) => {
+            eprintln!("trace-recipe: {e}");
+            Failure::Signal(*sig)
+        }
+        e => {
+            eprintln!("trace-recipe: error: {e}");
+            Failure::Failed(None)
+        }
+    }
+}
+
+/// `rerun BUNDLE`: the bundle's recipe run here like `run`, with the params it
+/// ran with (then `sets`) and its workload (unless `command`). The commands that
+/// come from the bundle start only with `allow_commands` or a yes typed on a
+/// terminal; otherwise nothing runs and the exit code is 2.
+pub(super) fn rerun(a: RerunArgs) -> Exit {
+    let RerunArgs {
+        from,
+        sets,
+        allow_commands,
+        flags: args,
+        command,
+    } = a;
+    let stored = match crate::replay::StoredRun::open(&from) {
+        Ok(s) => s,
+        Err(e) => return args.failed(Failure::failed(e)),
+    };
+    let replay = stored.replay(&sets, command);
+    if !args.quiet {
+        let m = &stored.manifest;
+        eprintln!(
+            "rerun: recipe `{}` of {} (kernel {}{}){}",
+            m.recipe.as_deref().unwrap_or("?"),
+            from.display(),
+            m.kernel_release.as_deref().unwrap_or("?"),
+            m.host
+                .as_ref()
+                .map_or(String::new(), |h| format!(", host {h}")),
+            match replay.sets.is_empty() {
+                true => String::new(),
+                false => format!(" with params {}", replay.sets.join(" ")),
+            }
+        );
+    }
+    if !replay.foreign.is_empty() && !allow_commands && !agreed(&replay.foreign) {
+        return args.failed(Failure::Usage(Some(
+            format!(
+                "the recipe of {} starts commands that come from the bundle, not from you; nothing was run\n{}  = help: read them; pass `--allow-commands` to start them, or give a workload of your own after `--` (`[collect]` commands still need `--allow-commands`)",
+                from.display(),
+                crate::replay::commands_text(&replay.foreign)
+            )
+            .into(),
+        )));
+    }
+    args.run(stored.recipe(), replay.sets, replay.command, true)
+}
+
+/// Asks on the terminal whether to start `commands` (stdin and stderr must both
+/// be terminals; otherwise no). True on `y` or `yes`.
+fn agreed(commands: &[(&'static str, Vec<String>)]) -> bool {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return false;
+    }
+    eprint!(
+        "this bundle's recipe starts these commands:\n{}start them? [y/N] ",
+        crate::replay::commands_text(commands)
+    );
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).is_ok()
+        && matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
+}
