@@ -946,6 +946,54 @@ fn assert_rt(out: &Path) {
             frames.len()
         );
     }
+    // recipes/function-callers.toml: each call of the one function, and a
+    // kernel stack with it (options/func_stack_trace).
+    let d = out.join("recipe-function-callers");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "6.1-rt: {}",
+        read(&d.join("run.txt"))
+    );
+    let calls = records_of(out, "recipe-function-callers", "function");
+    let stacks = records_of(out, "recipe-function-callers", "kernel_stack");
+    assert!(
+        !calls.is_empty()
+            && calls
+                .iter()
+                .all(|r| r.get("ip_sym").is_some_and(|f| f == "vfs_read"))
+            && stacks.len() >= calls.len() / 2,
+        "6.1-rt: function-callers: {} calls, {} stacks: {calls:?}",
+        calls.len(),
+        stacks.len()
+    );
+    // recipes/stop-at-fault.toml: the function traceoff trigger on
+    // force_sig_fault ends the run at the fault, well before its 60 s, with the
+    // faulting task's signal recorded. (Its stacktrace trigger on the same
+    // function recorded no stack in the lab: the traceoff went first.)
+    let d = out.join("recipe-stop-at-fault");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "6.1-rt: {}",
+        read(&d.join("run.txt"))
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    assert_eq!(
+        json["stop_reason"], "traceoff (tracing_on dropped to 0)",
+        "6.1-rt: {json:#}"
+    );
+    assert!(
+        json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
+            && json["events"]["signal:signal_generate"].as_u64() >= Some(1),
+        "6.1-rt: stop-at-fault: {json:#}"
+    );
+    eprintln!(
+        "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks; stop-at-fault ended after {:.1} s",
+        calls.len(),
+        stacks.len(),
+        json["duration_s"].as_f64().unwrap_or(0.0)
+    );
     let after = read(&out.join("after.txt"));
     for want in [
         "tracing_max_latency: 0\n",

@@ -75,6 +75,19 @@ mkdir -p "$o"
 awk '{ print } /^\[scope\]$/ { print "include_self = true" }' recipes/call-graph-depth.toml > /tmp/call-graph-self.toml
 ./trace-recipe run /tmp/call-graph-self.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
 echo $? > "$o/run.rc"
+# Recipes of recipes/ that are otherwise only checked, run once (RT boot):
+# the function tracer with func_stack_trace, and the function triggers
+# stacktrace + traceoff at a fault (tests/lab/segv.c).
+if [ -n "$rt" ]; then
+  o="$KLAB_OUT/recipe-function-callers"
+  # dd reads with read(2); busybox cat would use sendfile(2), not vfs_read.
+  ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
+    -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/recipe-stop-at-fault"
+  ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+fi
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
 # each step (its guard undoes it); after each, the guest's whole tracefs
