@@ -6,21 +6,21 @@
 //! transaction and its journal, the guard, the recorder and the workload) →
 //! [`RolledBack`] (a [`RollbackReport`] that decides how the run ends). Every
 //! stop reason after apply goes through the one [`Armed::teardown`]; nothing
-//! rests on the order in which locals drop.
+//! rests on the order in which locals drop. What a run keeps (trace.dat's
+//! metadata and the kernel's tables, read before the rollback; trace.dat and
+//! the reports, written after it) is the output stage, [`output`].
 //!
 //! Signals (SIGINT, SIGTERM, SIGHUP) never end the process here: they set the
 //! reason the run stops, and the normal path (tracing off, drain, roll back, write
 //! the output) runs as for any other ending. The handlers are unregistered when
 //! `run` returns.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tracedat::{CaptureMeta, CpuData, TraceFile};
+use tracedat::CaptureMeta;
 
-use crate::analysis::{Selection, analyze};
 use crate::apply::guard::Guard;
 use crate::apply::journal::{
     Header, JOURNAL_DIR, JOURNAL_VERSION, Journal, JournalError, path_for,
@@ -33,12 +33,16 @@ use crate::diagnostic::Source;
 use crate::kernel::KernelFacts;
 use crate::output::{OutputDir, OutputError};
 use crate::plan::{Plan, TOP_LEVEL_LOCK};
-use crate::recipe::{Chain, OnAbort, Template, TemplateError};
+use crate::recipe::{Chain, OnAbort, TemplateError};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
-use crate::report::{JsonReport, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo, render_html};
-use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
+use crate::report::JsonReport;
+use crate::tracefs::{Tracefs, TracefsError, WriteMode};
 use crate::validate::ValidRecipe;
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
+
+mod output;
+
+use output::{capture_meta, observe_irreversible, save_tables, write_output};
 
 /// What `run` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -898,163 +902,6 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
     }
 }
 
-/// Writes trace.dat and the reports of a rolled-back run.
-fn write_output(
-    p: &Prepared,
-    (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
-    workload_exit: Option<WorkloadExit>,
-    irreversible: Vec<crate::tracefs::Irreversible>,
-) -> Result<RunOutcome, RunError> {
-    let (recipe, out) = (&p.valid.recipe, &p.out);
-    let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
-        "trace.dat"
-    } else {
-        ".trace.dat.tmp"
-    };
-    let cpus: Vec<CpuData> = captures
-        .iter()
-        .map(|c| CpuData {
-            cpu: c.cpu,
-            path: c.path.clone(),
-        })
-        .collect();
-    let dat_path = out.write_trace_dat(dat_name, &meta, &cpus)?;
-    out.remove_raw()?;
-    let file = TraceFile::open(&dat_path).map_err(|source| RunError::ReadBack {
-        path: dat_path.clone(),
-        source,
-    })?;
-    let analysis =
-        analyze(&file, &Selection::for_file(&file)).map_err(|source| RunError::ReadBack {
-            path: dat_path.clone(),
-            source,
-        })?;
-    let recorder_info = RecorderInfo {
-        bytes: captures.iter().map(|c| c.bytes).sum(),
-        cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
-        excluded_tids: match p.valid.self_exclusion {
-            crate::validate::SelfExclusion::Off => Vec::new(),
-            _ => p.own_tids.clone(),
-        },
-    };
-    let info = RunInfo {
-        recipe: recipe.name.clone(),
-        kernel_release: p.facts.release.clone(),
-        started: p.started_at.to_string(),
-        ended: stopped.ended_at.to_string(),
-        duration_s: stopped.elapsed.as_secs_f64(),
-        stop_reason: stopped.reason.to_string(),
-        recorder: recorder_info,
-        scope: ScopeInfo::of(recipe, p.workload.as_ref().map(Workload::pid)),
-        workload: p
-            .workload
-            .as_ref()
-            .zip(workload_exit)
-            .map(|(w, exit)| WorkloadInfo {
-                command: w.command.clone(),
-                pid: w.pid(),
-                exit,
-            }),
-    };
-    let mut report = JsonReport::new(&file, &analysis, Some(&info));
-    report.irreversible = irreversible;
-    report.tracer = crate::results::tracer_report(out.path(), &p.valid);
-    report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
-    report.hist = crate::results::hist_report(out.path(), &p.valid);
-    report.function_profile = crate::results::function_profile(out.path());
-    // `[collect] after`: context from after the rollback.
-    report.collected = p.collected.clone();
-    report.params = p.valid.params.clone();
-    report.collected.extend(crate::collect::run_phase(
-        &recipe.collect,
-        "after",
-        out.path(),
-    ));
-    report.expectations = crate::expr::check_all(
-        p.valid
-            .expectations
-            .iter()
-            .map(|e| (e.that.as_str(), &e.expr)),
-        &report,
-    );
-    drop(file);
-    let reports = recipe
-        .output
-        .reports
-        .clone()
-        .unwrap_or_else(|| vec!["summary".into(), "json".into()]);
-    if reports.iter().any(|r| r == "json") {
-        let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-        out.write_new("report.json", format!("{json}\n").as_bytes())?;
-    }
-    if reports.iter().any(|r| r == "html") {
-        out.write_new("report.html", render_html(&report).as_bytes())?;
-    }
-    let summary = p
-        .valid
-        .template
-        .clone()
-        .unwrap_or_else(Template::builtin)
-        .render(&report)?;
-    if reports.iter().any(|r| r == "summary") {
-        out.write_new("summary.txt", summary.as_bytes())?;
-    }
-    if dat_name != "trace.dat" {
-        out.remove(dat_name)?;
-    }
-    let bundle = if p.bundle {
-        Some(
-            crate::bundle::pack(out.path(), None, false)
-                .map_err(|e| RunError::Bundle(Box::new(e)))?,
-        )
-    } else {
-        None
-    };
-    if let Some(f) = required_failure(recipe, &report.collected) {
-        return Err(RunError::Collect(f));
-    }
-    let lost_limit_exceeded = recipe
-        .output
-        .max_lost_percent
-        .filter(|max| report.lost_percent > *max);
-    Ok(RunOutcome {
-        dir: out.path().to_path_buf(),
-        report,
-        summary,
-        lost_limit_exceeded,
-        signal: p.signals.get(),
-        rollback: RollbackReport::default(),
-        bundle,
-    })
-}
-
-/// The irreversible effects of the run: those [`crate::plan::irreversible`]
-/// declares for `plan`, plus the allocation of the top-level ring buffer when it
-/// happened without being declared (seen in `buffer_size_kb`, which `facts`
-/// read before the run).
-fn observe_irreversible(
-    tracefs: &Tracefs,
-    plan: &Plan,
-    facts: &KernelFacts,
-) -> Vec<crate::tracefs::Irreversible> {
-    let mut out = crate::plan::irreversible(plan, &facts.top_buffer);
-    let now = tracefs
-        .read("buffer_size_kb")
-        .ok()
-        .and_then(|t| crate::kernel::TopBuffer::parse(&t));
-    if let (Some(kb), Some(now)) = (facts.top_buffer.expanded_size_kb, now)
-        && now.expanded_size_kb.is_none()
-        && out.is_empty()
-    {
-        out.push(crate::plan::top_buffer_allocated(
-            &facts.top_buffer,
-            kb,
-            false,
-        ));
-    }
-    out
-}
-
 /// Takes [`TOP_LEVEL_LOCK`], waiting (and saying so) while another run holds it.
 fn lock_top_level(on_event: &mut impl FnMut(RunEvent)) -> Result<std::fs::File, RunError> {
     use rustix::fs::{FlockOperation, flock};
@@ -1080,47 +927,6 @@ fn lock_top_level(on_event: &mut impl FnMut(RunEvent)) -> Result<std::fs::File, 
     Ok(file)
 }
 
-/// Saves what the kernel aggregated in the instance before it goes away: the
-/// table of every `hist` trigger as `hist/SYSTEM-EVENT.txt`, and the snapshot
-/// buffer as `snapshot.txt` when a snapshot trigger was set.
-fn save_tables(
-    inst: &Instance,
-    the_plan: &crate::plan::Plan,
-    valid: &ValidRecipe,
-    out: &OutputDir,
-) -> Result<(), RunError> {
-    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
-        path: inst.path("events"),
-        source,
-    })?;
-    let mut hist_events: Vec<(&str, bool)> = valid
-        .triggers
-        .iter()
-        .filter(|t| t.action == "hist")
-        .filter_map(|t| Some((t.event.as_deref()?, t.on_probe)))
-        .collect();
-    hist_events.dedup();
-    if !hist_events.is_empty() {
-        out.create_dir("hist")?;
-    }
-    for (event, on_probe) in hist_events {
-        let (sys, ev) = event.split_once(':').unwrap_or((event, ""));
-        let dir_sys = if on_probe {
-            the_plan.probe_group.as_str()
-        } else {
-            sys
-        };
-        let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
-        out.write_new(&crate::results::hist_file(event), &table)?;
-    }
-    if valid.triggers.iter().any(|t| t.action == "snapshot")
-        && let Ok(snap) = inst.read_bytes("snapshot")
-    {
-        out.write_new("snapshot.txt", &snap)?;
-    }
-    Ok(())
-}
-
 fn until_text(valid: &ValidRecipe, has_workload: bool) -> String {
     let mut parts = Vec::new();
     if has_workload {
@@ -1137,117 +943,4 @@ fn until_text(valid: &ValidRecipe, has_workload: bool) -> String {
     }
     parts.push("Ctrl-C".into());
     parts.join(", or ")
-}
-
-/// Whether trace.dat needs /proc/kallsyms: when the trace holds kernel code
-/// addresses a reader turns into symbols, that is stack traces, a tracer other
-/// than nop, probes, or an event whose print format prints a code pointer
-/// (`%ps`, `%pS`, `%pB`, `%pf`, `%pF`). Without them the kernel's symbol list
-/// (megabytes, about 0.1 s to read) is left out, and the background read of it
-/// is not waited for.
-fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>) -> bool {
-    let code_pointer = |f: &[u8]| {
-        f.windows(3)
-            .any(|w| w[0] == b'%' && w[1] == b'p' && b"sSBfF".contains(&w[2]))
-    };
-    valid.events.iter().any(|e| e.stacktrace)
-        || valid.triggers.iter().any(|t| t.action == "stacktrace")
-        || valid.tracer.as_ref().is_some_and(|t| t.name != "nop")
-        || !valid.probes.is_empty()
-        || formats.values().flatten().any(|f| code_pointer(f))
-}
-
-/// Everything besides the pages that goes into trace.dat, read right after
-/// recording (before rollback: the instance's header_page and trace_clock).
-/// Event formats, printk_formats and saved_cmdlines are the top level's.
-fn capture_meta(
-    inst: &Instance,
-    the_plan: &crate::plan::Plan,
-    valid: &ValidRecipe,
-    facts: &KernelFacts,
-    header_page: &str,
-    captures: &[crate::record::CpuCapture],
-    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
-) -> Result<CaptureMeta, RunError> {
-    let tracefs = inst.tracefs();
-    let mut ftrace_formats = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(tracefs.path("events/ftrace")) {
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        for n in names {
-            if let Ok(text) = tracefs.read_bytes(&format!("events/ftrace/{n}/format")) {
-                ftrace_formats.push(text);
-            }
-        }
-    }
-    let mut systems: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
-    // The run's own probes are stored under `kprobes` / `uprobes`, the names the
-    // recipe uses, not under the per-run group, so reports read the same every run.
-    for p in &valid.probes {
-        let text = tracefs.read_bytes(&format!(
-            "events/{}/{}/format",
-            the_plan.probe_group, p.event
-        ))?;
-        systems
-            .entry(p.kind.recipe_system().to_string())
-            .or_default()
-            .push(text);
-    }
-    let mut names: Vec<&str> = valid.events.iter().map(|e| e.name.as_str()).collect();
-    names.extend(valid.triggers.iter().filter_map(|t| t.target.as_deref()));
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
-        if let Some((sys, ev)) = name.split_once(':') {
-            if sys == "ftrace" {
-                continue;
-            }
-            let text = tracefs.read_bytes(&format!("events/{sys}/{ev}/format"))?;
-            systems.entry(sys.to_string()).or_default().push(text);
-        }
-    }
-    let kallsyms = match needs_kallsyms(valid, &systems) {
-        true => kallsyms.and_then(|t| t.join().ok()).unwrap_or_default(),
-        false => Vec::new(),
-    };
-    let kallsyms_useful = kallsyms
-        .split(|&b| b == b'\n')
-        .take(100)
-        .any(|l| l.iter().take_while(|&&b| b != b' ').any(|&b| b != b'0'));
-    let u = rustix::system::uname();
-    Ok(CaptureMeta {
-        header_page: header_page.as_bytes().to_vec(),
-        header_event: inst.read_bytes("events/header_event")?,
-        ftrace_formats,
-        event_formats: systems.into_iter().collect(),
-        kallsyms: if kallsyms_useful {
-            kallsyms
-        } else {
-            Vec::new()
-        },
-        printk_formats: tracefs.read_bytes("printk_formats").unwrap_or_default(),
-        cmdlines: tracefs.read_bytes("saved_cmdlines").unwrap_or_default(),
-        cpu_count: facts.cpus.iter().max().map_or(1, |m| m + 1),
-        trace_clock: inst.read("trace_clock")?,
-        uname: format!(
-            "{} {} {} {}",
-            u.sysname().to_string_lossy(),
-            u.nodename().to_string_lossy(),
-            u.release().to_string_lossy(),
-            u.machine().to_string_lossy()
-        ),
-        version: format!("trace-recipe {}", env!("CARGO_PKG_VERSION")),
-        cpu_stats: (0..facts.cpus.iter().max().map_or(1, |m| m + 1))
-            .map(|cpu| {
-                captures
-                    .iter()
-                    .find(|c| c.cpu == cpu)
-                    .map(|c| c.stats.clone())
-                    .unwrap_or_default()
-            })
-            .collect(),
-    })
 }
