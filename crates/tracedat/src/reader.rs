@@ -337,255 +337,24 @@ impl TraceFile {
 
     fn parse(backing: Backing) -> Result<TraceFile, Error> {
         let data = backing.bytes();
-        let mut want = MAGIC.to_vec();
-        want.extend_from_slice(b"tracing");
-        let n = data.len().min(want.len());
-        if data.is_empty() || data[..n] != want[..n] {
-            return Err(Error::NotTraceDat {
-                detail: if data.is_empty() {
-                    "the input is empty".into()
-                } else {
-                    "it does not start with the trace.dat magic (17 08 44 `tracing`); \
-                     is it the output of `trace-recipe run` or `trace-cmd record`?"
-                        .into()
-                },
-            });
-        }
-        let mut c = Cursor::new(data, 0, false, "file header");
-        c.expect(&MAGIC, "magic")?;
-        c.expect(b"tracing", "`tracing` tag")?;
-        let voff = c.offset();
-        let vtext = c.cstr("version")?;
-        let version: u32 = std::str::from_utf8(vtext)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| Error::corrupt("file header: version", voff, "not a decimal number"))?;
-        if !(6..=7).contains(&version) {
-            return Err(Error::Unsupported {
-                what: "file version".into(),
-                offset: voff,
-                detail: format!("version {version} (only 6 and 7 are supported)"),
-            });
-        }
-        let eoff = c.offset();
-        let big = match c.u8("endian flag")? {
-            0 => false,
-            1 => true,
-            x => {
-                return Err(Error::corrupt(
-                    "file header: endian flag",
-                    eoff,
-                    format!("{x}"),
-                ));
-            }
-        };
-        c.big = big;
-        let long_size = c.u8("long size")?;
-        let poff = c.offset();
-        let page_size = c.u32("page size")? as u64;
-        if page_size == 0 || page_size > MAX_PAGE_SIZE {
-            return Err(Error::corrupt(
-                "file header: page size",
-                poff,
-                format!("{page_size} out of range"),
-            ));
-        }
-        let page_size = page_size as usize;
-
-        let mut opts = Opts::default();
-        let mut meta = Meta::default();
-        let compression;
-        if version >= 7 {
-            let coff = c.offset();
-            let cname = text(c.cstr("compression name")?);
-            let _cver = c.cstr("compression version")?;
-            compression = match cname.as_str() {
-                "none" | "" => Compression::None,
-                "zstd" => Compression::Zstd,
-                other => {
-                    return Err(Error::Unsupported {
-                        what: "compression".into(),
-                        offset: coff,
-                        detail: format!("{other:?} (supported: none, zstd)"),
-                    });
-                }
-            };
-            let first_opts = c.u64("first options offset")?;
-            read_v7_options(data, big, compression, first_opts, &mut opts)?;
-            read_v7_meta(data, big, compression, &opts, &mut meta)?;
-        } else {
-            compression = Compression::None;
-            read_meta_header_info(&mut c, &mut meta)?;
-            read_meta_ftrace(&mut c, &mut meta)?;
-            read_meta_events(&mut c, &mut meta)?;
-            meta.kallsyms = read_sized(&mut c, 4, "kallsyms")?.to_vec();
-            meta.printk = read_sized(&mut c, 4, "printk formats")?.to_vec();
-            meta.cmdlines = read_sized(&mut c, 8, "saved cmdlines")?.to_vec();
-        }
-
-        let layout = if meta.header_page.is_empty() {
-            // No header_page: assume the classic layout for the long size.
-            let ls = if long_size == 4 { 4 } else { 8 };
-            PageLayout {
-                ts_offset: 0,
-                commit_offset: 8,
-                commit_size: ls,
-                data_offset: 8 + ls,
-                page_size,
+        let (
+            FileHeader {
+                version,
                 big,
-            }
+                long_size,
+                page_size,
+            },
+            mut c,
+        ) = read_file_header(data)?;
+        let mut opts = Opts::default();
+        let (compression, meta) = read_metadata(data, &mut c, version, big, &mut opts)?;
+        let layout = page_layout(&meta.header_page, long_size, page_size, big)?;
+        let (buffers, cpu_count) = if version >= 7 {
+            read_v7_buffers(data, big, compression, page_size, &mut opts)?
         } else {
-            parse_header_page(&meta.header_page, page_size, big)?
+            read_v6_buffers(data, &mut c, big, page_size, &mut opts)?
         };
-
-        let mut buffers = Vec::new();
-        let cpu_count;
-        if version >= 7 {
-            for (sec_off, mut b) in std::mem::take(&mut opts.v7_buffers) {
-                // The buffer section header tells whether the data is compressed.
-                let mut sc = Cursor::new(data, 0, big, "buffer section");
-                sc.pos = usize::try_from(sec_off)
-                    .unwrap_or(usize::MAX)
-                    .min(data.len());
-                if sc.offset() != sec_off {
-                    return Err(Error::Truncated {
-                        what: format!("buffer {:?} section", b.name),
-                        offset: sec_off,
-                        need: 16,
-                        available: 0,
-                    });
-                }
-                let id = sc.u16("section id")?;
-                let flags = sc.u16("section flags")?;
-                if id != 3 {
-                    return Err(Error::corrupt(
-                        format!("buffer {:?} section", b.name),
-                        sec_off,
-                        format!("section id {id}, expected 3 (flyrecord)"),
-                    ));
-                }
-                let compressed = flags & 1 != 0;
-                if compressed && compression == Compression::None {
-                    return Err(Error::corrupt(
-                        format!("buffer {:?} section", b.name),
-                        sec_off,
-                        "compressed flag set but the file declares no compression",
-                    ));
-                }
-                if b.name.is_empty() || b.page_size == 0 {
-                    b.page_size = page_size;
-                }
-                for r in &mut b.cpus {
-                    r.compressed = compressed;
-                }
-                buffers.push(b);
-            }
-            cpu_count = opts.cpu_count.unwrap_or_else(|| {
-                buffers
-                    .iter()
-                    .flat_map(|b| b.cpus.iter().map(|r| r.cpu.saturating_add(1)))
-                    .max()
-                    .unwrap_or(0)
-            });
-        } else {
-            // v6: CPU count field, then options, then the top flyrecord.
-            let mut count = c.u32("cpu count")?;
-            let toff = c.offset();
-            let tag = c.take(10, "options/data tag")?;
-            let tag = if tag == b"options  \0" {
-                read_option_list(&mut c, false, &mut opts)?;
-                let toff = c.offset();
-                let t = c.take(10, "data tag")?;
-                (t, toff)
-            } else {
-                (tag, toff)
-            };
-            if let Some(n) = opts.cpu_count {
-                count = n;
-            }
-            cpu_count = count;
-            match tag.0 {
-                b"flyrecord\0" => {}
-                b"latency  \0" => {
-                    return Err(Error::Unsupported {
-                        what: "data format".into(),
-                        offset: tag.1,
-                        detail: "latency (text) trace data".into(),
-                    });
-                }
-                other => {
-                    return Err(Error::corrupt(
-                        "data tag",
-                        tag.1,
-                        format!(
-                            "expected \"flyrecord\", found {:?}",
-                            String::from_utf8_lossy(other)
-                        ),
-                    ));
-                }
-            }
-            let has_clock = opts.trace_clock.is_some();
-            let top = read_v6_flyrecord(&mut c, count, has_clock, page_size, String::new())?;
-            buffers.push(top);
-            for (off, name) in std::mem::take(&mut opts.v6_buffers) {
-                let mut bc = Cursor::new(data, 0, big, "buffer flyrecord");
-                bc.pos = usize::try_from(off).unwrap_or(usize::MAX).min(data.len());
-                if bc.offset() != off {
-                    return Err(Error::Truncated {
-                        what: format!("buffer {name:?} flyrecord"),
-                        offset: off,
-                        need: 10,
-                        available: 0,
-                    });
-                }
-                bc.expect(b"flyrecord\0", &format!("buffer {name:?} flyrecord tag"))?;
-                let b = read_v6_flyrecord(&mut bc, count, has_clock, page_size, name)?;
-                buffers.push(b);
-            }
-        }
-
-        // Validate every CPU region against the file now, so that page
-        // iteration only has to check page contents.
-        for b in &buffers {
-            for r in &b.cpus {
-                let end = r.offset.checked_add(r.size);
-                let ok = if r.compressed {
-                    r.offset
-                        .checked_add(4)
-                        .is_some_and(|e| e <= data.len() as u64)
-                } else {
-                    end.is_some_and(|e| e <= data.len() as u64)
-                };
-                if !ok {
-                    return Err(Error::Truncated {
-                        what: format!("buffer {:?} cpu {} data", b.name, r.cpu),
-                        offset: r.offset,
-                        need: r.size,
-                        available: (data.len() as u64).saturating_sub(r.offset),
-                    });
-                }
-                if !r.compressed && r.size % b.page_size as u64 != 0 {
-                    return Err(Error::corrupt(
-                        format!("buffer {:?} cpu {} data size", b.name, r.cpu),
-                        r.offset,
-                        format!(
-                            "{} bytes is not a multiple of the page size {}",
-                            r.size, b.page_size
-                        ),
-                    ));
-                }
-                if b.page_size < layout.data_offset {
-                    return Err(Error::corrupt(
-                        format!("buffer {:?} page size", b.name),
-                        r.offset,
-                        format!(
-                            "{} is smaller than the page header ({} bytes)",
-                            b.page_size, layout.data_offset
-                        ),
-                    ));
-                }
-            }
-        }
+        check_cpu_regions(data, &buffers, &layout)?;
 
         let clock = opts
             .trace_clock
@@ -781,6 +550,327 @@ impl TraceFile {
     pub fn printk_string(&self, addr: u64) -> Option<&str> {
         self.printk.get(&addr).map(|s| s.as_str())
     }
+}
+/// The fixed start of every trace.dat, as [`read_file_header`] reads it.
+struct FileHeader {
+    version: u32,
+    big: bool,
+    long_size: u8,
+    page_size: usize,
+}
+
+/// The file header: magic, `tracing`, version (6 or 7), endianness, long
+/// size, page size. Returns it with the cursor after it.
+fn read_file_header(data: &[u8]) -> Result<(FileHeader, Cursor<'_>), Error> {
+    let mut want = MAGIC.to_vec();
+    want.extend_from_slice(b"tracing");
+    let n = data.len().min(want.len());
+    if data.is_empty() || data[..n] != want[..n] {
+        return Err(Error::NotTraceDat {
+            detail: if data.is_empty() {
+                "the input is empty".into()
+            } else {
+                "it does not start with the trace.dat magic (17 08 44 `tracing`); \
+                 is it the output of `trace-recipe run` or `trace-cmd record`?"
+                    .into()
+            },
+        });
+    }
+    let mut c = Cursor::new(data, 0, false, "file header");
+    c.expect(&MAGIC, "magic")?;
+    c.expect(b"tracing", "`tracing` tag")?;
+    let voff = c.offset();
+    let vtext = c.cstr("version")?;
+    let version: u32 = std::str::from_utf8(vtext)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::corrupt("file header: version", voff, "not a decimal number"))?;
+    if !(6..=7).contains(&version) {
+        return Err(Error::Unsupported {
+            what: "file version".into(),
+            offset: voff,
+            detail: format!("version {version} (only 6 and 7 are supported)"),
+        });
+    }
+    let eoff = c.offset();
+    let big = match c.u8("endian flag")? {
+        0 => false,
+        1 => true,
+        x => {
+            return Err(Error::corrupt(
+                "file header: endian flag",
+                eoff,
+                format!("{x}"),
+            ));
+        }
+    };
+    c.big = big;
+    let long_size = c.u8("long size")?;
+    let poff = c.offset();
+    let page_size = c.u32("page size")? as u64;
+    if page_size == 0 || page_size > MAX_PAGE_SIZE {
+        return Err(Error::corrupt(
+            "file header: page size",
+            poff,
+            format!("{page_size} out of range"),
+        ));
+    }
+    let page_size = page_size as usize;
+    Ok((
+        FileHeader {
+            version,
+            big,
+            long_size,
+            page_size,
+        },
+        c,
+    ))
+}
+
+/// The compression and the metadata (header page, event formats, kallsyms,
+/// printk formats, saved cmdlines): v7 reads its options first, at the offset
+/// its header gives, and the metadata from the sections they list; v6 has the
+/// metadata inline after the header (its options come later, with its CPU
+/// count, in [`read_v6_buffers`]).
+fn read_metadata(
+    data: &[u8],
+    c: &mut Cursor<'_>,
+    version: u32,
+    big: bool,
+    opts: &mut Opts,
+) -> Result<(Compression, Meta), Error> {
+    let mut meta = Meta::default();
+    let compression;
+    if version >= 7 {
+        let coff = c.offset();
+        let cname = text(c.cstr("compression name")?);
+        let _cver = c.cstr("compression version")?;
+        compression = match cname.as_str() {
+            "none" | "" => Compression::None,
+            "zstd" => Compression::Zstd,
+            other => {
+                return Err(Error::Unsupported {
+                    what: "compression".into(),
+                    offset: coff,
+                    detail: format!("{other:?} (supported: none, zstd)"),
+                });
+            }
+        };
+        let first_opts = c.u64("first options offset")?;
+        read_v7_options(data, big, compression, first_opts, opts)?;
+        read_v7_meta(data, big, compression, opts, &mut meta)?;
+    } else {
+        compression = Compression::None;
+        read_meta_header_info(c, &mut meta)?;
+        read_meta_ftrace(c, &mut meta)?;
+        read_meta_events(c, &mut meta)?;
+        meta.kallsyms = read_sized(c, 4, "kallsyms")?.to_vec();
+        meta.printk = read_sized(c, 4, "printk formats")?.to_vec();
+        meta.cmdlines = read_sized(c, 8, "saved cmdlines")?.to_vec();
+    }
+    Ok((compression, meta))
+}
+
+/// The page header layout: from `header_page`, or, for a file without one,
+/// the classic layout for its long size.
+fn page_layout(
+    header_page: &[u8],
+    long_size: u8,
+    page_size: usize,
+    big: bool,
+) -> Result<PageLayout, Error> {
+    let layout = if header_page.is_empty() {
+        // No header_page: assume the classic layout for the long size.
+        let ls = if long_size == 4 { 4 } else { 8 };
+        PageLayout {
+            ts_offset: 0,
+            commit_offset: 8,
+            commit_size: ls,
+            data_offset: 8 + ls,
+            page_size,
+            big,
+        }
+    } else {
+        parse_header_page(header_page, page_size, big)?
+    };
+    Ok(layout)
+}
+
+/// v7: the buffers the options listed, each checked against its flyrecord
+/// section header (id 3, compressed flag); and the CPU count (the option's,
+/// else the highest CPU with data + 1).
+fn read_v7_buffers(
+    data: &[u8],
+    big: bool,
+    compression: Compression,
+    page_size: usize,
+    opts: &mut Opts,
+) -> Result<(Vec<BufferInfo>, u32), Error> {
+    let mut buffers = Vec::new();
+    for (sec_off, mut b) in std::mem::take(&mut opts.v7_buffers) {
+        // The buffer section header tells whether the data is compressed.
+        let mut sc = Cursor::new(data, 0, big, "buffer section");
+        sc.pos = usize::try_from(sec_off)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if sc.offset() != sec_off {
+            return Err(Error::Truncated {
+                what: format!("buffer {:?} section", b.name),
+                offset: sec_off,
+                need: 16,
+                available: 0,
+            });
+        }
+        let id = sc.u16("section id")?;
+        let flags = sc.u16("section flags")?;
+        if id != 3 {
+            return Err(Error::corrupt(
+                format!("buffer {:?} section", b.name),
+                sec_off,
+                format!("section id {id}, expected 3 (flyrecord)"),
+            ));
+        }
+        let compressed = flags & 1 != 0;
+        if compressed && compression == Compression::None {
+            return Err(Error::corrupt(
+                format!("buffer {:?} section", b.name),
+                sec_off,
+                "compressed flag set but the file declares no compression",
+            ));
+        }
+        if b.name.is_empty() || b.page_size == 0 {
+            b.page_size = page_size;
+        }
+        for r in &mut b.cpus {
+            r.compressed = compressed;
+        }
+        buffers.push(b);
+    }
+    let cpu_count = opts.cpu_count.unwrap_or_else(|| {
+        buffers
+            .iter()
+            .flat_map(|b| b.cpus.iter().map(|r| r.cpu.saturating_add(1)))
+            .max()
+            .unwrap_or(0)
+    });
+    Ok((buffers, cpu_count))
+}
+
+/// v6, after the metadata: the CPU count, the options, the top buffer's
+/// flyrecord, then each instance buffer's flyrecord at the offset its option
+/// gave. Returns the buffers and the CPU count (the option's, if any).
+fn read_v6_buffers(
+    data: &[u8],
+    c: &mut Cursor<'_>,
+    big: bool,
+    page_size: usize,
+    opts: &mut Opts,
+) -> Result<(Vec<BufferInfo>, u32), Error> {
+    let mut buffers = Vec::new();
+    // v6: CPU count field, then options, then the top flyrecord.
+    let mut count = c.u32("cpu count")?;
+    let toff = c.offset();
+    let tag = c.take(10, "options/data tag")?;
+    let tag = if tag == b"options  \0" {
+        read_option_list(c, false, opts)?;
+        let toff = c.offset();
+        let t = c.take(10, "data tag")?;
+        (t, toff)
+    } else {
+        (tag, toff)
+    };
+    if let Some(n) = opts.cpu_count {
+        count = n;
+    }
+    match tag.0 {
+        b"flyrecord\0" => {}
+        b"latency  \0" => {
+            return Err(Error::Unsupported {
+                what: "data format".into(),
+                offset: tag.1,
+                detail: "latency (text) trace data".into(),
+            });
+        }
+        other => {
+            return Err(Error::corrupt(
+                "data tag",
+                tag.1,
+                format!(
+                    "expected \"flyrecord\", found {:?}",
+                    String::from_utf8_lossy(other)
+                ),
+            ));
+        }
+    }
+    let has_clock = opts.trace_clock.is_some();
+    let top = read_v6_flyrecord(c, count, has_clock, page_size, String::new())?;
+    buffers.push(top);
+    for (off, name) in std::mem::take(&mut opts.v6_buffers) {
+        let mut bc = Cursor::new(data, 0, big, "buffer flyrecord");
+        bc.pos = usize::try_from(off).unwrap_or(usize::MAX).min(data.len());
+        if bc.offset() != off {
+            return Err(Error::Truncated {
+                what: format!("buffer {name:?} flyrecord"),
+                offset: off,
+                need: 10,
+                available: 0,
+            });
+        }
+        bc.expect(b"flyrecord\0", &format!("buffer {name:?} flyrecord tag"))?;
+        let b = read_v6_flyrecord(&mut bc, count, has_clock, page_size, name)?;
+        buffers.push(b);
+    }
+    Ok((buffers, count))
+}
+
+/// Every CPU region checked against the file and the page layout now, so that
+/// page iteration only has to check page contents.
+fn check_cpu_regions(
+    data: &[u8],
+    buffers: &[BufferInfo],
+    layout: &PageLayout,
+) -> Result<(), Error> {
+    for b in buffers {
+        for r in &b.cpus {
+            let end = r.offset.checked_add(r.size);
+            let ok = if r.compressed {
+                r.offset
+                    .checked_add(4)
+                    .is_some_and(|e| e <= data.len() as u64)
+            } else {
+                end.is_some_and(|e| e <= data.len() as u64)
+            };
+            if !ok {
+                return Err(Error::Truncated {
+                    what: format!("buffer {:?} cpu {} data", b.name, r.cpu),
+                    offset: r.offset,
+                    need: r.size,
+                    available: (data.len() as u64).saturating_sub(r.offset),
+                });
+            }
+            if !r.compressed && r.size % b.page_size as u64 != 0 {
+                return Err(Error::corrupt(
+                    format!("buffer {:?} cpu {} data size", b.name, r.cpu),
+                    r.offset,
+                    format!(
+                        "{} bytes is not a multiple of the page size {}",
+                        r.size, b.page_size
+                    ),
+                ));
+            }
+            if b.page_size < layout.data_offset {
+                return Err(Error::corrupt(
+                    format!("buffer {:?} page size", b.name),
+                    r.offset,
+                    format!(
+                        "{} is smaller than the page header ({} bytes)",
+                        b.page_size, layout.data_offset
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read_sized<'a>(c: &mut Cursor<'a>, width: usize, what: &str) -> Result<&'a [u8], Error> {
