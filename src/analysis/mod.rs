@@ -603,6 +603,7 @@ mod tests {
         for rec in file.records() {
             printer.write(&rec.unwrap(), &mut text).unwrap();
         }
+        printer.finish(&mut text).unwrap();
         let heads: Vec<&str> = std::str::from_utf8(&text)
             .unwrap()
             .lines()

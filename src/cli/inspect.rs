@@ -193,6 +193,7 @@ fn print_report(
             for rec in file.records() {
                 printer.write(&rec?, &mut out)?;
             }
+            printer.finish(&mut out)?;
         }
         Format::Summary | Format::Json | Format::Html => {
             let a = analyze(file, &Selection::new(file, analyses))?;
