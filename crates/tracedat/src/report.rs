@@ -57,13 +57,16 @@ struct Graph {
 }
 
 impl Graph {
-    fn of(f: &EventFormat) -> Option<Graph> {
+    /// The graph fields of `f`, when it is one of the two events. Like
+    /// trace-cmd, an entry is drawn only in a file that has the exit event
+    /// (else its print fmt prints it: `--> func (depth)`).
+    fn of(file: &TraceFile, f: &EventFormat) -> Option<Graph> {
         if f.system != "ftrace" {
             return None;
         }
         let field = |n: &str| f.field(n).cloned();
         let times = match f.name.as_str() {
-            "funcgraph_entry" => None,
+            "funcgraph_entry" if file.format_by_name("ftrace", "funcgraph_exit").is_some() => None,
             "funcgraph_exit" => Some((field("calltime")?, field("rettime")?)),
             _ => return None,
         };
@@ -123,7 +126,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
     if plugin {
         return Body::Plugin;
     }
-    if let Some(g) = Graph::of(f) {
+    if let Some(g) = Graph::of(file, f) {
         return Body::Graph(g);
     }
     let kmem = f.system == "kmem"

@@ -1,7 +1,8 @@
 //! function_graph records (`ftrace:funcgraph_entry` / `funcgraph_exit`)
-//! printed by our reader and by `trace-cmd report`, on the formats of four
+//! printed by our reader and by `trace-cmd report`, on the formats of five
 //! kernels (tests/funcgraph/: Debian 6.1 and 6.12 read in the kernel lab, this
-//! host's 6.18, an old 32-bit layout): leaves, nested entries and their
+//! host's 6.18, Linux 4.13 on i686 and an older arm64 from corpus files):
+//! leaves, nested entries and their
 //! closing braces, every overhead mark, durations of 7 and more digits,
 //! unknown functions, a negative depth, an entry the record of another CPU
 //! interrupts, and a last record that is an entry.
@@ -84,7 +85,8 @@ fn payload(e: Endian, f: &EventFormat, values: &[(&str, u64)]) -> Vec<u8> {
 }
 
 /// Writes `recs` (in time order) as a two-CPU v6 file of kernel `name` with
-/// functions `fg_fN` at `base + N * 0x100`.
+/// functions `fg_fN` at `base + N * 0x100`; without the funcgraph_exit
+/// format when `recs` has no exit.
 fn write_file(tmp: &Path, name: &str, e: Endian, base: u64, recs: &[Rec]) -> PathBuf {
     let (fe, fx) = formats(name);
     let mut cpus = Vec::new();
@@ -119,7 +121,11 @@ fn write_file(tmp: &Path, name: &str, e: Endian, base: u64, recs: &[Rec]) -> Pat
         uname: format!("Linux fgtest {name} x86_64"),
         version: "fgtest".into(),
         cmdlines: "100 worker\n200 other\n".into(),
-        ftrace_formats: vec![text("entry"), text("exit")],
+        ftrace_formats: if recs.iter().any(|r| r.exit.is_some()) {
+            vec![text("entry"), text("exit")]
+        } else {
+            vec![text("entry")]
+        },
         kallsyms: (0..16)
             .map(|n| format!("{:x} T fg_f{n}\n", base + n * 0x100))
             .collect::<String>()
@@ -174,7 +180,7 @@ fn function_graph_prints_as_trace_cmd_prints_it() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let kernels: [(&str, Endian, u64); 4] = [
+    let kernels: [(&str, Endian, u64); 5] = [
         ("6.1.0-56-amd64", Endian::LITTLE64, 0xffff_ffff_8100_0000),
         (
             "6.12.117+deb12-amd64",
@@ -182,8 +188,9 @@ fn function_graph_prints_as_trace_cmd_prints_it() {
             0xffff_ffff_8100_0000,
         ),
         ("6.18.44-host", Endian::LITTLE64, 0xffff_ffff_8100_0000),
+        ("arm64-lisa", Endian::LITTLE64, 0xffff_0000_0808_0000),
         (
-            "old-32bit",
+            "4.13.9-i686",
             Endian {
                 big: false,
                 long: 4,
@@ -241,4 +248,28 @@ fn an_exit_on_another_cpu_does_not_make_a_leaf() {
         ],
         "{ours}"
     );
+}
+
+/// A file with funcgraph_entry but no funcgraph_exit format: trace-cmd prints
+/// the entries through their print fmt (`--> func (depth)`), and so do we.
+#[test]
+fn entries_without_an_exit_format_print_their_print_fmt() {
+    if !have_trace_cmd() {
+        eprintln!("trace-cmd not installed: function_graph comparison skipped");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let base = 0xffff_ffff_8100_0000;
+    for name in ["6.1.0-56-amd64", "arm64-lisa"] {
+        let recs = [
+            entry(0, 0, 100, base + 0x100, 0),
+            entry(0, 1000, 100, base + 0x200, 1),
+        ];
+        let path = write_file(tmp.path(), name, Endian::LITTLE64, base, &recs);
+        let theirs = trace_cmd_report(&path, &[]);
+        let theirs = theirs.strip_prefix("cpus=2\n").unwrap_or(&theirs);
+        let ours = our_report(&TraceFile::open(&path).unwrap());
+        assert_eq!(ours, theirs, "{name}");
+        assert!(ours.contains("funcgraph_entry:      --> "), "{ours}");
+    }
 }
