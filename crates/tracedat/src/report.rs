@@ -50,10 +50,35 @@ enum Body {
 /// `calltime` before `overrun`) and of 6.x (`unsigned int depth`, `args[]`
 /// after it, ignored as trace-cmd 3.1.6 ignores it) read alike.
 struct Graph {
-    func: Field,
-    depth: Field,
+    func: At,
+    depth: At,
     /// `(calltime, rettime)`: `Some` for the exit event.
-    times: Option<(Field, Field)>,
+    times: Option<(At, At)>,
+}
+
+/// Where an inline scalar field lies in a record.
+#[derive(Clone, Copy)]
+struct At {
+    offset: usize,
+    size: usize,
+}
+
+impl At {
+    fn of(f: &Field) -> Option<At> {
+        (f.layout == FieldLayout::Inline).then_some(At {
+            offset: f.offset,
+            size: f.size,
+        })
+    }
+
+    /// The value read unsigned, as trace-cmd reads these fields (0 when the
+    /// record is too short for it).
+    fn read(self, ev: &Event<'_>) -> u64 {
+        ev.data
+            .get(self.offset..self.offset.saturating_add(self.size))
+            .and_then(|b| read_uint(b, ev.big_endian))
+            .unwrap_or(0)
+    }
 }
 
 impl Graph {
@@ -64,7 +89,7 @@ impl Graph {
         if f.system != "ftrace" {
             return None;
         }
-        let field = |n: &str| f.field(n).cloned();
+        let field = |n: &str| f.field(n).and_then(At::of);
         let times = match f.name.as_str() {
             "funcgraph_entry" if file.format_by_name("ftrace", "funcgraph_exit").is_some() => None,
             "funcgraph_exit" => Some((field("calltime")?, field("rettime")?)),
@@ -77,19 +102,11 @@ impl Graph {
         })
     }
 
-    /// A field's value read unsigned, as trace-cmd reads these fields (0
-    /// when the record is too short for it).
-    fn read(f: &Field, ev: &Event<'_>) -> u64 {
-        f.raw(&ev.data, ev.big_endian)
-            .and_then(|b| read_uint(b, ev.big_endian))
-            .unwrap_or(0)
-    }
-
     /// `rettime - calltime` of an exit record (wrapping, as trace-cmd's
     /// unsigned subtraction).
     fn duration(&self, ev: &Event<'_>) -> u64 {
         match &self.times {
-            Some((call, ret)) => Graph::read(ret, ev).wrapping_sub(Graph::read(call, ev)),
+            Some((call, ret)) => ret.read(ev).wrapping_sub(call.read(ev)),
             None => 0,
         }
     }
@@ -654,7 +671,7 @@ impl<'a> Printer<'a> {
             return None;
         }
         match self.body(ev) {
-            Body::Graph(g @ Graph { times: Some(_), .. }) if Graph::read(&g.func, ev) == func => {
+            Body::Graph(g @ Graph { times: Some(_), .. }) if g.func.read(ev) == func => {
                 Some(g.duration(ev))
             }
             _ => None,
@@ -755,14 +772,14 @@ impl<'a> Printer<'a> {
             }
             Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
             Body::Graph(g) => {
-                let depth = Graph::read(&g.depth, ev);
+                let depth = g.depth.read(ev);
                 if g.times.is_none() {
                     let e = &mut self.entry;
                     std::mem::swap(&mut self.line, &mut e.line);
                     e.buffer.clear();
                     e.buffer.push_str(ev.buffer);
                     (e.cpu, e.pid) = (ev.cpu, ev.pid());
-                    (e.func, e.depth) = (Graph::read(&g.func, ev), depth);
+                    (e.func, e.depth) = (g.func.read(ev), depth);
                     self.held = true;
                     return Ok(true);
                 }
