@@ -273,3 +273,31 @@ fn entries_without_an_exit_format_print_their_print_fmt() {
         assert!(ours.contains("funcgraph_entry:      --> "), "{ours}");
     }
 }
+
+/// Real function_graph traces recorded in the kernel lab (tests/funcgraph/
+/// README.md) print as trace-cmd prints them, leaves and nested calls alike.
+#[test]
+fn lab_recordings_print_as_trace_cmd_prints_them() {
+    if !have_trace_cmd() {
+        eprintln!("trace-cmd not installed: function_graph comparison skipped");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["lab-6.1.0-56-amd64", "lab-6.12.117+deb12-amd64"] {
+        let packed = std::fs::File::open(dir().join(format!("{name}.dat.zst"))).unwrap();
+        let mut dec = ruzstd::decoding::StreamingDecoder::new(packed).unwrap();
+        let path = tmp.path().join(format!("{name}.dat"));
+        std::io::copy(&mut dec, &mut std::fs::File::create(&path).unwrap()).unwrap();
+        let theirs = trace_cmd_report(&path, &[]);
+        let theirs = theirs.split_once('\n').unwrap().1;
+        let ours = our_report(&TraceFile::open(&path).unwrap());
+        assert_eq!(ours, theirs, "{name}");
+        let count = |s: &str| ours.lines().filter(|l| l.ends_with(s)).count();
+        let (leaves, nested, closed) = (count("();"), count("() {"), count("}"));
+        assert!(
+            leaves > 100 && nested > 100,
+            "{name}: {leaves} leaves, {nested} nested"
+        );
+        assert!(closed > 100, "{name}: {closed} closing braces");
+    }
+}
