@@ -112,13 +112,13 @@ pub fn load_and_validate_with(
 
 /// The plan of a run of `valid` by this process, the one function `run` and
 /// `check --plan` share. `workload` is the workload's pid, scoped by
-/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload").
-/// `own` are the run's own thread ids, kept out of the trace unless
+/// `set_event_pid` beside `[scope] pids` (`check` passes 0 for "the workload"),
+/// unless `[scope] system_wide`. `own` are the run's own thread ids, kept out of the trace unless
 /// `[scope] include_self` (`check` passes its own pid for them).
 pub fn build_plan(valid: &ValidRecipe, workload: Option<u32>, own: &[u32]) -> Plan {
     let recipe = &valid.recipe;
     let mut pids = recipe.scope.pids.clone();
-    pids.extend(workload);
+    pids.extend(workload.filter(|_| !recipe.scope.system_wide));
     plan(
         valid,
         &instance_name(&recipe.name, std::process::id()),

@@ -82,6 +82,11 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
             let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
             undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
         }
+        if let Op::Sysctl { sysctl, .. } = &s.op {
+            let p = sysctl.path().display().to_string();
+            let _ = writeln!(o, "B{n}=$(cat {p}) || step {n}");
+            undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
+        }
         let _ = writeln!(o, "{} || step {n}", s.op.command(&SH));
         if let Some(u) = undo_cmd {
             let _ = writeln!(o, "push {}", q(&u));
@@ -126,7 +131,8 @@ struct EventArgs {
 /// `-c`, `set_ftrace_filter` / `set_ftrace_notrace` / `set_graph_function` to
 /// `-l` / `-n` / `-g`, `max_graph_depth` to `--max-graph-depth`,
 /// `current_tracer` to `-p`, an event's `enable` / `filter` / `trigger` to `-e`
-/// / `-f` / `-R`. `[scope] command` becomes the command (`-F`); without one, a
+/// / `-f` / `-R`. `[scope] command` becomes the command (`-F`, or bare with
+/// `[scope] system_wide`); without one, a
 /// `duration` becomes `sleep SECONDS`. The global knobs trace-cmd record cannot
 /// set for an instance (`max_graph_depth`, `tracing_thresh`) are written
 /// before it and restored after it, as probes are defined before it and
@@ -166,6 +172,12 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             undo,
         } = &s.op
         else {
+            if let Op::Sysctl { sysctl, .. } = &s.op {
+                notes.push(format!(
+                    "{}: trace-cmd record cannot set it (`trace-cmd stack --start` before and `--stop` after do)",
+                    sysctl.name()
+                ));
+            }
             // The instance: `-B`, below.
             continue;
         };
@@ -271,13 +283,16 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     for p in &pids {
         cmd.push(format!("-P {p}"));
     }
-    let scoped = !pids.is_empty() || !r.scope.command.is_empty();
-    if fork && scoped {
+    let by_workload = !r.scope.command.is_empty() && !r.scope.system_wide;
+    if fork && (!pids.is_empty() || by_workload) {
         cmd.push("-c".into());
     }
     if !r.scope.command.is_empty() {
         let words: Vec<String> = r.scope.command.iter().map(|w| word(w)).collect();
-        cmd.push(format!("-F {}", words.join(" ")));
+        // `-F` scopes the trace to the command; without it trace-cmd records
+        // every task while the command runs ([scope] system_wide).
+        let flag = if by_workload { "-F " } else { "" };
+        cmd.push(format!("{flag}{}", words.join(" ")));
         if let Some(d) = &r.duration {
             notes.push(format!(
                 "duration = {d:?}: trace-cmd record ends when the command exits (or at Ctrl-C)"
@@ -444,6 +459,16 @@ trace-cmd record -B trace-recipe-x-1 \\
     }
 
     #[test]
+    fn a_system_wide_workload_is_the_bare_command() {
+        let mut v = valid();
+        v.recipe.scope.command = vec!["dd".into(), "if=/dev/zero".into()];
+        v.recipe.scope.system_wide = true;
+        let text = export(&v, &[]);
+        assert!(text.ends_with("  dd if=/dev/zero\n"), "{text}");
+        assert!(!text.contains("-F"), "{text}");
+    }
+
+    #[test]
     fn a_system_wide_recipe_records_for_its_duration_and_pids_become_p() {
         let mut v = valid();
         v.events = vec![event("sched:sched_switch", None, false)];
@@ -496,6 +521,8 @@ trace-cmd record -B trace-recipe-x-1 \\
             options: vec![("funcgraph-retval".into(), true)],
             at_top_level: true,
             graph_filter_at_top: true,
+            max_latency: None,
+            function_profile: false,
             span: None,
         });
         v.triggers = vec![

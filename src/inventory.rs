@@ -47,8 +47,15 @@ pub struct EventsJson {
     pub source: String,
     /// Kernel release, when known.
     pub kernel_release: Option<String>,
-    /// Events matching the glob, sorted.
+    /// Events matching the glob, sorted; when it has no wildcard and names no
+    /// event, the events whose name contains it (`substring`).
     pub events: Vec<EventInfo>,
+    /// Whether `events` are substring matches: the pattern matched no name.
+    #[serde(default)]
+    pub substring: bool,
+    /// When nothing matched at all: up to three event names near the pattern.
+    #[serde(default)]
+    pub suggestions: Vec<String>,
     /// What could not be read (files, and why).
     pub unreadable: Vec<String>,
 }
@@ -61,9 +68,31 @@ pub fn events(facts: &KernelFacts, source: &str, glob: Option<&str>, fields: boo
         source: source.into(),
         kernel_release: Some(facts.release.clone()),
         events: Vec::new(),
+        substring: false,
+        suggestions: Vec::new(),
         unreadable: Vec::new(),
     };
-    for name in facts.matching_events(&pattern(glob)) {
+    let mut names = facts.matching_events(&pattern(glob));
+    if let Some(g) = glob.filter(|g| names.is_empty() && !g.contains(['*', '?', '['])) {
+        names = facts.matching_events(&format!("*{g}*"));
+        out.substring = !names.is_empty();
+        if names.is_empty() {
+            // A pattern without `:` is compared with event names alone.
+            let pool: Vec<&str> = facts
+                .events
+                .iter()
+                .map(|e| match g.contains(':') {
+                    true => e.as_str(),
+                    false => e.split_once(':').map_or(e.as_str(), |(_, ev)| ev),
+                })
+                .collect();
+            out.suggestions = crate::suggest::nearest_n(g, pool, 3)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        }
+    }
+    for name in names {
         let mut e = EventInfo {
             name: name.to_string(),
             fields: None,

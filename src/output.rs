@@ -78,6 +78,8 @@ fn fold_dots(path: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct OutputDir {
     path: PathBuf,
+    /// Whether [`OutputDir::create`] made the folder (it did not exist).
+    created: bool,
 }
 
 impl OutputDir {
@@ -154,9 +156,38 @@ impl OutputDir {
                     path: path.to_path_buf(),
                 });
             }
-            Err(_) => std::fs::create_dir_all(&real).map_err(io(&real))?,
+            Err(_) => {
+                std::fs::create_dir_all(&real).map_err(io(&real))?;
+                return Ok(OutputDir {
+                    path: real,
+                    created: true,
+                });
+            }
         }
-        Ok(OutputDir { path: real })
+        Ok(OutputDir {
+            path: real,
+            created: false,
+        })
+    }
+
+    /// Removes what the run wrote here, for a run refused before it recorded
+    /// anything, so that a retry with the same `-o` finds the folder as it was:
+    /// gone when this run created it, else empty again (it was empty when
+    /// [`OutputDir::create`] took it, so everything in it is the run's). Best
+    /// effort: what cannot be removed stays.
+    pub fn discard(&self) {
+        if let Ok(entries) = std::fs::read_dir(&self.path) {
+            for e in entries.flatten() {
+                let p = e.path();
+                let _ = match e.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+                    _ => std::fs::remove_file(&p),
+                };
+            }
+        }
+        if self.created {
+            let _ = std::fs::remove_dir(&self.path);
+        }
     }
 
     /// The folder.

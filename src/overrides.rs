@@ -1,6 +1,7 @@
-//! `run --duration` and `run --buffer-size-kb`: command-line values that replace
-//! the recipe's `duration` and `[buffer] size_kb` before validation, so they are
-//! checked exactly like the recipe's own keys. A problem with one names the flag
+//! `run --duration`, `run --buffer-size-kb` and `run --system-wide`: command-line
+//! values that replace the recipe's `duration`, `[buffer] size_kb` and `[scope]
+//! system_wide` before validation, so they are checked exactly like the recipe's
+//! own keys. A problem with one names the flag
 //! (and has no place in the recipe file).
 
 use crate::diagnostic::Diagnostic;
@@ -14,6 +15,8 @@ pub struct Overrides {
     pub duration: Option<String>,
     /// `--buffer-size-kb`: replaces `[buffer] size_kb` (KiB per CPU).
     pub buffer_size_kb: Option<u64>,
+    /// `--system-wide`: sets `[scope] system_wide = true`.
+    pub system_wide: bool,
 }
 
 impl Overrides {
@@ -34,11 +37,14 @@ impl Overrides {
         if let Some(kb) = self.buffer_size_kb {
             loaded.recipe.buffer.size_kb = Some(kb);
         }
+        if self.system_wide {
+            loaded.recipe.scope.system_wide = true;
+        }
         problems
     }
 
     /// Validation's diagnostics with those about the overridden buffer size
-    /// reworded to name the flag, and their place in the recipe (the key the
+    /// and system-wide scope reworded to name the flag, and their place in the recipe (the key the
     /// flag replaced) dropped. (`--duration` never reaches validation unless
     /// [`Overrides::apply`] parsed it, with the same parser.)
     pub fn name_flags(&self, diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
@@ -49,6 +55,10 @@ impl Overrides {
                     && d.message.starts_with("buffer size ")
                 {
                     d.message = format!("`--buffer-size-kb {kb}`: {}", d.message);
+                    d.span = None;
+                }
+                if self.system_wide && d.message.starts_with("`system_wide = true`") {
+                    d.message = format!("`--system-wide`: {}", d.message);
                     d.span = None;
                 }
                 d

@@ -178,9 +178,20 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     let run_report = json(&out.join("report.json"));
     assert_eq!(
         run_report["analyses"],
-        serde_json::json!(["counts", "syscalls", "wakeup"])
+        serde_json::json!(["counts", "syscalls", "wakeup", "profile"])
     );
-    assert_eq!(run_report["latency"], report["latency"]);
+    // The run knows its workload: wakeup leads with the workload's `(scope)`,
+    // which `report` on the bare file cannot know; the rest is the same.
+    let mut run_latency = run_report["latency"].clone();
+    let wakeup = run_latency
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|l| l["analysis"] == "wakeup")
+        .unwrap();
+    let scope = wakeup["groups"].as_array_mut().unwrap().remove(0);
+    assert_eq!(scope["key"], "(scope)");
+    assert_eq!(run_latency, report["latency"]);
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains("syscalls: syscall latency"), "{summary}");
     let read = &sys["groups"]
@@ -558,4 +569,521 @@ fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
             "no stack seen {n} times with frames {symbols:?} in trace-cmd's listing: {counts:#?}"
         );
     }
+}
+
+const PER_TASK_RECIPE: &str = r#"name = "per-task"
+description = "Which of the workload's tasks waits longest to run after a wakeup, and which handlers interrupt it?"
+duration = "30s"
+[buffer]
+size_kb = 8192
+[[events]]
+name = "sched:sched_wakeup"
+[[events]]
+name = "sched:sched_wakeup_new"
+[[events]]
+name = "sched:sched_switch"
+[[events]]
+name = "sched:sched_process_fork"
+[[events]]
+name = "irq:irq_handler_entry"
+[[events]]
+name = "irq:irq_handler_exit"
+[[events]]
+name = "irq:softirq_entry"
+[[events]]
+name = "irq:softirq_exit"
+[[events]]
+name = "exceptions:page_fault_user"
+[output]
+reports = ["summary", "json"]
+"#;
+
+/// Two busy loops on two cores while small synced writes run: wakeups wait
+/// for a CPU, the disk interrupts the loops, children fork.
+const PER_TASK_WORKLOAD: &str = "(while [ ! -e $STOP ]; do :; done) & (while [ ! -e $STOP ]; do :; done) & \
+    for i in 1 2 3 4 5 6; do sleep 0.005; dd if=/dev/zero of=$SCRATCH bs=64k count=4 conv=fsync 2>/dev/null; done; \
+    touch $STOP; wait";
+
+/// A recorded run of `recipe` (with `workload` if given, else for the
+/// recipe's duration while `sh -c BACKGROUND` runs) and its `trace-cmd
+/// report -t` listing. `$SCRATCH` and `$STOP` in the commands name files of
+/// the run's folder.
+fn per_task_run(
+    recipe: &str,
+    workload: Option<&str>,
+    background: &str,
+) -> (tempfile::TempDir, serde_json::Value, String) {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "per-task.toml", recipe);
+    let out = dir.path().join("out");
+    let fill = |cmd: &str| {
+        cmd.replace("$SCRATCH", dir.path().join("scratch").to_str().unwrap())
+            .replace("$STOP", dir.path().join("stop").to_str().unwrap())
+    };
+    let mut bg = Command::new("sh")
+        .arg("-c")
+        .arg(fill(background))
+        .spawn()
+        .unwrap();
+    let (code, stderr) = match workload {
+        Some(w) => run(&recipe, &out, &fill(w)),
+        None => {
+            let o = crate::common::run_recipe(&recipe, &out, &[]);
+            (o.status.code(), text(&o.stderr))
+        }
+    };
+    std::fs::write(dir.path().join("stop"), "").unwrap();
+    bg.wait().unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    guard.assert_unchanged();
+    let listing = crate::common::trace_cmd(&[
+        "report".as_ref(),
+        "-t".as_ref(),
+        out.join("trace.dat").as_os_str(),
+    ]);
+    (dir, json(&out.join("report.json")), listing)
+}
+
+/// One task's or group's samples, with where the longest ended.
+#[derive(Default, Debug)]
+struct Samples {
+    values: Vec<u64>,
+    max: (u64, u64, u32),
+}
+
+impl Samples {
+    fn add(&mut self, d: u64, ts: u64, cpu: u32) {
+        if self.values.is_empty() || d > self.max.0 {
+            self.max = (d, ts, cpu);
+        }
+        self.values.push(d);
+    }
+}
+
+/// `key=value` of a trace-cmd field list.
+fn field<'a>(fields: &'a str, key: &str) -> &'a str {
+    fields
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {key}= in `{fields}`"))
+}
+
+/// Compares a report's `tasks` list with samples per pid: the longest maxes,
+/// with their timestamp and CPU.
+fn assert_tasks(report: &serde_json::Value, per_pid: &HashMap<i32, Samples>, what: &str) {
+    let mut want: Vec<(u64, i32, u64, u32, usize)> = per_pid
+        .iter()
+        .map(|(pid, s)| (s.max.0, *pid, s.max.1, s.max.2, s.values.len()))
+        .collect();
+    want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let got: Vec<(u64, i32, u64, u32, usize)> = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["max_ns"].as_u64().unwrap(),
+                t["pid"].as_i64().unwrap() as i32,
+                t["max_at_ns"].as_u64().unwrap(),
+                t["max_cpu"].as_u64().unwrap() as u32,
+                t["count"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    assert!(!got.is_empty(), "{what}: no tasks");
+    assert_eq!(report["tasks_total"], per_pid.len(), "{what}: tasks in all");
+    assert_eq!(got, want[..got.len()], "{what}: top tasks by max");
+}
+
+/// Wakeup and irq latency computed from a `trace-cmd report -t` listing.
+#[derive(Default)]
+struct PerTask {
+    parent: HashMap<i32, i32>,
+    wake_all: Samples,
+    wake_task: HashMap<i32, Samples>,
+    irq_all: Samples,
+    irq_handler: HashMap<String, Samples>,
+    irq_task: HashMap<i32, Samples>,
+}
+
+impl PerTask {
+    fn of(listing: &str) -> PerTask {
+        let mut p = PerTask::default();
+        let mut woken: HashMap<i32, u64> = HashMap::new();
+        let mut irq_open: HashMap<u32, (String, String, u64, i32)> = HashMap::new();
+        for l in listing.lines().filter_map(ReportLine::parse) {
+            let (ts, cpu) = (l.ns(), l.cpu);
+            match l.event {
+                "sched_wakeup" => {
+                    woken.entry(sched_pid(l.fields)).or_insert(ts);
+                }
+                "sched_wakeup_new" => {
+                    let child = sched_pid(l.fields);
+                    woken.entry(child).or_insert(ts);
+                    p.parent.insert(child, l.pid());
+                }
+                "sched_process_fork" => {
+                    let child = field(l.fields, "child_pid").parse().unwrap();
+                    p.parent
+                        .insert(child, field(l.fields, "pid").parse().unwrap());
+                }
+                "sched_switch" => {
+                    let (prev, next) = l.fields.split_once(" ==> ").unwrap();
+                    woken.remove(&sched_pid(prev));
+                    let next = sched_pid(next);
+                    if let Some(t) = woken.remove(&next) {
+                        p.wake_all.add(ts - t, ts, cpu);
+                        p.wake_task.entry(next).or_default().add(ts - t, ts, cpu);
+                    }
+                }
+                "irq_handler_entry" => {
+                    let irq = field(l.fields, "irq").to_string();
+                    let name = field(l.fields, "name").to_string();
+                    irq_open.insert(cpu, (irq, name, ts, l.pid()));
+                }
+                "irq_handler_exit" => {
+                    if let Some((irq, name, t, pid)) = irq_open.remove(&cpu)
+                        && irq == field(l.fields, "irq")
+                    {
+                        p.irq_all.add(ts - t, ts, cpu);
+                        p.irq_handler.entry(name).or_default().add(ts - t, ts, cpu);
+                        p.irq_task.entry(pid).or_default().add(ts - t, ts, cpu);
+                    }
+                }
+                _ => {}
+            }
+        }
+        p
+    }
+
+    /// Whether `pid` is `root` or descends from it.
+    fn descends(&self, mut pid: i32, root: i32) -> bool {
+        for _ in 0..64 {
+            if pid == root {
+                return true;
+            }
+            match self.parent.get(&pid) {
+                Some(q) => pid = *q,
+                None => return false,
+            }
+        }
+        false
+    }
+}
+
+/// The latency analysis `name` of a report.
+fn analysis<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["analysis"] == name)
+        .unwrap_or_else(|| panic!("no {name} analysis: {:?}", report["analyses"]))
+}
+
+/// The group `key` of a latency analysis.
+fn group<'a>(l: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    l["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == key)
+        .unwrap_or_else(|| panic!("no group {key}: {l:#}"))
+}
+
+/// A group's samples and where its longest ended.
+fn assert_samples(g: &serde_json::Value, s: &Samples, what: &str) {
+    assert_group(g, s.values.clone(), what);
+    assert_eq!(
+        (&g["max_ns"], &g["max_at_ns"], &g["max_cpu"]),
+        (
+            &serde_json::json!(s.max.0),
+            &serde_json::json!(s.max.1),
+            &serde_json::json!(s.max.2)
+        ),
+        "{what}: max and where"
+    );
+}
+
+#[test]
+fn per_task_wakeup_latency_agrees_with_trace_cmd_and_leads_with_the_workload() {
+    let (_dir, report, listing) = per_task_run(PER_TASK_RECIPE, Some(PER_TASK_WORKLOAD), "true");
+    let workload = report["workload"]["pid"].as_i64().unwrap() as i32;
+    let p = PerTask::of(&listing);
+    let wakeup = analysis(&report, "wakeup");
+    assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
+    assert_eq!(wakeup["groups"][1]["key"], "(all)");
+    let mut scoped = Samples::default();
+    let mut pids: Vec<&i32> = p
+        .wake_task
+        .keys()
+        .filter(|pid| p.descends(**pid, workload))
+        .collect();
+    pids.sort();
+    assert!(pids.len() >= 3, "workload tasks woken: {pids:?}");
+    for pid in pids {
+        let s = &p.wake_task[pid];
+        scoped.values.extend(&s.values);
+        if (s.max.0, std::cmp::Reverse(s.max.1)) > (scoped.max.0, std::cmp::Reverse(scoped.max.1)) {
+            scoped.max = s.max;
+        }
+    }
+    assert_samples(&wakeup["groups"][0], &scoped, "wakeup (scope)");
+    // The run records only the workload's tasks (set_event_pid), so the
+    // other tasks' wakeups are not in the file: (all) may equal (scope).
+    assert!(scoped.values.len() <= p.wake_all.values.len());
+    assert_samples(group(wakeup, "(all)"), &p.wake_all, "wakeup (all)");
+    assert_tasks(wakeup, &p.wake_task, "wakeup");
+}
+
+/// Interrupts: a system-wide run while synced writes make the disk interrupt.
+const IRQ_RECIPE: &str = r#"name = "irqs"
+description = "Which interrupt handler runs longest, and which tasks does it stop?"
+duration = "2s"
+[[events]]
+name = "irq:irq_handler_entry"
+[[events]]
+name = "irq:irq_handler_exit"
+[output]
+reports = ["summary", "json"]
+"#;
+
+#[test]
+fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
+    let (_dir, report, listing) = per_task_run(
+        IRQ_RECIPE,
+        None,
+        "while [ ! -e $STOP ]; do dd if=/dev/zero of=$SCRATCH bs=64k count=4 conv=fsync 2>/dev/null; done",
+    );
+    let p = PerTask::of(&listing);
+    let irq = analysis(&report, "irq");
+    assert!(!p.irq_handler.is_empty(), "no interrupt in the listing");
+    assert_eq!(irq["groups"][0]["key"], "(all)");
+    assert_samples(group(irq, "(all)"), &p.irq_all, "irq (all)");
+    for (name, s) in &p.irq_handler {
+        assert_samples(group(irq, name), s, name);
+    }
+    assert_tasks(irq, &p.irq_task, "irq");
+    let summary = std::fs::read_to_string(_dir.path().join("out/summary.txt")).unwrap();
+    assert!(summary.contains("irq: interrupt handler time"), "{summary}");
+}
+
+/// `profile`: what `trace-cmd report --profile` measures, with no
+/// `sched_waking` (trace-cmd ends a sleep at `sched_wakeup`, we at the first
+/// of the two), system-wide and with the run's own threads (the filter that
+/// keeps them out drops the switches between them and other tasks).
+const PROFILE_RECIPE: &str = r#"name = "profile"
+description = "Where did each task's time go: running, waiting for a CPU, sleeping, blocked, interrupted?"
+duration = "2s"
+[buffer]
+size_kb = 8192
+[[events]]
+name = "sched:sched_wakeup"
+[[events]]
+name = "sched:sched_wakeup_new"
+[[events]]
+name = "sched:sched_switch"
+[[events]]
+name = "irq:irq_handler_entry"
+[[events]]
+name = "irq:irq_handler_exit"
+[[events]]
+name = "irq:softirq_entry"
+[[events]]
+name = "irq:softirq_exit"
+[[events]]
+name = "exceptions:page_fault_user"
+[scope]
+include_self = true
+[output]
+reports = ["summary", "json"]
+"#;
+
+/// One `Event:` line of `trace-cmd report --profile`: count, total, max and
+/// the max's timestamp in µs.
+type ProfileLine = (u64, u64, u64, u64);
+
+/// `trace-cmd report --profile` per pid: `EVENT:KEY` → line.
+fn trace_cmd_profile(dat: &Path) -> HashMap<i32, HashMap<String, ProfileLine>> {
+    let text =
+        crate::common::trace_cmd(&["report".as_ref(), "--profile".as_ref(), dat.as_os_str()]);
+    let mut out: HashMap<i32, HashMap<String, ProfileLine>> = HashMap::new();
+    let mut pid = None;
+    for l in text.lines() {
+        let l = l.trim();
+        if let Some(task) = l.strip_prefix("task: ") {
+            pid = task.rsplit_once('-').and_then(|(_, p)| p.parse().ok());
+            continue;
+        }
+        let (Some(pid), Some(ev)) = (pid, l.strip_prefix("Event: ")) else {
+            continue;
+        };
+        let (name, rest) = ev.split_once(" (").unwrap();
+        let (count, rest) = rest.split_once(')').unwrap();
+        let num = |key: &str| -> u64 {
+            rest.split_once(key).map_or(0, |(_, r)| {
+                r.trim_start()
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+        };
+        let ts_us = rest.split_once("Max: ").map_or(0, |(_, r)| {
+            let ts = r.split_once("(ts:").unwrap().1.split(')').next().unwrap();
+            let (s, us) = ts.split_once('.').unwrap();
+            s.parse::<u64>().unwrap() * 1_000_000 + us.parse::<u64>().unwrap()
+        });
+        out.entry(pid).or_default().insert(
+            name.to_string(),
+            (count.parse().unwrap(), num("Total:"), num("Max:"), ts_us),
+        );
+    }
+    out
+}
+
+/// Sums trace-cmd's lines whose name starts with `prefix`: count, total, and the largest max.
+fn sum_lines(lines: &HashMap<String, ProfileLine>, prefixes: &[&str]) -> ProfileLine {
+    let mut sum = (0, 0, 0, 0);
+    let mut keys: Vec<&String> = lines
+        .keys()
+        .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
+        .collect();
+    keys.sort();
+    for k in keys {
+        let l = lines[k];
+        sum.0 += l.0;
+        sum.1 += l.1;
+        if l.2 > sum.2 {
+            (sum.2, sum.3) = (l.2, l.3);
+        }
+    }
+    sum
+}
+
+#[test]
+fn the_profile_agrees_with_trace_cmd_report_profile() {
+    let (dir, report, listing) = per_task_run(PROFILE_RECIPE, Some(PER_TASK_WORKLOAD), "true");
+    let theirs = trace_cmd_profile(&dir.path().join("out/trace.dat"));
+    // Tasks forked during the trace: their first run follows sched_wakeup_new,
+    // a wakeup for us, none for trace-cmd.
+    let new: Vec<i32> = listing
+        .lines()
+        .filter_map(ReportLine::parse)
+        .filter(|l| l.event == "sched_wakeup_new")
+        .map(|l| sched_pid(l.fields))
+        .collect();
+    // Tasks whose switches in the file alternate in and out (trace-cmd pairs
+    // differently across a missing switch), none in state I (`W` in the
+    // listing, which trace-cmd's profile counts apart).
+    let mut on_cpu: HashMap<i32, bool> = HashMap::new();
+    let mut broken: Vec<i32> = Vec::new();
+    for l in listing.lines().filter_map(ReportLine::parse) {
+        if l.event != "sched_switch" {
+            continue;
+        }
+        let (prev, next) = l.fields.split_once(" ==> ").unwrap();
+        let (p, n) = (sched_pid(prev), sched_pid(next));
+        if on_cpu.insert(p, false) == Some(false) || prev.trim_end().ends_with('W') {
+            broken.push(p);
+        }
+        if on_cpu.insert(n, true) == Some(true) {
+            broken.push(n);
+        }
+    }
+    let profile = &report["profile"];
+    assert_eq!(
+        profile["measures"],
+        serde_json::json!([
+            "running",
+            "preempted",
+            "wakeup",
+            "sleeping",
+            "blocked",
+            "irq",
+            "softirq",
+            "page_faults"
+        ])
+    );
+    let span = |t: &serde_json::Value, k: &str| -> ProfileLine {
+        let s = &t[k];
+        let n = |f: &str| s[f].as_u64().unwrap();
+        let at = n("max_at_ns");
+        (
+            n("count"),
+            n("total_ns"),
+            n("max_ns"),
+            if n("count") == 0 {
+                0
+            } else {
+                (at + 500) / 1000
+            },
+        )
+    };
+    let mut compared = 0;
+    for t in profile["tasks"].as_array().unwrap() {
+        let pid = t["pid"].as_i64().unwrap() as i32;
+        let Some(tc) = theirs.get(&pid).filter(|_| !broken.contains(&pid)) else {
+            continue;
+        };
+        let what = format!("{} {pid}", t["comm"]);
+        // trace-cmd names a switch with prev_state 256 (preempted, 6.x) `W`.
+        assert_eq!(
+            span(t, "preempted"),
+            sum_lines(tc, &["sched_switch:R", "sched_switch:W"]),
+            "{what}: preempted"
+        );
+        assert_eq!(t["preemptions"], span(t, "preempted").0, "{what}");
+        assert_eq!(
+            span(t, "sleeping"),
+            sum_lines(tc, &["sched_switch:S"]),
+            "{what}: sleeping"
+        );
+        assert_eq!(
+            span(t, "blocked"),
+            sum_lines(tc, &["sched_switch:D"]),
+            "{what}: blocked"
+        );
+        if !new.contains(&pid) {
+            assert_eq!(
+                span(t, "wakeup"),
+                sum_lines(tc, &["sched_wakeup:"]),
+                "{what}: wakeup"
+            );
+        }
+        assert_eq!(
+            span(t, "softirq"),
+            sum_lines(tc, &["softirq_entry:"]),
+            "{what}: softirq"
+        );
+        assert_eq!(
+            span(t, "irq"),
+            sum_lines(tc, &["irq_handler_entry:"]),
+            "{what}: irq"
+        );
+        assert_eq!(
+            t["page_faults"],
+            sum_lines(tc, &["page_fault_user:"]).0,
+            "{what}: page faults"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 1, "tasks compared: {compared}\n{profile:#}");
+    // The loops' shells sleep and block between their children.
+    let waited = profile["tasks"].as_array().unwrap().iter().any(|t| {
+        t["sleeping"]["count"].as_u64() > Some(0) || t["blocked"]["count"].as_u64() > Some(0)
+    });
+    assert!(waited, "{profile:#}");
+    // Per CPU, busy and idle time add up to at most the recording.
+    for c in profile["cpus"].as_array().unwrap() {
+        let on = c["busy_ns"].as_u64().unwrap() + c["idle_ns"].as_u64().unwrap();
+        assert!(on > 0 && on <= 3_000_000_000, "{c:#}");
+    }
+    let summary = std::fs::read_to_string(dir.path().join("out/summary.txt")).unwrap();
+    assert!(
+        summary.contains("profile: where each task's time went"),
+        "{summary}"
+    );
 }

@@ -373,7 +373,7 @@ fn run_overrides_are_validated_and_named() {
     assert_eq!(j["output"], o.to_str().unwrap());
     assert_eq!(j["exit_code"], 0);
     assert!(j["bundle"].is_null() && j["expectations"] == serde_json::json!([]));
-    // -q in text mode: the summary stays on stdout, nothing on stderr.
+    // -q in text mode: stdout is the output folder's path alone, nothing on stderr.
     let o2 = dir.path().join("out2");
     let out = trace_recipe(&[
         "run",
@@ -386,7 +386,7 @@ fn run_overrides_are_validated_and_named() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stderr.is_empty(), "-q: {}", text(&out.stderr));
-    assert!(text(&out.stdout).contains(&format!("output: {}", o2.display())));
+    assert_eq!(text(&out.stdout), format!("{}\n", o2.display()));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(o.join("report.json")).unwrap()).unwrap();
     assert!(

@@ -1,7 +1,8 @@
 //! A latency histogram of fixed memory: log-linear buckets (exact below 256,
 //! then 128 buckets per power of two), so percentiles are within 1/128 (0.8 %)
 //! of the exact value whatever the number of samples, while count, min, max
-//! and mean are exact.
+//! and mean are exact. The largest sample keeps where it was seen (the
+//! timestamp and CPU of the event that ended it), to jump to in the trace.
 
 use serde::Serialize;
 
@@ -18,6 +19,17 @@ pub(crate) struct Histogram {
     sum: u128,
     min: u64,
     max: u64,
+    max_at: Seen,
+}
+
+/// Where a sample was taken: the timestamp (trace-clock units) and CPU of the
+/// event that ended it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// Timestamp of the ending event.
+    pub(crate) ts: u64,
+    /// Its CPU.
+    pub(crate) cpu: u32,
 }
 
 fn index(v: u64) -> usize {
@@ -53,8 +65,8 @@ pub(crate) struct HistRow {
 }
 
 impl Histogram {
-    /// Adds one duration.
-    pub(crate) fn add(&mut self, v: u64) {
+    /// Adds one duration, taken at `at`.
+    pub(crate) fn add(&mut self, v: u64, at: Seen) {
         let i = index(v);
         if i >= self.buckets.len() {
             self.buckets.resize(i + 1, 0);
@@ -63,9 +75,42 @@ impl Histogram {
         if self.count == 0 || v < self.min {
             self.min = v;
         }
-        self.max = self.max.max(v);
+        if self.count == 0 || v > self.max {
+            self.max = v;
+            self.max_at = at;
+        }
         self.count += 1;
         self.sum += u128::from(v);
+    }
+
+    /// Adds every sample of `other` (the max keeps the earlier place on a tie).
+    pub(crate) fn merge(&mut self, other: &Histogram) {
+        if other.count == 0 {
+            return;
+        }
+        if other.buckets.len() > self.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        if self.count == 0 || other.min < self.min {
+            self.min = other.min;
+        }
+        if self.count == 0
+            || other.max > self.max
+            || (other.max == self.max && other.max_at.ts < self.max_at.ts)
+        {
+            self.max = other.max;
+            self.max_at = other.max_at;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+    }
+
+    /// Where the largest sample was seen.
+    pub(crate) fn max_at(&self) -> Seen {
+        self.max_at
     }
 
     /// Number of samples.
@@ -81,6 +126,11 @@ impl Histogram {
     /// Largest sample (0 when empty).
     pub(crate) fn max(&self) -> u64 {
         self.max
+    }
+
+    /// Sum of the samples.
+    pub(crate) fn sum(&self) -> u128 {
+        self.sum
     }
 
     /// Mean, rounded down (0 when empty).
@@ -156,9 +206,20 @@ mod tests {
     fn quantiles_are_within_one_percent_of_exact() {
         let mut h = Histogram::default();
         let mut values: Vec<u64> = (0..10_000u64).map(|i| (i * 7919) % 3_000_017).collect();
-        for v in &values {
-            h.add(*v);
+        let mut halves = [Histogram::default(), Histogram::default()];
+        for (i, v) in values.iter().enumerate() {
+            let at = Seen {
+                ts: i as u64,
+                cpu: 0,
+            };
+            h.add(*v, at);
+            halves[i % 2].add(*v, at);
         }
+        let [mut merged, odd] = halves;
+        merged.merge(&odd);
+        assert_eq!(merged.quantile(0.9), h.quantile(0.9));
+        assert_eq!((merged.count(), merged.mean()), (h.count(), h.mean()));
+        assert_eq!(merged.max_at(), h.max_at());
         values.sort_unstable();
         for q in [0.5, 0.9, 0.99] {
             let exact = values[((q * values.len() as f64).ceil() as usize).max(1) - 1];

@@ -11,19 +11,29 @@
 //!   (`__probe_func` = F) of the same task, nested calls paired innermost first.
 //!   Group: F's symbol.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
+//! * `irq`: `irq:irq_handler_entry` then `irq_handler_exit` of the same `irq`
+//!   on the same CPU. Groups: `(all)`, then the handler's `name`.
+//!
+//! Every group's max keeps the timestamp and CPU of the event that ended it.
+//! `wakeup` and `irq` also keep one distribution per task (the woken task; the
+//! task the interrupt stopped), for the top tasks by max and for the scoped
+//! headline ([`Analysis::scoped`](super::Analysis)): at most [`MAX_TASKS`]
+//! tasks, the later ones counted in `(all)` and the groups only.
 
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, TraceFile};
 
-use super::histogram::{HistRow, Histogram};
-use super::{AnalysisName, Selection, symbolize};
+use super::histogram::{HistRow, Histogram, Seen};
+use super::{AnalysisName, Selection, TOP, symbolize};
 
 /// Groups a report keeps (most samples first); the rest are counted in `groups_total`.
 const MAX_GROUPS: usize = 40;
 /// Deepest nesting of one function per task that `kretprobe` tracks.
 const MAX_NESTING: usize = 64;
+/// Tasks a per-task distribution is kept for (see the module text).
+pub(crate) const MAX_TASKS: usize = 4096;
 
 /// One latency analysis.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -38,8 +48,38 @@ pub(crate) struct LatencyReport {
     pub(crate) unpaired: u64,
     /// Groups there were in all (only the first 40 by count are listed).
     pub(crate) groups_total: usize,
-    /// Groups, most samples first.
+    /// Groups, most samples first; `(scope)` (the scoped tasks of a run, see
+    /// [`Analysis::scoped`](super::Analysis)) and `(all)` lead when present.
     pub(crate) groups: Vec<LatencyGroup>,
+    /// `wakeup` and `irq`: the tasks with the longest max (at most 10), longest first.
+    #[serde(default)]
+    pub(crate) tasks: Vec<TaskLatency>,
+    /// `wakeup` and `irq`: tasks with samples in all.
+    #[serde(default)]
+    pub(crate) tasks_total: usize,
+}
+
+/// One task's distribution in a per-task latency analysis (ns).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub(crate) struct TaskLatency {
+    /// Process id (the woken task for `wakeup`; the interrupted one for `irq`).
+    pub(crate) pid: i32,
+    /// Its comm.
+    pub(crate) comm: String,
+    /// Samples.
+    pub(crate) count: u64,
+    /// Mean.
+    pub(crate) mean_ns: u64,
+    /// Median.
+    pub(crate) p50_ns: u64,
+    /// 99th percentile.
+    pub(crate) p99_ns: u64,
+    /// Longest.
+    pub(crate) max_ns: u64,
+    /// Timestamp of the event that ended the longest (trace-clock units).
+    pub(crate) max_at_ns: u64,
+    /// CPU of that event.
+    pub(crate) max_cpu: u32,
 }
 
 /// The distribution of one group. Durations in ns (trace-clock units for
@@ -62,8 +102,34 @@ pub(crate) struct LatencyGroup {
     pub(crate) p99_ns: u64,
     /// Longest.
     pub(crate) max_ns: u64,
+    /// Timestamp of the event that ended the longest (trace-clock units).
+    #[serde(default)]
+    pub(crate) max_at_ns: u64,
+    /// CPU of that event.
+    #[serde(default)]
+    pub(crate) max_cpu: u32,
     /// Power-of-two rows from min to max.
     pub(crate) histogram: Vec<HistRow>,
+}
+
+impl LatencyGroup {
+    /// The group `key` of the samples in `h`.
+    pub(crate) fn of(key: String, h: &Histogram) -> LatencyGroup {
+        let at = h.max_at();
+        LatencyGroup {
+            key,
+            count: h.count(),
+            min_ns: h.min(),
+            mean_ns: h.mean(),
+            p50_ns: h.quantile(0.5),
+            p90_ns: h.quantile(0.9),
+            p99_ns: h.quantile(0.99),
+            max_ns: h.max(),
+            max_at_ns: at.ts,
+            max_cpu: at.cpu,
+            histogram: h.rows(),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -74,7 +140,20 @@ enum Role {
     SysExit(usize),
     RawEnter(Field),
     RawExit(Field),
-    Wake(Field),
+    Wake {
+        pid: Field,
+        /// `sched_wakeup_new`: the waker (`common_pid`) forked the woken.
+        new: bool,
+    },
+    Fork {
+        parent: Field,
+        child: Field,
+    },
+    IrqEntry {
+        irq: Field,
+        name: Field,
+    },
+    IrqExit(Field),
     Switch {
         prev_pid: Field,
         next_pid: Field,
@@ -96,6 +175,8 @@ struct Groups {
     index: FxHashMap<String, usize>,
     hists: Vec<Histogram>,
     unpaired: u64,
+    /// Per task (pid), for `wakeup` and `irq`.
+    tasks: FxHashMap<i32, Histogram>,
 }
 
 impl Groups {
@@ -110,7 +191,48 @@ impl Groups {
         i
     }
 
-    fn report(self, name: AnalysisName, title: &str, group_by: &str) -> LatencyReport {
+    /// Adds `d` to group `g` and, when `task` is given, to that task's distribution.
+    fn add(&mut self, g: usize, d: u64, at: Seen, task: Option<i32>) {
+        self.hists[g].add(d, at);
+        if let Some(pid) = task {
+            let n = self.tasks.len();
+            match self.tasks.get_mut(&pid) {
+                Some(h) => h.add(d, at),
+                None if n < MAX_TASKS => {
+                    let mut h = Histogram::default();
+                    h.add(d, at);
+                    self.tasks.insert(pid, h);
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn report(
+        self,
+        name: AnalysisName,
+        title: &str,
+        group_by: &str,
+        comm: &dyn Fn(i32) -> String,
+    ) -> (LatencyReport, FxHashMap<i32, Histogram>) {
+        let mut tasks: Vec<(&i32, &Histogram)> = self.tasks.iter().collect();
+        tasks.sort_by(|a, b| b.1.max().cmp(&a.1.max()).then(a.0.cmp(b.0)));
+        let top_tasks = tasks
+            .iter()
+            .take(TOP)
+            .map(|(pid, h)| TaskLatency {
+                pid: **pid,
+                comm: comm(**pid),
+                count: h.count(),
+                mean_ns: h.mean(),
+                p50_ns: h.quantile(0.5),
+                p99_ns: h.quantile(0.99),
+                max_ns: h.max(),
+                max_at_ns: h.max_at().ts,
+                max_cpu: h.max_at().cpu,
+            })
+            .collect();
+        let tasks_total = tasks.len();
         let mut v: Vec<(String, Histogram)> = self.names.into_iter().zip(self.hists).collect();
         v.retain(|(_, h)| h.count() > 0);
         v.sort_by(|a, b| {
@@ -121,7 +243,7 @@ impl Groups {
                 .then_with(|| a.0.cmp(&b.0))
         });
         let groups_total = v.len();
-        LatencyReport {
+        let report = LatencyReport {
             analysis: name.as_str().to_string(),
             title: title.to_string(),
             group_by: group_by.to_string(),
@@ -130,19 +252,12 @@ impl Groups {
             groups: v
                 .into_iter()
                 .take(MAX_GROUPS)
-                .map(|(key, h)| LatencyGroup {
-                    key,
-                    count: h.count(),
-                    min_ns: h.min(),
-                    mean_ns: h.mean(),
-                    p50_ns: h.quantile(0.5),
-                    p90_ns: h.quantile(0.9),
-                    p99_ns: h.quantile(0.99),
-                    max_ns: h.max(),
-                    histogram: h.rows(),
-                })
+                .map(|(key, h)| LatencyGroup::of(key, &h))
                 .collect(),
-        }
+            tasks: top_tasks,
+            tasks_total,
+        };
+        (report, self.tasks)
     }
 }
 
@@ -166,6 +281,13 @@ pub(super) struct Latencies {
     probe_ids: FxHashMap<u64, usize>,
     funcgraph: Groups,
     func_ids: FxHashMap<u64, usize>,
+    irq: Groups,
+    irq_all: usize,
+    /// Per CPU: the open handler (irq number, group, ts, interrupted pid).
+    irq_pending: Vec<Option<(u64, usize, u64, i32)>>,
+    irq_ids: FxHashMap<(u64, Vec<u8>), usize>,
+    /// Child pid → parent pid, from `sched_process_fork` and `sched_wakeup_new`.
+    pub(super) forks: FxHashMap<i32, i32>,
 }
 
 /// Which syscall table numbers a raw `id` (`raw_syscalls:sys_enter` and
@@ -240,10 +362,25 @@ impl Latencies {
                     ("sys_exit", Some(id)) => Role::RawExit(id),
                     _ => Role::None,
                 }
+            } else if sys == "sched" && name == "sched_process_fork" {
+                match (field(f, "parent_pid"), field(f, "child_pid")) {
+                    (Some(parent), Some(child)) => Role::Fork { parent, child },
+                    _ => Role::None,
+                }
+            } else if sel.has(AnalysisName::Irq) && sys == "irq" && name == "irq_handler_entry" {
+                match (field(f, "irq"), field(f, "name")) {
+                    (Some(irq), Some(name)) => Role::IrqEntry { irq, name },
+                    _ => Role::None,
+                }
+            } else if sel.has(AnalysisName::Irq) && sys == "irq" && name == "irq_handler_exit" {
+                field(f, "irq").map_or(Role::None, Role::IrqExit)
             } else if sel.has(AnalysisName::Wakeup) && sys == "sched" {
                 match name {
                     "sched_wakeup" | "sched_waking" | "sched_wakeup_new" => {
-                        field(f, "pid").map_or(Role::None, Role::Wake)
+                        field(f, "pid").map_or(Role::None, |pid| Role::Wake {
+                            pid,
+                            new: name == "sched_wakeup_new",
+                        })
                     }
                     "sched_switch" => {
                         match (
@@ -288,6 +425,8 @@ impl Latencies {
         }
         let mut wakeup = Groups::default();
         let wake_all = wakeup.id("(all)");
+        let mut irq = Groups::default();
+        let irq_all = irq.id("(all)");
         Latencies {
             roles,
             selected: sel.names().to_vec(),
@@ -304,6 +443,11 @@ impl Latencies {
             probe_ids: FxHashMap::default(),
             funcgraph: Groups::default(),
             func_ids: FxHashMap::default(),
+            irq,
+            irq_all,
+            irq_pending: Vec::new(),
+            irq_ids: FxHashMap::default(),
+            forks: FxHashMap::default(),
         }
     }
 
@@ -333,17 +477,60 @@ impl Latencies {
             }
             Role::SysExit(g) => {
                 let open = pending_syscall(&mut self.sys_pending, slot)[0].take();
-                pair_syscall(&mut self.syscalls, open, Some(*g), ev.ts);
+                pair_syscall(&mut self.syscalls, open, Some(*g), ev);
             }
             Role::RawExit(f) => {
                 let g = uint(f, ev).and_then(|nr| self.raw_ids.get(&(nr as i64)).copied());
                 let g = g.or(Some(usize::MAX));
                 let open = pending_syscall(&mut self.sys_pending, slot)[1].take();
-                pair_syscall(&mut self.syscalls, open, g, ev.ts);
+                pair_syscall(&mut self.syscalls, open, g, ev);
             }
-            Role::Wake(f) => {
+            Role::Wake { pid: f, new } => {
                 if let Some(p) = uint(f, ev) {
                     self.wake_pending.entry(p as i32).or_insert(ev.ts);
+                    if *new && pid > 0 {
+                        self.forks.insert(p as i32, pid);
+                    }
+                }
+            }
+            Role::Fork { parent, child } => {
+                if let (Some(p), Some(c)) = (uint(parent, ev), uint(child, ev)) {
+                    self.forks.insert(c as i32, p as i32);
+                }
+            }
+            Role::IrqEntry { irq, name } => {
+                let Some(n) = uint(irq, ev) else { return };
+                let handler = match name.decode(&ev.data, ev.big_endian) {
+                    Some(FieldValue::Str(s)) => s,
+                    _ => b"?",
+                };
+                let g = match self.irq_ids.get(&(n, handler.to_vec())) {
+                    Some(g) => *g,
+                    None => {
+                        let g = self.irq.id(&String::from_utf8_lossy(handler));
+                        self.irq_ids.insert((n, handler.to_vec()), g);
+                        g
+                    }
+                };
+                let cpu = ev.cpu as usize;
+                if cpu >= self.irq_pending.len() {
+                    self.irq_pending.resize(cpu + 1, None);
+                }
+                self.irq_pending[cpu] = Some((n, g, ev.ts, pid));
+            }
+            Role::IrqExit(irq) => {
+                let open = self
+                    .irq_pending
+                    .get_mut(ev.cpu as usize)
+                    .and_then(Option::take);
+                match (open, uint(irq, ev)) {
+                    (Some((n, g, t, task)), Some(m)) if n == m => {
+                        let d = ev.ts.saturating_sub(t);
+                        let at = seen(ev);
+                        self.irq.add(self.irq_all, d, at, None);
+                        self.irq.add(g, d, at, Some(task));
+                    }
+                    _ => self.irq.unpaired += 1,
                 }
             }
             Role::Switch {
@@ -359,7 +546,8 @@ impl Latencies {
                 };
                 if let Some(t) = self.wake_pending.remove(&(next as i32)) {
                     let d = ev.ts.saturating_sub(t);
-                    self.wakeup.hists[self.wake_all].add(d);
+                    let at = seen(ev);
+                    self.wakeup.add(self.wake_all, d, at, Some(next as i32));
                     let comm = match next_comm.decode(&ev.data, ev.big_endian) {
                         Some(FieldValue::Str(s)) => s,
                         _ => b"?",
@@ -372,7 +560,7 @@ impl Latencies {
                             g
                         }
                     };
-                    self.wakeup.hists[g].add(d);
+                    self.wakeup.add(g, d, at, None);
                 }
             }
             Role::ProbeEntry(f) => {
@@ -395,7 +583,8 @@ impl Latencies {
                             .probe_ids
                             .entry(func)
                             .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)));
-                        self.kretprobe.hists[g].add(ev.ts.saturating_sub(t));
+                        self.kretprobe
+                            .add(g, ev.ts.saturating_sub(t), seen(ev), None);
                     }
                     None => self.kretprobe.unpaired += 1,
                 }
@@ -412,14 +601,18 @@ impl Latencies {
                         .func_ids
                         .entry(fun)
                         .or_insert_with(|| self.funcgraph.id(&symbolize(file, fun)));
-                    self.funcgraph.hists[g].add(b.saturating_sub(a));
+                    self.funcgraph.add(g, b.saturating_sub(a), seen(ev), None);
                 }
             }
         }
     }
 
-    /// The reports of the selected latency analyses.
-    pub(super) fn finish(self) -> Vec<LatencyReport> {
+    /// The reports of the selected latency analyses, and the per-task
+    /// distributions of those that keep them; `comm` names a pid.
+    pub(super) fn finish(
+        self,
+        comm: &dyn Fn(i32) -> String,
+    ) -> Vec<(LatencyReport, FxHashMap<i32, Histogram>)> {
         let selected = self.selected;
         [
             (
@@ -446,10 +639,16 @@ impl Latencies {
                 "function duration (function_graph, rettime - calltime)",
                 "function",
             ),
+            (
+                AnalysisName::Irq,
+                self.irq,
+                "interrupt handler time (irq_handler_entry → irq_handler_exit, per CPU)",
+                "handler",
+            ),
         ]
         .into_iter()
         .filter(|(name, ..)| selected.contains(name))
-        .map(|(name, groups, title, by)| groups.report(name, title, by))
+        .map(|(name, groups, title, by)| groups.report(name, title, by, comm))
         .collect()
     }
 }
@@ -467,11 +666,24 @@ fn pending_syscall(
     &mut pending[slot]
 }
 
-/// Pairs a syscall exit of `group` at `ts` with the task's `open` entry.
-fn pair_syscall(groups: &mut Groups, open: Option<(usize, u64)>, group: Option<usize>, ts: u64) {
+/// Pairs a syscall exit `ev` of `group` with the task's `open` entry.
+fn pair_syscall(
+    groups: &mut Groups,
+    open: Option<(usize, u64)>,
+    group: Option<usize>,
+    ev: &Event<'_>,
+) {
     match open {
-        Some((g, t)) if Some(g) == group => groups.hists[g].add(ts.saturating_sub(t)),
+        Some((g, t)) if Some(g) == group => groups.add(g, ev.ts.saturating_sub(t), seen(ev), None),
         _ => groups.unpaired += 1,
+    }
+}
+
+/// Where `ev` was seen.
+fn seen(ev: &Event<'_>) -> Seen {
+    Seen {
+        ts: ev.ts,
+        cpu: ev.cpu,
     }
 }
 

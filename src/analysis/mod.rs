@@ -9,6 +9,8 @@
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
 //! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`) |
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
+//! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
+//! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -16,6 +18,7 @@
 
 mod histogram;
 mod latency;
+mod profile;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -25,7 +28,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
+use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
@@ -45,17 +50,23 @@ pub enum AnalysisName {
     Funcgraph,
     /// Most frequent kernel stacks (ftrace kernel_stack records).
     Stacks,
+    /// Interrupt handler time (irq_handler_entry → irq_handler_exit).
+    Irq,
+    /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
+    Profile,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 6] = [
+    pub const ALL: [AnalysisName; 8] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
         AnalysisName::Kretprobe,
         AnalysisName::Funcgraph,
         AnalysisName::Stacks,
+        AnalysisName::Irq,
+        AnalysisName::Profile,
     ];
 
     /// The name as typed on the command line.
@@ -67,6 +78,8 @@ impl AnalysisName {
             AnalysisName::Kretprobe => "kretprobe",
             AnalysisName::Funcgraph => "funcgraph",
             AnalysisName::Stacks => "stacks",
+            AnalysisName::Irq => "irq",
+            AnalysisName::Profile => "profile",
         }
     }
 }
@@ -119,6 +132,14 @@ impl Selection {
         }
         if has("ftrace", &|f| f.name == "kernel_stack") {
             v.push(AnalysisName::Stacks);
+        }
+        if has("irq", &|f| f.name == "irq_handler_entry")
+            && has("irq", &|f| f.name == "irq_handler_exit")
+        {
+            v.push(AnalysisName::Irq);
+        }
+        if profile::Profiler::applies(file) {
+            v.push(AnalysisName::Profile);
         }
         Selection {
             names: v,
@@ -198,6 +219,50 @@ pub struct Analysis {
     pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's time went (`profile`).
+    pub(crate) profile: Option<Profile>,
+    /// Per-task distributions of the latency analyses that keep them, by analysis name.
+    task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
+    /// Child pid → parent pid, as the trace's fork events tell.
+    forks: FxHashMap<i32, i32>,
+}
+
+impl Analysis {
+    /// The `(scope)` group of each per-task latency analysis: the samples of
+    /// the tasks `roots` and their descendants (as far as the trace's
+    /// `sched_process_fork`/`sched_wakeup_new` records tell), by analysis name.
+    /// Analyses without a sample of such a task have none.
+    pub(crate) fn scoped(&self, roots: &[i32]) -> Vec<(String, LatencyGroup)> {
+        if roots.is_empty() {
+            return Vec::new();
+        }
+        let in_scope = |pid: i32| {
+            let mut p = pid;
+            // Bounded walk: fork records of a hostile file may form a cycle.
+            for _ in 0..64 {
+                if roots.contains(&p) {
+                    return true;
+                }
+                match self.forks.get(&p) {
+                    Some(parent) => p = *parent,
+                    None => return false,
+                }
+            }
+            false
+        };
+        self.task_latency
+            .iter()
+            .filter_map(|(name, tasks)| {
+                let mut h = Histogram::default();
+                let mut pids: Vec<&i32> = tasks.keys().filter(|p| in_scope(**p)).collect();
+                pids.sort_unstable();
+                for p in pids {
+                    h.merge(&tasks[p]);
+                }
+                (h.count() > 0).then(|| (name.clone(), LatencyGroup::of("(scope)".into(), &h)))
+            })
+            .collect()
+    }
 }
 
 /// What a format id means to the pass.
@@ -209,6 +274,44 @@ struct Slot {
     stack_at: Option<usize>,
     /// Its records can name a task ([`tracedat::names_tasks`]).
     names_tasks: bool,
+}
+
+/// CPU ids mapped to dense slots in order of first event, so that per-CPU
+/// state is sized by the CPUs that have events, whatever ids a file claims.
+#[derive(Debug, Default)]
+struct CpuSlots {
+    /// Slot of CPU id `i` below [`DIRECT_CPUS`] (`u32::MAX`: none yet).
+    direct: Vec<u32>,
+    /// Slot of a larger CPU id.
+    other: FxHashMap<u32, usize>,
+    /// The CPU id of each slot.
+    ids: Vec<u32>,
+}
+
+/// CPU ids looked up without hashing: Linux's largest `NR_CPUS`.
+const DIRECT_CPUS: usize = 8192;
+
+impl CpuSlots {
+    /// The slot of CPU `cpu`, given one when it is new.
+    fn slot(&mut self, cpu: u32) -> usize {
+        let ids = &mut self.ids;
+        let c = cpu as usize;
+        if c < DIRECT_CPUS {
+            if c >= self.direct.len() {
+                self.direct.resize(c + 1, u32::MAX);
+            }
+            if self.direct[c] == u32::MAX {
+                self.direct[c] = ids.len() as u32;
+                ids.push(cpu);
+            }
+            self.direct[c] as usize
+        } else {
+            *self.other.entry(cpu).or_insert_with(|| {
+                ids.push(cpu);
+                ids.len() - 1
+            })
+        }
+    }
 }
 
 /// Runs the `selection` over every record of `file` in one pass.
@@ -230,6 +333,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
     let mut per_event = vec![0u64; event_names.len()];
+    // Per-CPU state is indexed by slot (CPUs in order of their first event),
+    // never by CPU id: a file may claim CPU 0xFFFFFFF0.
+    let mut cpu_slots = CpuSlots::default();
     let mut per_cpu: Vec<u64> = Vec::new();
     // Pids in order of first event, with their counts; `pid_slots` finds a pid's place.
     let mut pids: Vec<(i32, u64)> = Vec::new();
@@ -239,6 +345,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         .has(AnalysisName::Counts)
         .then(|| timeline::Builder::new(event_names.len()));
     let mut latencies = Latencies::new(file, selection);
+    let mut profiler = selection
+        .has(AnalysisName::Profile)
+        .then(|| profile::Profiler::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -258,7 +367,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
         let counted = slot.map_or(0, |s| s.counted);
         let pid = ev.pid();
-        let cpu = ev.cpu as usize;
+        let cpu = cpu_slots.slot(ev.cpu);
         if cpu >= per_cpu.len() {
             per_cpu.resize(cpu + 1, 0);
             last_on_cpu.resize(cpu + 1, 0);
@@ -286,6 +395,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         latencies.add(file, &ev, pid, pid_slot);
+        if let Some(p) = profiler.as_mut() {
+            p.add(&ev, pid);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -310,9 +422,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             counts.events.insert(name.to_string(), *n);
         }
     }
-    for (cpu, n) in per_cpu.iter().enumerate() {
+    for (slot, n) in per_cpu.iter().enumerate() {
         if *n > 0 {
-            counts.cpus.insert(cpu as u32, *n);
+            counts.cpus.insert(cpu_slots.ids[slot], *n);
         }
     }
     counts.pids = pids.iter().copied().collect();
@@ -323,23 +435,41 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             .or_default() += n;
     }
     let mut stacks = want_stacks.then(|| top_stacks(file, &event_names, stacks, stack_total));
-    let mut latencies = latencies.finish();
+    let forks = std::mem::take(&mut latencies.forks);
+    let (mut latencies, task_latency): (Vec<LatencyReport>, Vec<_>) = latencies
+        .finish(&|pid| comm_of(file, &counts.learned, pid))
+        .into_iter()
+        .map(|(r, t)| {
+            let name = r.analysis.clone();
+            (r, (name, t))
+        })
+        .unzip();
+    let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
+        profile = profile.filter(|p| p.tasks_total > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
+            AnalysisName::Profile => profile.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
     Ok(Analysis {
         selected,
-        timeline: timeline.map(|t| t.finish(file, &counts.learned, &event_names, &pids)),
+        timeline: timeline
+            .map(|t| t.finish(file, &counts.learned, &event_names, &pids, &cpu_slots.ids)),
         latencies,
         stacks,
+        profile,
         counts,
+        task_latency: task_latency
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .collect(),
+        forks,
     })
 }
 
@@ -432,6 +562,16 @@ mod tests {
 
     fn payload(id: u16, pid: i32, words: &[u64]) -> Vec<u8> {
         tracedat::testing::payload(E, id, pid, words)
+    }
+
+    #[test]
+    fn per_cpu_state_is_sized_by_the_cpus_that_have_events() {
+        let mut s = super::CpuSlots::default();
+        assert_eq!(s.slot(0xFFFF_FFF0), 0);
+        assert_eq!(s.slot(3), 1);
+        assert_eq!(s.slot(0xFFFF_FFF0), 0);
+        assert_eq!(s.ids, [0xFFFF_FFF0, 3]);
+        assert!(s.direct.len() <= 4);
     }
 
     #[test]

@@ -363,11 +363,17 @@ pub(crate) struct RunFlags {
     /// Replace the recipe's `[buffer] size_kb` (KiB per CPU).
     #[arg(long, value_name = "KB")]
     pub(crate) buffer_size_kb: Option<u64>,
+    /// Record every task while the workload runs, not only the workload's
+    /// (`[scope] system_wide = true`, as `trace-cmd record CMD` without `-F`).
+    #[arg(long)]
+    pub(crate) system_wide: bool,
     /// `text`: the summary on stdout; `json`: one object on stdout at the end
     /// (schema/run.schema.json), the summary on stderr.
     #[arg(long, value_enum, default_value_t = OutFormat::Text)]
     pub(crate) format: OutFormat,
-    /// Print no progress or summary lines on stderr (errors and warnings stay).
+    /// No progress lines on stderr and no summary: stdout is only the output
+    /// folder's path (and the bundle's, on a second line) with `--format text`,
+    /// the JSON object with `--format json`. Errors and warnings stay on stderr.
     #[arg(short, long)]
     pub(crate) quiet: bool,
 }

@@ -307,6 +307,9 @@ fn print_valid(
         .as_ref()
         .is_some_and(|t| t.is_function_tracer());
     println!("note: {}", valid.self_exclusion.describe(function_tracer));
+    if let Some(n) = crate::validate::elsewhere_note(&valid.recipe, &valid.events) {
+        println!("note: {n}");
+    }
     if show_plan {
         println!(
             "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",

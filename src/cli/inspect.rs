@@ -42,7 +42,11 @@ pub(super) fn list(a: ListArgs) -> Exit {
             OutFormat::Text => print!("{}", crate::library::list_text(&l)),
             OutFormat::Json => print!("{}", crate::output::to_json(&l)),
         }
-        Ok(())
+        // Nothing found is a failure a script can see (the text says where it looked).
+        match l.recipes.is_empty() {
+            true => Err(Failure::Invalid(None)),
+            false => Ok(()),
+        }
     })
 }
 
@@ -65,11 +69,22 @@ pub(super) fn events(a: EventsArgs) -> Exit {
             }
             OutFormat::Json => print!("{}", crate::output::to_json(&e)),
         }
-        if e.events.is_empty() {
+        if e.substring {
             eprintln!(
-                "trace-recipe: no event in {} matches `{}`",
-                e.source,
+                "note: no event is named `{}`: these are the events whose name contains it",
                 glob.unwrap_or("*")
+            );
+        }
+        if e.events.is_empty() {
+            let near: Vec<String> = e.suggestions.iter().map(|s| format!("`{s}`")).collect();
+            eprintln!(
+                "trace-recipe: no event in {} matches `{}`, nor contains it{}",
+                e.source,
+                glob.unwrap_or("*"),
+                match near.is_empty() {
+                    true => String::new(),
+                    false => format!("; did you mean {}?", near.join(", ")),
+                }
             );
             Err(Failure::Invalid(None))
         } else {

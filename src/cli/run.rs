@@ -41,6 +41,7 @@ impl RunFlags {
             overrides: crate::overrides::Overrides {
                 duration: self.duration,
                 buffer_size_kb: self.buffer_size_kb,
+                system_wide: self.system_wide,
             },
             stored,
         };
@@ -73,7 +74,8 @@ fn run_cmd(opts: RunOptions, format: OutFormat, quiet: bool, junit: Option<&Path
 }
 
 /// Runs, printing the human lines (on stderr, and the summary on stdout unless
-/// `json`; none of the progress and summary lines when `quiet`). Returns how
+/// `json`; when `quiet`, none of them, and in text only the output folder's
+/// path on stdout). Returns how
 /// it ended (every message printed) and, when `json`, the object to print.
 fn run_human(
     opts: RunOptions,
@@ -124,6 +126,12 @@ fn run_human(
                 eprintln!("\noutput: {}", outcome.dir.display());
                 if let Some(b) = &outcome.bundle {
                     eprintln!("bundle: {}", b.display());
+                }
+            } else if !json && quiet {
+                // Quiet: stdout is the output folder's path (and the bundle's), for scripts.
+                println!("{}", outcome.dir.display());
+                if let Some(b) = &outcome.bundle {
+                    println!("{}", b.display());
                 }
             } else if !json {
                 print!("{}", outcome.summary);

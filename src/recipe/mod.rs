@@ -24,7 +24,8 @@ use std::path::Path;
 
 pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
-    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Tracer, Trigger, parse_duration,
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Stack, Tracer, Trigger,
+    parse_duration,
 };
 pub use render::Builtins;
 pub(crate) use spans::{PathSeg, SpanIndex};
@@ -40,12 +41,15 @@ pub struct LoadedRecipe {
     pub(crate) recipe: Recipe,
     /// Byte ranges of keys and values in `source.text`.
     pub(crate) spans: SpanIndex,
-    /// Problems that do not stop validation (unknown keys); `validate` reports
-    /// them together with its own.
+    /// Problems that do not stop validation (unknown keys, values of the wrong
+    /// type, left out of `recipe`); `validate` reports them together with its own.
     pub(crate) problems: Vec<Diagnostic>,
     /// The value of every parameter the recipe was rendered with: `[params]`
     /// of the chain, then `--set` (what `rerun` must pass to render it alike).
     pub(crate) params: BTreeMap<String, ParamValue>,
+    /// It is a run's stored recipe (a bundle's or output folder's, loaded with
+    /// [`Chain::Stored`]): it came from elsewhere and may read no host file.
+    pub(crate) stored: bool,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -87,10 +91,16 @@ pub(crate) fn load_with(
     builtins: &Builtins,
     chain: Chain,
 ) -> Result<LoadedRecipe, LoadError> {
-    let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let refused = |refusal: crate::untrusted::Refusal| LoadError::Read {
         path: path.to_path_buf(),
-        source,
-    })?;
+        source: refusal.into_io(),
+    };
+    if chain == Chain::Stored {
+        // A run's stored recipe must be a file of its folder, not a link out of it.
+        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
+    }
+    let raw =
+        crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
     load_text(path, &raw, sets, builtins, chain)
 }
 
@@ -115,7 +125,13 @@ fn load_text(
     let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
     let (files, heads) = compose::read_chain(path, raw.to_string(), chain)
         .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
-    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+    let raw_source = || {
+        compose::concat(
+            files
+                .iter()
+                .map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)),
+        )
+    };
     let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
     let params = render::merge_params(&base_first, sets)
         .map_err(|diagnostics| invalid(raw_source(), diagnostics))?;
@@ -138,7 +154,7 @@ fn load_text(
         files
             .iter()
             .zip(&rendered)
-            .map(|(f, text)| (f.path.as_path(), text.as_str())),
+            .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
@@ -151,21 +167,56 @@ fn load_text(
                 .into_iter()
                 .filter_map(|(k, d)| Some((k, d.value?)))
                 .collect(),
+            stored: chain == Chain::Stored,
         }),
         Err(diagnostics) => Err(invalid(source, diagnostics)),
     }
 }
 
-/// Deserializes the merged root table. Unknown keys are returned beside the recipe
-/// when it otherwise parsed; a type error fails the parse (with the unknown keys).
+/// Deserializes the merged root table. Unknown keys and values of the wrong
+/// type are returned beside the recipe (as problems `validate` reports with
+/// its own): each value of the wrong type is reported at its place with the
+/// accepted form and taken out of the table, so that the next pass finds the
+/// next one, and the recipe is what remains. Fails only when what remains does
+/// not deserialize (a required key of the wrong type).
 fn parse(root: toml_edit::Table) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
+    /// Enough passes for any real recipe; past them the rest waits for a rerun.
+    const MAX_TYPE_ERRORS: usize = 64;
     let spans = SpanIndex::from_table(root.clone());
-    let de = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(root));
-    let mut unknown = Vec::new();
-    let result: Result<Recipe, _> = serde_ignored::deserialize(de, |path| {
-        unknown.push(spans::segments(&path));
-    });
-    let mut diagnostics: Vec<Diagnostic> = unknown
+    let mut table = root;
+    let mut type_errors = Vec::new();
+    loop {
+        let de = toml_edit::de::Deserializer::from(toml_edit::DocumentMut::from(table.clone()));
+        let mut unknown = Vec::new();
+        let result: Result<Recipe, _> = serde_ignored::deserialize(de, |path| {
+            unknown.push(spans::segments(&path));
+        });
+        let e = match result {
+            // Without the values of the wrong type: validation reports its
+            // problems beside them.
+            Ok(recipe) => {
+                let mut problems = unknown_keys(&spans, &unknown);
+                problems.extend(type_errors);
+                return Ok((recipe, spans, problems));
+            }
+            Err(e) => e,
+        };
+        let key = e
+            .span()
+            .filter(|_| type_errors.len() < MAX_TYPE_ERRORS)
+            .and_then(|span| take_item(&mut table, &span));
+        type_errors.push(toml_error(&e, key.as_deref()));
+        if key.is_none() {
+            let mut diagnostics = unknown_keys(&spans, &unknown);
+            diagnostics.extend(type_errors);
+            return Err(diagnostics);
+        }
+    }
+}
+
+/// The diagnostics of the unknown keys at `unknown` (key paths).
+fn unknown_keys(spans: &SpanIndex, unknown: &[Vec<PathSeg>]) -> Vec<Diagnostic> {
+    unknown
         .iter()
         .map(|segs| {
             let key = segs.iter().rev().find_map(|s| match s {
@@ -192,18 +243,120 @@ fn parse(root: toml_edit::Table) -> Result<(Recipe, SpanIndex, Vec<Diagnostic>),
             }
             d
         })
-        .collect();
-    match result {
-        Ok(recipe) => Ok((recipe, spans, diagnostics)),
-        Err(e) => {
-            diagnostics.push(toml_error(&e));
-            Err(diagnostics)
+        .collect()
+}
+
+/// Removes the value whose span is `span` from `table` (at any depth: a key's
+/// value, an array element, an entry of an inline table); returns the key it
+/// was under, or `None` when no value has that span.
+fn take_item(table: &mut toml_edit::Table, span: &std::ops::Range<usize>) -> Option<String> {
+    let keys: Vec<String> = table.iter().map(|(k, _)| k.to_string()).collect();
+    for key in keys {
+        let item = table.get_mut(&key)?;
+        if item.span().as_ref() == Some(span) {
+            table.remove(&key);
+            return Some(key);
         }
+        let found = match item {
+            toml_edit::Item::Table(t) => take_item(t, span),
+            toml_edit::Item::ArrayOfTables(a) => a.iter_mut().find_map(|t| take_item(t, span)),
+            toml_edit::Item::Value(v) => take_value(v, span).then(|| key.clone()),
+            toml_edit::Item::None => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Removes the element or inline-table entry of `value` whose span is `span`.
+fn take_value(value: &mut toml_edit::Value, span: &std::ops::Range<usize>) -> bool {
+    match value {
+        toml_edit::Value::Array(a) => {
+            let at = a.iter().position(|v| v.span().as_ref() == Some(span));
+            if let Some(i) = at {
+                a.remove(i);
+                return true;
+            }
+            a.iter_mut().any(|v| take_value(v, span))
+        }
+        toml_edit::Value::InlineTable(t) => {
+            let keys: Vec<String> = t.iter().map(|(k, _)| k.to_string()).collect();
+            for k in keys {
+                if t.get(&k).and_then(|v| v.span()).as_ref() == Some(span) {
+                    t.remove(&k);
+                    return true;
+                }
+                if t.get_mut(&k).is_some_and(|v| take_value(v, span)) {
+                    return true;
+                }
+            }
+            false
+        }
+        _ => false,
     }
 }
 
-fn toml_error(e: &toml_edit::de::Error) -> Diagnostic {
-    Diagnostic::recipe(e.span(), e.message().trim_end().to_string())
+/// A deserialization error as a diagnostic; `key` is the key whose value has
+/// the wrong type, when known, for a help line with the accepted form.
+fn toml_error(e: &toml_edit::de::Error, key: Option<&str>) -> Diagnostic {
+    let message = e.message().trim_end();
+    let d = Diagnostic::recipe(
+        e.span(),
+        match key {
+            Some(k) => format!("`{k}`: {message}"),
+            None => message.to_string(),
+        },
+    );
+    match key
+        .and_then(accepted_form)
+        .or_else(|| expected_form(message))
+    {
+        Some(help) => d.with_help(help),
+        None => d,
+    }
+}
+
+/// The accepted form of a recipe key, by its name (recipe-format.md).
+fn accepted_form(key: &str) -> Option<String> {
+    let form = match key {
+        "size_kb" => "`size_kb` is KiB per CPU as an integer: 8192",
+        "max_size_mb" => "`max_size_mb` is MiB as an integer: 512",
+        "max_output_kb" => "`max_output_kb` is KiB as an integer: 1024",
+        "max_lost_percent" => "`max_lost_percent` is a number from 0 to 100: 0.5",
+        "duration" | "timeout" => "durations are strings: \"10s\", \"500ms\", \"2m\"",
+        "thresh_us" => "`thresh_us` is microseconds as an integer: 100",
+        "max_graph_depth" | "count" => "an integer: 5",
+        "pids" => "`pids` is an array of integers: [1234]",
+        "comms" => "`comms` is an array of task names: [\"bash\"]",
+        "command" => "`command` is an argv array: [\"make\", \"-j4\"]",
+        "functions" | "notrace" | "graph_functions" | "graph_notrace" | "keys" | "values"
+        | "sort" | "reports" => "an array of strings: [\"vfs_*\"]",
+        "overwrite" | "follow_forks" | "include_self" | "system_wide" | "stacktrace"
+        | "on_traceoff" | "trace_dat" | "bundle" | "required" => "`true` or `false`",
+        "name" | "description" | "event" | "kind" | "target" | "filter" | "if" | "action"
+        | "clock" | "cpus" | "dir" | "template" | "that" | "extends" => "a quoted string: \"...\"",
+        _ => return None,
+    };
+    Some(form.to_string())
+}
+
+/// A help line from what serde expected (`expected u64` → an integer).
+fn expected_form(message: &str) -> Option<String> {
+    let expected = message.rsplit("expected ").next()?;
+    let form = if expected.starts_with('u') || expected.starts_with('i') {
+        "an integer, without quotes: 8192"
+    } else if expected.starts_with("a boolean") {
+        "`true` or `false`"
+    } else if expected.starts_with("a string") {
+        "a quoted string: \"...\""
+    } else if expected.starts_with("a sequence") {
+        "an array: [...]"
+    } else {
+        return None;
+    };
+    Some(form.to_string())
 }
 
 #[cfg(test)]

@@ -196,6 +196,7 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "comms",
             "follow_forks",
             "command",
+            "system_wide",
             "on_abort",
             "include_self",
         ],

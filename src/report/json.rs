@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
 
-use crate::analysis::{Analysis, LatencyReport, Stacks, TOP, Timeline, comm_of};
+use crate::analysis::{Analysis, LatencyReport, Profile, Stacks, TOP, Timeline, comm_of};
 use crate::tracefs::lost_from_stats;
 use crate::workload::WorkloadExit;
 
@@ -30,14 +30,49 @@ pub struct RunInfo {
     pub(crate) started: String,
     /// End, RFC 3339.
     pub(crate) ended: String,
-    /// Seconds between start and end.
+    /// Seconds recorded: from tracing on to the stop (less than `started` ..
+    /// `ended`, which also spans validation, setup and teardown).
     pub(crate) duration_s: f64,
     /// Why the run ended: `workload exited`, `duration`, `traceoff`, `max_size_mb`, `signal SIGINT`, ...
     pub(crate) stop_reason: String,
     /// The workload, if any.
     pub(crate) workload: Option<WorkloadInfo>,
+    /// Which tasks the run recorded.
+    pub(crate) scope: ScopeInfo,
     /// What the recorder read.
     pub(crate) recorder: RecorderInfo,
+}
+
+/// Which tasks a run recorded, by the scoping rule of recipe-format 1.2
+/// (`validate::scope`): the events of these tasks. An analysis that answers
+/// for "the run's tasks" keeps those whose task is one of `pids` (and, with
+/// `follow_forks`, their descendants) or is named one of `comms`; with
+/// `system_wide` or nothing scoped, every task is the run's.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub(crate) struct ScopeInfo {
+    /// `[scope] system_wide`: every task was recorded while the workload ran.
+    pub(crate) system_wide: bool,
+    /// Scoped process ids: `[scope] pids`, then the workload's (unless `system_wide`).
+    pub(crate) pids: Vec<u32>,
+    /// `[scope] comms`: scoped task names.
+    pub(crate) comms: Vec<String>,
+    /// `[scope] follow_forks`: children of scoped pids were recorded too.
+    pub(crate) follow_forks: bool,
+}
+
+impl ScopeInfo {
+    /// The scope of a run of `recipe` whose workload (if any) has pid `workload`.
+    pub(crate) fn of(recipe: &crate::recipe::Recipe, workload: Option<u32>) -> ScopeInfo {
+        let s = &recipe.scope;
+        let mut pids = s.pids.clone();
+        pids.extend(workload.filter(|_| !s.system_wide));
+        ScopeInfo {
+            system_wide: s.system_wide,
+            pids,
+            comms: s.comms.clone(),
+            follow_forks: s.follow_forks,
+        }
+    }
 }
 
 /// What the per-CPU readers of a run read, and what it cost them.
@@ -76,12 +111,15 @@ pub struct JsonReport {
     pub(crate) started: Option<String>,
     /// End, RFC 3339.
     pub(crate) ended: Option<String>,
-    /// Run duration in seconds.
+    /// Seconds recorded: from tracing on to the stop (less than `started` ..
+    /// `ended`, which also spans validation, setup and teardown).
     pub(crate) duration_s: Option<f64>,
     /// Why the run ended.
     pub(crate) stop_reason: Option<String>,
     /// The workload.
     pub(crate) workload: Option<WorkloadInfo>,
+    /// Which tasks the run recorded (`null` for `report` on a file).
+    pub(crate) scope: Option<ScopeInfo>,
     /// What the recorder read and its CPU time (`null` for `report` on a file).
     pub(crate) recorder: Option<RecorderInfo>,
     /// Trace clock of the file.
@@ -111,6 +149,9 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// Where each task's and CPU's time went (analysis `profile`).
+    #[serde(default)]
+    pub(crate) profile: Option<Profile>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -125,6 +166,20 @@ pub struct JsonReport {
     /// (after `--set`); empty for `report` on a file.
     #[serde(default)]
     pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
+    /// The run's tracer's own result (a latency tracer's max latency and its
+    /// trace); absent for tracers that keep none and for `report` on a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tracer: Option<crate::results::TracerReport>,
+    /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
+    /// The table of each hist trigger of the run, parsed; empty without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hist: Vec<crate::results::HistTable>,
+    /// The function profiler's table (`[tracer] function_profile`), merged
+    /// over CPUs, the most total time first; empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) function_profile: Vec<crate::results::ProfiledFunction>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -228,6 +283,7 @@ impl JsonReport {
             duration_s: run.map(|r| r.duration_s),
             stop_reason: run.map(|r| r.stop_reason.clone()),
             workload: run.and_then(|r| r.workload.clone()),
+            scope: run.map(|r| r.scope.clone()),
             recorder: run.map(|r| r.recorder.clone()),
             clock: file.clock().to_string(),
             total_events: c.total,
@@ -255,14 +311,36 @@ impl JsonReport {
             lost_percent: lost_percent(c.total, lost_total),
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             timeline: a.timeline.clone(),
-            latency: a.latencies.clone(),
+            latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            profile: a.profile.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
+            tracer: None,
+            stack_tracer: None,
+            hist: Vec::new(),
+            function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
     }
+}
+
+/// The latency reports of `a`; for a run with a workload, each per-task
+/// analysis leads with its `(scope)` group: the workload and its descendants.
+fn scoped_latency(a: &Analysis, run: Option<&RunInfo>) -> Vec<LatencyReport> {
+    let mut latency = a.latencies.clone();
+    let roots: Vec<i32> = run
+        .and_then(|r| r.workload.as_ref())
+        .and_then(|w| i32::try_from(w.pid).ok())
+        .into_iter()
+        .collect();
+    for (name, group) in a.scoped(&roots) {
+        if let Some(l) = latency.iter_mut().find(|l| l.analysis == name) {
+            l.groups.insert(0, group);
+        }
+    }
+    latency
 }
 
 /// `lost` as a percentage of `recorded + lost` (0 when both are 0).

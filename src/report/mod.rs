@@ -9,7 +9,7 @@ mod text;
 
 pub(crate) use html::esc;
 pub use html::render_html;
-pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, WorkloadInfo};
+pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo};
 pub use json::{JSON_FORMAT_VERSION, JsonReport};
 pub(crate) use junit::render_junit;
 pub use text::{DEFAULT_TEMPLATE, Template, TemplateError, dur};

@@ -24,8 +24,8 @@ pub(crate) struct Predicate {
 /// A predicate's value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Value {
-    /// A number (decimal, `0x` hex, negative).
-    Number,
+    /// A number (decimal, `0x` hex, negative), as written.
+    Number(String),
     /// A quoted string.
     Quoted(String),
     /// A bare word (a string without quotes, or a symbol).
@@ -157,6 +157,7 @@ fn tokenize(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
 pub(crate) fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
     let toks = tokenize(text)?;
     let mut p = Parser {
+        text,
         toks: &toks,
         pos: 0,
         end: text.len(),
@@ -179,6 +180,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
 }
 
 struct Parser<'a> {
+    text: &'a str,
     toks: &'a [(Tok, Range<usize>)],
     pos: usize,
     end: usize,
@@ -246,7 +248,7 @@ impl Parser<'_> {
                     None => return Err(self.eof()),
                 };
                 let (value, value_span) = match self.next() {
-                    Some((Tok::Num, s)) => (Value::Number, s),
+                    Some((Tok::Num, s)) => (Value::Number(self.text[s.clone()].to_string()), s),
                     Some((Tok::Str(s), sp)) => (Value::Quoted(s), sp),
                     Some((Tok::Ident(w), sp)) => (Value::Word(w), sp),
                     Some((_, s)) => {

@@ -19,6 +19,7 @@ macro_rules! path {
 mod expect;
 mod filter;
 mod probe;
+mod scope;
 mod tracer;
 mod trigger;
 
@@ -27,8 +28,9 @@ use std::time::Duration;
 
 pub(crate) use filter::{Predicate, Value as FilterValue};
 pub(crate) use probe::ResolvedProbe;
+pub(crate) use scope::{and as and_filters, elsewhere_note, woken_filter};
 use tracedat::{EventFormat, Field};
-pub(crate) use tracer::ResolvedTracer;
+pub(crate) use tracer::{MaxLatencyAt, ResolvedStack, ResolvedTracer};
 pub(crate) use trigger::ResolvedTrigger;
 
 use crate::diagnostic::Diagnostic;
@@ -65,6 +67,8 @@ pub struct ValidRecipe {
     pub(crate) probes: Vec<ResolvedProbe>,
     /// `[tracer]`, unless absent or a bare `nop`.
     pub(crate) tracer: Option<ResolvedTracer>,
+    /// `[stack]`, unless absent or not enabled.
+    pub(crate) stack: Option<ResolvedStack>,
     /// `[stop] max_size_mb` in bytes.
     pub(crate) max_size_bytes: Option<u64>,
     /// `[output] template`, read and compiled (resolved against the recipe's folder).
@@ -114,6 +118,7 @@ impl ValidRecipe {
             triggers: Vec::new(),
             probes: Vec::new(),
             tracer: None,
+            stack: None,
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
@@ -164,7 +169,8 @@ impl SelfExclusion {
 pub struct ResolvedEvent {
     /// `system:event`.
     pub name: String,
-    /// The filter to write (the recipe's, and-ed with the comm scope), if any.
+    /// The filter to write (the recipe's, and-ed with the comm scope of
+    /// [`scope`]'s rule), if any.
     pub filter: Option<String>,
     /// Whether to add a `stacktrace` trigger.
     pub(crate) stacktrace: bool,
@@ -297,6 +303,10 @@ pub fn validate(
         .tracer
         .as_ref()
         .and_then(|t| tracer::resolve_tracer(&mut cx, t));
+    let stack = r
+        .stack
+        .as_ref()
+        .and_then(|s| tracer::resolve_stack(&mut cx, s));
     check_enables_something(&mut cx, r);
     let buffer_size_kb = resolve_buffer_size(&mut cx, r);
     let clock = resolve_clock(&mut cx, r);
@@ -325,6 +335,7 @@ pub fn validate(
         triggers,
         probes,
         tracer,
+        stack,
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
         template,
         expectations,
@@ -390,12 +401,32 @@ fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<Reso
     let mut probes = Vec::new();
     probe::resolve_probes(cx, "kprobes", &r.kprobes, &mut probes);
     probe::resolve_probes(cx, "uprobes", &r.uprobes, &mut probes);
-    let comm_filter = comm_filter(cx, r);
+    let comms = scope::checked_comms(cx, r);
     let mut events = Vec::new();
+    // Which `[[events]]` entry enabled each event first.
+    let mut first: std::collections::BTreeMap<String, usize> = Default::default();
     for (i, ev) in r.events.iter().enumerate() {
         if !probe::fold_event_into_probe(cx, i, ev, &mut probes) {
-            resolve_event(cx, i, ev, comm_filter.as_deref(), &mut events);
+            let from = events.len();
+            resolve_event(cx, i, ev, &comms, &mut events);
+            let mut twice = Vec::new();
+            for e in events.drain(from..).collect::<Vec<_>>() {
+                match first.get(&e.name) {
+                    Some(&j) => twice.push((j, e.name)),
+                    None => {
+                        first.insert(e.name.clone(), i);
+                        events.push(e);
+                    }
+                }
+            }
+            enabled_twice(cx, i, &twice);
         }
+    }
+    for p in &mut probes {
+        p.filter = scope::and(
+            p.filter.as_deref(),
+            scope::comm_filter("", &comms).as_deref(),
+        );
     }
     (probes, events)
 }
@@ -403,6 +434,7 @@ fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<Reso
 /// A recipe must enable at least one event, trigger, probe or tracer.
 fn check_enables_something(cx: &mut Ctx<'_>, r: &Recipe) {
     if r.events.is_empty()
+        && r.stack.as_ref().is_none_or(|s| s.enable == Some(false))
         && r.triggers.is_empty()
         && r.kprobes.is_empty()
         && r.uprobes.is_empty()
@@ -636,28 +668,43 @@ fn string_values(r: &Recipe) -> Vec<(Vec<PathSeg>, &str)> {
     out
 }
 
-fn comm_filter(cx: &mut Ctx<'_>, r: &Recipe) -> Option<String> {
-    let mut parts = Vec::new();
-    for (i, comm) in r.scope.comms.iter().enumerate() {
-        let span = cx.span(&path!("scope", "comms", i));
-        if comm.is_empty()
-            || comm.len() > MAX_COMM
-            || comm.contains('"')
-            || comm.chars().any(char::is_control)
-        {
-            cx.recipe(span, format!("comm {comm:?} is not a task name"), Some(format!("task names are 1 to {MAX_COMM} bytes, without quotes or control characters (the kernel truncates longer names)")));
-        } else {
-            parts.push(format!("comm == \"{comm}\""));
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join(" || "))
+/// Reports the events entry `i` enables that an earlier entry enabled
+/// already (`twice`: the earlier entry's index and the event): the kernel keeps
+/// one filter per event, so the later entry would silently replace it.
+fn enabled_twice(cx: &mut Ctx<'_>, i: usize, twice: &[(usize, String)]) {
+    let Some((j, _)) = twice.first() else {
+        return;
+    };
+    let r = &cx.loaded.recipe;
+    let earlier = cx.span(&path!("events", *j, "name"));
+    let place = earlier.map_or_else(
+        || format!("entry {}", j + 1),
+        |s| cx.loaded.source.place(s.start),
+    );
+    let names: Vec<&str> = twice.iter().take(4).map(|(_, n)| n.as_str()).collect();
+    let more = match twice.len().saturating_sub(4) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let msg = format!(
+        "`{}`{more} enabled twice: by `{}` at {place} and by `{}` here; an event has one filter, and the later entry would silently replace the earlier one's",
+        names.join("`, `"),
+        r.events[*j].name,
+        r.events[i].name,
+    );
+    let span = cx.span(&path!("events", i, "name"));
+    cx.recipe(
+        span,
+        msg,
+        Some("give each event one entry: join the two filters with `||` in one of them, or narrow the glob".into()),
+    );
 }
 
 fn resolve_event(
     cx: &mut Ctx<'_>,
     i: usize,
     ev: &crate::recipe::Event,
-    comm_filter: Option<&str>,
+    comms: &[String],
     out: &mut Vec<ResolvedEvent>,
 ) {
     let name_path = path!("events", i, "name");
@@ -712,11 +759,13 @@ fn resolve_event(
         },
     };
     let mut reported = std::collections::BTreeSet::new();
+    let mut rewrites = Vec::new();
     for name in matched {
         if let Some(preds) = &preds {
             match cx.facts.format(&name) {
                 Some(format) => {
-                    check_predicates(cx, &filter_path, &name, &format, preds, &mut reported)
+                    rewrites =
+                        check_predicates(cx, &filter_path, &name, &format, preds, &mut reported);
                 }
                 None => {
                     cx.kernel(
@@ -728,12 +777,8 @@ fn resolve_event(
                 }
             }
         }
-        let filter = match (&ev.filter, comm_filter) {
-            (Some(f), Some(c)) => Some(format!("({f}) && ({c})")),
-            (Some(f), None) => Some(f.clone()),
-            (None, Some(c)) => Some(c.to_string()),
-            (None, None) => None,
-        };
+        let own = ev.filter.as_deref().map(|f| rewrite(f, &rewrites));
+        let filter = scope::and(own.as_deref(), scope::comm_filter(&name, comms).as_deref());
         out.push(ResolvedEvent {
             name,
             filter,
@@ -756,11 +801,44 @@ fn valid_event_pattern(name: &str) -> bool {
 }
 
 /// Whether the kernel filters `f` as a string: char arrays, `__data_loc char[]`,
-/// and `char *` pointers (FILTER_PTR_STRING in kernel/trace/trace_events_filter.c).
+/// and `char *` / `const char *` pointers (`filter_assign_type` in
+/// kernel/trace/trace_events_filter.c: FILTER_PTR_STRING); other pointers
+/// (`const char *const *`) are numbers.
 fn is_string_field(f: &Field) -> bool {
-    f.is_string || (f.is_pointer && f.type_name.contains("char"))
+    f.is_string || (f.is_pointer && matches!(f.type_name.trim(), "char *" | "const char *"))
 }
 
+/// Whether field `f` of `event` points into user space: a pointer argument of
+/// a syscall's entry event.
+fn is_user_pointer(event: &str, f: &Field) -> bool {
+    f.is_pointer && event.starts_with("syscalls:sys_enter_")
+}
+
+/// A replacement of a range of a filter's text (an errno name by its number).
+pub(crate) type Rewrite = (Range<usize>, String);
+
+/// `text` with each of `rewrites` (ranges in `text`, not overlapping) applied.
+pub(crate) fn rewrite(text: &str, rewrites: &[Rewrite]) -> String {
+    let mut sorted: Vec<&Rewrite> = rewrites.iter().collect();
+    sorted.sort_by_key(|(r, _)| r.start);
+    let mut out = String::new();
+    let mut at = 0;
+    for (r, with) in sorted {
+        out.push_str(text.get(at..r.start).unwrap_or_default());
+        out.push_str(with);
+        at = r.end;
+    }
+    out.push_str(text.get(at..).unwrap_or_default());
+    out
+}
+
+/// Checks each predicate of a filter on `event` as the kernel will
+/// (kernel/trace/trace_events_filter.c, `parse_pred`): the field exists,
+/// operator and value suit its type, a number fits the field's size and sign,
+/// a string is quoted, a user-space pointer is read with `.ustring`. Returns
+/// the rewrites the filter needs before it reaches the kernel: an errno name
+/// compared with a syscall's `ret` becomes its number (`-EACCES` → `-13`).
+#[must_use]
 fn check_predicates(
     cx: &mut Ctx<'_>,
     path: &[PathSeg],
@@ -768,7 +846,8 @@ fn check_predicates(
     format: &EventFormat,
     preds: &[Predicate],
     reported: &mut std::collections::BTreeSet<String>,
-) {
+) -> Vec<Rewrite> {
+    let mut rewrites = Vec::new();
     for pred in preds {
         let base = pred.field.split('.').next().unwrap_or(&pred.field);
         let special = matches!(base, "comm" | "COMM" | "cpu" | "CPU" | "common_cpu");
@@ -784,7 +863,8 @@ fn check_predicates(
                     let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
                     let hint = suggest::did_you_mean(base, names.iter().copied(), 1);
                     let span = cx.inner_span(path, &pred.field_span);
-                    cx.kernel(span, format!("event `{event}` has no field `{base}`"), Some(format!(
+                    // The event exists on this kernel: the field name is the recipe's.
+                    cx.recipe(span, format!("event `{event}` has no field `{base}`"), Some(format!(
                         "{hint}its fields are: {} (and common_pid, common_flags, common_preempt_count, comm, cpu)",
                         names.join(", ")
                     )));
@@ -792,6 +872,14 @@ fn check_predicates(
                 continue;
             }
         };
+        let errno = match &pred.value {
+            FilterValue::Word(w) if base == "ret" && event.starts_with("syscalls:sys_exit_") => {
+                Some(w.as_str())
+            }
+            _ => None,
+        };
+        let mut help = None;
+        let numeric = field.filter(|_| !special && !is_string);
         let problem = match (is_string, pred.op.as_str(), &pred.value) {
             (false, "~", _) => Some(format!(
                 "`~` (glob match) works on string fields only, and `{base}` is numeric"
@@ -803,22 +891,155 @@ fn check_predicates(
             (false, _, FilterValue::Quoted(_)) => {
                 Some(format!("numeric field `{base}` is compared with a string"))
             }
+            (false, _, FilterValue::Word(_)) if errno.is_some() => {
+                match errno_value(errno.unwrap_or_default()) {
+                    Ok(n) => {
+                        rewrites.push((pred.value_span.clone(), n.to_string()));
+                        None
+                    }
+                    Err(msg) => {
+                        help = Some("a syscall's `ret` is its return value: -errno on failure, e.g. `ret == -EACCES`".into());
+                        Some(msg)
+                    }
+                }
+            }
             (false, _, FilterValue::Word(w)) if !pred.field.contains('.') => Some(format!(
                 "numeric field `{base}` is compared with `{w}`, which is not a number"
             )),
-            (true, _, FilterValue::Number) => Some(format!(
+            (true, _, FilterValue::Number(_)) => Some(format!(
                 "string field `{base}` is compared with a number (quote the value)"
             )),
+            (true, _, FilterValue::Word(w)) => {
+                help = Some(format!("write `{} {} \"{w}\"`", pred.field, pred.op));
+                Some(format!(
+                    "string field `{base}` is compared with `{w}` without quotes: the kernel refuses it (\"did you forget quotes?\")"
+                ))
+            }
+            (true, _, FilterValue::Quoted(_))
+                if field.is_some_and(|f| is_user_pointer(event, f))
+                    && !pred.field.ends_with(".ustring") =>
+            {
+                help = Some(ustring_advice(cx.facts, pred));
+                Some(format!(
+                    "`{base}` is a pointer into user space: as written the kernel reads it as a kernel address and the filter never matches"
+                ))
+            }
+            (false, _, FilterValue::Number(n)) => numeric.and_then(|f| {
+                let e = number_fits(n, f).err()?;
+                help = Some(format!(
+                    "`{}` is {} {}-byte field; compare it with a number in its range",
+                    f.name,
+                    if f.signed { "a signed" } else { "an unsigned" },
+                    f.size
+                ));
+                Some(e)
+            }),
             _ => None,
         };
         if let Some(msg) = problem {
             let key = format!("op:{}:{}", pred.field_span.start, msg);
             if reported.insert(key) {
                 let span = cx.inner_span(path, &(pred.field_span.start..pred.value_span.end));
-                cx.recipe(span, format!("{msg} (event `{event}`)"), Some("numeric fields take ==, !=, <, <=, >, >=, & and a number; string fields take ==, !=, ~ and a quoted string".into()));
+                let help = help.unwrap_or_else(|| "numeric fields take ==, !=, <, <=, >, >=, & and a number; string fields take ==, !=, ~ and a quoted string".into());
+                cx.recipe(span, format!("{msg} (event `{event}`)"), Some(help));
             }
         }
     }
+    rewrites
+}
+
+/// What to write instead of a string comparison on user-space pointer `pred`.
+fn ustring_advice(facts: &KernelFacts, pred: &Predicate) -> String {
+    let base = pred.field.split('.').next().unwrap_or(&pred.field);
+    if facts.release_at_least(5, 17) {
+        format!(
+            "write `{base}.ustring {} ...`: the kernel then reads the string from user space (events.rst 5.1)",
+            pred.op
+        )
+    } else {
+        format!(
+            "this kernel ({}) cannot read user-space strings in a filter (`.ustring` is Linux 5.17+): record without it and narrow with `report -F`",
+            facts.release
+        )
+    }
+}
+
+/// The value of an errno comparison with a syscall's `ret`: `-NAME` is the
+/// negated number (what the syscall returns); a bare `NAME` is refused, since
+/// `ret` is never a positive errno.
+fn errno_value(word: &str) -> Result<i64, String> {
+    let (neg, name) = match word.strip_prefix('-') {
+        Some(n) => (true, n),
+        None => (false, word),
+    };
+    match (crate::errno::number(name), neg) {
+        (Some(n), true) => Ok(-n),
+        (Some(n), false) => Err(format!(
+            "a failed syscall returns `-{name}` in `ret`, never `{name}`: write `-{name}` (it becomes -{n})"
+        )),
+        (None, _) => {
+            let hint = suggest::did_you_mean(name, crate::errno::names(), 1);
+            Err(format!(
+                "`{word}` is neither a number nor an errno name{}",
+                if hint.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", hint.trim_end())
+                }
+            ))
+        }
+    }
+}
+
+/// Whether the number `text` (decimal or `0x` hex, maybe negative) fits field
+/// `f` as the kernel compares it: the kernel parses it as a signed or unsigned
+/// 64-bit number by the field's sign (a negative value for an unsigned field is
+/// refused) and then truncates it to the field's size, so a larger value would
+/// silently compare as another one. Hex bit patterns may use the sign bit.
+fn number_fits(text: &str, f: &Field) -> Result<(), String> {
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    let (hex, parsed) = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(h) => (true, i128::from_str_radix(h, 16)),
+        None => (false, digits.parse::<i128>()),
+    };
+    let Ok(magnitude) = parsed else {
+        return Err(format!("`{text}` is too large for any field"));
+    };
+    let value = if neg { -magnitude } else { magnitude };
+    if !matches!(f.size, 1 | 2 | 4 | 8) || f.array_len.is_some() {
+        return Ok(());
+    }
+    let bits = 8 * f.size as u32;
+    let (min, max) = match (f.signed, hex) {
+        (true, false) => (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1),
+        // kstrtoll: a hex bit pattern up to the field's width, within i64.
+        (true, true) => (
+            -(1i128 << (bits - 1)),
+            ((1i128 << bits) - 1).min(i64::MAX.into()),
+        ),
+        (false, _) => (0, (1i128 << bits) - 1),
+    };
+    if value < 0 && !f.signed {
+        return Err(format!(
+            "`{}` is unsigned ({} bytes) and the kernel refuses the negative value `{text}`",
+            f.name, f.size
+        ));
+    }
+    if value < min || value > max {
+        return Err(format!(
+            "`{text}` does not fit `{}`, {} {}-byte ({min} to {max}): the kernel would compare it cut to {bits} bits, as another number",
+            f.name,
+            if f.signed { "a signed" } else { "an unsigned" },
+            f.size
+        ));
+    }
+    Ok(())
 }
 
 /// `[collect]`: each command splits into words and names a program this host

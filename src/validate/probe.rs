@@ -111,11 +111,88 @@ const MAX_NAME: usize = 63;
 const MAX_ARGS: usize = 128;
 /// `MAX_ARRAY_LEN`.
 const MAX_ARRAY: u64 = 64;
-/// Registers of `%REG` on x86_64 (the names of arch/x86/kernel/ptrace.c's offset table).
-const X86_64_REGS: &[&str] = &[
-    "ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
-    "r15", "ip", "flags", "cs", "ss", "orig_ax",
-];
+/// The registers `%REG` names on each architecture, as its
+/// `regs_query_register_offset` knows them (arch/*/kernel/ptrace.c), by the
+/// `uname -m` names of the architectures kprobetrace.rst lists. `None` for
+/// another architecture: its registers are not checked.
+fn registers(arch: &str) -> Option<(&'static str, &'static [&'static str])> {
+    const X86_64: &[&str] = &[
+        "ax", "bx", "cx", "dx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13",
+        "r14", "r15", "ip", "flags", "cs", "ss", "orig_ax",
+    ];
+    const AARCH64: &[&str] = &[
+        "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
+        "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26",
+        "x27", "x28", "x29", "x30", "sp", "pc", "pstate",
+    ];
+    const ARM: &[&str] = &[
+        "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "fp", "ip", "sp", "lr",
+        "pc", "cpsr", "ORIG_r0",
+    ];
+    const RISCV64: &[&str] = &[
+        "epc", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3", "a4",
+        "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4",
+        "t5", "t6", "status", "badaddr", "cause", "orig_a0",
+    ];
+    const S390X: &[&str] = &[
+        "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13",
+        "r14", "r15",
+    ];
+    const PPC64: &[&str] = &[
+        "gpr0",
+        "gpr1",
+        "gpr2",
+        "gpr3",
+        "gpr4",
+        "gpr5",
+        "gpr6",
+        "gpr7",
+        "gpr8",
+        "gpr9",
+        "gpr10",
+        "gpr11",
+        "gpr12",
+        "gpr13",
+        "gpr14",
+        "gpr15",
+        "gpr16",
+        "gpr17",
+        "gpr18",
+        "gpr19",
+        "gpr20",
+        "gpr21",
+        "gpr22",
+        "gpr23",
+        "gpr24",
+        "gpr25",
+        "gpr26",
+        "gpr27",
+        "gpr28",
+        "gpr29",
+        "gpr30",
+        "gpr31",
+        "nip",
+        "msr",
+        "orig_gpr3",
+        "ctr",
+        "link",
+        "xer",
+        "ccr",
+        "softe",
+        "trap",
+        "dar",
+        "dsisr",
+    ];
+    Some(match arch {
+        "x86_64" => ("x86_64", X86_64),
+        "aarch64" | "arm64" => ("aarch64", AARCH64),
+        a if a.starts_with("armv") || a == "arm" => ("arm", ARM),
+        "riscv64" => ("riscv64", RISCV64),
+        "s390x" => ("s390x", S390X),
+        "ppc64le" | "ppc64" => ("ppc64", PPC64),
+        _ => return None,
+    })
+}
 
 /// How a fetched value is laid out in the event, for the synthesized format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,7 +309,7 @@ pub(super) fn resolve_probes(
                 );
                 continue;
             }
-            match fetcharg(arg, kind) {
+            match fetcharg(arg, kind, &cx.facts.arch) {
                 Ok(layout) => {
                     spec.push_str(&format!(" {name}={arg}"));
                     fields.push((name.clone(), layout));
@@ -263,7 +340,8 @@ pub(super) fn resolve_probes(
                     if let Some(format) = probe_format(kind, &p.event, &fields) {
                         let name = format!("{table}:{}", p.event);
                         let fbefore = cx.diags.len();
-                        check_predicates(
+                        // A probe is no syscall exit: its filter needs no errno rewrite.
+                        let _ = check_predicates(
                             cx,
                             &fpath,
                             &name,
@@ -323,7 +401,8 @@ pub(super) fn fold_event_into_probe(
             }
             Ok(preds) => {
                 let before = cx.diags.len();
-                check_predicates(
+                // A probe is no syscall exit: its filter needs no errno rewrite.
+                let _ = check_predicates(
                     cx,
                     &fpath,
                     &ev.name,
@@ -483,7 +562,7 @@ fn parse_number(s: &str) -> Option<u64> {
 
 /// Checks `FETCHARG[:TYPE]`; returns the field layout it produces, or a message
 /// and the byte range (in `text`) it is about.
-fn fetcharg(text: &str, kind: ProbeKind) -> Result<Layout, (String, Range<usize>)> {
+fn fetcharg(text: &str, kind: ProbeKind, arch: &str) -> Result<Layout, (String, Range<usize>)> {
     // The type follows the last ':' outside parentheses.
     let mut depth = 0i32;
     let mut colon = None;
@@ -499,7 +578,7 @@ fn fetcharg(text: &str, kind: ProbeKind) -> Result<Layout, (String, Range<usize>
         Some(c) => (&text[..c], Some((&text[c + 1..], c + 1))),
         None => (text, None),
     };
-    let source = fetch_source(arg, 0, kind)?;
+    let source = fetch_source(arg, 0, kind, arch)?;
     let Some((ty, at)) = ty else {
         return Ok(match source {
             Source::Comm => Layout {
@@ -620,8 +699,14 @@ enum Source {
     Imm,
 }
 
-/// Checks the FETCHARG part (no type); `at` is its offset in the whole text.
-fn fetch_source(arg: &str, at: usize, kind: ProbeKind) -> Result<Source, (String, Range<usize>)> {
+/// Checks the FETCHARG part (no type); `at` is its offset in the whole text;
+/// registers are those of `arch` (the traced kernel's `uname -m`).
+fn fetch_source(
+    arg: &str,
+    at: usize,
+    kind: ProbeKind,
+    arch: &str,
+) -> Result<Source, (String, Range<usize>)> {
     let here = at..at + arg.len().max(1);
     let err = |m: String| Err((m, here.clone()));
     let doc_kinds = if kind.is_kernel() {
@@ -630,10 +715,12 @@ fn fetch_source(arg: &str, at: usize, kind: ProbeKind) -> Result<Source, (String
         "uprobes"
     };
     if let Some(reg) = arg.strip_prefix('%') {
-        if cfg!(target_arch = "x86_64") && !X86_64_REGS.contains(&reg) {
-            let near = suggest::nearest(reg, X86_64_REGS.iter().copied());
+        if let Some((name, regs)) = registers(arch)
+            && !regs.contains(&reg)
+        {
+            let near = suggest::nearest(reg, regs.iter().copied());
             return err(format!(
-                "`%{reg}` is not an x86_64 register{}",
+                "`%{reg}` is not a register on {name}{}",
                 near.map(|n| format!(" (did you mean `%{n}`?)"))
                     .unwrap_or_default()
             ));
@@ -719,7 +806,7 @@ fn fetch_source(arg: &str, at: usize, kind: ProbeKind) -> Result<Source, (String
             return err(format!("`{offs}` in `{arg}` is not an offset"));
         }
         let inner = &arg[open + 1..arg.len() - 1];
-        fetch_source(inner, at + open + 1, kind)?;
+        fetch_source(inner, at + open + 1, kind, arch)?;
         return Ok(Source::Memory);
     }
     err(format!(
@@ -788,7 +875,7 @@ mod tests {
     use super::*;
 
     fn ok(arg: &str, kind: ProbeKind) -> bool {
-        fetcharg(arg, kind).is_ok()
+        fetcharg(arg, kind, "x86_64").is_ok()
     }
 
     #[test]
@@ -835,6 +922,25 @@ mod tests {
     }
 
     #[test]
+    fn registers_are_the_traced_architectures() {
+        use ProbeKind::*;
+        for (arch, good, bad) in [
+            ("aarch64", "%x0", "%di"),
+            ("armv7l", "%r0", "%x0"),
+            ("riscv64", "%a0", "%di"),
+            ("s390x", "%r2", "%x0"),
+            ("ppc64le", "%gpr3", "%r3"),
+            ("x86_64", "%di", "%x0"),
+        ] {
+            assert!(fetcharg(good, Kprobe, arch).is_ok(), "{arch} {good}");
+            let (msg, _) = fetcharg(bad, Kprobe, arch).unwrap_err();
+            assert!(msg.contains("is not a register on"), "{arch}: {msg}");
+        }
+        // An architecture without a table: registers are not checked.
+        assert!(fetcharg("%anything", Kprobe, "loongarch64").is_ok());
+    }
+
+    #[test]
     fn uprobe_fetchargs_follow_uprobetracer_rst() {
         use ProbeKind::*;
         assert!(ok("+0($retval):string", Uretprobe));
@@ -843,7 +949,7 @@ mod tests {
         assert!(!ok("$arg1", Uprobe));
         assert!(!ok("%di:symbol", Uprobe));
         assert!(!ok("+0(%di):ustring", Uprobe));
-        let (msg, at) = fetcharg("+0(%qq):string", Uprobe).unwrap_err();
+        let (msg, at) = fetcharg("+0(%qq):string", Uprobe, "x86_64").unwrap_err();
         assert!(msg.contains("%qq"), "{msg}");
         assert_eq!(at, 3..6);
     }

@@ -6,7 +6,7 @@
 use tracedat::EventFormat;
 
 use super::tracer::{check_function_entry, function_tracing_refused};
-use super::{Ctx, Span, check_predicates, filter, valid_event_pattern};
+use super::{Ctx, Span, check_predicates, filter, rewrite, valid_event_pattern};
 use crate::recipe::Trigger;
 use crate::suggest;
 
@@ -348,7 +348,7 @@ fn event_trigger(
             }
             Ok(preds) => {
                 let format = format?;
-                check_predicates(
+                let rewrites = check_predicates(
                     cx,
                     &base("if"),
                     event,
@@ -359,10 +359,10 @@ fn event_trigger(
                 if cx.diags.len() > before {
                     return None;
                 }
+                command.push_str(" if ");
+                command.push_str(&rewrite(cond, &rewrites));
             }
         }
-        command.push_str(" if ");
-        command.push_str(cond);
     }
     Some(ResolvedTrigger {
         event: Some(event.to_string()),

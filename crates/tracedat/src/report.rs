@@ -541,7 +541,7 @@ pub struct Printer<'a> {
     /// Comms learned from the records printed so far ([`Comms`]).
     comms: Comms,
     /// Per CPU, the call chain the function plugin has seen (for indents).
-    calls: Vec<Vec<Option<String>>>,
+    calls: FxHashMap<u32, Vec<Option<String>>>,
     line: Vec<u8>,
     /// A funcgraph_entry held back until the next record tells whether it is
     /// a leaf (`held`); one at most, as trace-cmd looks one record ahead.
@@ -570,7 +570,7 @@ impl<'a> Printer<'a> {
             heads: FxHashMap::default(),
             names: Vec::new(),
             bodies: Vec::new(),
-            calls: Vec::new(),
+            calls: FxHashMap::default(),
             comms: Comms::new(),
             line: Vec::with_capacity(256),
             entry: HeldEntry::default(),
@@ -874,11 +874,8 @@ impl Printer<'_> {
         let parent = self.file.symbol(pip).map(|(n, _)| n);
         let mut index = 0;
         if let Some(parent) = parent {
-            let cpu = ev.cpu as usize;
-            if cpu >= self.calls.len() {
-                self.calls.resize_with(cpu + 1, Vec::new);
-            }
-            let stack = &mut self.calls[cpu];
+            // By CPU id in a map: a file may claim CPU 0xFFFFFFF0.
+            let stack = self.calls.entry(ev.cpu).or_default();
             let found = stack
                 .iter()
                 .take_while(|e| e.is_some())
