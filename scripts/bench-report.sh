@@ -7,8 +7,9 @@
 # tracefs) under its own load, stopped at MAX_MB (default 300) MiB of raw data:
 #   raw-syscalls  bench/raw-syscalls.toml: sched:* + raw_syscalls:* under one
 #                 `dd bs=64` per CPU (mostly sys_enter/sys_exit)
-#   sched         bench/sched.toml: sched:* under one pair of `dd bs=1` piped
-#                 into each other per CPU (mostly switches and wakeups)
+#   sched         bench/sched.toml: sched:* under one pair of processes per
+#                 CPU passing a byte back and forth through pipes (python3;
+#                 mostly switches and wakeups)
 # The files are kept out of git under $BENCH_DIR (default
 # /var/tmp/trace-recipe-bench) and reused by later runs; delete a mix's folder
 # to record it afresh.
@@ -17,24 +18,41 @@
 # RSS < 100 MiB, on every mix. The machine is shared: the load average is
 # printed before and after, and CPU ratios are the fairer figure.
 #
-# Usage: sudo scripts/bench-report.sh        (needs trace-cmd and GNU time)
+# Usage: sudo scripts/bench-report.sh        (needs trace-cmd, GNU time, python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_DIR=${BENCH_DIR:-/var/tmp/trace-recipe-bench}
 MIXES=${MIXES:-raw-syscalls sched}
 MAX_MB=${MAX_MB:-300}
-for tool in trace-cmd /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "bench-report: needs $tool (apt-get install trace-cmd time)" >&2; exit 1; }
+for tool in trace-cmd /usr/bin/time python3; do
+  command -v "$tool" >/dev/null || { echo "bench-report: needs $tool (apt-get install trace-cmd time python3)" >&2; exit 1; }
 done
 cargo build --release -q
 BIN=$PWD/target/release/trace-recipe
 
 # Each load ends by itself within 60 s: stopping the run ends the workload's
 # shell, not its children.
+# The sched load: two processes passing one byte back and forth through two
+# pipes, so that every byte is a wakeup and a switch each way.
+export PINGPONG='
+import os, time
+r1, w1 = os.pipe()
+r2, w2 = os.pipe()
+if os.fork() == 0:
+    while os.read(r1, 1):
+        os.write(w2, b"x")
+    os._exit(0)
+end = time.time() + 60
+while time.time() < end:
+    for _ in range(1000):
+        os.write(w1, b"x")
+        os.read(r2, 1)
+os.close(w1)
+'
 load_of() {
   case $1 in
     raw-syscalls) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 dd if=/dev/zero of=/dev/null bs=64 count=50000000 2>/dev/null & i=$((i+1)); done; wait' ;;
-    sched) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 sh -c "dd if=/dev/zero bs=1 count=50000000 2>/dev/null | dd of=/dev/null bs=1 2>/dev/null" & i=$((i+1)); done; wait' ;;
+    sched) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 python3 -c "$PINGPONG" & i=$((i+1)); done; wait' ;;
     *) echo "bench-report: unknown mix $1 (known: raw-syscalls sched)" >&2; exit 1 ;;
   esac
 }
