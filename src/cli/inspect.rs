@@ -11,7 +11,7 @@ use super::args::{
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
 use crate::analysis::{Select, SelectArgs, SelectError, Selection, analyze_kept};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
-use crate::report::{JsonReport, Template, render_html};
+use crate::report::{JsonReport, RunInfo, Template, render_html};
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
 pub(super) fn list(a: ListArgs) -> Exit {
@@ -183,9 +183,12 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .transpose()
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
-    let (path, _opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
+    let (path, opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
     let file = tracedat::TraceFile::open(&path)
         .map_err(|e| Failure::failed(Context::new(format!("cannot read {}", path.display()), e)))?;
+    let run = (opened.is_some() || a.file.is_dir())
+        .then(|| path.parent().and_then(run_header))
+        .flatten();
     let args = SelectArgs {
         filters: a.filter,
         cpus: a.cpu,
@@ -202,10 +205,11 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         Some(o) => std::fs::File::create(o)
             .map_err(|e| Context::new(format!("cannot write {}", o.display()), e).into())
             .and_then(|f| {
-                print_report(&file, &mut keep, a.format, &a.analysis, &template, f)
+                print_report(&file, run.as_ref(), &mut keep, a.format, &a.analysis, &template, f)
             }),
         None => print_report(
             &file,
+            run.as_ref(),
             &mut keep,
             a.format,
             &a.analysis,
@@ -220,9 +224,23 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     }
 }
 
-/// Writes `file` in `format` to `to` (buffered), over the records `keep` keeps.
+/// The run's header (recipe, times, stop reason, workload, scope) from the
+/// report.json in output folder `dir`; `None` when it is missing, not a
+/// regular file, larger than 64 MiB or not a run's report.
+fn run_header(dir: &Path) -> Option<RunInfo> {
+    let p = dir.join("report.json");
+    let meta = std::fs::symlink_metadata(&p).ok()?;
+    if !meta.is_file() || meta.len() > 64 << 20 {
+        return None;
+    }
+    serde_json::from_slice(&std::fs::read(&p).ok()?).ok()
+}
+
+/// Writes `file` in `format` to `to` (buffered), over the records `keep`
+/// keeps, with `run`'s header in the summary, JSON and HTML.
 fn print_report(
     file: &tracedat::TraceFile,
+    run: Option<&RunInfo>,
     keep: &mut Option<Select>,
     format: Format,
     analyses: &[crate::analysis::AnalysisName],
@@ -253,7 +271,7 @@ fn print_report(
         }
         Format::Summary | Format::Json | Format::Html => {
             let a = analyze_kept(file, &Selection::new(file, analyses), keep.as_mut())?;
-            let r = JsonReport::new(file, &a, None);
+            let r = JsonReport::new(file, &a, run);
             let text = match format {
                 Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
                 Format::Html => render_html(&r),
