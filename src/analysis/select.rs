@@ -212,10 +212,8 @@ fn compile_events(
         // EVENT is everything before the first `:` that is followed by a
         // filter; `system:event` holds one `:` itself.
         let (event, text) = split_spec(file, spec);
-        let matched: Vec<&EventFormat> = file
-            .formats()
-            .filter(|f| event_matches(event, f))
-            .collect();
+        let matched: Vec<&EventFormat> =
+            file.formats().filter(|f| event_matches(event, f)).collect();
         if matched.is_empty() {
             return Err(SelectError::Unknown(format!(
                 "-F {spec:?}: this file has no event `{event}`; list the file's events with \
@@ -338,12 +336,17 @@ fn compile_test(f: &EventFormat, p: &filter::Predicate) -> Result<Test, String> 
             }
         },
     };
+    if op == Op::Glob && !text {
+        return Err(format!(
+            "`~` matches strings; field `{name}` is a number: use ==, !=, <, <=, >, >= or &"
+        ));
+    }
     let value = match (&p.value, text) {
         (Value::Quoted(s) | Value::Word(s), true) => Want::Text(s.clone()),
         (Value::Number(n), true) => Want::Text(n.clone()),
-        (Value::Number(n), false) => Want::Int(parse_int(n).ok_or_else(|| {
-            format!("`{n}` is not a number field `{name}` can hold")
-        })?),
+        (Value::Number(n), false) => Want::Int(
+            parse_int(n).ok_or_else(|| format!("`{n}` is not a number field `{name}` can hold"))?,
+        ),
         (Value::Quoted(s) | Value::Word(s), false) => {
             return Err(format!(
                 "field `{name}` of `{}:{}` is a number, `{s}` is not; compare it with a number",
@@ -352,13 +355,7 @@ fn compile_test(f: &EventFormat, p: &filter::Predicate) -> Result<Test, String> 
         }
     };
     match (&value, op) {
-        (Want::Text(_), Op::Eq | Op::Ne | Op::Glob) | (Want::Int(_), Op::Eq | Op::Ne) => {}
-        (Want::Int(_), Op::Glob) => {
-            return Err(format!(
-                "`~` matches strings; field `{name}` is a number: use ==, !=, <, <=, >, >= or &"
-            ));
-        }
-        (Want::Int(_), _) => {}
+        (Want::Text(_), Op::Eq | Op::Ne | Op::Glob) | (Want::Int(_), _) => {}
         (Want::Text(_), _) => {
             return Err(format!(
                 "`{}` does not apply to string field `{name}`: use ==, != or ~",
@@ -473,7 +470,9 @@ fn parse_cpus(list: &str) -> Result<Vec<u32>, SelectError> {
 fn first_ts(file: &TraceFile) -> Result<u64, SelectError> {
     match file.records().next() {
         Some(Ok(r)) => Ok(r.ts()),
-        Some(Err(e)) => Err(SelectError::Unknown(format!("cannot read the first record: {e}"))),
+        Some(Err(e)) => Err(SelectError::Unknown(format!(
+            "cannot read the first record: {e}"
+        ))),
         None => Ok(0),
     }
 }
@@ -533,12 +532,18 @@ mod tests {
 
     #[test]
     fn times_are_seconds_after_the_first_event_or_printed_timestamps() {
-        assert_eq!(parse_time("1.5", 100, "local", "--from").unwrap(), 1_500_000_100);
+        assert_eq!(
+            parse_time("1.5", 100, "local", "--from").unwrap(),
+            1_500_000_100
+        );
         assert_eq!(
             parse_time("@12.000001", 0, "local", "--from").unwrap(),
             12_000_000_500
         );
-        assert_eq!(parse_time("@12.000001", 0, "local", "--to").unwrap(), 12_000_001_499);
+        assert_eq!(
+            parse_time("@12.000001", 0, "local", "--to").unwrap(),
+            12_000_001_499
+        );
         assert!(parse_time("soon", 0, "local", "--to").is_err());
         assert!(parse_time("1.5", 0, "counter", "--to").is_err());
         assert_eq!(parse_time("@777", 0, "counter", "--to").unwrap(), 777);

@@ -189,7 +189,13 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "LIST")]
     pub(crate) cpu: Vec<String>,
     /// Keep only the events of these tasks (repeatable or comma-separated).
-    #[arg(short = 'P', long, value_delimiter = ',', value_name = "PID", allow_negative_numbers = true)]
+    #[arg(
+        short = 'P',
+        long,
+        value_delimiter = ',',
+        value_name = "PID",
+        allow_negative_numbers = true
+    )]
     pub(crate) pid: Vec<i32>,
     /// Keep only the events of tasks with this name (a glob; repeatable).
     #[arg(long, value_name = "NAME")]

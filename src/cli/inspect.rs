@@ -205,7 +205,15 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         Some(o) => std::fs::File::create(o)
             .map_err(|e| Context::new(format!("cannot write {}", o.display()), e).into())
             .and_then(|f| {
-                print_report(&file, run.as_ref(), &mut keep, a.format, &a.analysis, &template, f)
+                print_report(
+                    &file,
+                    run.as_ref(),
+                    &mut keep,
+                    a.format,
+                    &a.analysis,
+                    &template,
+                    f,
+                )
             }),
         None => print_report(
             &file,
