@@ -59,7 +59,7 @@ fn ours(dat: &Path, args: &[&str]) -> String {
 /// trace-cmd's listing with `args` (before the file: 3.1.6 ignores `-F` after `-i`).
 fn theirs(dat: &Path, args: &[&str]) -> String {
     let mut all: Vec<&std::ffi::OsStr> = vec!["report".as_ref()];
-    all.extend(args.iter().map(|a| std::ffi::OsStr::new(a)));
+    all.extend(args.iter().map(std::ffi::OsStr::new));
     all.push(dat.as_os_str());
     trace_cmd(&all)
 }

@@ -31,7 +31,7 @@ struct Test {
 
 #[derive(Debug)]
 enum Field {
-    /// A field of the format, by index into `fields` or `common_fields`.
+    /// A field of the event's format, by name.
     Named(String),
     /// `cpu` / `CPU`: the record's CPU.
     Cpu,
@@ -78,6 +78,8 @@ pub struct Select {
     to: Option<u64>,
     /// Task names learned from the stream (for `--comm` and `comm ==`).
     learned: Comms,
+    /// Whether a filter tests `comm` (then the stream's names are learned).
+    tests_comm: bool,
 }
 
 /// The command-line text a [`Select`] is built from.
@@ -119,7 +121,13 @@ impl Select {
         }
         let mut s = Select::default();
         if !args.filters.is_empty() {
-            s.events = Some(compile_events(file, &args.filters)?);
+            let events = compile_events(file, &args.filters)?;
+            s.tests_comm = events
+                .iter()
+                .flatten()
+                .flatten()
+                .any(|c| c.tests.iter().any(|t| matches!(t.field, Field::Comm)));
+            s.events = Some(events);
         }
         if !args.cpus.is_empty() {
             let mut set = FxHashSet::default();
@@ -162,8 +170,7 @@ impl Select {
         let Record::Event(ev) = rec else {
             return self.events.is_none() && self.pids.is_none() && self.comms.is_none();
         };
-        let needs_comm = self.comms.is_some() || self.events.is_some();
-        if needs_comm {
+        if self.comms.is_some() || self.tests_comm {
             self.learned.learn(file, ev);
         }
         let pid = ev.pid();
