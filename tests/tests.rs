@@ -25,4 +25,5 @@ mod scope;
 mod status;
 mod teams;
 mod teardown;
+mod trust;
 mod writer;
