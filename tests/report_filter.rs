@@ -302,6 +302,11 @@ fn a_folder_report_shows_the_run_header_and_analysis_prints_only_that() {
     );
     let html = ours(&out, &["--format", "html", "--analysis", "wakeup"]);
     assert!(!html.contains("<h2>Events</h2>"));
+    // A bundle's too.
+    assert_exit(&trace_recipe(&["pack", out.to_str().unwrap()]), 0);
+    let bundle = out.with_extension("tar.zst");
+    let packed = ours(&bundle, &["--format", "summary", "--pid", "1"]);
+    assert!(packed.contains("recipe:   filters"), "{packed}");
     // A bare trace.dat has no run header.
     let bare = ours(&out.join("trace.dat"), &["--format", "summary"]);
     assert!(!bare.contains("recipe:"), "{bare}");
