@@ -113,6 +113,11 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
         r.expectations = serde_json::from_value(j["expectations"].clone()).unwrap_or_default();
+        // What the kernel kept outside the trace (a tracer's max latency, the
+        // deepest stack, hist tables) is in report.json only.
+        r.tracer = serde_json::from_value(j["tracer"].clone()).ok();
+        r.stack_tracer = serde_json::from_value(j["stack_tracer"].clone()).ok();
+        r.hist = serde_json::from_value(j["hist"].clone()).unwrap_or_default();
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)
@@ -393,7 +398,8 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
     for (rule, expr) in &parsed {
         let known = match &expr.metric {
             Metric::Count(ev) | Metric::Rate(ev) => names.contains(ev),
-            Metric::LostEvents => true,
+            Metric::LostEvents | Metric::MaxLatency | Metric::MaxStack => true,
+            Metric::Hist { event, .. } => ra.hist.iter().chain(&rb.hist).any(|h| h.event == *event),
             Metric::Latency { analysis, key, .. } => latency
                 .iter()
                 .any(|l| l.analysis == *analysis && l.key == *key),

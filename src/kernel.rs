@@ -136,6 +136,7 @@ impl Scope {
             systems,
             kernel_symbols: !recipe.kprobes.is_empty(),
             filter_functions: recipe.tracer.is_some()
+                || recipe.stack.is_some()
                 || recipe.triggers.iter().any(|t| t.function.is_some()),
         }
     }

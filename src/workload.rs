@@ -9,6 +9,7 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 
 use rustix::process::{Pid, Signal};
 use std::process::{Child, Command, ExitStatus};
@@ -65,16 +66,26 @@ pub(crate) fn resolvable(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The environment variable that holds the path of the run's `trace_marker`
+/// for the workload (recipe-format 1.2), e.g.
+/// `/sys/kernel/tracing/instances/trace-recipe-NAME-PID/trace_marker`.
+pub const MARKER_ENV: &str = "TRACE_RECIPE_MARKER";
+
 impl Workload {
     /// Starts `command` held, in a process group of its own (its pid is the
     /// group's id), so a terminal's Ctrl-C reaches the run, not the workload, and
     /// the run can end the whole group with `killpg`. Errors: the stub could not
     /// be spawned.
-    pub(crate) fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
+    ///
+    /// The workload finds its run's `trace_marker` (`marker`) in
+    /// [`MARKER_ENV`]: what it writes there lands in the trace as
+    /// `ftrace:print` records, in order with the kernel's events.
+    pub(crate) fn spawn_held(command: &[String], marker: &Path) -> std::io::Result<Workload> {
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
         let (child, go) = stub::spawn(&args, false, |c| {
             c.process_group(0);
+            c.env(MARKER_ENV, marker);
         })?;
         Ok(Workload {
             child,

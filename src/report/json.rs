@@ -166,6 +166,20 @@ pub struct JsonReport {
     /// (after `--set`); empty for `report` on a file.
     #[serde(default)]
     pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
+    /// The run's tracer's own result (a latency tracer's max latency and its
+    /// trace); absent for tracers that keep none and for `report` on a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tracer: Option<crate::results::TracerReport>,
+    /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
+    /// The table of each hist trigger of the run, parsed; empty without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hist: Vec<crate::results::HistTable>,
+    /// The function profiler's table (`[tracer] function_profile`), merged
+    /// over CPUs, the most total time first; empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) function_profile: Vec<crate::results::ProfiledFunction>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -303,6 +317,10 @@ impl JsonReport {
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
+            tracer: None,
+            stack_tracer: None,
+            hist: Vec::new(),
+            function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
     }
