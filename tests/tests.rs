@@ -18,6 +18,7 @@ mod lab;
 mod probes;
 mod reliability;
 mod report;
+mod report_filter;
 mod run;
 mod runbook;
 mod scope;

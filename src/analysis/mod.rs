@@ -19,6 +19,7 @@
 mod histogram;
 mod latency;
 mod profile;
+mod select;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
+pub use select::{Select, SelectArgs, SelectError};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -317,6 +319,15 @@ impl CpuSlots {
 /// Runs the `selection` over every record of `file` in one pass.
 /// Errors: a corrupt page or chunk ([`tracedat::Error`]).
 pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, tracedat::Error> {
+    analyze_kept(file, selection, None)
+}
+
+/// [`analyze`] over the records `keep` keeps (every record when `None`).
+pub fn analyze_kept(
+    file: &TraceFile,
+    selection: &Selection,
+    mut keep: Option<&mut Select>,
+) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
     // Counted index 0 is "an id with no format".
@@ -356,7 +367,13 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
     for rec in file.records() {
-        let ev = match rec? {
+        let rec = rec?;
+        if let Some(k) = keep.as_deref_mut()
+            && !k.keeps(file, &rec)
+        {
+            continue;
+        }
+        let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
                 *counts.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
