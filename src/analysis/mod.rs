@@ -11,11 +11,13 @@
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
+//! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task ([`errno`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
+mod errno;
 mod histogram;
 mod latency;
 mod profile;
@@ -28,6 +30,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
+pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use profile::Profile;
@@ -54,11 +57,13 @@ pub enum AnalysisName {
     Irq,
     /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
     Profile,
+    /// Failed syscalls by errno name, per syscall and per task.
+    Errno,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 8] = [
+    pub const ALL: [AnalysisName; 9] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -67,6 +72,7 @@ impl AnalysisName {
         AnalysisName::Stacks,
         AnalysisName::Irq,
         AnalysisName::Profile,
+        AnalysisName::Errno,
     ];
 
     /// The name as typed on the command line.
@@ -80,6 +86,7 @@ impl AnalysisName {
             AnalysisName::Stacks => "stacks",
             AnalysisName::Irq => "irq",
             AnalysisName::Profile => "profile",
+            AnalysisName::Errno => "errno",
         }
     }
 }
@@ -140,6 +147,9 @@ impl Selection {
         }
         if profile::Profiler::applies(file) {
             v.push(AnalysisName::Profile);
+        }
+        if errno::Errors::applies(file) {
+            v.push(AnalysisName::Errno);
         }
         Selection {
             names: v,
@@ -221,6 +231,8 @@ pub struct Analysis {
     pub(crate) stacks: Option<Stacks>,
     /// Where each task's time went (`profile`).
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno (`errno`).
+    pub(crate) errno: Option<Errno>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -307,6 +319,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut profiler = selection
         .has(AnalysisName::Profile)
         .then(|| profile::Profiler::new(file));
+    let mut errors = selection
+        .has(AnalysisName::Errno)
+        .then(|| errno::Errors::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -357,6 +372,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         if let Some(p) = profiler.as_mut() {
             p.add(&ev, pid);
         }
+        if let Some(e) = errors.as_mut() {
+            e.add(&ev, pid);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -404,15 +422,18 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         })
         .unzip();
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
+    let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
+        errno = errno.filter(|e| e.exits > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
             AnalysisName::Profile => profile.is_some(),
+            AnalysisName::Errno => errno.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -422,6 +443,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         latencies,
         stacks,
         profile,
+        errno,
         counts,
         task_latency: task_latency
             .into_iter()

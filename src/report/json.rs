@@ -152,6 +152,8 @@ pub struct JsonReport {
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno name, per syscall and per task (analysis `errno`).
+    pub(crate) errno: Option<crate::analysis::Errno>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -300,6 +302,7 @@ impl JsonReport {
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
             profile: a.profile.clone(),
+            errno: a.errno.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
