@@ -36,13 +36,18 @@ pub(crate) const MANIFEST_VERSION: u32 = 1;
 pub(crate) const MANIFEST: &str = "manifest.json";
 /// Most members a bundle may hold.
 const MAX_MEMBERS: usize = 10_000;
-/// Most bytes one bundle may unpack to (16 GiB).
-const MAX_TOTAL: u64 = 16 << 30;
-/// Most bytes the manifest may have.
-const MAX_MANIFEST: u64 = 64 << 20;
-/// Largest unpacked / packed ratio accepted once past 64 MiB unpacked (a
-/// decompression bomb expands far more; trace data compresses about 5 to 20 times).
-const MAX_RATIO: u64 = 1000;
+/// Most bytes one bundle may unpack to, all members together (4 GiB).
+const MAX_TOTAL: u64 = 4 << 30;
+/// Most bytes `trace.dat` may unpack to (4 GiB).
+const MAX_TRACE_DAT: u64 = 4 << 30;
+/// Most bytes any other member may unpack to (256 MiB: reports, recipes,
+/// histograms, collected command output).
+const MAX_MEMBER: u64 = 256 << 20;
+/// Largest unpacked / compressed ratio accepted once past 64 MiB unpacked, the
+/// compressed side counted as the bytes the decompressor actually consumed (so
+/// padding after the zstd frame does not dilute it). A decompression bomb
+/// expands thousands of times; trace data compresses about 5 to 50 times.
+const MAX_RATIO: u64 = 250;
 /// Longest member name.
 const MAX_NAME: usize = 255;
 
@@ -120,7 +125,7 @@ pub enum BundleError {
         missing: &'static str,
     },
     /// The bundle is refused; nothing was written outside a temporary folder.
-    #[error("{}: refused: {reason}", .path.display())]
+    #[error("{}: refused: {}", crate::untrusted::escape_path(.path), crate::untrusted::escape(.reason))]
     Refused {
         /// The bundle.
         path: PathBuf,
@@ -250,18 +255,22 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> std:
 }
 
 /// The manifest of output folder `dir` with `members` (what `pack` writes;
-/// `rerun` and `check --against` read a folder's through it too). Never fails
-/// on a missing or unreadable report.json or recipe: those fields stay empty.
+/// `rerun` and `check --against` read a folder's through it too). A missing or
+/// malformed report.json, recipe or facts.json leaves its fields empty; one that
+/// is refused (not a regular file, too large, a link out of the folder, see
+/// [`crate::untrusted`]) is an error naming it.
 pub(crate) fn manifest_for(
     dir: &Path,
     members: BTreeMap<String, Member>,
     redact_host: bool,
 ) -> Result<Manifest, BundleError> {
-    let read = |name: &str| std::fs::read(dir.join(name)).ok();
-    let report: serde_json::Value = read("report.json")
+    use crate::untrusted::{Kind, read_optional_in};
+    let report: serde_json::Value = read_optional_in(dir, "report.json", Kind::Report)?
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
-    let rendered = read("recipe.toml").unwrap_or_default();
+    let rendered = read_optional_in(dir, "recipe.toml", Kind::Recipe)?.unwrap_or_default();
+    let written = read_optional_in(dir, "recipe.source.toml", Kind::Recipe)?;
+    let facts = read_optional_in(dir, "facts.json", Kind::Facts)?;
     let recipe: toml::Table = std::str::from_utf8(&rendered)
         .ok()
         .and_then(|t| t.parse().ok())
@@ -294,7 +303,7 @@ pub(crate) fn manifest_for(
                 .and_then(|n| n.as_str())
                 .map(str::to_string)
         }),
-        recipe_written_sha256: read("recipe.source.toml").map(|b| sha256_hex(&b)),
+        recipe_written_sha256: written.map(|b| sha256_hex(&b)),
         recipe_rendered_sha256: Some(sha256_hex(&rendered)),
         params,
         workload: report["workload"]["command"].as_array().map(|a| {
@@ -306,7 +315,7 @@ pub(crate) fn manifest_for(
             .then(|| hostname::get().ok()?.into_string().ok())
             .flatten(),
         kernel_release: str_of(&report["kernel_release"]),
-        kernel_facts: read("facts.json").and_then(|b| serde_json::from_slice(&b).ok()),
+        kernel_facts: facts.and_then(|b| serde_json::from_slice(&b).ok()),
         started: str_of(&report["started"]),
         ended: str_of(&report["ended"]),
         stop_reason: str_of(&report["stop_reason"]),
@@ -330,13 +339,25 @@ pub struct Opened {
     pub manifest: Manifest,
 }
 
-/// Whether `path` starts like a zstd stream (a bundle, not a trace.dat).
+/// Whether `path` starts like a zstd stream (a bundle, not a trace.dat). A
+/// path that is not a regular file is not opened (and so not a bundle).
 pub(crate) fn looks_like_bundle(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
+    crate::untrusted::open(path, crate::untrusted::Kind::Bundle)
+        .and_then(|(mut f, _)| {
+            f.read_exact(&mut magic)
+                .map_err(|source| crate::untrusted::Refusal::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        })
         .is_ok()
         && magic == [0x28, 0xb5, 0x2f, 0xfd]
+}
+
+/// Opens the bundle file itself through [`crate::untrusted::open`].
+fn open_bundle(path: &Path) -> Result<File, BundleError> {
+    Ok(crate::untrusted::open(path, crate::untrusted::Kind::Bundle)?.0)
 }
 
 /// Checks and unpacks the bundle at `path` into a fresh temporary folder.
@@ -344,8 +365,7 @@ pub(crate) fn looks_like_bundle(path: &Path) -> bool {
 /// cases in the module docs, a truncated or corrupt stream, a member whose
 /// hash does not match (named), a manifest that is missing or newer.
 pub fn open(path: &Path) -> Result<Opened, BundleError> {
-    let file = File::open(path).map_err(io(path))?;
-    let packed = file.metadata().map_err(io(path))?.len();
+    let file = open_bundle(path)?;
     let dir = tempfile::Builder::new()
         .prefix("trace-recipe-bundle-")
         .tempdir()
@@ -354,7 +374,7 @@ pub fn open(path: &Path) -> Result<Opened, BundleError> {
         path: path.to_path_buf(),
         reason,
     };
-    let manifest = extract(file, packed, dir.path()).map_err(refuse)?;
+    let manifest = extract(file, dir.path()).map_err(refuse)?;
     Ok(Opened { dir, manifest })
 }
 
@@ -379,13 +399,12 @@ pub(crate) fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manife
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let file = File::open(path).map_err(io(path))?;
-    let packed = file.metadata().map_err(io(path))?.len();
+    let file = open_bundle(path)?;
     let tmp = tempfile::Builder::new()
         .prefix(".trace-recipe-unpack-")
         .tempdir_in(parent)
         .map_err(io(parent))?;
-    let manifest = extract(file, packed, tmp.path()).map_err(|reason| BundleError::Refused {
+    let manifest = extract(file, tmp.path()).map_err(|reason| BundleError::Refused {
         path: path.to_path_buf(),
         reason,
     })?;
@@ -402,8 +421,13 @@ pub(crate) fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manife
 
 /// Reads a bundle stream into `dest` (an empty folder of ours); returns the
 /// manifest or why the bundle is refused.
-fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
-    let dec = zstd::Decoder::new(file).map_err(|e| format!("not a zstd stream: {e}"))?;
+fn extract(file: File, dest: &Path) -> Result<Manifest, String> {
+    let consumed = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let counted = Counted {
+        inner: file,
+        count: consumed.clone(),
+    };
+    let dec = zstd::Decoder::new(counted).map_err(|e| format!("not a zstd stream: {e}"))?;
     let mut archive = tar::Archive::new(dec);
     let entries = archive
         .entries()
@@ -438,10 +462,10 @@ fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
             .header()
             .size()
             .map_err(|e| format!("member `{name}` has a bad size: {e}"))?;
-        let limit = if name == MANIFEST {
-            MAX_MANIFEST
-        } else {
-            MAX_TOTAL
+        let limit = match name.as_str() {
+            MANIFEST => crate::untrusted::Kind::Manifest.cap(),
+            "trace.dat" => MAX_TRACE_DAT,
+            _ => MAX_MEMBER,
         };
         if declared > limit || total.saturating_add(declared) > MAX_TOTAL {
             return Err(format!(
@@ -482,9 +506,9 @@ fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
             if n_member > declared || total > MAX_TOTAL {
                 return Err(format!("member `{name}` is larger than it declares"));
             }
-            if total > (64 << 20) && total / packed.max(1) > MAX_RATIO {
+            if total > (64 << 20) && total / consumed.get().max(1) > MAX_RATIO {
                 return Err(format!(
-                    "it expands more than {MAX_RATIO} times its size (a decompression bomb?)"
+                    "it expands more than {MAX_RATIO} times its compressed size (a decompression bomb?)"
                 ));
             }
             hasher.update(&buf[..n]);
@@ -497,7 +521,8 @@ fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
             .map(|b| format!("{b:02x}"))
             .collect();
         if name == MANIFEST {
-            let text = std::fs::read(&target).map_err(|e| e.to_string())?;
+            let text = crate::untrusted::read(&target, crate::untrusted::Kind::Manifest)
+                .map_err(|e| e.reason())?;
             manifest = Some(parse_manifest(&text)?);
         } else {
             seen.insert(
@@ -525,6 +550,21 @@ fn extract(file: File, packed: u64, dest: &Path) -> Result<Manifest, String> {
         return Err(format!("member `{extra}` is not listed in the manifest"));
     }
     Ok(manifest)
+}
+
+/// A reader that counts the bytes read through it (the compressed bytes the
+/// zstd decoder consumed).
+struct Counted<R> {
+    inner: R,
+    count: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
 }
 
 fn stream_error(e: &std::io::Error) -> String {
@@ -558,18 +598,25 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
-    let v: serde_json::Value =
+    // Format and version alone first (nothing else kept), then the typed
+    // manifest straight from the bytes: no intermediate JSON tree.
+    #[derive(Deserialize)]
+    struct Head {
+        format: Option<String>,
+        format_version: Option<u64>,
+    }
+    let head: Head =
         serde_json::from_slice(text).map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
-    if v["format"] != MANIFEST_FORMAT {
+    if head.format.as_deref() != Some(MANIFEST_FORMAT) {
         return Err(format!("{MANIFEST} is not a trace-recipe bundle manifest"));
     }
-    let version = v["format_version"].as_u64().unwrap_or(0);
+    let version = head.format_version.unwrap_or(0);
     if version > u64::from(MANIFEST_VERSION) {
         return Err(format!(
             "{MANIFEST} is format version {version}, newer than this trace-recipe reads ({MANIFEST_VERSION}); upgrade trace-recipe"
         ));
     }
-    serde_json::from_value(v).map_err(|e| format!("{MANIFEST} is malformed: {e}"))
+    serde_json::from_slice(text).map_err(|e| format!("{MANIFEST} is malformed: {e}"))
 }
 
 /// The trace.dat to read for `report` or `diff` given a path: a bundle (checked
@@ -578,7 +625,9 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
 pub(crate) fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
     if path.is_dir() {
         let dat = path.join("trace.dat");
-        return if dat.is_file() {
+        crate::untrusted::inside(path, &dat)?;
+        // Whatever it is, `tracedat` judges it (a FIFO or device is refused there).
+        return if std::fs::metadata(&dat).is_ok() {
             Ok((dat, None))
         } else {
             Err(BundleError::NotOutputFolder {

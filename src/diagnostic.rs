@@ -71,6 +71,9 @@ impl Diagnostic {
             Fault::Kernel => "this kernel",
         };
         let (source, span) = source.part_of(self.span.clone());
+        if source.foreign {
+            return format!("{}\n", self.foreign_message(&source));
+        }
         let source = &source;
         let span = span.as_ref().map(|s| {
             let start = floor_char_boundary(&source.text, s.start.min(source.text.len()));
@@ -138,6 +141,17 @@ pub(crate) struct JsonDiagnostic {
 }
 
 impl Diagnostic {
+    /// What is said of a problem in a file outside the recipe's folder: its name
+    /// and that it is refused, never its content (not even a key or value the
+    /// message would quote).
+    fn foreign_message(&self, source: &Source) -> String {
+        format!(
+            "{}: error (recipe): this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown\n  = help: check it on its own with `trace-recipe check {}`",
+            crate::untrusted::escape_path(&source.path),
+            crate::untrusted::escape_path(&source.path)
+        )
+    }
+
     /// The diagnostic's place and text as [`JsonDiagnostic`], against `source`.
     pub(crate) fn to_json(&self, source: &Source) -> JsonDiagnostic {
         let (source, span) = source.part_of(self.span.clone());
@@ -155,9 +169,16 @@ impl Diagnostic {
             end_column: place.map(|p| p.1.1),
             severity: "error".into(),
             fault: self.fault,
-            message: self.message.clone(),
-            help: self.help.clone(),
-            suggestions: self.help.as_deref().map(suggestions).unwrap_or_default(),
+            message: if source.foreign {
+                "this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown".into()
+            } else {
+                self.message.clone()
+            },
+            help: self.help.clone().filter(|_| !source.foreign),
+            suggestions: match source.foreign {
+                true => Vec::new(),
+                false => self.help.as_deref().map(suggestions).unwrap_or_default(),
+            },
         }
     }
 }
@@ -190,6 +211,9 @@ pub struct Source {
     pub(crate) text: String,
     /// The files of an `extends` chain after the first (empty for a lone recipe).
     pub(crate) parts: Vec<SourcePart>,
+    /// The file lies outside the folder of the recipe that was run (a part
+    /// returned by [`Source::part_of`]): its content is never shown.
+    pub(crate) foreign: bool,
 }
 
 /// A base file's place in [`Source::text`].
@@ -199,6 +223,8 @@ pub(crate) struct SourcePart {
     pub(crate) path: PathBuf,
     /// Byte offset of its first byte in [`Source::text`]; it runs to the next part's start.
     pub(crate) start: usize,
+    /// It lies outside the folder of the recipe that was run (see [`Source::foreign`]).
+    pub(crate) foreign: bool,
 }
 
 impl Source {
@@ -208,6 +234,7 @@ impl Source {
             path: path.into(),
             text: text.into(),
             parts: Vec::new(),
+            foreign: false,
         }
     }
 
@@ -228,10 +255,9 @@ impl Source {
             Some((i, p)) => {
                 let end = self.parts.get(i + 1).map_or(self.text.len(), |n| n.start);
                 let shifted = s.start - p.start..s.end.saturating_sub(p.start);
-                (
-                    Source::single(&p.path, &self.text[p.start..end]),
-                    Some(shifted),
-                )
+                let mut part = Source::single(&p.path, &self.text[p.start..end]);
+                part.foreign = p.foreign;
+                (part, Some(shifted))
             }
         }
     }

@@ -88,9 +88,14 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
     let (dat, opened) = resolve_input(path)?;
     let folder = dat.parent().map(Path::to_path_buf).unwrap_or_default();
     let is_folder = opened.is_some() || path.is_dir();
-    let report = is_folder
-        .then(|| std::fs::read(folder.join("report.json")).ok())
-        .flatten()
+    use crate::untrusted::{Kind, read_optional_in};
+    let member = |name: &str, kind: Kind| -> Result<Option<Vec<u8>>, DiffError> {
+        match is_folder {
+            true => Ok(read_optional_in(&folder, name, kind).map_err(BundleError::from)?),
+            false => Ok(None),
+        }
+    };
+    let report = member("report.json", Kind::Report)?
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
     let file = tracedat::TraceFile::open(&dat).map_err(|source| DiffError::TraceDat {
         path: dat.clone(),
@@ -108,6 +113,11 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
         r.expectations = serde_json::from_value(j["expectations"].clone()).unwrap_or_default();
+        // What the kernel kept outside the trace (a tracer's max latency, the
+        // deepest stack, hist tables) is in report.json only.
+        r.tracer = serde_json::from_value(j["tracer"].clone()).ok();
+        r.stack_tracer = serde_json::from_value(j["stack_tracer"].clone()).ok();
+        r.hist = serde_json::from_value(j["hist"].clone()).unwrap_or_default();
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)
@@ -118,19 +128,16 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
     {
         r.duration_s = Some((t.bucket_ns * t.buckets as u64) as f64 / 1e9);
     }
-    let recipe = is_folder
-        .then(|| std::fs::read_to_string(folder.join("recipe.toml")).ok())
-        .flatten()
+    let recipe = member("recipe.toml", Kind::Recipe)?
+        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| t.parse::<toml::Table>().ok());
-    let facts = opened
+    let facts = match opened
         .as_ref()
         .and_then(|o| o.manifest.kernel_facts.clone())
-        .or_else(|| {
-            is_folder
-                .then(|| std::fs::read(folder.join("facts.json")).ok())
-                .flatten()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-        });
+    {
+        Some(f) => Some(f),
+        None => member("facts.json", Kind::Facts)?.and_then(|b| serde_json::from_slice(&b).ok()),
+    };
     Ok(Side {
         path: path.to_path_buf(),
         report: r,
@@ -392,7 +399,10 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
         for (metric, span) in Metric::of(expr) {
             let known = match metric {
                 Metric::Count(ev) | Metric::Rate(ev) => names.contains(ev),
-                Metric::LostEvents => true,
+                Metric::LostEvents | Metric::MaxLatency | Metric::MaxStack => true,
+                Metric::Hist { event, .. } => {
+                    ra.hist.iter().chain(&rb.hist).any(|h| h.event == *event)
+                }
                 Metric::Latency { analysis, key, .. } => latency
                     .iter()
                     .any(|l| l.analysis == *analysis && l.key == *key),

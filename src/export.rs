@@ -82,6 +82,11 @@ pub fn sh(plan: &Plan, name: &str) -> Result<String, String> {
             let _ = writeln!(o, "B{n}=$({pick} < {p}) || step {n}");
             undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
         }
+        if let Op::Sysctl { sysctl, .. } = &s.op {
+            let p = sysctl.path().display().to_string();
+            let _ = writeln!(o, "B{n}=$(cat {p}) || step {n}");
+            undo_cmd = Some(format!("printf '%s\\n' \"$B{n}\" > {p}"));
+        }
         let _ = writeln!(o, "{} || step {n}", s.op.command(&SH));
         if let Some(u) = undo_cmd {
             let _ = writeln!(o, "push {}", q(&u));
@@ -167,6 +172,12 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
             undo,
         } = &s.op
         else {
+            if let Op::Sysctl { sysctl, .. } = &s.op {
+                notes.push(format!(
+                    "{}: trace-cmd record cannot set it (`trace-cmd stack --start` before and `--stop` after do)",
+                    sysctl.name()
+                ));
+            }
             // The instance: `-B`, below.
             continue;
         };
@@ -510,6 +521,8 @@ trace-cmd record -B trace-recipe-x-1 \\
             options: vec![("funcgraph-retval".into(), true)],
             at_top_level: true,
             graph_filter_at_top: true,
+            max_latency: None,
+            function_profile: false,
             span: None,
         });
         v.triggers = vec![

@@ -4,6 +4,7 @@
 //! ```text
 //! EXPR    := METRIC OP VALUE
 //! METRIC  := count(SYSTEM:EVENT) | rate(SYSTEM:EVENT) | lost_events
+//!          | max_latency | max_stack | hist(SYSTEM:EVENT:VALUE)
 //!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
 //! OP      := == | != | < | <= | > | >=
 //! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER% | METRIC | NUMBER * METRIC
@@ -11,14 +12,17 @@
 //! ```
 //!
 //! `count` is the number of events recorded, `rate` that number per second of
-//! recording, `lost_events` report.json's `lost_total`. `pNN` and `max` read the
+//! recording, `lost_events` report.json's `lost_total`, `max_latency` its
+//! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`, `hist` a value summed over
+//! a hist trigger's table (`hist[].totals`). `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`. A measurement on the
 //! right (`count(block:block_rq_complete) == count(block:block_rq_issue)`,
 //! `p99(wakeup:x) < 2 * p50(wakeup:x)`) is read from the same run as the left
 //! (run B of a `diff`); both sides must be of one kind: counts (`count`,
-//! `lost_events`), rates, or durations. Its factor is a positive plain number.
+//! `lost_events`, `hist`), rates, durations (`pNN`, `max`, `max_latency`) or
+//! bytes (`max_stack`). Its factor is a positive plain number.
 //!
 //! Parsing is pure; `Expr::value` reads a [`JsonReport`].
 
@@ -40,6 +44,21 @@ pub(crate) enum Metric {
     Rate(String),
     /// `lost_events`: events the kernel dropped or overwrote.
     LostEvents,
+    /// `max_latency`: the latency tracer's `tracing_max_latency` (report.json
+    /// `tracer.max_latency_us`), in ns.
+    MaxLatency,
+    /// `max_stack`: the stack tracer's `stack_max_size` (report.json
+    /// `stack_tracer.max_stack_bytes`), in bytes.
+    MaxStack,
+    /// `hist(SYSTEM:EVENT:VALUE)`: VALUE (`hitcount` or a `vals=` field)
+    /// summed over every row of the hist table on SYSTEM:EVENT (report.json
+    /// `hist[].totals`).
+    Hist {
+        /// `SYSTEM:EVENT`.
+        event: String,
+        /// `hitcount` or a value field.
+        value: String,
+    },
     /// `p50|p90|p99|max(ANALYSIS:KEY)`: a latency of one group, in ns.
     Latency {
         /// `p50`, `p90`, `p99` or `max`.
@@ -103,6 +122,7 @@ pub(crate) enum Value {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Count,
+    Bytes,
     Rate,
     Duration,
 }
@@ -110,9 +130,10 @@ enum Kind {
 impl Metric {
     fn kind(&self) -> Kind {
         match self {
-            Metric::Count(_) | Metric::LostEvents => Kind::Count,
+            Metric::Count(_) | Metric::LostEvents | Metric::Hist { .. } => Kind::Count,
+            Metric::MaxStack => Kind::Bytes,
             Metric::Rate(_) => Kind::Rate,
-            Metric::Latency { .. } => Kind::Duration,
+            Metric::Latency { .. } | Metric::MaxLatency => Kind::Duration,
         }
     }
 
@@ -131,6 +152,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Count => "a count",
+            Kind::Bytes => "a size in bytes",
             Kind::Rate => "a rate (events per second)",
             Kind::Duration => "a duration",
         }
@@ -277,7 +299,7 @@ impl Expr {
 
     /// Whether the metric is a latency (its values are ns).
     pub(crate) fn is_duration(&self) -> bool {
-        matches!(self.metric, Metric::Latency { .. })
+        matches!(self.metric, Metric::Latency { .. } | Metric::MaxLatency)
     }
 }
 
@@ -291,6 +313,13 @@ pub(crate) fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
             Some(n / secs)
         }
         Metric::LostEvents => Some(report.lost_total as f64),
+        Metric::MaxLatency => Some(report.tracer.as_ref()?.max_latency_us? as f64 * 1000.0),
+        Metric::MaxStack => Some(report.stack_tracer.as_ref()?.max_stack_bytes as f64),
+        Metric::Hist { event, value } => report
+            .hist
+            .iter()
+            .find(|h| h.event == *event)
+            .map(|h| *h.totals.get(value).unwrap_or(&0) as f64),
         Metric::Latency {
             stat,
             analysis,
@@ -355,8 +384,14 @@ fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize
             name_start..(name_start + 1).min(text.len()).max(name_start),
         );
     }
-    let (metric, metric_span) = if name == "lost_events" {
-        (Metric::LostEvents, name_start..i)
+    let bare = match name {
+        "lost_events" => Some(Metric::LostEvents),
+        "max_latency" => Some(Metric::MaxLatency),
+        "max_stack" => Some(Metric::MaxStack),
+        _ => None,
+    };
+    let (metric, metric_span) = if let Some(metric) = bare {
+        (metric, name_start..i)
     } else {
         let j = skip_ws(b, i);
         if b.get(j) != Some(&b'(') {
@@ -392,6 +427,20 @@ fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize
             return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
         }
         let metric = match name {
+            "hist" => match right.rsplit_once(':') {
+                Some((ev, value)) if !ev.is_empty() && !value.is_empty() => Metric::Hist {
+                    event: format!("{left}:{ev}"),
+                    value: value.to_string(),
+                },
+                _ => {
+                    return err(
+                        format!(
+                            "expected `SYSTEM:EVENT:VALUE` in `hist(...)`, e.g. `hist(kmem:kmalloc:bytes_req)`, not `{arg}`"
+                        ),
+                        arg_span,
+                    );
+                }
+            },
             "count" => Metric::Count(arg.to_string()),
             "rate" => Metric::Rate(arg.to_string()),
             "p50" | "p90" | "p99" | "max" => {
@@ -418,7 +467,7 @@ fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize
             other => {
                 return err(
                     format!(
-                        "unknown measure `{other}`: use count, rate, lost_events, p50, p90, p99 or max"
+                        "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99 or max"
                     ),
                     name_start..i,
                 );
@@ -538,7 +587,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
         .ok()
         .filter(|n: &f64| n.is_finite())
         .ok_or_else(|| format!("`{text}` is not a number"))?;
-    let is_latency = matches!(metric, Metric::Latency { .. });
+    let is_latency = matches!(metric, Metric::Latency { .. } | Metric::MaxLatency);
     let scale = match unit.trim() {
         "" if is_latency => {
             return Err(format!(
@@ -552,6 +601,8 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
                 match metric {
                     Metric::Rate(_) => "rate (events per second)",
                     Metric::LostEvents => "count of lost events",
+                    Metric::MaxStack => "stack size (bytes)",
+                    Metric::Hist { .. } => "hist value",
                     _ => "count",
                 }
             ));

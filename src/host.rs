@@ -58,7 +58,9 @@ impl HostFacts {
             .collect();
         let template = r.output.template.as_ref().map(|t| {
             let dir = loaded.source.path.parent().unwrap_or(Path::new("."));
-            Template::load(&dir.join(t))
+            let path = dir.join(t);
+            template_allowed(loaded, dir, &path)?;
+            Template::load(&path)
                 .and_then(|tpl| tpl.check().map(|()| tpl))
                 .map_err(|e| e.to_string())
         });
@@ -77,6 +79,35 @@ impl HostFacts {
             missing_programs,
         }
     }
+}
+
+/// Whether the recipe may read template `path`: one inside the recipe's folder
+/// always; one outside it only when the recipe you run names it itself (not a
+/// base of its `extends` chain, never a run's stored recipe: a bundle or folder
+/// from elsewhere cannot make a run read, print or pack a host file).
+fn template_allowed(loaded: &LoadedRecipe, dir: &Path, path: &Path) -> Result<(), String> {
+    if crate::untrusted::inside(dir, path).is_ok() {
+        return Ok(());
+    }
+    let at = loaded
+        .spans
+        .span(&[
+            crate::recipe::PathSeg::from("output"),
+            crate::recipe::PathSeg::from("template"),
+        ])
+        .map_or(0, |s| s.start);
+    let in_first_file = loaded.source.parts.first().is_none_or(|p| at < p.start);
+    if !loaded.stored && in_first_file {
+        return Ok(());
+    }
+    let whose = match loaded.stored {
+        true => "this recipe comes from a bundle or run folder",
+        false => "it is named by a base recipe, not by the recipe you run",
+    };
+    Err(format!(
+        "template `{}` lies outside the recipe's folder and {whose}: its content is not read",
+        crate::untrusted::escape_path(path)
+    ))
 }
 
 /// `FILE:0xOFFSET` or `FILE:SYMBOL` (its file offset from the ELF symbol table)

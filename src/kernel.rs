@@ -19,9 +19,11 @@ use crate::tracefs::{Tracefs, TracefsError, bracketed, words};
 /// Version of the fact-file format this build writes and the newest it reads.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
-/// The largest fact file [`KernelFacts::load`] reads, decompressed: 256 MiB (a
-/// kernel with every event format and kallsyms names takes a few MiB).
-const MAX_FACTS_BYTES: u64 = 256 << 20;
+/// The largest fact file [`KernelFacts::load`] reads, decompressed: 32 MiB (a
+/// kernel with every event format and kallsyms names takes about 6 MiB).
+const MAX_FACTS_BYTES: u64 = 32 << 20;
+/// Most events a fact file may list (a distribution kernel has about 2,500).
+const MAX_FACT_EVENTS: usize = 100_000;
 
 /// Facts about one kernel's ftrace, as the validator needs them.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -35,7 +37,9 @@ pub struct KernelFacts {
     pub(crate) arch: String,
     /// Where tracefs was found (e.g. `/sys/kernel/tracing`).
     pub(crate) tracefs: String,
-    /// Every `system:event` in `available_events`.
+    /// Every `system:event` in `available_events` (at most 100,000 when read
+    /// from a file).
+    #[serde(deserialize_with = "capped_events")]
     pub(crate) events: BTreeSet<String>,
     /// `system:event` → the text of `events/SYSTEM/EVENT/format`
     /// (Documentation/trace/events.rst section 3), for every readable event.
@@ -132,6 +136,7 @@ impl Scope {
             systems,
             kernel_symbols: !recipe.kprobes.is_empty(),
             filter_functions: recipe.tracer.is_some()
+                || recipe.stack.is_some()
                 || recipe.triggers.iter().any(|t| t.function.is_some()),
         }
     }
@@ -195,6 +200,33 @@ pub struct InstanceFacts {
     /// Where these facts come from: `rule: ...` (a kernel-version rule, see
     /// [`instance_rule`]) or `instance NAME` (read from an existing instance).
     pub(crate) source: String,
+}
+
+/// `events` of a fact file, refused past [`MAX_FACT_EVENTS`] while it is read.
+fn capped_events<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeSet<String>, D::Error> {
+    struct Capped;
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = BTreeSet<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_FACT_EVENTS} event names")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeSet::new();
+            while let Some(e) = seq.next_element::<String>()? {
+                if out.len() >= MAX_FACT_EVENTS {
+                    return Err(serde::de::Error::custom(format!(
+                        "`events` lists more than {MAX_FACT_EVENTS} events"
+                    )));
+                }
+                out.insert(e);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Capped)
 }
 
 /// Why a fact file cannot be used.
@@ -395,10 +427,12 @@ impl KernelFacts {
     /// compressed with zstd when the name ends in `.zst`). Errors: unreadable,
     /// not a fact file, or a newer `format_version` than `FORMAT_VERSION`.
     pub fn load(path: &Path) -> Result<KernelFacts, FactsError> {
-        let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| FactsError::Read {
-            path: name.clone(),
-            source,
+        let name = crate::untrusted::escape_path(path);
+        let bytes = crate::untrusted::read(path, crate::untrusted::Kind::Facts).map_err(|r| {
+            FactsError::Read {
+                path: name.clone(),
+                source: r.into_io(),
+            }
         })?;
         let parse = |why: String| FactsError::Parse {
             path: name.clone(),
@@ -423,11 +457,15 @@ impl KernelFacts {
         } else {
             bytes
         };
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| parse(e.to_string()))?;
-        let found = value
-            .get("format_version")
-            .and_then(serde_json::Value::as_u64)
+        // The version alone first (nothing else is kept), then the typed facts
+        // straight from the bytes: no intermediate JSON tree.
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: Option<u64>,
+        }
+        let found = serde_json::from_slice::<Version>(&bytes)
+            .map_err(|e| parse(e.to_string()))?
+            .format_version
             .ok_or_else(|| parse("no format_version".into()))?;
         if found > u64::from(FORMAT_VERSION) {
             return Err(FactsError::TooNew {
@@ -435,7 +473,7 @@ impl KernelFacts {
                 found: u32::try_from(found).unwrap_or(u32::MAX),
             });
         }
-        serde_json::from_value(value).map_err(|e| parse(e.to_string()))
+        serde_json::from_slice(&bytes).map_err(|e| parse(e.to_string()))
     }
 
     /// Writes these facts to `path` as pretty JSON, compressed with zstd when
@@ -581,6 +619,31 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{TopBuffer, glob_match, release_version};
+
+    /// A fact file is bounded: in bytes before it is read, and in events while
+    /// it is parsed (a file listing millions of events is refused, not kept).
+    #[test]
+    fn fact_files_are_capped_in_bytes_and_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts/debian-6.1.json.zst");
+        let mut facts = super::KernelFacts::load(&real).unwrap();
+        facts.events.extend((0..100_001).map(|i| format!("s:e{i}")));
+        let many = dir.path().join("many.json");
+        facts.save(&many).unwrap();
+        let e = super::KernelFacts::load(&many).unwrap_err().to_string();
+        assert!(e.contains("`events` lists more than 100000 events"), "{e}");
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(super::MAX_FACTS_BYTES + 1)
+            .unwrap();
+        let e = super::KernelFacts::load(&big).unwrap_err().to_string();
+        assert!(
+            e.contains("over the limit of 33554432 bytes for a fact file"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn buffer_size_kb_parses_expanded_and_not() {

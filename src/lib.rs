@@ -44,14 +44,16 @@ pub mod plan;
 pub(crate) mod progress;
 pub mod recipe;
 pub mod record;
-pub(crate) mod replay;
+pub mod replay;
 pub mod report;
+pub(crate) mod results;
 pub(crate) mod run;
 pub(crate) mod sarif;
 pub mod status;
 pub(crate) mod stub;
 pub(crate) mod suggest;
 pub mod tracefs;
+pub(crate) mod untrusted;
 pub mod validate;
 pub mod workload;
 

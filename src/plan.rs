@@ -16,8 +16,10 @@
 
 use std::fmt;
 
-use crate::tracefs::{INSTANCE_PREFIX, Irreversible, WriteMode, instance_file};
-use crate::validate::{ResolvedTracer, SelfExclusion, Span, ValidRecipe, woken_filter};
+use crate::tracefs::{INSTANCE_PREFIX, Irreversible, Sysctl, WriteMode, instance_file};
+use crate::validate::{
+    MaxLatencyAt, ResolvedTracer, SelfExclusion, Span, ValidRecipe, woken_filter,
+};
 
 /// One tracefs change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,14 @@ pub(crate) enum Op {
         mode: WriteMode,
         /// How to undo it.
         undo: Undo,
+    },
+    /// Write `value` to a tracing sysctl (outside tracefs); undone by writing
+    /// back the value read before.
+    Sysctl {
+        /// Which one.
+        sysctl: Sysctl,
+        /// What to write.
+        value: String,
     },
 }
 
@@ -122,6 +132,13 @@ pub fn instance_name(name: &str, pid: u32) -> String {
     format!("{INSTANCE_PREFIX}{name}-{pid}")
 }
 
+/// The `trace_marker` a workload writes to annotate its run (relative to
+/// tracefs): its instance's, or the top level's when the run works there.
+pub(crate) fn marker_file(valid: &ValidRecipe, instance: &str) -> String {
+    let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
+    instance_file((!top).then_some(instance), "trace_marker")
+}
+
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
 /// recipe's and the workload's; a wakeup event also gets a filter on the woken
@@ -155,14 +172,45 @@ pub fn plan(
         _ => own,
     };
     buffer_and_scope(&mut b, valid, pids, own);
-    let touches_top_level = match &valid.tracer {
+    let mut touches_top_level = match &valid.tracer {
         Some(t) => tracer_steps(&mut b, valid, t, pids, comm_pids, own),
         None => false,
     };
+    if let Some(st) = &valid.stack {
+        // The stack tracer is global: its filter and maximum are top-level
+        // files restored from their before-image; it is switched on last of all
+        // (below), so it measures the run rather than the rest of the apply.
+        touches_top_level = true;
+        if !st.filter.is_empty() {
+            b.write(
+                "stack_trace_filter".into(),
+                st.filter.join(" "),
+                WriteMode::Replace,
+                Undo::Restore,
+                st.span.clone(),
+            );
+        }
+        b.write(
+            "stack_max_size".into(),
+            "0".into(),
+            WriteMode::Replace,
+            Undo::Restore,
+            st.span.clone(),
+        );
+    }
     probe_steps(&mut b, valid, group, own);
     event_steps(&mut b, valid, pids, own);
     trigger_steps(&mut b, valid, group);
     let mut steps = b.steps;
+    if let Some(st) = &valid.stack {
+        steps.push(Step {
+            op: Op::Sysctl {
+                sysctl: Sysctl::StackTracerEnabled,
+                value: "1".into(),
+            },
+            span: st.span.clone(),
+        });
+    }
     if !top {
         steps.insert(
             0,
@@ -406,6 +454,41 @@ fn tracer_steps(
             );
         }
     }
+    // The function profiler is global; switching it on resets its counts
+    // (kernel/trace/ftrace.c, `ftrace_profile_write`).
+    if t.function_profile {
+        touches_top_level = true;
+        b.write(
+            "function_profile_enabled".into(),
+            "1".into(),
+            WriteMode::Replace,
+            Undo::Restore,
+            t.span.clone(),
+        );
+    }
+    // A latency tracer reports the largest latency since tracing_max_latency
+    // was last reset (ftrace.rst: "echo 0 > tracing_max_latency"): reset it
+    // so the run measures its own; a global one is restored afterwards.
+    match t.max_latency {
+        Some(MaxLatencyAt::Instance) => b.write(
+            b.f("tracing_max_latency"),
+            "0".into(),
+            WriteMode::Replace,
+            b.local(Undo::Nothing),
+            t.span.clone(),
+        ),
+        Some(MaxLatencyAt::TopLevel) => {
+            touches_top_level = true;
+            b.write(
+                "tracing_max_latency".into(),
+                "0".into(),
+                WriteMode::Replace,
+                Undo::Restore,
+                t.span.clone(),
+            );
+        }
+        None => {}
+    }
     b.write(
         b.f("current_tracer"),
         t.name.clone(),
@@ -575,7 +658,8 @@ fn bit(on: bool) -> String {
 
 impl Plan {
     /// Top-level (global) files the plan writes, outside its instance and
-    /// besides probe definitions: these are restored from their before-image.
+    /// besides probe definitions, and the sysctls it sets: these are restored
+    /// from their before-image.
     pub(crate) fn top_level_files(&self) -> Vec<&str> {
         self.steps
             .iter()
@@ -585,6 +669,7 @@ impl Plan {
                     undo: Undo::Restore,
                     ..
                 } if !file.starts_with("instances/") => Some(file.as_str()),
+                Op::Sysctl { sysctl, .. } => Some(sysctl.name()),
                 _ => None,
             })
             .collect()
@@ -620,6 +705,9 @@ impl Op {
                 mode.redirection(),
                 (sh.path)(file)
             ),
+            Op::Sysctl { sysctl, value } => {
+                format!("{} > {}", (sh.line)(value), sysctl.path().display())
+            }
         }
     }
 
@@ -639,7 +727,7 @@ impl Op {
                 undo: Undo::Append(v),
                 ..
             } => (file, v, WriteMode::Append),
-            Op::Write { .. } => return None,
+            Op::Write { .. } | Op::Sysctl { .. } => return None,
         };
         Some(format!(
             "{} {} {}",
@@ -665,7 +753,8 @@ impl fmt::Display for Step {
             Op::Write {
                 undo: Undo::Restore,
                 ..
-            } => write!(out, "    (undo: write back the value read before)"),
+            }
+            | Op::Sysctl { .. } => write!(out, "    (undo: write back the value read before)"),
             Op::Write { file, .. } if file.starts_with("instances/") => {
                 write!(out, "    (undo: removed with the instance)")
             }
@@ -691,8 +780,64 @@ mod tests {
             .map(|s| match &s.op {
                 Op::Mkdir { dir } => format!("mkdir {dir}"),
                 Op::Write { file, .. } => file.clone(),
+                Op::Sysctl { sysctl, .. } => sysctl.name().to_string(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_latency_tracer_resets_its_max_and_the_stack_tracer_is_switched_on_last() {
+        let mut v = valid();
+        v.probes.clear();
+        let tracer = |at| ResolvedTracer {
+            name: "wakeup_rt".into(),
+            functions: Vec::new(),
+            notrace: Vec::new(),
+            graph_functions: Vec::new(),
+            graph_notrace: Vec::new(),
+            max_graph_depth: None,
+            thresh_us: None,
+            options: Vec::new(),
+            at_top_level: false,
+            graph_filter_at_top: false,
+            max_latency: Some(at),
+            function_profile: false,
+            span: None,
+        };
+        v.tracer = Some(tracer(MaxLatencyAt::Instance));
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        let f = files(&p);
+        let max = f
+            .iter()
+            .position(|f| f == "instances/i/tracing_max_latency");
+        let cur = f.iter().position(|f| f == "instances/i/current_tracer");
+        assert!(max.is_some() && max < cur, "{f:?}");
+        assert!(!p.touches_top_level);
+
+        v.tracer = Some(tracer(MaxLatencyAt::TopLevel));
+        v.stack = Some(crate::validate::ResolvedStack {
+            filter: vec!["vfs_read".into()],
+            span: None,
+        });
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        assert!(p.touches_top_level);
+        assert_eq!(
+            p.top_level_files(),
+            [
+                "tracing_max_latency",
+                "stack_trace_filter",
+                "stack_max_size",
+                "kernel/stack_tracer_enabled"
+            ]
+        );
+        assert_eq!(
+            p.steps.last().map(|s| &s.op),
+            Some(&Op::Sysctl {
+                sysctl: Sysctl::StackTracerEnabled,
+                value: "1".into()
+            })
+        );
+        assert_eq!(write_of(&p, "stack_max_size"), Some("0"));
     }
 
     #[test]
@@ -744,6 +889,8 @@ mod tests {
             options: Vec::new(),
             at_top_level: true,
             graph_filter_at_top: true,
+            max_latency: None,
+            function_profile: false,
             span: None,
         });
         let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
@@ -758,6 +905,7 @@ mod tests {
                         matches!(undo, Undo::Restore) || file == "trace" || file == "kprobe_events";
                     assert!(ok, "{file}: {undo:?}");
                 }
+                Op::Sysctl { .. } => {}
             }
         }
         assert!(files(&p).contains(&"set_ftrace_pid".to_string()));
@@ -858,6 +1006,8 @@ mod tests {
             options: Vec::new(),
             at_top_level: false,
             graph_filter_at_top: false,
+            max_latency: None,
+            function_profile: false,
             span: None,
         });
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);

@@ -43,8 +43,9 @@ impl StoredRun {
     /// `unpack` does). Errors: a refused bundle, a folder that is not a run's.
     pub fn open(path: &Path) -> Result<StoredRun, BundleError> {
         if path.is_dir() {
-            for missing in ["recipe.toml", "report.json"] {
-                if !path.join(missing).is_file() {
+            use crate::untrusted::{Kind, present_in};
+            for (missing, kind) in [("recipe.toml", Kind::Recipe), ("report.json", Kind::Report)] {
+                if !present_in(path, missing, kind)? {
                     return Err(BundleError::NotOutputFolder {
                         dir: path.to_path_buf(),
                         missing,
@@ -112,7 +113,12 @@ impl StoredRun {
     /// The kernel facts the run was validated against (its `facts.json`).
     /// Errors: the run has none, or they do not parse.
     pub fn facts(&self) -> Result<KernelFacts, FactsError> {
-        KernelFacts::load(&self.dir.join("facts.json"))
+        let path = self.dir.join("facts.json");
+        crate::untrusted::inside(&self.dir, &path).map_err(|r| FactsError::Read {
+            path: crate::untrusted::escape_path(&path),
+            source: r.into_io(),
+        })?;
+        KernelFacts::load(&path)
     }
 
     /// The workload `rerun` passes as `-- COMMAND`: the run's own, unless it was

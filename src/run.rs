@@ -512,10 +512,14 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     }
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
+    let marker = tracefs.path(&crate::plan::marker_file(
+        &valid,
+        &crate::plan::instance_name(&valid.recipe.name, std::process::id()),
+    ));
     let mut workload = match command.is_empty() {
         true => None,
         false => Some(
-            Workload::spawn_held(&command).map_err(|e| RunError::Workload {
+            Workload::spawn_held(&command, &marker).map_err(|e| RunError::Workload {
                 command: command.join(" "),
                 source: e,
             })?,
@@ -631,6 +635,7 @@ impl Prepared {
                     pid: w.pid(),
                     start_time: process_start_time(w.pid()).unwrap_or(0),
                     command: w.command.clone(),
+                    end_on_abort: self.valid.recipe.scope.on_abort == OnAbort::Kill,
                 };
                 match record.write(journal_dir) {
                     Ok(p) => Some(p),
@@ -829,6 +834,7 @@ impl Armed {
                 kallsyms,
             )?;
             save_tables(&inst, &self.p.plan, &self.p.valid, &self.p.out)?;
+            crate::results::save(&tracefs, &inst, &self.p.valid, &self.p.out)?;
             off?;
             Ok((stopped, captures, meta))
         });
@@ -955,6 +961,10 @@ fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
+    report.tracer = crate::results::tracer_report(out.path(), &p.valid);
+    report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
+    report.hist = crate::results::hist_report(out.path(), &p.valid);
+    report.function_profile = crate::results::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
     report.params = p.valid.params.clone();
@@ -1104,7 +1114,7 @@ fn save_tables(
             sys
         };
         let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
-        out.write_new(&format!("hist/{sys}-{ev}.txt"), &table)?;
+        out.write_new(&crate::results::hist_file(event), &table)?;
     }
     if valid.triggers.iter().any(|t| t.action == "snapshot")
         && let Ok(snap) = inst.read_bytes("snapshot")

@@ -457,6 +457,55 @@ pub(crate) fn instance_file(name: Option<&str>, file: &str) -> String {
     }
 }
 
+/// A tracing switch that lives in /proc/sys rather than tracefs. A closed set:
+/// a journal names one by [`Sysctl::name`] and is replayed only for these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sysctl {
+    /// `kernel.stack_tracer_enabled`: the stack tracer on (1) or off (0).
+    StackTracerEnabled,
+}
+
+impl Sysctl {
+    /// Every sysctl a plan may write.
+    pub(crate) const ALL: &[Sysctl] = &[Sysctl::StackTracerEnabled];
+
+    /// The name under /proc/sys, as journals record it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Sysctl::StackTracerEnabled => "kernel/stack_tracer_enabled",
+        }
+    }
+
+    /// The file.
+    pub(crate) fn path(self) -> std::path::PathBuf {
+        std::path::Path::new("/proc/sys").join(self.name())
+    }
+
+    /// Reads it (whitespace trimmed).
+    pub(crate) fn read(self) -> Result<String, TracefsError> {
+        let path = self.path();
+        std::fs::read_to_string(&path)
+            .map(|v| v.trim().to_string())
+            .map_err(|source| TracefsError::Read { path, source })
+    }
+
+    /// Writes `value` to it.
+    pub(crate) fn write(self, value: &str) -> Result<(), TracefsError> {
+        let path = self.path();
+        std::fs::write(&path, format!("{value}\n")).map_err(|source| TracefsError::Write {
+            path,
+            value: value.to_string(),
+            source,
+            error_log: None,
+        })
+    }
+
+    /// The sysctl a journal names, if it is one of [`Sysctl::ALL`].
+    pub(crate) fn named(name: &str) -> Option<Sysctl> {
+        Sysctl::ALL.iter().copied().find(|s| s.name() == name)
+    }
+}
+
 /// How a kind of tracefs file reads back: the rule that turns what a read
 /// returns into the value that, written back, restores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -509,6 +558,7 @@ pub(crate) const FILE_RULES: &[FileRule] = &[
     rule("set_ftrace_notrace", Readback::FunctionList, Some("")),
     rule("set_graph_function", Readback::FunctionList, Some("")),
     rule("set_graph_notrace", Readback::FunctionList, Some("")),
+    rule("stack_trace_filter", Readback::FunctionList, None),
     rule("tracing_thresh", Readback::FirstWord, Some("0")),
     rule("kprobe_events", Readback::Lines, Some("")),
     rule("uprobe_events", Readback::Lines, Some("")),

@@ -9,6 +9,7 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
 
 use rustix::process::{Pid, Signal};
 use std::process::{Child, Command, ExitStatus};
@@ -29,7 +30,7 @@ pub(crate) struct Workload {
 }
 
 /// How the workload ended.
-#[derive(Debug, Clone, Copy, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct WorkloadExit {
     /// Exit code, when it exited.
     pub(crate) exit_code: Option<i32>,
@@ -65,16 +66,26 @@ pub(crate) fn resolvable(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
 }
 
+/// The environment variable that holds the path of the run's `trace_marker`
+/// for the workload (recipe-format 1.2), e.g.
+/// `/sys/kernel/tracing/instances/trace-recipe-NAME-PID/trace_marker`.
+pub const MARKER_ENV: &str = "TRACE_RECIPE_MARKER";
+
 impl Workload {
     /// Starts `command` held, in a process group of its own (its pid is the
     /// group's id), so a terminal's Ctrl-C reaches the run, not the workload, and
     /// the run can end the whole group with `killpg`. Errors: the stub could not
     /// be spawned.
-    pub(crate) fn spawn_held(command: &[String]) -> std::io::Result<Workload> {
+    ///
+    /// The workload finds its run's `trace_marker` (`marker`) in
+    /// [`MARKER_ENV`]: what it writes there lands in the trace as
+    /// `ftrace:print` records, in order with the kernel's events.
+    pub(crate) fn spawn_held(command: &[String], marker: &Path) -> std::io::Result<Workload> {
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
         let (child, go) = stub::spawn(&args, false, |c| {
             c.process_group(0);
+            c.env(MARKER_ENV, marker);
         })?;
         Ok(Workload {
             child,
@@ -181,6 +192,15 @@ pub struct WorkloadRecord {
     pub(crate) start_time: u64,
     /// The command line.
     pub(crate) command: Vec<String>,
+    /// Whether the workload is ended when its run dies without rolling back
+    /// (`[scope] on_abort = "kill"`, the default); `reset` and the sweep at the
+    /// start of a run end it then, as the guard would have.
+    #[serde(default = "yes")]
+    pub(crate) end_on_abort: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl WorkloadRecord {

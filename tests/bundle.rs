@@ -129,7 +129,7 @@ fn a_bundle_holds_the_run_and_reads_back_exactly() {
 }
 
 /// One tar entry for a hand-made (possibly hostile) bundle.
-enum Entry {
+pub(crate) enum Entry {
     File(&'static str, Vec<u8>),
     /// Name bytes written raw into the header (no path checks).
     RawName(Vec<u8>, Vec<u8>),
@@ -137,7 +137,7 @@ enum Entry {
     HugeDeclared(&'static str),
 }
 
-fn manifest_for(members: &[(&str, &[u8])], version: u32) -> Vec<u8> {
+pub(crate) fn manifest_for(members: &[(&str, &[u8])], version: u32) -> Vec<u8> {
     use sha2::Digest;
     let members: serde_json::Map<String, serde_json::Value> = members
         .iter()
@@ -163,7 +163,7 @@ fn manifest_for(members: &[(&str, &[u8])], version: u32) -> Vec<u8> {
     .unwrap()
 }
 
-fn build(path: &Path, entries: Vec<Entry>) {
+pub(crate) fn build(path: &Path, entries: Vec<Entry>) {
     let file = std::fs::File::create(path).unwrap();
     let enc = zstd::Encoder::new(file, 3).unwrap();
     let mut b = tar::Builder::new(enc);

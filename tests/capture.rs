@@ -103,11 +103,13 @@ pub(crate) fn overflow_with_markers(
         recipe.file_stem().unwrap().to_str().unwrap()
     ));
     let tracefs = crate::common::tracefs();
-    // The workload's parent is the run: its instance is trace-recipe-lost-$PPID.
+    // The run tells the workload its instance's trace_marker; the workload's
+    // parent is the run, so it is trace-recipe-lost-$PPID's (checked: a
+    // wrong path writes nothing and the counts below fail).
     // Each `echo` is one write(2), one event; a write the full buffer refuses
     // (drop-newest mode) fails with EBADF and is counted as dropped.
     let writer = format!(
-        "exec 3>{root}/instances/trace-recipe-lost-$PPID/trace_marker && i=0 && while [ $i -lt {n} ]; do echo \"lost-test $i\" >&3 2>/dev/null; i=$((i+1)); done; touch {ready}",
+        "[ \"$TRACE_RECIPE_MARKER\" = {root}/instances/trace-recipe-lost-$PPID/trace_marker ] && exec 3>\"$TRACE_RECIPE_MARKER\" && i=0 && while [ $i -lt {n} ]; do echo \"lost-test $i\" >&3 2>/dev/null; i=$((i+1)); done; touch {ready}",
         root = tracefs.root().display(),
         ready = ready.display()
     );

@@ -221,3 +221,143 @@ fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
     assert_exit(&c, 0);
     guard.assert_unchanged();
 }
+
+#[test]
+fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_kernel_lacks() {
+    for recipe in [
+        "tests/lab/rt/wakeup.toml",
+        "tests/lab/rt/wakeup-rt.toml",
+        "tests/lab/rt/wakeup-dl.toml",
+        "tests/lab/rt/stack.toml",
+        "tests/lab/rt/stack-filter.toml",
+    ] {
+        assert_eq!(verdict("debian-6.1-rt", recipe), Ok(()), "{recipe} on RT");
+    }
+    // Debian's stock kernels have the stack tracer, not the wakeup tracers;
+    // this host has neither.
+    assert_eq!(verdict("debian-6.12", "tests/lab/rt/stack.toml"), Ok(()));
+    let e = verdict("debian-6.1", "tests/lab/rt/wakeup-rt.toml").unwrap_err();
+    assert!(e.contains("CONFIG_SCHED_TRACER"), "{e}");
+    let e = verdict("host", "tests/lab/rt/stack.toml").unwrap_err();
+    assert!(e.contains("no stack tracer"), "{e}");
+
+    // irqsoff is in no Debian kernel: the RT facts with irqsoff offered at the
+    // top level only. Its plan resets the global tracing_max_latency and
+    // restores it, and `check` says so.
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(facts_file("debian-6.1-rt")).unwrap();
+    let mut facts: serde_json::Value =
+        serde_json::from_slice(&zstd::decode_all(bytes.as_slice()).unwrap()).unwrap();
+    facts["tracers"]
+        .as_array_mut()
+        .unwrap()
+        .push("irqsoff".into());
+    let with_irqsoff = dir.path().join("irqsoff-facts.json");
+    std::fs::write(&with_irqsoff, facts.to_string()).unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "irqsoff.toml",
+        "name = \"irqsoff\"\n[tracer]\nname = \"irqsoff\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        with_irqsoff.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
+        ) && out.contains("offers tracer `irqsoff` only at the top level"),
+        "{out}"
+    );
+    // The same expectation with a tracer that measures no latency is the recipe's mistake.
+    let recipe = write_recipe(
+        dir.path(),
+        "function.toml",
+        "name = \"f\"\n[tracer]\nname = \"function\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.1").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains(
+            "error (recipe): `max_latency` is the result of a latency tracer, and this recipe's tracer is `function`"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_function_profiler_is_a_key_where_the_kernel_has_it_and_named_as_missing_where_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "profile.toml",
+        "name = \"profile\"\n[tracer]\nname = \"function\"\nfunctions = [\"vfs_*\"]\nfunction_profile = true\n",
+    );
+    // No Debian kernel has CONFIG_FUNCTION_PROFILER: check says so.
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.12").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains("error (this kernel): this kernel has no function profiler")
+            && out.contains("CONFIG_FUNCTION_PROFILER"),
+        "{out}"
+    );
+    // A kernel that has it (the 6.12 facts with function_profile_enabled):
+    // the plan switches it on globally and restores it.
+    let bytes = std::fs::read(facts_file("debian-6.12")).unwrap();
+    let mut facts: serde_json::Value =
+        serde_json::from_slice(&zstd::decode_all(bytes.as_slice()).unwrap()).unwrap();
+    facts["files"]
+        .as_array_mut()
+        .unwrap()
+        .push("function_profile_enabled".into());
+    let with = dir.path().join("profiler-facts.json");
+    std::fs::write(&with, facts.to_string()).unwrap();
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        with.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    assert!(
+        text(&o.stdout).contains(
+            "echo \"1\" > function_profile_enabled    (undo: write back the value read before)"
+        ),
+        "{}",
+        text(&o.stdout)
+    );
+    // As a trace option it is the recipe's mistake, not the kernel's.
+    let recipe = write_recipe(
+        dir.path(),
+        "option.toml",
+        "name = \"o\"\n[tracer]\nname = \"function\"\noptions = { function_profile_enabled = true }\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts_file("debian-6.12").to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains("error (recipe): `function_profile_enabled` is not a trace option")
+            && !out.contains("this kernel has no trace option"),
+        "{out}"
+    );
+}

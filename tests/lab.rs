@@ -1,8 +1,10 @@
 //! Kernel lab: the features this machine's kernel lacks (function tracer,
-//! function_graph, kprobes, hist triggers, function triggers), proven on Debian's
-//! stock 6.1 and 6.12 kernels booted under QEMU by ../shared/kernel-lab.
+//! function_graph, kprobes, hist triggers, function triggers, latency tracers),
+//! proven on Debian's stock 6.1 and 6.12 kernels and its PREEMPT_RT 6.1 kernel
+//! booted under QEMU by ../shared/kernel-lab.
 //!
-//! One boot per kernel runs every recipe of tests/lab/ (check, then run) and
+//! One boot per kernel runs every recipe of tests/lab/ (check, then run; on the
+//! RT kernel also those of tests/lab/rt/) and
 //! checks every recipe of recipes/, then records tracefs as the runs left it
 //! (tests/lab/guest.sh). The assertions run here, on the copied-back output,
 //! with our trace.dat reader. Without QEMU or the lab script the test says so
@@ -28,14 +30,14 @@ fn missing() -> Option<String> {
     if !script.is_file() {
         return Some(format!("no kernel-lab script at {}", script.display()));
     }
-    for tool in ["qemu-system-x86_64", "busybox", "cpio", "cc"] {
+    for tool in ["qemu-system-x86_64", "busybox", "cpio", "cc", "chrt"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
             return Some(format!(
-                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc)"
+                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc util-linux)"
             ));
         }
     }
@@ -73,13 +75,66 @@ fn kept_output() -> Option<PathBuf> {
     std::env::var_os("TRACE_RECIPE_LAB_OUT").map(PathBuf::from)
 }
 
+/// The three lab kernels, as recipes' `# kernels:` headers name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// Debian 12's default, 6.1.
+    Debian61,
+    /// Debian 12's 6.12 (bookworm-security).
+    Debian612,
+    /// Debian 12's PREEMPT_RT 6.1 (`linux-image-rt-amd64`): the wakeup tracers,
+    /// hwlat, osnoise, timerlat and the stack tracer.
+    Rt61,
+}
+
+impl Kernel {
+    /// The name of `# kernels:` headers and of the output folder.
+    fn tag(self) -> &'static str {
+        match self {
+            Kernel::Debian61 => "6.1",
+            Kernel::Debian612 => "6.12",
+            Kernel::Rt61 => "6.1-rt",
+        }
+    }
+
+    /// Whether instances offer function_graph (6.11 and later).
+    fn graph_in_instance(self) -> bool {
+        self == Kernel::Debian612
+    }
+}
+
+/// The versioned package `linux-image-rt-amd64` depends on, else the one the lab README names.
+fn kernel_rt() -> String {
+    Command::new("apt-cache")
+        .args(["depends", "linux-image-rt-amd64"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            text(&o.stdout).lines().find_map(|l| {
+                let name = l.trim().strip_prefix("Depends: ")?;
+                name.starts_with("linux-image-6").then(|| name.to_string())
+            })
+        })
+        .unwrap_or_else(|| "linux-image-6.1.0-56-rt-amd64".into())
+}
+
 fn payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
-    std::fs::create_dir_all(p.join("lab")).unwrap();
+    std::fs::create_dir_all(p.join("lab/rt")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
     std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
-    for (from, to) in [("tests/lab", "lab"), ("recipes", "recipes")] {
+    // The guest's busybox has no chrt: util-linux's, with its libraries (the lab copies them).
+    let chrt = Command::new("sh")
+        .args(["-c", "command -v chrt"])
+        .output()
+        .unwrap();
+    std::fs::copy(text(&chrt.stdout).trim(), p.join("chrt")).unwrap();
+    for (from, to) in [
+        ("tests/lab", "lab"),
+        ("tests/lab/rt", "lab/rt"),
+        ("recipes", "recipes"),
+    ] {
         for e in std::fs::read_dir(repo().join(from)).unwrap() {
             let path = e.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
@@ -264,10 +319,13 @@ fn hitcount(row: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
+fn assert_lab(out: &Path, kernel: Kernel) {
+    let tag = kernel.tag();
+    let six_twelve = kernel.graph_in_instance();
     let release = read(&out.join("release.txt"));
     assert!(
-        release.starts_with(if six_twelve { "6.12." } else { "6.1." }),
+        release.starts_with(if six_twelve { "6.12." } else { "6.1." })
+            && release.contains("-rt-") == (kernel == Kernel::Rt61),
         "{tag}: booted {release}"
     );
 
@@ -453,6 +511,52 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         "{tag}: no kmalloc call site with hits and bytes:\n{hist}"
     );
 
+    // The same table as data in report.json: the rows of the file, summed
+    // values that agree with the kernel's Totals, and the expectation on it.
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join("hist-trigger/run/report.json"))).unwrap();
+    let table = &json["hist"][0];
+    let parsed = table["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(table["event"], "kmem:kmalloc", "{tag}: {json:#}");
+    assert_eq!(table["file"], "hist/kmem-kmalloc.txt", "{tag}");
+    assert_eq!(
+        parsed.len(),
+        rows.len().min(200),
+        "{tag}: report.json hist rows against the file:\n{table:#}\n{hist}"
+    );
+    assert!(
+        parsed.iter().all(|r| r["keys"]["call_site"]
+            .as_str()
+            .is_some_and(|k| k.starts_with('['))
+            && r["values"]["bytes_req"].as_u64().is_some()),
+        "{tag}: {table:#}"
+    );
+    if table["dropped"] == 0 {
+        assert_eq!(
+            table["totals"]["hitcount"], table["hits"],
+            "{tag}: the rows' hitcounts add up to the kernel's Hits: {table:#}"
+        );
+    }
+    assert!(
+        json["expectations"][0]["passed"] == true,
+        "{tag}: {:#}",
+        json["expectations"]
+    );
+    let summary = read(&out.join("hist-trigger/run/summary.txt"));
+    assert!(
+        summary.contains(&format!(
+            "hist table of kmem:kmalloc (hist/kmem-kmalloc.txt): {} entries, {} hits",
+            table["entries"], table["hits"]
+        )),
+        "{tag}: {summary}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: hist table of kmem:kmalloc: {} rows, {} hits, {} bytes",
+        parsed.len(),
+        table["hits"],
+        table["totals"]["bytes_req"]
+    );
+
     // function traceoff trigger ends the run at the fault, long before the workload.
     ran(out, "function-traceoff");
     let json: serde_json::Value =
@@ -483,10 +587,7 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
                     .map(|s| s.trim().to_string())
                     .collect::<Vec<_>>()
             });
-        let meant = kernels.is_none_or(|k| {
-            k.iter()
-                .any(|k| k == if six_twelve { "6.12" } else { "6.1" })
-        });
+        let meant = kernels.is_none_or(|k| k.iter().any(|k| k == tag));
         let d = out.join(format!("recipe-{name}"));
         if meant {
             assert_eq!(
@@ -579,6 +680,9 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
         }
         let recipe = match name.strip_prefix("recipe-") {
             Some(n) => repo().join(format!("recipes/{n}.toml")),
+            None if repo().join(format!("tests/lab/rt/{name}.toml")).is_file() => {
+                repo().join(format!("tests/lab/rt/{name}.toml"))
+            }
             None => repo().join(format!("tests/lab/{name}.toml")),
         };
         let o = crate::facts::check_offline_as_nobody(&facts, &recipe);
@@ -606,22 +710,29 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
     );
 
     // Fault and kill trials at the steps of a kprobe, a function tracer and a
-    // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot).
-    let faults = if six_twelve {
-        read(&out.join("faults.txt"))
-    } else {
-        String::new()
+    // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot), and of the
+    // stack tracer and a latency tracer (in the RT boot).
+    let trials: &[&str] = match kernel {
+        Kernel::Debian61 => &[],
+        Kernel::Debian612 => &["kprobe-fetch", "function-filter", "hist-trigger"],
+        Kernel::Rt61 => &["stack-filter", "wakeup-rt"],
     };
-    for recipe in ["kprobe-fetch", "function-filter", "hist-trigger"]
-        .into_iter()
-        .filter(|_| six_twelve)
-    {
+    let faults = if trials.is_empty() {
+        String::new()
+    } else {
+        read(&out.join("faults.txt"))
+    };
+    for &recipe in trials {
         let lines: Vec<Vec<&str>> = faults
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
             .filter(|w| w.first() == Some(&recipe))
             .collect();
-        let want = if recipe == "kprobe-fetch" { 8 } else { 2 };
+        let want = match recipe {
+            "kprobe-fetch" => 8,
+            "stack-filter" | "wakeup-rt" => 4,
+            _ => 2,
+        };
         assert!(
             lines.len() >= want,
             "{tag}: {recipe}: fewer than {want} fault trials:\n{faults}"
@@ -642,7 +753,7 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
             assert_eq!(rc, want, "{tag}: {recipe} {mode} at step {step}: exit {rc}");
         }
     }
-    if six_twelve {
+    if !trials.is_empty() {
         eprintln!(
             "FIGURE kernel lab {tag}: fault and kill trials clean: {}/{}",
             faults.lines().filter(|l| l.contains(" clean ")).count(),
@@ -688,7 +799,8 @@ fn assert_lab(out: &Path, tag: &str, six_twelve: bool) {
 }
 
 #[test]
-fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_and_6_12() {
+fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency_tracers_on_6_1_6_12_and_rt()
+ {
     if let Some(why) = missing() {
         let msg = format!(
             "\n!!!!!!!! KERNEL LAB NOT RUN: {why}.\n!!!!!!!! kprobes, the function tracers, hist and function triggers are UNTESTED on this machine.\n"
@@ -704,12 +816,194 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_and_function_triggers_on_6_1_
     let dir = kept_output().unwrap_or_else(|| temp.path().to_path_buf());
     let payload = payload(&dir);
     let t = Instant::now();
+    let out_rt = boot(&dir, &payload, "6.1-rt", Some(&kernel_rt()), &["rt"]);
+    assert_lab(&out_rt, Kernel::Rt61);
+    assert_rt(&out_rt);
     let out61 = boot(&dir, &payload, "6.1", None, &[]);
-    assert_lab(&out61, "6.1", false);
+    assert_lab(&out61, Kernel::Debian61);
     let out612 = boot(&dir, &payload, "6.12", Some(&kernel_612()), &["faults"]);
-    assert_lab(&out612, "6.12", true);
+    assert_lab(&out612, Kernel::Debian612);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
         t.elapsed().as_secs_f64()
     );
+}
+
+/// The PREEMPT_RT kernel's own tracers (tests/lab/rt/): each latency tracer,
+/// run over a real-time workload, reports a max latency above 0 in report.json,
+/// the same number as the header of its max-latency trace saved beside it, and
+/// leaves the top-level latency and stack tracer files as the boot left them.
+fn assert_rt(out: &Path) {
+    let mut with_trace = 0;
+    for (name, tracer) in [
+        ("wakeup", "wakeup"),
+        ("wakeup-rt", "wakeup_rt"),
+        ("wakeup-dl", "wakeup_dl"),
+    ] {
+        ran(out, name);
+        let dir = out.join(name).join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
+        assert_eq!(
+            json["workload"]["exit"]["exit_code"], 0,
+            "6.1-rt: {name}: the real-time workload failed: {:#}",
+            json["workload"]
+        );
+        let t = &json["tracer"];
+        assert_eq!(t["name"], tracer, "6.1-rt: {name}: {json:#}");
+        let max = t["max_latency_us"].as_u64().unwrap_or(0);
+        assert!(max > 0, "6.1-rt: {name}: no max latency: {t:#}");
+        // The max trace as the kernel printed it; its events can be gone when
+        // the recorder had read them from the live buffer before the kernel
+        // swapped it into the max buffer (report.json then names no trace).
+        let trace = read(&dir.join("tracer/max_latency_trace.txt"));
+        assert!(
+            trace.starts_with(&format!("# tracer: {tracer}\n")),
+            "6.1-rt: {name}: {trace}"
+        );
+        if let Some(file) = t["max_latency_trace"].as_str() {
+            assert_eq!(file, "tracer/max_latency_trace.txt");
+            assert!(
+                trace.contains(&format!("# latency: {max} us, ")),
+                "6.1-rt: {name}: the max trace is not the one of {max} us:\n{}",
+                &trace[..trace.len().min(2000)]
+            );
+            with_trace += 1;
+        }
+        assert!(
+            json["expectations"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+            "6.1-rt: {name}: {:#}",
+            json["expectations"]
+        );
+        let summary = read(&dir.join("summary.txt"));
+        assert!(
+            summary.contains(&format!("tracer:   {tracer}: max latency {max} us")),
+            "6.1-rt: {name}: {summary}"
+        );
+        eprintln!(
+            "FIGURE kernel lab 6.1-rt: {tracer}: max latency {max} us on {} (cpu {})",
+            t["task"], t["cpu"]
+        );
+    }
+    assert!(
+        with_trace > 0,
+        "6.1-rt: no latency tracer kept the trace of its worst case"
+    );
+    // The stack tracer: the deepest stack of the run, each frame with its size,
+    // the first frame's depth the maximum; with a filter, a stack through it.
+    for (name, through) in [("stack", None), ("stack-filter", Some("vfs_read+"))] {
+        ran(out, name);
+        let dir = out.join(name).join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
+        let st = &json["stack_tracer"];
+        let max = st["max_stack_bytes"].as_u64().unwrap_or(0);
+        let frames = st["frames"].as_array().cloned().unwrap_or_default();
+        assert!(
+            max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
+            "6.1-rt: {name}: {st:#}"
+        );
+        // Each frame's size, and a location (`SYMBOL+OFF/LEN`, or a bare address
+        // for code without a symbol, e.g. an ftrace trampoline).
+        assert!(
+            frames.iter().all(|f| f["size_bytes"].as_u64().is_some()
+                && f["location"].as_str().is_some_and(|l| !l.is_empty())),
+            "6.1-rt: {name}: {st:#}"
+        );
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
+            "6.1-rt: {name}: {st:#}"
+        );
+        if let Some(f) = through {
+            assert!(
+                frames
+                    .iter()
+                    .any(|fr| fr["location"].as_str().is_some_and(|l| l.starts_with(f))),
+                "6.1-rt: {name}: no frame {f}: {st:#}"
+            );
+        }
+        assert!(
+            json["expectations"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+            "6.1-rt: {name}: {:#}",
+            json["expectations"]
+        );
+        let summary = read(&dir.join("summary.txt"));
+        assert!(
+            summary.contains(&format!(
+                "deepest kernel stack: {max} bytes, {} frames",
+                frames.len()
+            )),
+            "6.1-rt: {name}: {summary}"
+        );
+        eprintln!(
+            "FIGURE kernel lab 6.1-rt: {name}: deepest stack {max} bytes in {} frames",
+            frames.len()
+        );
+    }
+    // recipes/function-callers.toml: each call of the one function, and a
+    // kernel stack with it (options/func_stack_trace).
+    let d = out.join("recipe-function-callers");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "6.1-rt: {}",
+        read(&d.join("run.txt"))
+    );
+    let calls = records_of(out, "recipe-function-callers", "function");
+    let stacks = records_of(out, "recipe-function-callers", "kernel_stack");
+    assert!(
+        !calls.is_empty()
+            && calls
+                .iter()
+                .all(|r| r.get("ip_sym").is_some_and(|f| f == "vfs_read"))
+            && stacks.len() >= calls.len() / 2,
+        "6.1-rt: function-callers: {} calls, {} stacks: {calls:?}",
+        calls.len(),
+        stacks.len()
+    );
+    // recipes/stop-at-fault.toml: the function traceoff trigger on
+    // force_sig_fault ends the run at the fault, well before its 60 s, with the
+    // faulting task's signal recorded. (Its stacktrace trigger on the same
+    // function recorded no stack in the lab: the traceoff went first.)
+    let d = out.join("recipe-stop-at-fault");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "6.1-rt: {}",
+        read(&d.join("run.txt"))
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    assert_eq!(
+        json["stop_reason"], "traceoff (tracing_on dropped to 0)",
+        "6.1-rt: {json:#}"
+    );
+    assert!(
+        json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
+            && json["events"]["signal:signal_generate"].as_u64() >= Some(1),
+        "6.1-rt: stop-at-fault: {json:#}"
+    );
+    eprintln!(
+        "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks; stop-at-fault ended after {:.1} s",
+        calls.len(),
+        stacks.len(),
+        json["duration_s"].as_f64().unwrap_or(0.0)
+    );
+    let after = read(&out.join("after.txt"));
+    for want in [
+        "tracing_max_latency: 0\n",
+        "stack_max_size: 0\n",
+        "stack_tracer_enabled: 0\n",
+        "stack_trace_filter: \n",
+    ] {
+        assert!(
+            after.contains(want),
+            "6.1-rt: want {want:?} after the runs:\n{after}"
+        );
+    }
 }

@@ -46,19 +46,28 @@ fn journal_of(pid: u32) -> PathBuf {
 /// Whether the guard of run `run_pid` (`trace-recipe __guard --run-pid PID ...`)
 /// is still alive.
 fn guard_alive(run_pid: u32) -> bool {
+    guard_pid(run_pid).is_some()
+}
+
+/// The pid of the guard of run `run_pid`, while it runs.
+fn guard_pid(run_pid: u32) -> Option<u32> {
     let want = ["__guard", "--run-pid", &run_pid.to_string()].map(String::from);
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .any(|cmd| {
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            Some((pid, std::fs::read(e.path().join("cmdline")).ok()?))
+        })
+        .find(|(_, cmd)| {
             let args: Vec<String> = cmd
                 .split(|&b| b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
             args.windows(3).any(|w| w == want)
         })
+        .map(|(pid, _)| pid)
 }
 
 /// Whether process group `pgid` still has a member.
@@ -222,6 +231,11 @@ fn a_journal_write_failure_stops_the_apply_and_leaves_tracefs_clean() {
 /// (released: its comm is `sleep`), SIGKILLs the run and returns the workload's
 /// pid (also its process group).
 fn kill_run_mid_recording(recipe: &Path, out: &Path) -> u32 {
+    kill_mid_recording(recipe, out, false)
+}
+
+/// [`kill_run_mid_recording`], SIGKILLing the run's guard first when `and_guard`.
+fn kill_mid_recording(recipe: &Path, out: &Path, and_guard: bool) -> u32 {
     let mut child = spawn_run(recipe, out, &[], &["sleep", "30"]);
     let record = Path::new(JOURNAL_DIR).join(format!("run-{}.workload", child.id()));
     let mut workload = None;
@@ -245,6 +259,12 @@ fn kill_run_mid_recording(recipe: &Path, out: &Path) -> u32 {
         Ok(workload),
         "the workload leads a process group of its own"
     );
+    if and_guard {
+        let g = guard_pid(child.id()).expect("the run has a guard");
+        // SAFETY: kill(2) of the test's own run's guard.
+        unsafe { libc::kill(g as i32, libc::SIGKILL) };
+        assert!(within(Duration::from_secs(2), || !guard_alive(child.id())));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     workload
@@ -265,6 +285,33 @@ fn a_run_killed_mid_recording_takes_its_workloads_process_group_with_it() {
         settles_to(&before, Duration::from_secs(1)),
         "tracefs clean:\n{}",
         before.diff(&Snapshot::take(&tracefs())).join("\n")
+    );
+    guard.assert_unchanged();
+}
+
+/// With the run and its guard both SIGKILLed, nobody ended the workload:
+/// `reset` does, as the guard would have, and says so.
+#[test]
+fn reset_ends_the_workload_of_a_run_whose_guard_died_too() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), "r.toml", RECIPE);
+    let workload = kill_mid_recording(&recipe, &dir.path().join("out"), true);
+    std::thread::sleep(Duration::from_millis(300));
+    let orphaned = group_alive(workload);
+    let r = trace_recipe(&["reset"]);
+    let out = format!("{}{}", text(&r.stdout), text(&r.stderr));
+    let ended = within(Duration::from_secs(3), || !group_alive(workload));
+    if !ended {
+        // SAFETY: kill(2) on the test's own orphaned workload group.
+        unsafe { libc::kill(-(workload as i32), libc::SIGKILL) };
+    }
+    assert!(orphaned, "the workload outlived its run and guard");
+    assert!(r.status.success(), "{out}");
+    assert!(ended, "reset ended the workload's group {workload}: {out}");
+    assert!(
+        out.contains("ended the workload of dead run") && out.contains(&format!("pid {workload}")),
+        "reset says so: {out}"
     );
     guard.assert_unchanged();
 }

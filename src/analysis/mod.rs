@@ -23,6 +23,7 @@ mod errno;
 mod histogram;
 mod latency;
 mod profile;
+mod select;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
+pub use select::{Select, SelectArgs, SelectError};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -300,9 +302,56 @@ struct Slot {
     names_tasks: bool,
 }
 
+/// CPU ids mapped to dense slots in order of first event, so that per-CPU
+/// state is sized by the CPUs that have events, whatever ids a file claims.
+#[derive(Debug, Default)]
+struct CpuSlots {
+    /// Slot of CPU id `i` below [`DIRECT_CPUS`] (`u32::MAX`: none yet).
+    direct: Vec<u32>,
+    /// Slot of a larger CPU id.
+    other: FxHashMap<u32, usize>,
+    /// The CPU id of each slot.
+    ids: Vec<u32>,
+}
+
+/// CPU ids looked up without hashing: Linux's largest `NR_CPUS`.
+const DIRECT_CPUS: usize = 8192;
+
+impl CpuSlots {
+    /// The slot of CPU `cpu`, given one when it is new.
+    fn slot(&mut self, cpu: u32) -> usize {
+        let ids = &mut self.ids;
+        let c = cpu as usize;
+        if c < DIRECT_CPUS {
+            if c >= self.direct.len() {
+                self.direct.resize(c + 1, u32::MAX);
+            }
+            if self.direct[c] == u32::MAX {
+                self.direct[c] = ids.len() as u32;
+                ids.push(cpu);
+            }
+            self.direct[c] as usize
+        } else {
+            *self.other.entry(cpu).or_insert_with(|| {
+                ids.push(cpu);
+                ids.len() - 1
+            })
+        }
+    }
+}
+
 /// Runs the `selection` over every record of `file` in one pass.
 /// Errors: a corrupt page or chunk ([`tracedat::Error`]).
 pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, tracedat::Error> {
+    analyze_kept(file, selection, None)
+}
+
+/// [`analyze`] over the records `keep` keeps (every record when `None`).
+pub fn analyze_kept(
+    file: &TraceFile,
+    selection: &Selection,
+    mut keep: Option<&mut Select>,
+) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
     // Counted index 0 is "an id with no format".
@@ -319,6 +368,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
     let mut per_event = vec![0u64; event_names.len()];
+    // Per-CPU state is indexed by slot (CPUs in order of their first event),
+    // never by CPU id: a file may claim CPU 0xFFFFFFF0.
+    let mut cpu_slots = CpuSlots::default();
     let mut per_cpu: Vec<u64> = Vec::new();
     // Pids in order of first event, with their counts; `pid_slots` finds a pid's place.
     let mut pids: Vec<(i32, u64)> = Vec::new();
@@ -345,7 +397,13 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
     for rec in file.records() {
-        let ev = match rec? {
+        let rec = rec?;
+        if let Some(k) = keep.as_deref_mut()
+            && !k.keeps(file, &rec)
+        {
+            continue;
+        }
+        let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
                 *counts.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
@@ -356,7 +414,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
         let counted = slot.map_or(0, |s| s.counted);
         let pid = ev.pid();
-        let cpu = ev.cpu as usize;
+        let cpu = cpu_slots.slot(ev.cpu);
         if cpu >= per_cpu.len() {
             per_cpu.resize(cpu + 1, 0);
             last_on_cpu.resize(cpu + 1, 0);
@@ -417,9 +475,9 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
             counts.events.insert(name.to_string(), *n);
         }
     }
-    for (cpu, n) in per_cpu.iter().enumerate() {
+    for (slot, n) in per_cpu.iter().enumerate() {
         if *n > 0 {
-            counts.cpus.insert(cpu as u32, *n);
+            counts.cpus.insert(cpu_slots.ids[slot], *n);
         }
     }
     counts.pids = pids.iter().copied().collect();
@@ -460,7 +518,8 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     }
     Ok(Analysis {
         selected,
-        timeline: timeline.map(|t| t.finish(file, &counts.learned, &event_names, &pids)),
+        timeline: timeline
+            .map(|t| t.finish(file, &counts.learned, &event_names, &pids, &cpu_slots.ids)),
         latencies,
         stacks,
         profile,
@@ -564,6 +623,16 @@ mod tests {
 
     fn payload(id: u16, pid: i32, words: &[u64]) -> Vec<u8> {
         tracedat::testing::payload(E, id, pid, words)
+    }
+
+    #[test]
+    fn per_cpu_state_is_sized_by_the_cpus_that_have_events() {
+        let mut s = super::CpuSlots::default();
+        assert_eq!(s.slot(0xFFFF_FFF0), 0);
+        assert_eq!(s.slot(3), 1);
+        assert_eq!(s.slot(0xFFFF_FFF0), 0);
+        assert_eq!(s.ids, [0xFFFF_FFF0, 3]);
+        assert!(s.direct.len() <= 4);
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl Builder {
         i
     }
 
-    /// Counts one event; `pid` is the pid's slot in `analyze`'s pid list.
+    /// Counts one event; `cpu` and `pid` are slots in `analyze`'s CPU and pid lists.
     pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
         let i = if self.lo <= ts && ts < self.hi {
             self.cur
@@ -122,13 +122,15 @@ impl Builder {
         bump(&mut self.pids[pid], i);
     }
 
-    /// The timeline; `pids` is `analyze`'s pid list (pid, events) by slot.
+    /// The timeline; `pids` is `analyze`'s pid list (pid, events) by slot,
+    /// `cpu_ids` the CPU id of each CPU slot.
     pub(super) fn finish(
         self,
         file: &TraceFile,
         learned: &tracedat::Comms,
         event_names: &[String],
         pids: &[(i32, u64)],
+        cpu_ids: &[u32],
     ) -> Timeline {
         // The buckets actually filled: never more than MAX_BUCKETS, whatever
         // the first and last timestamps are (a file may run backwards).
@@ -165,13 +167,15 @@ impl Builder {
             })
             .collect();
         events.sort_by(|a, b| a.name.cmp(&b.name));
-        let cpus = self
+        let mut cpus: Vec<(u32, Series)> = self
             .cpus
             .iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(i, v)| series(format!("cpu{i}"), v))
+            .zip(cpu_ids)
+            .filter(|(v, _)| !v.is_empty())
+            .map(|(v, id)| (*id, series(format!("cpu{id}"), v)))
             .collect();
+        cpus.sort_by_key(|(id, _)| *id);
+        let cpus = cpus.into_iter().map(|(_, s)| s).collect();
         let mut by_comm: FxHashMap<String, Vec<u64>> = FxHashMap::default();
         for ((pid, _), v) in pids.iter().zip(&self.pids) {
             let acc = by_comm.entry(comm_of(file, learned, *pid)).or_default();

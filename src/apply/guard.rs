@@ -31,7 +31,7 @@ pub(crate) const GUARD: &str = "__guard";
 pub(crate) const DONE: u8 = b'd';
 
 /// How long an orphaned workload has between SIGTERM and SIGKILL.
-const ORPHAN_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const ORPHAN_GRACE: Duration = Duration::from_secs(1);
 
 /// A running guard.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
+use crate::tracefs::{Instance, Sysctl, Tracefs, TracefsError, WriteMode};
 
 /// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
@@ -73,6 +73,13 @@ pub enum Undo {
         /// Replace or append.
         append: bool,
     },
+    /// Write `value` back to a tracing sysctl (one of [`crate::tracefs::Sysctl::ALL`]).
+    Sysctl {
+        /// Its name under /proc/sys (`kernel/stack_tracer_enabled`).
+        name: String,
+        /// The before-image.
+        value: String,
+    },
 }
 
 impl Undo {
@@ -83,7 +90,7 @@ impl Undo {
         if super::hooks::number(FAIL_UNDO_ENV) == Some(n) {
             let file = match self {
                 Undo::Rmdir { dir } => dir,
-                Undo::Write { file, .. } => file,
+                Undo::Write { file, .. } | Undo::Sysctl { name: file, .. } => file,
             };
             return Err(TracefsError::Write {
                 path: tracefs.path(file),
@@ -121,6 +128,19 @@ impl Undo {
                 };
                 instance.write(file, value, mode)
             }
+            // Only the sysctls a plan writes: a journal is never a way to write
+            // anything else under /proc/sys.
+            Undo::Sysctl { name, value } => match Sysctl::named(name) {
+                Some(sysctl) => sysctl.write(value),
+                None => Err(TracefsError::Write {
+                    path: PathBuf::from("/proc/sys").join(name),
+                    value: value.clone(),
+                    source: std::io::Error::other(
+                        "not a sysctl trace-recipe writes; left untouched",
+                    ),
+                    error_log: None,
+                }),
+            },
         };
         match result {
             // The instance went away under us (an earlier undo, or `reset`).

@@ -130,6 +130,7 @@ fn injected(step: &Step) -> TracefsError {
     let path = match &step.op {
         Op::Mkdir { dir } => dir.into(),
         Op::Write { file, .. } => file.into(),
+        Op::Sysctl { sysctl, .. } => sysctl.path(),
     };
     TracefsError::Write {
         path,
@@ -158,6 +159,10 @@ impl Transaction {
                     Undo::Append(v) => write(v.clone(), true),
                 }
             }
+            Op::Sysctl { sysctl, .. } => Some(Recorded::Sysctl {
+                name: sysctl.name().to_string(),
+                value: sysctl.read()?,
+            }),
         };
         let undo = match undo {
             Some(undo) => {
@@ -185,6 +190,7 @@ impl Transaction {
                 let (instance, file) = Instance::holding(&self.tracefs, file);
                 instance.write(file, value, *mode)?
             }
+            Op::Sysctl { sysctl, value } => sysctl.write(value)?,
         }
         self.done.extend(undo);
         Ok(())

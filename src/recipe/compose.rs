@@ -36,6 +36,9 @@ pub(crate) struct ChainFile {
     pub(crate) path: PathBuf,
     /// The raw text.
     pub(crate) raw: String,
+    /// It lies outside the folder of the recipe that was run: diagnostics in it
+    /// name it but never show its content.
+    pub(crate) foreign: bool,
 }
 
 /// Where the bases of a recipe's `extends` chain are read from.
@@ -64,7 +67,17 @@ pub(crate) fn read_chain(
     let mut files = vec![ChainFile {
         path: path.to_path_buf(),
         raw,
+        foreign: false,
     }];
+    let folder = path.parent().unwrap_or(Path::new(""));
+    // The recipe's tree: its folder, widened to the folder shared with the base
+    // it names by a relative path (`../common/base.toml`), never to `/`.
+    let mut root = std::fs::canonicalize(if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    })
+    .ok();
     let mut heads = vec![render::raw_head(&files[0].raw, 0)];
     let mut seen = vec![std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())];
     loop {
@@ -73,7 +86,11 @@ pub(crate) fn read_chain(
             break;
         };
         let fail = |files: &[ChainFile], message: String, help: String| {
-            let source = concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+            let source = concat(
+                files
+                    .iter()
+                    .map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)),
+            );
             (
                 source,
                 vec![Diagnostic::recipe(span.clone(), message).with_help(help)],
@@ -110,7 +127,39 @@ pub(crate) fn read_chain(
                 "a base must not extend, directly or not, a recipe that extends it".into(),
             ));
         }
-        let raw = match std::fs::read_to_string(&base) {
+        if last == 0
+            && chain == Chain::Extends
+            && Path::new(&name).is_relative()
+            && let Some(r) = &root
+        {
+            let shared = common_ancestor(r, canonical.parent().unwrap_or(&canonical));
+            if shared.parent().is_some() {
+                root = Some(shared);
+            }
+        }
+        let foreign = root
+            .as_ref()
+            .is_some_and(|root| !canonical.starts_with(root));
+        if foreign && (last > 0 || chain == Chain::Stored) {
+            let why = match chain {
+                Chain::Extends => format!(
+                    "base recipe `{}` lies outside the folder of the recipe you run ({}); only that recipe may name a base outside it",
+                    crate::untrusted::escape_path(&base),
+                    crate::untrusted::escape_path(root.as_deref().unwrap_or(folder))
+                ),
+                Chain::Stored => format!(
+                    "stored base `{}` is a symbolic link leading outside its run folder (to {}); its content is not read",
+                    crate::untrusted::escape_path(&base),
+                    crate::untrusted::escape_path(&canonical)
+                ),
+            };
+            return Err(fail(
+                &files,
+                why,
+                "copy the base into the recipe's folder and name it relative to the recipe".into(),
+            ));
+        }
+        let raw = match crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe) {
             Ok(raw) => raw,
             Err(e) => {
                 let help = match chain {
@@ -123,7 +172,11 @@ pub(crate) fn read_chain(
                 };
                 return Err(fail(
                     &files,
-                    format!("cannot read base recipe `{}`: {e}", base.display()),
+                    format!(
+                        "cannot read base recipe `{}`: {}",
+                        crate::untrusted::escape_path(&base),
+                        e.reason()
+                    ),
                     help.into(),
                 ));
             }
@@ -131,21 +184,35 @@ pub(crate) fn read_chain(
         let offset: usize = files.iter().map(|f| f.raw.len()).sum();
         heads.push(render::raw_head(&raw, offset));
         seen.push(canonical);
-        files.push(ChainFile { path: base, raw });
+        files.push(ChainFile {
+            path: base,
+            raw,
+            foreign,
+        });
     }
     Ok((files, heads))
 }
 
+/// The deepest folder holding both `a` and `b` (absolute paths).
+fn common_ancestor(a: &Path, b: &Path) -> PathBuf {
+    a.components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
+}
+
 /// One [`Source`] of texts: the first at offset 0, each next one right after.
-pub(crate) fn concat<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Source {
+pub(crate) fn concat<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str, bool)>) -> Source {
     let mut source = Source::single(PathBuf::new(), String::new());
-    for (i, (path, text)) in texts.into_iter().enumerate() {
+    for (i, (path, text, foreign)) in texts.into_iter().enumerate() {
         if i == 0 {
             source.path = path.to_path_buf();
         } else {
             source.parts.push(SourcePart {
                 path: path.to_path_buf(),
                 start: source.text.len(),
+                foreign,
             });
         }
         source.text.push_str(text);

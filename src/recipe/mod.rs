@@ -24,7 +24,8 @@ use std::path::Path;
 
 pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
-    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Tracer, Trigger, parse_duration,
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Stack, Tracer, Trigger,
+    parse_duration,
 };
 pub use render::Builtins;
 pub(crate) use spans::{PathSeg, SpanIndex};
@@ -46,6 +47,9 @@ pub struct LoadedRecipe {
     /// The value of every parameter the recipe was rendered with: `[params]`
     /// of the chain, then `--set` (what `rerun` must pass to render it alike).
     pub(crate) params: BTreeMap<String, ParamValue>,
+    /// It is a run's stored recipe (a bundle's or output folder's, loaded with
+    /// [`Chain::Stored`]): it came from elsewhere and may read no host file.
+    pub(crate) stored: bool,
 }
 
 /// Why a recipe could not be loaded: the file could not be read, or it has problems.
@@ -87,10 +91,16 @@ pub(crate) fn load_with(
     builtins: &Builtins,
     chain: Chain,
 ) -> Result<LoadedRecipe, LoadError> {
-    let raw = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let refused = |refusal: crate::untrusted::Refusal| LoadError::Read {
         path: path.to_path_buf(),
-        source,
-    })?;
+        source: refusal.into_io(),
+    };
+    if chain == Chain::Stored {
+        // A run's stored recipe must be a file of its folder, not a link out of it.
+        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
+    }
+    let raw =
+        crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
     load_text(path, &raw, sets, builtins, chain)
 }
 
@@ -115,7 +125,13 @@ fn load_text(
     let invalid = |text, diagnostics| LoadError::Invalid { text, diagnostics };
     let (files, heads) = compose::read_chain(path, raw.to_string(), chain)
         .map_err(|(text, diagnostics)| invalid(text, diagnostics))?;
-    let raw_source = || compose::concat(files.iter().map(|f| (f.path.as_path(), f.raw.as_str())));
+    let raw_source = || {
+        compose::concat(
+            files
+                .iter()
+                .map(|f| (f.path.as_path(), f.raw.as_str(), f.foreign)),
+        )
+    };
     let base_first: Vec<&render::RawHead> = heads.iter().rev().collect();
     let params = render::merge_params(&base_first, sets)
         .map_err(|diagnostics| invalid(raw_source(), diagnostics))?;
@@ -138,7 +154,7 @@ fn load_text(
         files
             .iter()
             .zip(&rendered)
-            .map(|(f, text)| (f.path.as_path(), text.as_str())),
+            .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
@@ -151,6 +167,7 @@ fn load_text(
                 .into_iter()
                 .filter_map(|(k, d)| Some((k, d.value?)))
                 .collect(),
+            stored: chain == Chain::Stored,
         }),
         Err(diagnostics) => Err(invalid(source, diagnostics)),
     }

@@ -44,6 +44,10 @@ pub struct Recipe {
     /// The tracer of the instance.
     #[serde(default)]
     pub(crate) tracer: Option<Tracer>,
+    /// The stack tracer (recipe-format 1.2): the deepest kernel stack seen
+    /// during the run, with each frame's size.
+    #[serde(default)]
+    pub(crate) stack: Option<Stack>,
     /// Dynamic kernel probes (kprobe_events syntax), defined in the run's probe group.
     #[serde(default)]
     pub(crate) kprobes: Vec<Probe>,
@@ -268,6 +272,26 @@ pub(crate) struct Tracer {
     pub(crate) options: BTreeMap<String, bool>,
     /// `tracing_thresh`, in µs.
     pub(crate) thresh_us: Option<u64>,
+    /// The function profiler (`function_profile_enabled`, global): per function
+    /// its hits and time, from `trace_stat/function<CPU>`, merged over CPUs into
+    /// report.json `function_profile`. Needs CONFIG_FUNCTION_PROFILER.
+    pub(crate) function_profile: Option<bool>,
+}
+
+/// `[stack]`: the stack tracer (Documentation/trace/ftrace.rst, "Stack trace"),
+/// global to the machine: `/proc/sys/kernel/stack_tracer_enabled` is on for the
+/// run (from the apply to the rollback), `stack_max_size` reset to 0 before and
+/// both restored after, like `stack_trace_filter`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Stack {
+    /// Turn the stack tracer on for the run (default true; `false` keeps the
+    /// table for composition but does nothing).
+    pub(crate) enable: Option<bool>,
+    /// `stack_trace_filter` lines: only stacks through these functions (globs,
+    /// `:mod:NAME`) are measured; empty: every function.
+    #[serde(default)]
+    pub(crate) filter: Vec<String>,
 }
 
 /// `[[kprobes]]` / `[[uprobes]]`: one dynamic probe.

@@ -322,6 +322,14 @@ pub(crate) fn render(
         env.set_syntax(syntax);
     }
     env.set_fuel(Some(200_000));
+    env.set_formatter(|out, state, value| {
+        if let Some(s) = value.as_str() {
+            out.write_str(&toml_escaped(s))?;
+            Ok(())
+        } else {
+            minijinja::escape_formatter(out, state, value)
+        }
+    });
     let shift = |r: Range<usize>| r.start + offset..r.end + offset;
     let rendered = env.render_str(raw, ctx).map_err(|e| {
         let span = e
@@ -355,6 +363,27 @@ pub(crate) fn render(
         ]);
     }
     Ok(rendered)
+}
+
+/// `s` as it may appear in TOML text: inside a basic string (`"..."`) it reads
+/// back as exactly `s`; outside of one it cannot be a key, a separator or the end
+/// of a string. Letters, digits, space and `_.:/-+@()*!?<>&|~^%$;` stay as they
+/// are; every other character (quotes, backslash, `,`, `=`, brackets, braces,
+/// `#`, control characters) becomes a `\uXXXX` escape. A param is a value,
+/// never TOML syntax (`--set 'ev=x", filter = "..."'` adds no key).
+pub(crate) fn toml_escaped(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if (c.is_alphanumeric() && !c.is_control()) || " _.:/-+@()*!?<>&|~^%$;".contains(c) {
+            out.push(c);
+        } else if u32::from(c) <= 0xFFFF {
+            let _ = write!(out, "\\u{:04X}", u32::from(c));
+        } else {
+            let _ = write!(out, "\\U{:08X}", u32::from(c));
+        }
+    }
+    out
 }
 
 fn edit_value(v: &toml_edit::Value) -> Option<ParamValue> {
@@ -423,4 +452,40 @@ fn line_span(text: &str, line: usize) -> std::ops::Range<usize> {
         start += l.len();
     }
     text.len()..text.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Builtins;
+
+    /// A `--set` value is a value: quotes in it cannot close the string it is
+    /// placed in and add a key (here a filter) to the recipe.
+    #[test]
+    fn a_param_cannot_add_a_key() {
+        let raw = "name = \"p\"\n[params]\nev = \"sched:sched_switch\"\n[[events]]\nname = \"{{ ev }}\"\n";
+        let set = "ev=sched:sched_process_exit\", filter = \"common_pid == 4242".to_string();
+        let loaded = crate::recipe::load_str(
+            std::path::Path::new("p.toml"),
+            raw,
+            &[set],
+            &Builtins::default(),
+        )
+        .expect("the value stays one string");
+        let ev = &loaded.recipe.events[0];
+        assert_eq!(
+            ev.name,
+            "sched:sched_process_exit\", filter = \"common_pid == 4242"
+        );
+        assert!(ev.filter.is_none(), "a param added a filter: {ev:?}");
+    }
+
+    #[test]
+    fn escaped_text_reads_back_as_itself_in_a_basic_string() {
+        for s in ["a\"b", "x\\y", "[t]", "k = v, w = {}", "é ✓ 🦀", "#c'"] {
+            let doc: toml::Table = format!("v = \"{}\"", super::toml_escaped(s))
+                .parse()
+                .unwrap();
+            assert_eq!(doc["v"].as_str(), Some(s));
+        }
+    }
 }

@@ -20,7 +20,7 @@ use crate::workload::WorkloadExit;
 pub const JSON_FORMAT_VERSION: u32 = 1;
 
 /// What a run adds to the counts: recipe, kernel, times and the workload.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub struct RunInfo {
     /// Recipe name.
     pub(crate) recipe: String,
@@ -48,7 +48,7 @@ pub struct RunInfo {
 /// for "the run's tasks" keeps those whose task is one of `pids` (and, with
 /// `follow_forks`, their descendants) or is named one of `comms`; with
 /// `system_wide` or nothing scoped, every task is the run's.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct ScopeInfo {
     /// `[scope] system_wide`: every task was recorded while the workload ran.
     pub(crate) system_wide: bool,
@@ -76,7 +76,7 @@ impl ScopeInfo {
 }
 
 /// What the per-CPU readers of a run read, and what it cost them.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct RecorderInfo {
     /// Raw ring-buffer bytes read from trace_pipe_raw, all CPUs.
     pub(crate) bytes: u64,
@@ -88,7 +88,7 @@ pub(crate) struct RecorderInfo {
 }
 
 /// The workload of a run.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct WorkloadInfo {
     /// Command line.
     pub(crate) command: Vec<String>,
@@ -170,6 +170,20 @@ pub struct JsonReport {
     /// (after `--set`); empty for `report` on a file.
     #[serde(default)]
     pub(crate) params: BTreeMap<String, crate::recipe::ParamValue>,
+    /// The run's tracer's own result (a latency tracer's max latency and its
+    /// trace); absent for tracers that keep none and for `report` on a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tracer: Option<crate::results::TracerReport>,
+    /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
+    /// The table of each hist trigger of the run, parsed; empty without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hist: Vec<crate::results::HistTable>,
+    /// The function profiler's table (`[tracer] function_profile`), merged
+    /// over CPUs, the most total time first; empty without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) function_profile: Vec<crate::results::ProfiledFunction>,
 }
 
 /// One `[[expect]]` checked against this report.
@@ -309,6 +323,10 @@ impl JsonReport {
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
+            tracer: None,
+            stack_tracer: None,
+            hist: Vec::new(),
+            function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
     }

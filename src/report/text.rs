@@ -49,11 +49,12 @@ impl Template {
 
     /// Reads a template file. Errors: it cannot be read.
     pub(crate) fn load(path: &Path) -> Result<Template, TemplateError> {
-        let source = std::fs::read_to_string(path).map_err(|e| TemplateError {
-            path: path.to_path_buf(),
-            detail: format!("cannot read it: {e}"),
-            help: "give a readable UTF-8 minijinja template file",
-        })?;
+        let source = crate::untrusted::read_to_string(path, crate::untrusted::Kind::Template)
+            .map_err(|e| TemplateError {
+                path: path.to_path_buf(),
+                detail: format!("cannot read it: {}", e.reason()),
+                help: "give a readable UTF-8 minijinja template file",
+            })?;
         Ok(Template {
             path: path.to_path_buf(),
             source,

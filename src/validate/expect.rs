@@ -1,7 +1,8 @@
 //! `[[expect]]`: each `that` parses in the [`crate::expr`] language, and names
 //! only events the run records (a count of an event it never enables would
 //! always be 0) and latency analyses that exist, on both sides of a comparison
-//! of two measurements.
+//! of two measurements; `max_latency` only with a tracer that measures one,
+//! `max_stack` only with `[stack]`.
 
 use super::{Ctx, ResolvedEvent, ResolvedProbe};
 use crate::expr::{Context, Expr, Metric};
@@ -46,6 +47,84 @@ pub(super) fn resolve_expectations(
                 continue;
             }
         };
+        let tracer = cx
+            .loaded
+            .recipe
+            .tracer
+            .as_ref()
+            .and_then(|t| t.name.clone());
+        if expr.metric == Metric::MaxLatency
+            && !tracer
+                .as_deref()
+                .is_some_and(|t| super::tracer::MAX_LATENCY_TRACERS.contains(&t))
+        {
+            let span = cx.inner_span(&key, &expr.metric_span);
+            cx.recipe(
+                span,
+                format!(
+                    "`max_latency` is the result of a latency tracer, and this recipe's tracer is `{}`",
+                    tracer.as_deref().unwrap_or("nop")
+                ),
+                Some(format!(
+                    "set [tracer] name to one of: {}",
+                    super::tracer::MAX_LATENCY_TRACERS.join(", ")
+                )),
+            );
+            continue;
+        }
+        if expr.metric == Metric::MaxStack
+            && cx
+                .loaded
+                .recipe
+                .stack
+                .as_ref()
+                .is_none_or(|s| s.enable == Some(false))
+        {
+            let span = cx.inner_span(&key, &expr.metric_span);
+            cx.recipe(
+                span,
+                "`max_stack` is the stack tracer's result, and this recipe does not enable it",
+                Some("add `[stack]` (enable = true)".into()),
+            );
+            continue;
+        }
+        if let Metric::Hist { event, value } = &expr.metric {
+            let triggers: Vec<&crate::recipe::Trigger> = cx
+                .loaded
+                .recipe
+                .triggers
+                .iter()
+                .filter(|t| t.action == "hist" && t.event.as_deref() == Some(event.as_str()))
+                .collect();
+            let values: Vec<String> = std::iter::once("hitcount".to_string())
+                .chain(triggers.iter().flat_map(|t| {
+                    t.values
+                        .iter()
+                        .map(|v| v.split('.').next().unwrap_or(v).to_string())
+                }))
+                .collect();
+            let problem = if triggers.is_empty() {
+                Some(format!("the recipe has no hist trigger on `{event}`"))
+            } else if !values.contains(value) {
+                Some(format!(
+                    "the hist trigger on `{event}` keeps no value `{value}`"
+                ))
+            } else {
+                None
+            };
+            if let Some(msg) = problem {
+                let span = cx.inner_span(&key, &expr.metric_span);
+                cx.recipe(
+                    span,
+                    msg,
+                    Some(format!(
+                        "name a `[[triggers]]` entry with action = \"hist\" and one of its values: {}",
+                        values.join(", ")
+                    )),
+                );
+                continue;
+            }
+        }
         let unrecorded = Metric::of(&expr).find_map(|(metric, span)| match metric {
             Metric::Count(ev) | Metric::Rate(ev) if !recorded.iter().any(|r| r == ev) => {
                 Some((ev, span))

@@ -17,7 +17,7 @@ macro_rules! path {
 }
 
 mod expect;
-mod filter;
+pub(crate) mod filter;
 mod probe;
 mod scope;
 mod tracer;
@@ -30,7 +30,7 @@ pub(crate) use filter::{Predicate, Value as FilterValue};
 pub(crate) use probe::ResolvedProbe;
 pub(crate) use scope::{and as and_filters, elsewhere_note, woken_filter};
 use tracedat::{EventFormat, Field};
-pub(crate) use tracer::ResolvedTracer;
+pub(crate) use tracer::{MaxLatencyAt, ResolvedStack, ResolvedTracer};
 pub(crate) use trigger::ResolvedTrigger;
 
 use crate::diagnostic::Diagnostic;
@@ -67,6 +67,8 @@ pub struct ValidRecipe {
     pub(crate) probes: Vec<ResolvedProbe>,
     /// `[tracer]`, unless absent or a bare `nop`.
     pub(crate) tracer: Option<ResolvedTracer>,
+    /// `[stack]`, unless absent or not enabled.
+    pub(crate) stack: Option<ResolvedStack>,
     /// `[stop] max_size_mb` in bytes.
     pub(crate) max_size_bytes: Option<u64>,
     /// `[output] template`, read and compiled (resolved against the recipe's folder).
@@ -116,6 +118,7 @@ impl ValidRecipe {
             triggers: Vec::new(),
             probes: Vec::new(),
             tracer: None,
+            stack: None,
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
@@ -300,6 +303,10 @@ pub fn validate(
         .tracer
         .as_ref()
         .and_then(|t| tracer::resolve_tracer(&mut cx, t));
+    let stack = r
+        .stack
+        .as_ref()
+        .and_then(|s| tracer::resolve_stack(&mut cx, s));
     check_enables_something(&mut cx, r);
     let buffer_size_kb = resolve_buffer_size(&mut cx, r);
     let clock = resolve_clock(&mut cx, r);
@@ -328,6 +335,7 @@ pub fn validate(
         triggers,
         probes,
         tracer,
+        stack,
         max_size_bytes: r.stop.max_size_mb.map(|mb| mb * 1024 * 1024),
         template,
         expectations,
@@ -426,6 +434,7 @@ fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<Reso
 /// A recipe must enable at least one event, trigger, probe or tracer.
 fn check_enables_something(cx: &mut Ctx<'_>, r: &Recipe) {
     if r.events.is_empty()
+        && r.stack.as_ref().is_none_or(|s| s.enable == Some(false))
         && r.triggers.is_empty()
         && r.kprobes.is_empty()
         && r.uprobes.is_empty()

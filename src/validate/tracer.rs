@@ -2,18 +2,42 @@
 //! (set_ftrace_filter / set_ftrace_notrace / set_graph_function /
 //! set_graph_notrace, globs and `:mod:NAME`, checked against
 //! available_filter_functions), `max_graph_depth`, `thresh_us` (tracing_thresh)
-//! and `options/NAME`.
+//! and `options/NAME`; `[stack]`: the stack tracer and its stack_trace_filter.
 //!
 //! Source of truth: Documentation/trace/ftrace.rst ("The File System",
 //! "dynamic ftrace", "function graph tracer").
 
 use super::{Ctx, Span};
 use crate::kernel::glob_match;
-use crate::recipe::Tracer;
+use crate::recipe::{Stack, Tracer};
 use crate::suggest;
 
 /// Tracers that trace kernel functions through ftrace (need available_filter_functions).
 pub(crate) const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
+
+/// Tracers that keep the largest latency they saw in `tracing_max_latency`
+/// (µs): the latency tracers, which also keep the trace of that worst case in
+/// their max buffer (what `trace` then shows, in the latency format), and hwlat,
+/// which only updates the number (kernel/trace/trace_irqsoff.c,
+/// trace_sched_wakeup.c, trace_hwlat.c; Documentation/trace/ftrace.rst "irqsoff").
+pub(crate) const MAX_LATENCY_TRACERS: &[&str] = &[
+    "irqsoff",
+    "preemptoff",
+    "preemptirqsoff",
+    "wakeup",
+    "wakeup_rt",
+    "wakeup_dl",
+    "hwlat",
+];
+
+/// Where a run's `tracing_max_latency` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MaxLatencyAt {
+    /// The run's instance has its own (Linux 4.x and later), gone with it.
+    Instance,
+    /// The global top-level file: reset before, restored from its before-image after.
+    TopLevel,
+}
 
 /// The kernel config option that provides each tracer (kernel/trace/Kconfig).
 const TRACER_CONFIGS: &[(&str, &str)] = &[
@@ -60,6 +84,12 @@ pub(crate) struct ResolvedTracer {
     /// Whether set_graph_function / set_graph_notrace are global top-level files
     /// on this kernel (instances have none), rather than the instance's own.
     pub(crate) graph_filter_at_top: bool,
+    /// For a tracer of [`MAX_LATENCY_TRACERS`], where the `tracing_max_latency`
+    /// it updates is: reset to 0 before the run, read (with the max trace)
+    /// before teardown. `None` for other tracers.
+    pub(crate) max_latency: Option<MaxLatencyAt>,
+    /// `function_profile = true`: the function profiler runs for the run.
+    pub(crate) function_profile: bool,
     /// The `[tracer]` table.
     pub(crate) span: Span,
 }
@@ -123,6 +153,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
     }
     let mut functions_ok = true;
     if (is_function
+        || t.function_profile == Some(true)
         || !t.functions.is_empty()
         || !t.notrace.is_empty()
         || !t.graph_functions.is_empty()
@@ -202,7 +233,15 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         .clone();
     let mut opts = Vec::new();
     for (opt, on) in &t.options {
-        if options.contains(opt) {
+        if opt == "function_profile_enabled" {
+            // A tracefs file, not an option: the recipe's mistake, whatever the kernel.
+            let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
+            cx.recipe(
+                span,
+                "`function_profile_enabled` is not a trace option but a tracefs file of its own",
+                Some("write `function_profile = true` in [tracer]".into()),
+            );
+        } else if options.contains(opt) {
             opts.push((opt.clone(), *on));
         } else {
             let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
@@ -222,10 +261,39 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             );
         }
     }
-    if cx.diags.len() > before || (name == "nop" && opts.is_empty() && t.thresh_us.is_none()) {
+    let function_profile = t.function_profile == Some(true);
+    if function_profile && !cx.facts.has_file("function_profile_enabled") {
+        let span = cx.key_span(&path!("tracer", "function_profile"));
+        cx.kernel(
+            span,
+            "this kernel has no function profiler (no function_profile_enabled in tracefs)",
+            Some("it was built without CONFIG_FUNCTION_PROFILER (as every Debian kernel is); the `funcgraph` analysis of a function_graph recipe gives per-function durations instead".into()),
+        );
+    }
+    if cx.diags.len() > before
+        || (name == "nop" && opts.is_empty() && t.thresh_us.is_none() && !function_profile)
+    {
         return None;
     }
+    let max_latency = MAX_LATENCY_TRACERS
+        .contains(&name.as_str())
+        .then(|| {
+            let own = !at_top_level
+                && instance
+                    .as_ref()
+                    .is_some_and(|i| i.files.contains("tracing_max_latency"));
+            if own {
+                Some(MaxLatencyAt::Instance)
+            } else {
+                cx.facts
+                    .has_file("tracing_max_latency")
+                    .then_some(MaxLatencyAt::TopLevel)
+            }
+        })
+        .flatten();
     Some(ResolvedTracer {
+        function_profile,
+        max_latency,
         name,
         functions: t.functions.clone(),
         notrace: t.notrace.clone(),
@@ -239,6 +307,49 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             || instance
                 .as_ref()
                 .is_none_or(|i| !i.files.contains("set_graph_function")),
+        span,
+    })
+}
+
+/// A `[stack]` that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResolvedStack {
+    /// `stack_trace_filter` entries.
+    pub(crate) filter: Vec<String>,
+    /// The `[stack]` table.
+    pub(crate) span: Span,
+}
+
+/// Checks `[stack]`: the kernel has the stack tracer (`stack_trace`), which
+/// rides on function tracing, and every filter entry names traceable
+/// functions. `None` when absent, disabled or wrong.
+pub(super) fn resolve_stack(cx: &mut Ctx<'_>, s: &Stack) -> Option<ResolvedStack> {
+    if s.enable == Some(false) {
+        return None;
+    }
+    let span = cx.key_span(&path!("stack"));
+    if !cx.facts.has_file("stack_trace") {
+        cx.kernel(
+            span,
+            "this kernel has no stack tracer (no stack_trace in tracefs)",
+            Some("it was built without CONFIG_STACK_TRACER; run this recipe on a kernel that has it (Debian's 6.1, 6.12 and RT kernels do)".into()),
+        );
+        return None;
+    }
+    if let Err(why) = cx.facts.filter_functions() {
+        let (msg, help) = function_tracing_refused(why);
+        cx.kernel(span, msg, Some(help));
+        return None;
+    }
+    let before = cx.diags.len();
+    for (i, entry) in s.filter.iter().enumerate() {
+        let entry_span = cx.span(&path!("stack", "filter", i));
+        if let Some((msg, help)) = check_function_entry(cx, entry) {
+            cx.kernel(entry_span, msg, help);
+        }
+    }
+    (cx.diags.len() == before).then(|| ResolvedStack {
+        filter: s.filter.clone(),
         span,
     })
 }

@@ -4,6 +4,12 @@
 # $KLAB_OUT/NAME/{check.txt,check.rc,run.txt,run.rc,run/}; the host asserts.
 cd /payload
 mkdir -p /run
+# Arguments: `faults` (also the fault and kill trials), `rt` (also the recipes
+# of lab/rt/, for the PREEMPT_RT kernel's latency tracers).
+faults= rt=
+for a in "$@"; do
+  case "$a" in faults) faults=1 ;; rt) rt=1 ;; esac
+done
 uname -r > "$KLAB_OUT/release.txt"
 # The kernel's facts first, as freshly booted: the host checks every recipe
 # offline against them and must reach the guest's verdicts.
@@ -24,7 +30,7 @@ tracefs_state() {
     case "$f" in
       trace|trace_pipe|trace_marker|trace_marker_raw|printk_formats|saved_cmdlines|saved_tgids|\
       available_*|README|error_log|touched_functions|enabled_functions|dyn_ftrace_total_info|\
-      *_profile|tracing_max_latency|stack_trace|stack_max_size|snapshot|free_buffer|\
+      *_profile|stack_trace|snapshot|free_buffer|\
       buffer_total_size_kb|trace_options|kallsyms|function_profile_enabled) continue ;;
       buffer_size_kb) [ "$1" = nobuf ] && continue ;;
     esac
@@ -32,6 +38,7 @@ tracefs_state() {
   done
   grep -H '' options/* events/enable events/*/enable events/*/*/enable \
     events/*/*/filter events/*/*/trigger 2>/dev/null | grep -v ':#'
+  echo "stack_tracer_enabled:$(cat /proc/sys/kernel/stack_tracer_enabled 2>/dev/null)"
   echo "instances:$(ls instances | tr '\n' ' ')"
   echo "journals:$(ls /run/trace-recipe 2>/dev/null | grep journal | tr '\n' ' ')"
   cd /payload || return
@@ -40,7 +47,7 @@ tracefs_state > "$KLAB_OUT/fresh-before.txt"
 ./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
 echo $? > "$KLAB_OUT/fresh-run.rc"
 tracefs_state > "$KLAB_OUT/fresh-after.txt"
-for r in lab/*.toml recipes/*.toml; do
+for r in lab/*.toml ${rt:+lab/rt/*.toml} recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
   o="$KLAB_OUT/$n"
@@ -68,6 +75,19 @@ mkdir -p "$o"
 awk '{ print } /^\[scope\]$/ { print "include_self = true" }' recipes/call-graph-depth.toml > /tmp/call-graph-self.toml
 ./trace-recipe run /tmp/call-graph-self.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
 echo $? > "$o/run.rc"
+# Recipes of recipes/ that are otherwise only checked, run once (RT boot):
+# the function tracer with func_stack_trace, and the function triggers
+# stacktrace + traceoff at a fault (tests/lab/segv.c).
+if [ -n "$rt" ]; then
+  o="$KLAB_OUT/recipe-function-callers"
+  # dd reads with read(2); busybox cat would use sendfile(2), not vfs_read.
+  ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
+    -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/recipe-stop-at-fault"
+  ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+fi
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
 # each step (its guard undoes it); after each, the guest's whole tracefs
@@ -77,13 +97,19 @@ echo $? > "$o/run.rc"
 # The kprobe run fails and is killed at every step; the function tracer and
 # hist runs at their last step (when every earlier step has to be undone).
 baseline=$(tracefs_state nobuf)
-[ "$1" = faults ] && for r in lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml; do
+# On the RT kernel: the stack tracer (global files and a sysctl) and a latency
+# tracer, at their last two steps.
+trials=
+[ -n "$faults" ] && trials="lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml"
+[ -n "$rt" ] && trials="lab/rt/stack-filter.toml lab/rt/wakeup-rt.toml"
+for r in $trials; do
   n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
   s=1
   while [ "$s" -le "$n" ]; do
     modes=
     case "$r" in
       *kprobe*) modes="FAIL KILL" ;;
+      */rt/*) [ "$s" -ge $((n - 1)) ] && modes="FAIL KILL" ;;
       *) [ "$s" = "$n" ] && modes="FAIL KILL" ;;
     esac
     for mode in $modes; do
@@ -123,6 +149,10 @@ echo $? > "$KLAB_OUT/status.rc"
   echo "set_graph_function: $(grep -v '^#' "$TRACEFS/set_graph_function")"
   echo "set_event_pid: $(cat "$TRACEFS/set_event_pid")"
   echo "tracing_on: $(cat "$TRACEFS/tracing_on")"
+  echo "tracing_max_latency: $(cat "$TRACEFS/tracing_max_latency" 2>/dev/null)"
+  echo "stack_max_size: $(cat "$TRACEFS/stack_max_size" 2>/dev/null)"
+  echo "stack_tracer_enabled: $(cat /proc/sys/kernel/stack_tracer_enabled 2>/dev/null)"
+  echo "stack_trace_filter: $(grep -v '^#' "$TRACEFS/stack_trace_filter" 2>/dev/null)"
   echo "journals: $(ls /run/trace-recipe 2>/dev/null | grep journal)"
 } > "$KLAB_OUT/after.txt"
 echo done > "$KLAB_OUT/done"

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::bytes::{Cursor, parse_c_integer, text};
@@ -263,8 +264,27 @@ pub(crate) fn decompress_block(
     }
 }
 
+/// `open(2)` flags of Linux (include/uapi/asm-generic/fcntl.h): do not block on
+/// a FIFO, do not make a terminal the controlling one.
+const O_NONBLOCK: i32 = 0o4000;
+const O_NOCTTY: i32 = 0o400;
+
+/// `path` as text with control characters escaped (it may come from elsewhere).
+fn escaped(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl TraceFile {
-    /// Open and memory-map a trace.dat file, parsing all metadata.
+    /// Open and memory-map a trace.dat file, parsing all metadata. Only a
+    /// regular file is read (a FIFO or device is refused without blocking).
     ///
     /// Accepts v6 and v7 files, uncompressed or zstd-compressed (zlib is
     /// reported as [`Error::Unsupported`]). Errors name the file offset and
@@ -274,22 +294,30 @@ impl TraceFile {
             path: path.to_path_buf(),
             source,
         };
-        let f = std::fs::File::open(path).map_err(io)?;
+        // Judged before opening (a FIFO would block, a device never ends) and
+        // again on the open file (it may have been swapped meanwhile): only a
+        // regular file is read, opened without blocking.
+        let judge = |meta: &std::fs::Metadata| -> Result<(), Error> {
+            if meta.is_file() {
+                return Ok(());
+            }
+            let what = if meta.is_dir() {
+                "a directory; give the trace.dat file in it"
+            } else {
+                "not a regular file (a FIFO, device or socket is never read)"
+            };
+            Err(Error::NotTraceDat {
+                detail: format!("{} is {what}", escaped(path)),
+            })
+        };
+        judge(&std::fs::metadata(path).map_err(io)?)?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK | O_NOCTTY)
+            .open(path)
+            .map_err(io)?;
         let meta = f.metadata().map_err(io)?;
-        if meta.is_dir() {
-            return Err(Error::NotTraceDat {
-                detail: format!(
-                    "{} is a directory; give the trace.dat file in it",
-                    path.display()
-                ),
-            });
-        }
-        if !meta.is_file() {
-            // A pipe or device cannot be mapped: read it whole.
-            let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut &f, &mut data).map_err(io)?;
-            return Self::parse(Backing::Owned(data));
-        }
+        judge(&meta)?;
         if meta.len() == 0 {
             return Err(Error::NotTraceDat {
                 detail: format!("{} is empty", path.display()),
@@ -837,28 +865,7 @@ fn read_option_list(c: &mut Cursor<'_>, v7: bool, opts: &mut Opts) -> Result<u64
                     let clock = text(p.cstr("BUFFER clock")?);
                     let page_size = p.u32("BUFFER page size")? as usize;
                     let n = p.u32("BUFFER cpu count")?;
-                    let n_fit = p.remaining() / 20;
-                    if n as usize > n_fit {
-                        return Err(Error::corrupt(
-                            "option BUFFER",
-                            ooff,
-                            format!("{n} cpu entries do not fit in {len} bytes"),
-                        ));
-                    }
-                    let mut cpus = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        let cpu = p.u32("BUFFER cpu id")?;
-                        let offset = p.u64("BUFFER cpu data offset")?;
-                        let size = p.u64("BUFFER cpu data size")?;
-                        if size > 0 {
-                            cpus.push(CpuRegion {
-                                cpu,
-                                offset,
-                                size,
-                                compressed: false,
-                            });
-                        }
-                    }
+                    let cpus = read_cpu_regions(&mut p, n, true, &name)?;
                     if page_size as u64 > MAX_PAGE_SIZE {
                         return Err(Error::corrupt(
                             "option BUFFER page size",
@@ -1010,24 +1017,29 @@ fn read_v7_meta(
     Ok(())
 }
 
-fn read_v6_flyrecord(
+/// The CPU table of buffer `name`: `count` entries of `u32 cpu id` (v7, when
+/// `with_id`; v6 numbers them 0, 1, ...), `u64 offset`, `u64 size`, checked to
+/// fit in what `c` has left before anything is read or allocated. CPUs with no
+/// data (size 0) are left out.
+fn read_cpu_regions(
     c: &mut Cursor<'_>,
     count: u32,
-    has_clock: bool,
-    page_size: usize,
-    name: String,
-) -> Result<BufferInfo, Error> {
-    let toff = c.offset();
-    if count as u64 * 16 > c.remaining() as u64 {
+    with_id: bool,
+    name: &str,
+) -> Result<Vec<CpuRegion>, Error> {
+    let entry: u64 = if with_id { 20 } else { 16 };
+    let need = u64::from(count) * entry;
+    if need > c.remaining() as u64 {
         return Err(Error::Truncated {
             what: format!("buffer {name:?} cpu table ({count} cpus)"),
-            offset: toff,
-            need: count as u64 * 16,
+            offset: c.offset(),
+            need,
             available: c.remaining() as u64,
         });
     }
     let mut cpus = Vec::new();
-    for cpu in 0..count {
+    for i in 0..count {
+        let cpu = if with_id { c.u32("cpu id")? } else { i };
         let offset = c.u64("cpu data offset")?;
         let size = c.u64("cpu data size")?;
         if size > 0 {
@@ -1039,6 +1051,17 @@ fn read_v6_flyrecord(
             });
         }
     }
+    Ok(cpus)
+}
+
+fn read_v6_flyrecord(
+    c: &mut Cursor<'_>,
+    count: u32,
+    has_clock: bool,
+    page_size: usize,
+    name: String,
+) -> Result<BufferInfo, Error> {
+    let cpus = read_cpu_regions(c, count, false, &name)?;
     let mut clock = None;
     if has_clock {
         let t = read_sized(c, 8, "clock trailer")?;

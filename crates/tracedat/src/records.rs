@@ -4,6 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Error;
 use crate::bytes::Cursor;
@@ -189,8 +190,14 @@ enum Source<'a> {
         cursor: Cursor<'a>,
         chunks_left: u32,
         chunk: Option<(Arc<[u8]>, u64, usize)>,
+        /// Bytes of the decompressed chunks all CPUs hold at once (shared).
+        live: Arc<AtomicU64>,
     },
 }
+
+/// Most bytes of decompressed chunks all CPUs of a file may hold at once
+/// (each CPU holds one chunk at a time, at most [`MAX_CHUNK_SIZE`]): 256 MiB.
+const MAX_LIVE_CHUNKS: u64 = 256 << 20;
 
 pub(crate) struct Item<'a> {
     ts: u64,
@@ -219,7 +226,12 @@ pub(crate) struct CpuStream<'a> {
 }
 
 impl<'a> CpuStream<'a> {
-    fn new(file: &'a TraceFile, b: &'a BufferInfo, r: &CpuRegion) -> Result<Self, Error> {
+    fn new(
+        file: &'a TraceFile,
+        b: &'a BufferInfo,
+        r: &CpuRegion,
+        live: &Arc<AtomicU64>,
+    ) -> Result<Self, Error> {
         let data = file.data();
         let mut layout = file.layout;
         layout.page_size = b.page_size;
@@ -240,6 +252,7 @@ impl<'a> CpuStream<'a> {
                 cursor,
                 chunks_left,
                 chunk: None,
+                live: live.clone(),
             }
         } else {
             let end = r
@@ -309,6 +322,7 @@ impl<'a> CpuStream<'a> {
                 cursor,
                 chunks_left,
                 chunk,
+                live,
             } => loop {
                 if let Some((buf, off, pos)) = chunk {
                     if *pos + ps <= buf.len() {
@@ -316,6 +330,7 @@ impl<'a> CpuStream<'a> {
                         *pos += ps;
                         return Ok(Some((page, *off)));
                     }
+                    live.fetch_sub(buf.len() as u64, Ordering::Relaxed);
                     *chunk = None;
                 }
                 if *chunks_left == 0 {
@@ -323,18 +338,29 @@ impl<'a> CpuStream<'a> {
                 }
                 *chunks_left -= 1;
                 let off = cursor.offset();
+                // The chunk must fit in what the other CPUs' chunks leave of
+                // the file's budget: refused from its header, before allocating.
+                let room = MAX_LIVE_CHUNKS.saturating_sub(live.load(Ordering::Relaxed));
                 let v = decompress_block(
                     crate::reader::Compression::Zstd,
                     cursor,
-                    MAX_CHUNK_SIZE,
+                    MAX_CHUNK_SIZE.min(room),
                     "cpu data chunk",
                 )
                 .map_err(|e| Error::Page {
                     buffer: self.buffer.to_string(),
                     cpu: self.cpu,
                     offset: off,
-                    detail: e.to_string(),
+                    detail: if room < MAX_CHUNK_SIZE {
+                        format!(
+                            "{e} (the chunks all CPUs hold at once are limited to {} MiB)",
+                            MAX_LIVE_CHUNKS >> 20
+                        )
+                    } else {
+                        e.to_string()
+                    },
                 })?;
+                live.fetch_add(v.len() as u64, Ordering::Relaxed);
                 if v.len() % ps != 0 {
                     return Err(Error::Page {
                         buffer: self.buffer.to_string(),
@@ -569,11 +595,12 @@ impl<'a> Records<'a> {
     pub(crate) fn new(file: &'a TraceFile) -> Self {
         let mut streams = Vec::new();
         let mut errors = VecDeque::new();
+        let live = Arc::new(AtomicU64::new(0));
         for b in &file.buffers {
             let mut regions: Vec<&CpuRegion> = b.cpus.iter().collect();
             regions.sort_by_key(|r| r.cpu);
             for r in regions {
-                match CpuStream::new(file, b, r) {
+                match CpuStream::new(file, b, r, &live) {
                     Ok(s) => streams.push(s),
                     Err(e) => errors.push_back(e),
                 }

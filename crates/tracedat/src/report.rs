@@ -464,7 +464,7 @@ pub struct Printer<'a> {
     /// Comms learned from the records printed so far ([`Comms`]).
     comms: Comms,
     /// Per CPU, the call chain the function plugin has seen (for indents).
-    calls: Vec<Vec<Option<String>>>,
+    calls: FxHashMap<u32, Vec<Option<String>>>,
     line: Vec<u8>,
 }
 
@@ -477,7 +477,7 @@ impl<'a> Printer<'a> {
             heads: FxHashMap::default(),
             names: Vec::new(),
             bodies: Vec::new(),
-            calls: Vec::new(),
+            calls: FxHashMap::default(),
             comms: Comms::new(),
             line: Vec::with_capacity(256),
         }
@@ -607,11 +607,8 @@ impl Printer<'_> {
         let parent = self.file.symbol(pip).map(|(n, _)| n);
         let mut index = 0;
         if let Some(parent) = parent {
-            let cpu = ev.cpu as usize;
-            if cpu >= self.calls.len() {
-                self.calls.resize_with(cpu + 1, Vec::new);
-            }
-            let stack = &mut self.calls[cpu];
+            // By CPU id in a map: a file may claim CPU 0xFFFFFFF0.
+            let stack = self.calls.entry(ev.cpu).or_default();
             let found = stack
                 .iter()
                 .take_while(|e| e.is_some())

@@ -1,0 +1,411 @@
+//! The one reader for files that may come from elsewhere.
+//!
+//! A bundle member, a run folder's file, a fact file, an `extends` target, an
+//! output template may have been written by someone else, so each is opened the
+//! same way ([`open`], [`read`]; a trace.dat is judged alike by
+//! `tracedat::TraceFile::open`):
+//!
+//! - the path is resolved (symbolic links followed) and judged before anything
+//!   is opened: only a regular file is accepted, never a FIFO, a device or a
+//!   socket (`stat`), so `/dev/zero` or a FIFO is refused by name instead of
+//!   read forever or waited on;
+//! - it is opened with `O_NONBLOCK | O_NOCTTY` and judged again on the open
+//!   file (`fstat`), so a file swapped after the first look is still refused;
+//! - its size is checked against the cap of its [`Kind`] before a byte is read,
+//!   and reading stops at the cap should it grow meanwhile;
+//! - a file of a run folder or an unpacked bundle ([`read_in`]) must resolve to
+//!   a place inside that folder: a member that is a symbolic link to a host file
+//!   is refused, named, and its content never read.
+//!
+//! Every error names the file (escaped with [`escape`]) and says why; none
+//! carries the file's content.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What a file is read as; each kind has its size cap ([`Kind::cap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A recipe, a base of its `extends` chain or a stored copy (1 MiB).
+    Recipe,
+    /// An output template (`[output] template`, 1 MiB).
+    Template,
+    /// A fact file as stored, JSON or zstd (32 MiB).
+    Facts,
+    /// A run's `report.json` (64 MiB).
+    Report,
+    /// A bundle's `manifest.json` (16 MiB: it carries the kernel facts).
+    Manifest,
+    /// A bundle file itself, compressed (4 GiB; its members have budgets of
+    /// their own, see `crate::bundle`).
+    Bundle,
+}
+
+impl Kind {
+    /// Largest accepted size, in bytes.
+    pub(crate) fn cap(self) -> u64 {
+        match self {
+            Kind::Recipe | Kind::Template => 1 << 20,
+            Kind::Facts => 32 << 20,
+            Kind::Report => 64 << 20,
+            Kind::Manifest => 16 << 20,
+            Kind::Bundle => 4 << 30,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Recipe => "recipe",
+            Kind::Template => "template",
+            Kind::Facts => "fact file",
+            Kind::Report => "report",
+            Kind::Manifest => "bundle manifest",
+            Kind::Bundle => "bundle",
+        }
+    }
+}
+
+/// Why a file from elsewhere was not read. Displayed as `FILE: refused: WHY`
+/// (`FILE: OS ERROR` when it could not be opened), the name escaped.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// It could not be opened or read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// It is not a regular file (after following symbolic links).
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// `a FIFO`, `a character device`, ...
+        what: &'static str,
+    },
+    /// It is larger than its kind allows.
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size (at least).
+        bytes: u64,
+        /// The cap of its kind.
+        cap: u64,
+        /// The kind, in words.
+        what: &'static str,
+    },
+    /// It resolves to a place outside the folder it belongs to.
+    Outside {
+        /// The file as named.
+        path: PathBuf,
+        /// The folder it must stay in.
+        folder: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
+}
+
+impl Refusal {
+    /// Whether the file does not exist (callers that treat a missing file as
+    /// absent, and any other problem as an error).
+    pub(crate) fn is_not_found(&self) -> bool {
+        matches!(self, Refusal::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
+    /// Why, without the file's name (for messages that name it already).
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            Refusal::Io { source, .. } => source.to_string(),
+            _ => format!("refused: {}", self.why()),
+        }
+    }
+
+    /// Why it was refused (a refusal that is not an I/O error), in words.
+    fn why(&self) -> String {
+        match self {
+            Refusal::Io { source, .. } => source.to_string(),
+            Refusal::NotRegular { what, .. } => format!(
+                "it is {what}, not a regular file (FIFOs, devices and sockets are never read)"
+            ),
+            Refusal::TooLarge {
+                bytes, cap, what, ..
+            } => format!("{bytes} bytes, over the limit of {cap} bytes for a {what}"),
+            Refusal::Outside { folder, target, .. } => format!(
+                "it is a symbolic link leading outside {} (to {}); its content is not read",
+                escape_path(folder),
+                escape_path(target)
+            ),
+        }
+    }
+
+    /// The reason as an I/O error (for callers whose errors carry one).
+    pub(crate) fn into_io(self) -> std::io::Error {
+        match self {
+            Refusal::Io { source, .. } => source,
+            other => std::io::Error::other(other.reason()),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (Refusal::Io { path, .. }
+        | Refusal::NotRegular { path, .. }
+        | Refusal::TooLarge { path, .. }
+        | Refusal::Outside { path, .. }) = self;
+        write!(f, "{}: {}", escape_path(path), self.reason())
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl From<Refusal> for crate::bundle::BundleError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Io { path, source } => crate::bundle::BundleError::Io { path, source },
+            Refusal::NotRegular { ref path, .. }
+            | Refusal::TooLarge { ref path, .. }
+            | Refusal::Outside { ref path, .. } => crate::bundle::BundleError::Refused {
+                path: path.clone(),
+                reason: r.why(),
+            },
+        }
+    }
+}
+
+fn kind_words(ft: std::fs::FileType) -> Option<&'static str> {
+    if ft.is_file() {
+        None
+    } else if ft.is_fifo() {
+        Some("a FIFO")
+    } else if ft.is_char_device() {
+        Some("a character device")
+    } else if ft.is_block_device() {
+        Some("a block device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_dir() {
+        Some("a folder")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Opens `path` for reading as a file of `kind`: a regular file (judged before
+/// and after opening, without blocking) of at most [`Kind::cap`] bytes.
+/// Returns the file and its size.
+pub(crate) fn open(path: &Path, kind: Kind) -> Result<(File, u64), Refusal> {
+    let io = |source| Refusal::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    judge(path, &std::fs::metadata(path).map_err(io)?, kind)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io)?;
+    let len = judge(path, &file.metadata().map_err(io)?, kind)?;
+    Ok((file, len))
+}
+
+/// Whether file `name` of `folder` exists, judged as [`read_in`] would read it
+/// (inside the folder, a regular file within the cap of `kind`), without
+/// opening it. Errors: it exists and would be refused.
+pub(crate) fn present_in(folder: &Path, name: &str, kind: Kind) -> Result<bool, Refusal> {
+    let path = folder.join(name);
+    inside(folder, &path)?;
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(Refusal::Io { path, source }),
+        Ok(meta) => judge(&path, &meta, kind).map(|_| true),
+    }
+}
+
+/// A regular file within the cap of `kind`: its size; otherwise why not.
+fn judge(path: &Path, meta: &std::fs::Metadata, kind: Kind) -> Result<u64, Refusal> {
+    if let Some(what) = kind_words(meta.file_type()) {
+        return Err(Refusal::NotRegular {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    if meta.len() > kind.cap() {
+        return Err(Refusal::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+            cap: kind.cap(),
+            what: kind.what(),
+        });
+    }
+    Ok(meta.len())
+}
+
+/// Reads the whole of `path` as a file of `kind` (see [`open`]).
+pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, Refusal> {
+    let (file, len) = open(path, kind)?;
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(kind.cap() + 1)
+        .read_to_end(&mut out)
+        .map_err(|source| Refusal::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if out.len() as u64 > kind.cap() {
+        return Err(Refusal::TooLarge {
+            path: path.to_path_buf(),
+            bytes: out.len() as u64,
+            cap: kind.cap(),
+            what: kind.what(),
+        });
+    }
+    Ok(out)
+}
+
+/// [`read`] as UTF-8 text.
+pub(crate) fn read_to_string(path: &Path, kind: Kind) -> Result<String, Refusal> {
+    String::from_utf8(read(path, kind)?).map_err(|_| Refusal::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
+    })
+}
+
+/// Whether `path` resolves to a place inside `folder` (both resolved); the
+/// place it leads to otherwise. A path that does not resolve (missing) is
+/// judged inside: opening it fails by itself.
+pub(crate) fn inside(folder: &Path, path: &Path) -> Result<(), Refusal> {
+    let (Ok(root), Ok(real)) = (folder.canonicalize(), path.canonicalize()) else {
+        return Ok(());
+    };
+    if real.starts_with(&root) {
+        Ok(())
+    } else {
+        Err(Refusal::Outside {
+            path: path.to_path_buf(),
+            folder: folder.to_path_buf(),
+            target: real,
+        })
+    }
+}
+
+/// Reads file `name` of the run folder (or unpacked bundle) `folder` as a file
+/// of `kind`: like [`read`], and it must resolve inside `folder`.
+pub(crate) fn read_in(folder: &Path, name: &str, kind: Kind) -> Result<Vec<u8>, Refusal> {
+    let path = folder.join(name);
+    inside(folder, &path)?;
+    read(&path, kind)
+}
+
+/// [`read_in`], with a missing file as `None` (any other problem is an error).
+pub(crate) fn read_optional_in(
+    folder: &Path,
+    name: &str,
+    kind: Kind,
+) -> Result<Option<Vec<u8>>, Refusal> {
+    match read_in(folder, name, kind) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `s` with every control character (ESC, BEL, CR, newline, DEL, the C1
+/// range, ...) written as a `\u{..}` escape, and backslashes doubled, so an
+/// untrusted string printed to a terminal cannot move the cursor, clear the
+/// screen, set the title or fake a line. Borrowed when there is nothing to escape.
+pub(crate) fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape`] of a path shown lossily as UTF-8.
+pub(crate) fn escape_path(p: &Path) -> String {
+    escape(&p.to_string_lossy()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifos_devices_and_folders_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("facts.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read(&fifo, Kind::Facts).unwrap_err().to_string();
+        assert!(e.contains("a FIFO, not a regular file"), "{e}");
+        let e = read(Path::new("/dev/zero"), Kind::Recipe)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero: refused: it is a character device"),
+            "{e}"
+        );
+        let e = read(dir.path(), Kind::Recipe).unwrap_err().to_string();
+        assert!(e.contains("a folder"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_to_a_device_is_judged_by_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("report.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read(&link, Kind::Report).unwrap_err().to_string();
+        assert!(e.contains("character device"), "{e}");
+    }
+
+    #[test]
+    fn size_is_capped_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("r.toml");
+        let f = File::create(&big).unwrap();
+        f.set_len(Kind::Recipe.cap() + 1).unwrap();
+        let e = read(&big, Kind::Recipe).unwrap_err().to_string();
+        assert!(
+            e.contains("over the limit of 1048576 bytes for a recipe"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_folder_member_leading_outside_is_refused_and_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret.path(), "TOP-SECRET\n").unwrap();
+        std::os::unix::fs::symlink(secret.path(), dir.path().join("recipe.base-1.toml")).unwrap();
+        let e = read_in(dir.path(), "recipe.base-1.toml", Kind::Recipe)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("symbolic link leading outside"), "{e}");
+        assert!(!e.contains("TOP-SECRET"), "{e}");
+        std::fs::write(dir.path().join("ok.toml"), "x = 1").unwrap();
+        assert_eq!(
+            read_in(dir.path(), "ok.toml", Kind::Recipe).unwrap(),
+            b"x = 1"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape("plain/name.txt"), "plain/name.txt");
+        let e = escape("a\u{1b}[2J\u{1b}]0;t\u{7}\r\\b");
+        assert!(!e.chars().any(char::is_control), "{e}");
+        assert_eq!(e, "a\\u{1b}[2J\\u{1b}]0;t\\u{7}\\u{d}\\\\b");
+    }
+}

@@ -1,0 +1,306 @@
+//! The trust boundary (issue 24): files from elsewhere (extends targets, run
+//! folders, bundles, fact files, templates, trace.dat) are read as hostile:
+//! regular files only, bounded, never shown when they lie outside the recipe's
+//! folder, and their names escaped when printed.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::common::{text, write_recipe};
+
+/// Runs trace-recipe with `args`, killing it after 20 s (a hang is a failure).
+fn bounded(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(crate::common::bin())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("trace-recipe {args:?} hung for 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(!all.contains("panicked"), "{args:?}: {all}");
+    (o.status.code(), all)
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A 0600 file outside every recipe folder whose first line is a secret.
+fn secret() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("secret");
+    std::fs::write(&p, "TOP-SECRET-LINE\nmore\n").unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    (d, p)
+}
+
+const RECIPE: &str = "name = \"x\"\n[[events]]\nname = \"sched:sched_switch\"\n";
+
+#[test]
+fn extends_of_a_fifo_a_device_or_a_host_file_is_refused_without_showing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    let fifo = dir.path().join("fifo.toml");
+    mkfifo(&fifo);
+    for (target, expect) in [
+        (fifo.to_str().unwrap(), "a FIFO, not a regular file"),
+        ("/dev/zero", "a character device, not a regular file"),
+        (
+            secret.to_str().unwrap(),
+            "outside the folder of the recipe you run, has a problem; its content is not shown",
+        ),
+    ] {
+        let r = write_recipe(
+            dir.path(),
+            "r.toml",
+            &format!("extends = \"{target}\"\n{RECIPE}"),
+        );
+        let (code, all) = bounded(&["check", r.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{target}: {all}");
+        assert!(all.contains(expect), "{target}: {all}");
+        assert!(!all.contains("TOP-SECRET"), "{target}: {all}");
+    }
+}
+
+#[test]
+fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    write_recipe(
+        dir.path(),
+        "base.toml",
+        &format!("extends = \"{}\"\n", secret.display()),
+    );
+    let r = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!("extends = \"base.toml\"\n{RECIPE}"),
+    );
+    let (code, all) = bounded(&["check", r.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains("only that recipe may name a base outside it"),
+        "{all}"
+    );
+    assert!(!all.contains("TOP-SECRET"), "{all}");
+    // A template outside the tree: a base may not name it, the recipe may.
+    let tpl = format!("[output]\ntemplate = \"{}\"\n", secret.display());
+    write_recipe(dir.path(), "base.toml", &tpl);
+    let (code, all) = bounded(&["check", r.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains("it is named by a base recipe, not by the recipe you run"),
+        "{all}"
+    );
+    assert!(!all.contains("TOP-SECRET"), "{all}");
+    let own = write_recipe(dir.path(), "own.toml", &format!("{RECIPE}{tpl}"));
+    let (code, all) = bounded(&["check", own.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "the user's own recipe names it: {all}");
+}
+
+/// One short real run (under the tracefs lock); returns its output folder.
+fn one_run(dir: &Path) -> PathBuf {
+    let _g = crate::common::TracefsGuard::acquire();
+    let r = write_recipe(
+        dir,
+        "src.toml",
+        "name = \"src\"\nduration = \"10s\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+    );
+    let out = dir.join("run");
+    let o = crate::common::run_recipe(&r, &out, &["true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    out
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn plant_link(folder: &Path, name: &str, target: &Path) {
+    let _ = std::fs::remove_file(folder.join(name));
+    std::os::unix::fs::symlink(target, folder.join(name)).unwrap();
+}
+
+fn plant_fifo(folder: &Path, name: &str) {
+    let _ = std::fs::remove_file(folder.join(name));
+    mkfifo(&folder.join(name));
+}
+
+#[test]
+fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = one_run(dir.path());
+    let (_keep, secret) = secret();
+    let zero = Path::new("/dev/zero");
+    type Plant = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Plant, &[&str], &str)> = vec![
+        (
+            "facts-dev-zero",
+            Box::new(|f: &Path| plant_link(f, "facts.json", zero)),
+            &["check", "--against"],
+            "facts.json: refused: it is a symbolic link leading outside",
+        ),
+        (
+            "facts-fifo",
+            Box::new(|f: &Path| plant_fifo(f, "facts.json")),
+            &["check", "--against"],
+            "a FIFO, not a regular file",
+        ),
+        (
+            "report-dev-zero-check",
+            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+            &["check", "--against"],
+            "report.json: refused",
+        ),
+        (
+            "report-dev-zero-diff",
+            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+            &["diff"],
+            "report.json: refused",
+        ),
+        (
+            "source-dev-zero",
+            Box::new(|f: &Path| plant_link(f, "recipe.source.toml", zero)),
+            &["check", "--against"],
+            "recipe.source.toml: refused",
+        ),
+        (
+            "base-link-to-secret",
+            Box::new({
+                let secret = secret.clone();
+                move |f: &Path| {
+                    std::fs::write(
+                        f.join("recipe.source.toml"),
+                        format!("extends = \"base.toml\"\n{RECIPE}"),
+                    )
+                    .unwrap();
+                    plant_link(f, "recipe.base-1.toml", &secret);
+                }
+            }),
+            &["check", "--against"],
+            "is a symbolic link leading outside its run folder",
+        ),
+        (
+            "template-host-file",
+            Box::new({
+                let secret = secret.clone();
+                move |f: &Path| {
+                    std::fs::write(
+                        f.join("recipe.source.toml"),
+                        format!("{RECIPE}[output]\ntemplate = \"{}\"\n", secret.display()),
+                    )
+                    .unwrap();
+                }
+            }),
+            &["check", "--against"],
+            "comes from a bundle or run folder: its content is not read",
+        ),
+        (
+            "trace-dat-fifo",
+            Box::new(|f: &Path| plant_fifo(f, "trace.dat")),
+            &["report"],
+            "not a regular file",
+        ),
+    ];
+    for (name, plant, cmd, expect) in cases {
+        let f = dir.path().join(name);
+        copy_folder(&run, &f);
+        plant(&f);
+        let mut args: Vec<&str> = cmd.to_vec();
+        args.push(f.to_str().unwrap());
+        if cmd == ["diff"] {
+            args.push(run.to_str().unwrap());
+        }
+        let (code, all) = bounded(&args);
+        assert_ne!(code, Some(0), "{name}: must fail: {all}");
+        assert!(
+            all.contains(expect),
+            "{name}: expected `{expect}` in:\n{all}"
+        );
+        assert!(!all.contains("TOP-SECRET"), "{name}: {all}");
+    }
+}
+
+#[test]
+fn hostile_bundles_cannot_inject_escapes_or_bypass_the_budgets() {
+    use crate::bundle::{Entry, build, manifest_for};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let dat = b"x".to_vec();
+    let m = || Entry::File("manifest.json", manifest_for(&[("trace.dat", &dat)], 1));
+    let f = || Entry::File("trace.dat", dat.clone());
+    // A member name that clears the screen and sets the terminal's title.
+    let esc = dir.path().join("esc.tar.zst");
+    build(
+        &esc,
+        vec![
+            m(),
+            f(),
+            Entry::RawName(b"\x1b[2J\x1b]0;pwned\x07x".to_vec(), b"x".to_vec()),
+        ],
+    );
+    // A bomb whose file is padded with random bytes after the zstd frame, so
+    // that its expansion over the file's size looks harmless.
+    let zeros = vec![0u8; 300 << 20];
+    let padded = dir.path().join("padded.tar.zst");
+    build(
+        &padded,
+        vec![
+            Entry::File("manifest.json", manifest_for(&[("trace.dat", &zeros)], 1)),
+            Entry::File("trace.dat", zeros.clone()),
+        ],
+    );
+    let mut noise = vec![0u8; 2 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in noise.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&padded)
+        .unwrap()
+        .write_all(&noise)
+        .unwrap();
+    // A manifest far larger than any real one (whitespace JSON).
+    let mut big = manifest_for(&[("trace.dat", &dat)], 1);
+    big.splice(1..1, std::iter::repeat_n(b' ', 20 << 20));
+    let manifest_bomb = dir.path().join("manifest.tar.zst");
+    build(&manifest_bomb, vec![Entry::File("manifest.json", big), f()]);
+    // A report.json declaring 512 MiB.
+    let member = dir.path().join("member.tar.zst");
+    build(&member, vec![m(), f(), Entry::HugeDeclared("report.json")]);
+    for (bundle, expect) in [
+        (&esc, "member `\\u{1b}[2J\\u{1b}]0;pwned\\u{7}x`"),
+        (&padded, "times its compressed size (a decompression bomb?)"),
+        (&manifest_bomb, "over the limit of 16777216 bytes"),
+        (&member, "over the limit of 268435456 bytes"),
+    ] {
+        let (code, all) = bounded(&["report", bundle.to_str().unwrap()]);
+        assert_eq!(code, Some(3), "{}: {all}", bundle.display());
+        assert!(all.contains(expect), "expected `{expect}` in:\n{all}");
+        assert!(!all.contains('\x1b') && !all.contains('\x07'), "{all:?}");
+    }
+}
