@@ -2,6 +2,8 @@
 
 mod common;
 
+mod analyses;
+
 mod bundle;
 mod capture;
 mod check;

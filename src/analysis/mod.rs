@@ -11,11 +11,15 @@
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
+//! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size ([`block`]) |
+//! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task ([`errno`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
+mod block;
+mod errno;
 mod histogram;
 mod latency;
 mod profile;
@@ -29,6 +33,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
+pub(crate) use block::Block;
+pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use profile::Profile;
@@ -56,11 +62,15 @@ pub enum AnalysisName {
     Irq,
     /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
     Profile,
+    /// Failed syscalls by errno name, per syscall and per task.
+    Errno,
+    /// Block I/O issue-to-complete latency per device and request size.
+    Block,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 8] = [
+    pub const ALL: [AnalysisName; 10] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -69,6 +79,8 @@ impl AnalysisName {
         AnalysisName::Stacks,
         AnalysisName::Irq,
         AnalysisName::Profile,
+        AnalysisName::Errno,
+        AnalysisName::Block,
     ];
 
     /// The name as typed on the command line.
@@ -82,6 +94,8 @@ impl AnalysisName {
             AnalysisName::Stacks => "stacks",
             AnalysisName::Irq => "irq",
             AnalysisName::Profile => "profile",
+            AnalysisName::Errno => "errno",
+            AnalysisName::Block => "block",
         }
     }
 }
@@ -142,6 +156,12 @@ impl Selection {
         }
         if profile::Profiler::applies(file) {
             v.push(AnalysisName::Profile);
+        }
+        if errno::Errors::applies(file) {
+            v.push(AnalysisName::Errno);
+        }
+        if block::BlockIo::applies(file) {
+            v.push(AnalysisName::Block);
         }
         Selection {
             names: v,
@@ -223,6 +243,10 @@ pub struct Analysis {
     pub(crate) stacks: Option<Stacks>,
     /// Where each task's time went (`profile`).
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno (`errno`).
+    pub(crate) errno: Option<Errno>,
+    /// Block I/O latency (`block`).
+    pub(crate) block: Option<Block>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -359,6 +383,12 @@ pub fn analyze_kept(
     let mut profiler = selection
         .has(AnalysisName::Profile)
         .then(|| profile::Profiler::new(file));
+    let mut errors = selection
+        .has(AnalysisName::Errno)
+        .then(|| errno::Errors::new(file));
+    let mut block_io = selection
+        .has(AnalysisName::Block)
+        .then(|| block::BlockIo::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -415,6 +445,12 @@ pub fn analyze_kept(
         if let Some(p) = profiler.as_mut() {
             p.add(&ev, pid);
         }
+        if let Some(e) = errors.as_mut() {
+            e.add(&ev, pid);
+        }
+        if let Some(b) = block_io.as_mut() {
+            b.add(&ev);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -462,15 +498,21 @@ pub fn analyze_kept(
         })
         .unzip();
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
+    let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
+    let mut block = block_io.map(block::BlockIo::finish);
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
+        errno = errno.filter(|e| e.exits > 0);
+        block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
             AnalysisName::Profile => profile.is_some(),
+            AnalysisName::Errno => errno.is_some(),
+            AnalysisName::Block => block.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -481,6 +523,8 @@ pub fn analyze_kept(
         latencies,
         stacks,
         profile,
+        errno,
+        block,
         counts,
         task_latency: task_latency
             .into_iter()

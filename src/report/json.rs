@@ -152,6 +152,10 @@ pub struct JsonReport {
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno name, per syscall and per task (analysis `errno`).
+    pub(crate) errno: Option<crate::analysis::Errno>,
+    /// Block I/O issue-to-complete latency per device and request size (analysis `block`).
+    pub(crate) block: Option<crate::analysis::Block>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -314,6 +318,8 @@ impl JsonReport {
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
             profile: a.profile.clone(),
+            errno: a.errno.clone(),
+            block: a.block.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
