@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::diagnostic::{Diagnostic, Source};
 use crate::kernel::{FactsError, KernelFacts};
 use crate::plan::{Plan, instance_name, plan, probe_group};
-use crate::recipe::{Builtins, Chain, LoadError, load_with};
+use crate::recipe::{Builtins, Chain, LoadError, LoadedRecipe, load_with};
 use crate::tracefs::{Tracefs, TracefsError};
 use crate::validate::{ValidRecipe, validate};
 
@@ -32,6 +32,17 @@ pub enum CheckError {
         /// Every problem.
         diagnostics: Vec<Diagnostic>,
     },
+}
+
+impl From<LoadError> for CheckError {
+    /// A recipe with problems is [`CheckError::Invalid`]; one that could not be
+    /// read is [`CheckError::Load`].
+    fn from(e: LoadError) -> CheckError {
+        match e {
+            LoadError::Invalid { text, diagnostics } => CheckError::Invalid { text, diagnostics },
+            other => CheckError::Load(other),
+        }
+    }
 }
 
 /// Where validation's [`KernelFacts`] come from.
@@ -71,24 +82,25 @@ pub fn load_and_validate_with(
     overrides: &crate::overrides::Overrides,
     chain: Chain,
 ) -> Result<(ValidRecipe, Source, KernelFacts), CheckError> {
-    let mut loaded = load_with(
+    let loaded = load_with(
         path,
         sets,
         &Builtins {
             started: started.to_string(),
         },
         chain,
-    )
-    .map_err(|e| match e {
-        LoadError::Invalid {
-            text: source,
-            diagnostics,
-        } => CheckError::Invalid {
-            text: source,
-            diagnostics,
-        },
-        other => CheckError::Load(other),
-    })?;
+    )?;
+    validate_loaded(from, loaded, overrides)
+}
+
+/// The second half of [`load_and_validate_with`]: a recipe already rendered
+/// (`rerun` runs the very render it listed the commands of) with `overrides`
+/// applied, validated against the facts `from` gives.
+pub fn validate_loaded(
+    from: FactsFrom<'_>,
+    mut loaded: LoadedRecipe,
+    overrides: &crate::overrides::Overrides,
+) -> Result<(ValidRecipe, Source, KernelFacts), CheckError> {
     let flag_problems = overrides.apply(&mut loaded);
     let facts = match from {
         FactsFrom::Live(tracefs) => {

@@ -396,16 +396,21 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
 
     let mut results = Vec::new();
     for (rule, expr) in &parsed {
-        let known = match &expr.metric {
-            Metric::Count(ev) | Metric::Rate(ev) => names.contains(ev),
-            Metric::LostEvents | Metric::MaxLatency | Metric::MaxStack => true,
-            Metric::Hist { event, .. } => ra.hist.iter().chain(&rb.hist).any(|h| h.event == *event),
-            Metric::Latency { analysis, key, .. } => latency
-                .iter()
-                .any(|l| l.analysis == *analysis && l.key == *key),
-        };
-        if !known {
-            let (what, help) = match &expr.metric {
+        for (metric, span) in Metric::of(expr) {
+            let known = match metric {
+                Metric::Count(ev) | Metric::Rate(ev) => names.contains(ev),
+                Metric::LostEvents | Metric::MaxLatency | Metric::MaxStack => true,
+                Metric::Hist { event, .. } => {
+                    ra.hist.iter().chain(&rb.hist).any(|h| h.event == *event)
+                }
+                Metric::Latency { analysis, key, .. } => latency
+                    .iter()
+                    .any(|l| l.analysis == *analysis && l.key == *key),
+            };
+            if known {
+                continue;
+            }
+            let (what, help) = match metric {
                 Metric::Latency { analysis, key, .. } => (
                     format!("latency group `{analysis}:{key}`"),
                     format!(
@@ -418,7 +423,7 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
                     ),
                 ),
                 _ => (
-                    format!("event `{}`", &rule[expr.metric_span.clone()]),
+                    format!("event `{}`", &rule[span.clone()]),
                     format!(
                         "the runs recorded: {}",
                         names
@@ -438,7 +443,9 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
         let (va, vb) = (measure(&expr.metric, ra), measure(&expr.metric, rb));
         results.push(RuleResult {
             rule: rule.clone(),
-            held: vb.is_some_and(|b| expr.holds(b, va)),
+            held: vb
+                .zip(expr.bound(rb, va))
+                .is_some_and(|(b, rhs)| expr.holds(b, rhs)),
             a: va.map(|v| show(v, expr.is_duration())),
             b: vb.map(|v| show(v, expr.is_duration())),
         });

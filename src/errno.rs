@@ -108,6 +108,11 @@ pub(crate) fn number(name: &str) -> Option<i64> {
     ERRNOS.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
 }
 
+/// The first name of errno `number` (`13` → `"EACCES"`).
+pub(crate) fn name(number: i64) -> Option<&'static str> {
+    ERRNOS.iter().find(|(_, v)| *v == number).map(|(n, _)| *n)
+}
+
 /// Every errno name, for suggestions.
 pub(crate) fn names() -> impl Iterator<Item = &'static str> {
     ERRNOS.iter().map(|(n, _)| *n)
@@ -121,5 +126,8 @@ mod tests {
         assert_eq!(super::number("ENOENT"), Some(2));
         assert_eq!(super::number("EWOULDBLOCK"), super::number("EAGAIN"));
         assert_eq!(super::number("EFOO"), None);
+        assert_eq!(super::name(13), Some("EACCES"));
+        assert_eq!(super::name(11), Some("EAGAIN"));
+        assert_eq!(super::name(41), None);
     }
 }

@@ -7,7 +7,8 @@
 //!          | max_latency | max_stack | hist(SYSTEM:EVENT:VALUE)
 //!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
 //! OP      := == | != | < | <= | > | >=
-//! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER%       UNIT := ns | us | ms | s
+//! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER% | METRIC | NUMBER * METRIC
+//! UNIT    := ns | us | ms | s
 //! ```
 //!
 //! `count` is the number of events recorded, `rate` that number per second of
@@ -16,7 +17,12 @@
 //! a hist trigger's table (`hist[].totals`). `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
 //! group `openat`) and take a duration. A relative value (`+10%`) compares with
-//! the first run of a `diff` and is refused in `[[expect]]`.
+//! the first run of a `diff` and is refused in `[[expect]]`. A measurement on the
+//! right (`count(block:block_rq_complete) == count(block:block_rq_issue)`,
+//! `p99(wakeup:x) < 2 * p50(wakeup:x)`) is read from the same run as the left
+//! (run B of a `diff`); both sides must be of one kind: counts (`count`,
+//! `lost_events`, `hist`), rates, durations (`pNN`, `max`, `max_latency`) or
+//! bytes (`max_stack`). Its factor is a positive plain number.
 //!
 //! Parsing is pure; `Expr::value` reads a [`JsonReport`].
 
@@ -95,12 +101,62 @@ pub(crate) enum Op {
 }
 
 /// The right-hand side.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
     /// A number; durations are converted to ns.
     Absolute(f64),
     /// `+N%` / `-N%`: relative to the first run (diff only).
     Relative(f64),
+    /// `[FACTOR *] METRIC`: another measurement of the same run, times `factor`.
+    Measure {
+        /// The positive factor (1 when none is written).
+        factor: f64,
+        /// What is measured.
+        metric: Metric,
+        /// Where the metric's argument is, as [`Expr::metric_span`].
+        span: Range<usize>,
+    },
+}
+
+/// What a measure's values are, for comparing two of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Count,
+    Bytes,
+    Rate,
+    Duration,
+}
+
+impl Metric {
+    fn kind(&self) -> Kind {
+        match self {
+            Metric::Count(_) | Metric::LostEvents | Metric::Hist { .. } => Kind::Count,
+            Metric::MaxStack => Kind::Bytes,
+            Metric::Rate(_) => Kind::Rate,
+            Metric::Latency { .. } | Metric::MaxLatency => Kind::Duration,
+        }
+    }
+
+    /// The metrics of `expr`: its left side and, when the right side is a
+    /// measurement, that one, each with the span of its argument.
+    pub(crate) fn of(expr: &Expr) -> impl Iterator<Item = (&Metric, &Range<usize>)> {
+        let right = match &expr.value {
+            Value::Measure { metric, span, .. } => Some((metric, span)),
+            _ => None,
+        };
+        std::iter::once((&expr.metric, &expr.metric_span)).chain(right)
+    }
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Count => "a count",
+            Kind::Bytes => "a size in bytes",
+            Kind::Rate => "a rate (events per second)",
+            Kind::Duration => "a duration",
+        }
+    }
 }
 
 /// A parsed expression, with the byte ranges of its parts in the text.
@@ -149,111 +205,8 @@ impl Expr {
     /// Parses `text`. Errors name the offending part and its place.
     pub fn parse(text: &str, context: Context) -> Result<Expr, ExprError> {
         let b = text.as_bytes();
-        let mut i = skip_ws(b, 0);
-        let name_start = i;
-        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-            i += 1;
-        }
-        let name = &text[name_start..i];
-        if name.is_empty() {
-            return err(
-                "expected `count(...)`, `rate(...)`, `lost_events`, `p50|p90|p99|max(...)`",
-                name_start..(name_start + 1).min(text.len()).max(name_start),
-            );
-        }
-        let bare = match name {
-            "lost_events" => Some(Metric::LostEvents),
-            "max_latency" => Some(Metric::MaxLatency),
-            "max_stack" => Some(Metric::MaxStack),
-            _ => None,
-        };
-        let (metric, metric_span) = if let Some(metric) = bare {
-            (metric, name_start..i)
-        } else {
-            let j = skip_ws(b, i);
-            if b.get(j) != Some(&b'(') {
-                return err(format!("expected `(` after `{name}`"), name_start..i);
-            }
-            let arg_start = skip_ws(b, j + 1);
-            // The `)` that balances the `(`: group keys such as `(all)` hold parentheses.
-            let mut depth = 0usize;
-            let close = text[arg_start..].char_indices().find_map(|(k, c)| match c {
-                '(' => {
-                    depth += 1;
-                    None
-                }
-                ')' if depth == 0 => Some(arg_start + k),
-                ')' => {
-                    depth -= 1;
-                    None
-                }
-                _ => None,
-            });
-            let Some(close) = close else {
-                return err("missing `)`", j..text.len());
-            };
-            let arg = text[arg_start..close].trim_end();
-            let arg_span = arg_start..arg_start + arg.len();
-            let Some((left, right)) = arg.split_once(':') else {
-                return err(
-                    format!("expected `SYSTEM:EVENT` or `ANALYSIS:KEY` in `{name}(...)`"),
-                    arg_span,
-                );
-            };
-            if left.is_empty() || right.is_empty() || arg.contains(char::is_whitespace) {
-                return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
-            }
-            let metric = match name {
-                "hist" => match right.rsplit_once(':') {
-                    Some((ev, value)) if !ev.is_empty() && !value.is_empty() => Metric::Hist {
-                        event: format!("{left}:{ev}"),
-                        value: value.to_string(),
-                    },
-                    _ => {
-                        return err(
-                            format!(
-                                "expected `SYSTEM:EVENT:VALUE` in `hist(...)`, e.g. `hist(kmem:kmalloc:bytes_req)`, not `{arg}`"
-                            ),
-                            arg_span,
-                        );
-                    }
-                },
-                "count" => Metric::Count(arg.to_string()),
-                "rate" => Metric::Rate(arg.to_string()),
-                "p50" | "p90" | "p99" | "max" => {
-                    if !LATENCY_ANALYSES.contains(&left) {
-                        return err(
-                            format!(
-                                "no latency analysis `{left}`; there are {}",
-                                LATENCY_ANALYSES.join(", ")
-                            ),
-                            arg_start..arg_start + left.len(),
-                        );
-                    }
-                    Metric::Latency {
-                        stat: match name {
-                            "p50" => Stat::P50,
-                            "p90" => Stat::P90,
-                            "p99" => Stat::P99,
-                            _ => Stat::Max,
-                        },
-                        analysis: left.to_string(),
-                        key: right.to_string(),
-                    }
-                }
-                other => {
-                    return err(
-                        format!(
-                            "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99 or max"
-                        ),
-                        name_start..i,
-                    );
-                }
-            };
-            i = close + 1;
-            (metric, arg_span)
-        };
-        i = skip_ws(b, i);
+        let (metric, metric_span, end) = parse_metric(text, skip_ws(b, 0))?;
+        let mut i = skip_ws(b, end);
         let op_start = i;
         let two = text.get(i..i + 2).unwrap_or("");
         let (op, len) = match two {
@@ -282,11 +235,28 @@ impl Expr {
                 op_start..op_start + len,
             );
         }
-        let value = parse_value(value_text, &metric, context).map_err(|message| ExprError {
-            message,
-            span: value_span.clone(),
-        })?;
-        if let Some(message) = never_holds(op, value, value_text, context) {
+        let value = match parse_measure(text, value_start, value_span.end)? {
+            Some(value) => {
+                if let Value::Measure { metric: right, .. } = &value
+                    && right.kind() != metric.kind()
+                {
+                    return err(
+                        format!(
+                            "both sides must be of one kind: the left is {}, the right {}",
+                            metric.kind().name(),
+                            right.kind().name()
+                        ),
+                        metric_span.start..value_span.end,
+                    );
+                }
+                value
+            }
+            None => parse_value(value_text, &metric, context).map_err(|message| ExprError {
+                message,
+                span: value_span.clone(),
+            })?,
+        };
+        if let Some(message) = never_holds(op, &value, value_text, context) {
             return err(message, op_start..value_span.end);
         }
         Ok(Expr {
@@ -304,16 +274,19 @@ impl Expr {
         measure(&self.metric, report)
     }
 
-    /// Whether `actual` satisfies the expression; `base` is the first run's value
-    /// for a relative rule (`+10%` holds when `actual > base * 1.10`).
-    pub(crate) fn holds(&self, actual: f64, base: Option<f64>) -> bool {
-        let rhs = match self.value {
-            Value::Absolute(v) => v,
-            Value::Relative(pct) => match base {
-                Some(b) => b * (1.0 + pct / 100.0),
-                None => return false,
-            },
-        };
+    /// The right-hand side's value in `report`; `base` is the first run's value
+    /// for a relative rule (`+10%` is `base * 1.10`). `None` when it cannot be
+    /// known (no first run, or a latency group missing from `report`).
+    pub(crate) fn bound(&self, report: &JsonReport, base: Option<f64>) -> Option<f64> {
+        match &self.value {
+            Value::Absolute(v) => Some(*v),
+            Value::Relative(pct) => base.map(|b| b * (1.0 + pct / 100.0)),
+            Value::Measure { factor, metric, .. } => measure(metric, report).map(|v| v * factor),
+        }
+    }
+
+    /// Whether `actual OP rhs` holds.
+    pub(crate) fn holds(&self, actual: f64, rhs: f64) -> bool {
         match self.op {
             Op::Eq => actual == rhs,
             Op::Ne => actual != rhs,
@@ -378,13 +351,169 @@ pub(crate) fn check_all<'a>(
         .into_iter()
         .map(|(that, expr)| {
             let actual = expr.value(report);
+            let bound = expr.bound(report, None);
+            let duration = expr.is_duration();
             crate::report::ExpectResult {
                 that: that.to_string(),
-                passed: actual.is_some_and(|v| expr.holds(v, None)),
-                actual: actual.map(|v| show(v, expr.is_duration())),
+                passed: actual.zip(bound).is_some_and(|(v, rhs)| expr.holds(v, rhs)),
+                actual: match (&expr.value, actual, bound) {
+                    (Value::Measure { .. }, Some(v), Some(rhs)) => {
+                        Some(format!("{} vs {}", show(v, duration), show(rhs, duration)))
+                    }
+                    (Value::Measure { .. }, _, _) => None,
+                    (_, v, _) => v.map(|v| show(v, duration)),
+                },
             }
         })
         .collect()
+}
+
+/// Parses the metric starting at `start` (after any whitespace): the metric, the
+/// span of its argument (of the whole metric for `lost_events`) and where it ends.
+fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize), ExprError> {
+    let b = text.as_bytes();
+    let mut i = start;
+    let name_start = i;
+    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+        i += 1;
+    }
+    let name = &text[name_start..i];
+    if name.is_empty() {
+        return err(
+            "expected `count(...)`, `rate(...)`, `lost_events`, `p50|p90|p99|max(...)`",
+            name_start..(name_start + 1).min(text.len()).max(name_start),
+        );
+    }
+    let bare = match name {
+        "lost_events" => Some(Metric::LostEvents),
+        "max_latency" => Some(Metric::MaxLatency),
+        "max_stack" => Some(Metric::MaxStack),
+        _ => None,
+    };
+    let (metric, metric_span) = if let Some(metric) = bare {
+        (metric, name_start..i)
+    } else {
+        let j = skip_ws(b, i);
+        if b.get(j) != Some(&b'(') {
+            return err(format!("expected `(` after `{name}`"), name_start..i);
+        }
+        let arg_start = skip_ws(b, j + 1);
+        // The `)` that balances the `(`: group keys such as `(all)` hold parentheses.
+        let mut depth = 0usize;
+        let close = text[arg_start..].char_indices().find_map(|(k, c)| match c {
+            '(' => {
+                depth += 1;
+                None
+            }
+            ')' if depth == 0 => Some(arg_start + k),
+            ')' => {
+                depth -= 1;
+                None
+            }
+            _ => None,
+        });
+        let Some(close) = close else {
+            return err("missing `)`", j..text.len());
+        };
+        let arg = text[arg_start..close].trim_end();
+        let arg_span = arg_start..arg_start + arg.len();
+        let Some((left, right)) = arg.split_once(':') else {
+            return err(
+                format!("expected `SYSTEM:EVENT` or `ANALYSIS:KEY` in `{name}(...)`"),
+                arg_span,
+            );
+        };
+        if left.is_empty() || right.is_empty() || arg.contains(char::is_whitespace) {
+            return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
+        }
+        let metric = match name {
+            "hist" => match right.rsplit_once(':') {
+                Some((ev, value)) if !ev.is_empty() && !value.is_empty() => Metric::Hist {
+                    event: format!("{left}:{ev}"),
+                    value: value.to_string(),
+                },
+                _ => {
+                    return err(
+                        format!(
+                            "expected `SYSTEM:EVENT:VALUE` in `hist(...)`, e.g. `hist(kmem:kmalloc:bytes_req)`, not `{arg}`"
+                        ),
+                        arg_span,
+                    );
+                }
+            },
+            "count" => Metric::Count(arg.to_string()),
+            "rate" => Metric::Rate(arg.to_string()),
+            "p50" | "p90" | "p99" | "max" => {
+                if !LATENCY_ANALYSES.contains(&left) {
+                    return err(
+                        format!(
+                            "no latency analysis `{left}`; there are {}",
+                            LATENCY_ANALYSES.join(", ")
+                        ),
+                        arg_start..arg_start + left.len(),
+                    );
+                }
+                Metric::Latency {
+                    stat: match name {
+                        "p50" => Stat::P50,
+                        "p90" => Stat::P90,
+                        "p99" => Stat::P99,
+                        _ => Stat::Max,
+                    },
+                    analysis: left.to_string(),
+                    key: right.to_string(),
+                }
+            }
+            other => {
+                return err(
+                    format!(
+                        "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99 or max"
+                    ),
+                    name_start..i,
+                );
+            }
+        };
+        i = close + 1;
+        (metric, arg_span)
+    };
+    Ok((metric, metric_span, i))
+}
+
+/// The right-hand side `[FACTOR *] METRIC` in `text[start..end]`, or `None`
+/// when it is a plain value.
+fn parse_measure(text: &str, start: usize, end: usize) -> Result<Option<Value>, ExprError> {
+    let v = &text[start..end];
+    let (factor, metric_start) = if v.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        (1.0, start)
+    } else if let Some((f, _)) = v.split_once('*') {
+        let factor = f
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && *n > 0.0)
+            .ok_or_else(|| ExprError {
+                message: format!("`{}` is not a positive factor", f.trim()),
+                span: start..start + f.trim_end().len(),
+            })?;
+        (factor, skip_ws(text.as_bytes(), start + f.len() + 1))
+    } else {
+        return Ok(None);
+    };
+    let (metric, span, after) = parse_metric(text, metric_start)?;
+    if after < end {
+        return err(
+            format!(
+                "unexpected `{}` after the measurement",
+                text[after..end].trim()
+            ),
+            skip_ws(text.as_bytes(), after)..end,
+        );
+    }
+    Ok(Some(Value::Measure {
+        factor,
+        metric,
+        span,
+    }))
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
@@ -397,10 +526,11 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// Why `METRIC OP value` can never hold, if it cannot: every measure is a count,
 /// a rate or a duration, never negative, and a relative value of -100% or less
 /// puts the bound at or under zero.
-fn never_holds(op: Op, value: Value, text: &str, context: Context) -> Option<String> {
-    let (bound, zero_bound) = match value {
+fn never_holds(op: Op, value: &Value, text: &str, context: Context) -> Option<String> {
+    let (bound, zero_bound) = match *value {
         Value::Absolute(v) => (v, v == 0.0),
         Value::Relative(pct) => (pct + 100.0, pct == -100.0),
+        Value::Measure { .. } => return None,
     };
     let never = match op {
         Op::Lt => bound < 0.0 || zero_bound,
@@ -491,6 +621,7 @@ impl fmt::Display for Value {
         match self {
             Value::Absolute(v) => write!(f, "{v}"),
             Value::Relative(p) => write!(f, "{p:+}%"),
+            Value::Measure { factor, .. } => write!(f, "{factor} * a measurement"),
         }
     }
 }
@@ -631,11 +762,80 @@ mod tests {
 
     #[test]
     fn relative_values_compare_with_the_first_run() {
+        let bound = |e: &Expr, base: f64| match e.value {
+            Value::Relative(pct) => base * (1.0 + pct / 100.0),
+            _ => panic!("{e:?}"),
+        };
         let e = ok("count(a:b) > +10%");
-        assert!(e.holds(111.0, Some(100.0)));
-        assert!(!e.holds(110.0, Some(100.0)));
+        assert!(e.holds(111.0, bound(&e, 100.0)));
+        assert!(!e.holds(110.0, bound(&e, 100.0)));
         let e = ok("rate(a:b) < -50%");
-        assert!(e.holds(49.0, Some(100.0)));
-        assert!(!e.holds(51.0, Some(100.0)));
+        assert!(e.holds(49.0, bound(&e, 100.0)));
+        assert!(!e.holds(51.0, bound(&e, 100.0)));
+    }
+
+    #[test]
+    fn a_measurement_on_the_right_with_an_optional_factor() {
+        let t = "count(block:block_rq_complete) == count(block:block_rq_issue)";
+        let e = ok(t);
+        assert_eq!(e.metric, Metric::Count("block:block_rq_complete".into()));
+        let Value::Measure {
+            factor,
+            metric,
+            span,
+        } = &e.value
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*factor, 1.0);
+        assert_eq!(*metric, Metric::Count("block:block_rq_issue".into()));
+        assert_eq!(&t[span.clone()], "block:block_rq_issue");
+        let e = Expr::parse("p99(wakeup:x) < 2.5 * p50(wakeup:(all))", Context::Expect).unwrap();
+        assert!(matches!(
+            e.value,
+            Value::Measure { factor, metric: Metric::Latency { stat: Stat::P50, ref key, .. }, .. }
+                if factor == 2.5 && key == "(all)"
+        ));
+        assert!(Expr::parse("lost_events <= count(a:b)", Context::Expect).is_ok());
+        assert!(matches!(
+            ok("rate(a:b) >= 0.5*rate(c:d)").value,
+            Value::Measure { factor, .. } if factor == 0.5
+        ));
+        let m: Vec<_> = Metric::of(&ok("count(a:b) > count(c:d)"))
+            .map(|(m, _)| m.clone())
+            .collect();
+        assert_eq!(
+            m,
+            [Metric::Count("a:b".into()), Metric::Count("c:d".into())]
+        );
+    }
+
+    #[test]
+    fn refuses_measurements_of_different_kinds_and_bad_factors() {
+        let t = "p99(syscalls:openat) < count(a:b)";
+        let e = bad(t, Context::Expect);
+        assert!(
+            e.message
+                .contains("the left is a duration, the right a count"),
+            "{e}"
+        );
+        assert_eq!(e.span, 4..t.len());
+        let e = bad("count(a:b) < rate(a:b)", Context::Expect);
+        assert!(e.message.contains("the right a rate"), "{e}");
+        let e = bad("count(a:b) < -2 * count(c:d)", Context::Expect);
+        assert!(e.message.contains("`-2` is not a positive factor"), "{e}");
+        assert_eq!(e.span, 13..15);
+        let e = bad("count(a:b) < count(c:d) + 1", Context::Expect);
+        assert!(e.message.contains("unexpected `+ 1`"), "{e}");
+        assert!(
+            bad("count(a:b) < 2 * cnt(c:d)", Context::Expect)
+                .message
+                .contains("unknown measure")
+        );
+        assert!(
+            bad("count(a:b) < 2 * p99(nosuch:x)", Context::Expect)
+                .message
+                .contains("no latency analysis")
+        );
     }
 }

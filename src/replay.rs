@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::bundle::{BundleError, Manifest, Opened};
 use crate::kernel::{FactsError, KernelFacts};
-use crate::recipe::{ParamValue, Recipe};
+use crate::recipe::{LoadError, LoadedRecipe, ParamValue, Recipe};
 
 /// A run's stored files, from a bundle (checked and unpacked into a temporary
 /// folder that lives as long as this) or an output folder.
@@ -386,8 +386,12 @@ pub fn differences_text(bundle: &KernelFacts, diffs: &[FactDifference]) -> Strin
     s
 }
 
-/// What replaying a stored run starts and with which arguments.
-#[derive(Debug, Clone)]
+/// What replaying a stored run starts and with which arguments: the recipe
+/// rendered once, whose commands are listed for consent and which the run then
+/// runs as it is (never rendered again, so a recipe whose text depends on
+/// `{{ started }}` or anything else that changes between renders cannot list
+/// one command and start another).
+#[derive(Debug)]
 pub struct Replay {
     /// `--set` arguments: the run's params, then the user's.
     pub sets: Vec<String>,
@@ -397,13 +401,18 @@ pub struct Replay {
     /// is for ([`foreign_commands`]); empty when the recipe does not load (the
     /// run then stops at validation, before starting anything).
     pub foreign: Vec<(&'static str, Vec<String>)>,
+    /// The recipe rendered with `sets` (its text and model): what `foreign`
+    /// lists, and what `rerun` runs and `check --against` validates; or why it
+    /// could not be loaded.
+    pub rendered: Result<LoadedRecipe, LoadError>,
 }
 
 impl StoredRun {
     /// What a replay with the user's `overrides` (`--set`) and `command` (`--
     /// COMMAND`, empty for the run's own) starts. The recipe is loaded twice:
     /// with the run's params alone, to tell whether its workload was the
-    /// recipe's `[scope] command`, and with the overrides, for what will run.
+    /// recipe's `[scope] command`, and with the overrides: that render is the
+    /// one the run runs ([`Replay::rendered`]).
     pub fn replay(&self, overrides: &[String], command: Vec<String>) -> Replay {
         let builtins = crate::recipe::Builtins {
             started: jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S").to_string(),
@@ -415,28 +424,32 @@ impl StoredRun {
                 &builtins,
                 crate::recipe::Chain::Stored,
             )
-            .ok()
         };
         let own = !command.is_empty();
         let command = match own {
             true => command,
             false => {
-                let as_ran = load(&self.sets(&[]));
+                let as_ran = load(&self.sets(&[])).ok();
                 self.workload(as_ran.as_ref().map_or(&[][..], |l| &l.recipe.scope.command))
             }
         };
         let sets = self.sets(overrides);
-        let foreign = load(&sets).map_or_else(Vec::new, |l| {
-            let mut f = foreign_commands(&l.recipe, &command);
-            if own {
-                f.retain(|(what, _)| *what != "workload");
-            }
-            f
-        });
+        let rendered = load(&sets);
+        let foreign = rendered.as_ref().map_or_else(
+            |_| Vec::new(),
+            |l| {
+                let mut f = foreign_commands(&l.recipe, &command);
+                if own {
+                    f.retain(|(what, _)| *what != "workload");
+                }
+                f
+            },
+        );
         Replay {
             sets,
             command,
             foreign,
+            rendered,
         }
     }
 }

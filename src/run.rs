@@ -26,7 +26,7 @@ use crate::apply::journal::{
 };
 use crate::apply::sweep::sweep;
 use crate::apply::{ApplyError, RollbackReport, Transaction, apply};
-use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate_with};
+use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate_with, validate_loaded};
 use crate::collect::Collected;
 use crate::diagnostic::Source;
 use crate::kernel::KernelFacts;
@@ -67,6 +67,10 @@ pub struct RunOptions {
     /// since a bundle does not choose where a root process writes (`out_dir` or
     /// the default folder instead).
     pub stored: bool,
+    /// The recipe already rendered (`rerun`: the render whose commands were
+    /// listed for consent, [`crate::replay::Replay::rendered`]): run as it is,
+    /// not rendered again from `recipe` and `sets`.
+    pub rendered: Option<crate::recipe::LoadedRecipe>,
 }
 
 /// Progress of a run, for the CLI to show.
@@ -346,17 +350,22 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     }
     let started_at = jiff::Timestamp::now();
     let started = started_at.strftime("%Y%m%d-%H%M%S").to_string();
-    let (valid, source, facts) = load_and_validate_with(
-        FactsFrom::Live(&tracefs),
-        &opts.recipe,
-        &opts.sets,
-        &started,
-        &opts.overrides,
-        match opts.stored {
-            true => Chain::Stored,
-            false => Chain::Extends,
-        },
-    )?;
+    let (valid, source, facts) = match &opts.rendered {
+        Some(loaded) => {
+            validate_loaded(FactsFrom::Live(&tracefs), loaded.clone(), &opts.overrides)?
+        }
+        None => load_and_validate_with(
+            FactsFrom::Live(&tracefs),
+            &opts.recipe,
+            &opts.sets,
+            &started,
+            &opts.overrides,
+            match opts.stored {
+                true => Chain::Stored,
+                false => Chain::Extends,
+            },
+        )?,
+    };
     let recipe = &valid.recipe;
 
     let command = if opts.command.is_empty() {

@@ -30,7 +30,7 @@ pub(crate) struct Workload {
 }
 
 /// How the workload ended.
-#[derive(Debug, Clone, Copy, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub(crate) struct WorkloadExit {
     /// Exit code, when it exited.
     pub(crate) exit_code: Option<i32>,

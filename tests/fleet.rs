@@ -133,6 +133,16 @@ impl Fleet {
             .unwrap()
     }
 
+    /// Asserts that no host keeps the play's work files.
+    fn assert_hosts_cleaned(&self) {
+        for (h, _) in HOSTS {
+            for f in ["recipe", "facts.json", "out", "out.tar.zst", "bin"] {
+                let p = self.path(&format!("{h}/{f}"));
+                assert!(!p.exists(), "{} was left on the host", p.display());
+            }
+        }
+    }
+
     fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
     }
@@ -209,11 +219,26 @@ fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
     let Some(fleet) = Fleet::start() else {
         return;
     };
-    let inv = fleet.inventory(&recipe(), ["", "", ""], "");
-    let out = fleet.run(&inv, &[]);
+    // The recipe and the binary given relative to the project folder, where
+    // the play runs (not the collection's playbooks/ folder).
+    std::fs::create_dir_all(fleet.path("recipes")).unwrap();
+    std::fs::copy(recipe(), fleet.path("recipes/fleet-exec.toml")).unwrap();
+    std::fs::create_dir_all(fleet.path("bin")).unwrap();
+    std::os::unix::fs::symlink(bin(), fleet.path("bin/trace-recipe")).unwrap();
+    let inv = fleet.inventory(Path::new("/nonexistent/recipe.toml"), ["", "", ""], "");
+    let out = fleet.run(
+        &inv,
+        &[
+            "-e",
+            "trace_recipe_recipe=recipes/fleet-exec.toml",
+            "-e",
+            "trace_recipe_local_binary=bin/trace-recipe",
+        ],
+    );
     assert!(out.status.success(), "the play failed:\n{}", log(&out));
+    fleet.assert_hosts_cleaned();
 
-    let matrix = fleet.read("fleet/preflight.txt");
+    let matrix = fleet.read("fleet/latest/preflight.txt");
     let release = rustix::system::uname()
         .release()
         .to_string_lossy()
@@ -223,13 +248,13 @@ fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
         assert_eq!(row[1..4], ["ok", release.as_str(), "clean"], "{matrix}");
     }
 
-    let summary = fleet.json("fleet/summary/fleet.json");
+    let summary = fleet.json("fleet/latest/summary/fleet.json");
     let rows = summary["hosts"].as_array().unwrap();
     assert_eq!(rows.len(), 3, "{summary:#}");
     assert_eq!(summary["failed"], serde_json::json!([]));
     let mut total = 0;
     for (h, _) in HOSTS {
-        let bundle = fleet.path(&format!("fleet/{h}.tar.zst"));
+        let bundle = fleet.path(&format!("fleet/latest/{h}.tar.zst"));
         assert!(bundle.is_file(), "{} was not fetched", bundle.display());
         let unpacked = fleet.path(&format!("{h}.unpacked"));
         let u = Command::new(bin())
@@ -272,7 +297,7 @@ fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
     }
     assert_eq!(summary["totals"]["events"], total);
     assert_eq!(summary["totals"]["ran"], 3);
-    let shown = fleet.read("fleet/summary/fleet.text");
+    let shown = fleet.read("fleet/latest/summary/fleet.text");
     assert!(
         shown.starts_with("fleet: 3 hosts, 3 ran, 0 failed (recipe fleet-exec)"),
         "{shown}"
@@ -288,19 +313,21 @@ fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
     };
     // h1 is checked against the kernel lab's Debian 6.1 facts (kprobe_events);
     // h2 and h3 against this kernel's own (no kprobe_events).
-    let facts_61 = repo().join("tests/facts/debian-6.1.json.zst");
+    // The fact file is given relative to the project folder.
+    std::fs::create_dir_all(fleet.path("facts")).unwrap();
+    std::fs::copy(
+        repo().join("tests/facts/debian-6.1.json.zst"),
+        fleet.path("facts/debian-6.1.json.zst"),
+    )
+    .unwrap();
     let inv = fleet.inventory(
         &repo().join("recipes/kretprobe-returns.toml"),
-        [
-            &format!("trace_recipe_facts_file: {}", facts_61.display()),
-            "",
-            "",
-        ],
+        ["trace_recipe_facts_file: facts/debian-6.1.json.zst", "", ""],
         "",
     );
     let out = fleet.run(&inv, &[]);
     assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
-    let matrix = fleet.read("fleet/preflight.txt");
+    let matrix = fleet.read("fleet/latest/preflight.txt");
     eprintln!("{matrix}");
     let h1: Vec<&str> = matrix_line(&matrix, "h1").split_whitespace().collect();
     assert_eq!(h1[1..3], ["ok", "6.1.0-56-amd64"], "{matrix}");
@@ -317,13 +344,66 @@ fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
         "{}",
         log(&out)
     );
+    assert_nothing_ran(&fleet, &out);
+    fleet.guard.assert_unchanged();
+}
+
+/// Asserts that no host ran the recipe: no bundle, the play never reached
+/// its run task, and the hosts were cleaned.
+fn assert_nothing_ran(fleet: &Fleet, out: &Output) {
     for (h, _) in HOSTS {
-        assert!(!fleet.path(&format!("fleet/{h}.tar.zst")).exists());
-        assert!(
-            !fleet.path(&format!("{h}/out")).exists(),
-            "{h}: nothing may run after a failed preflight"
-        );
+        assert!(!fleet.path(&format!("fleet/latest/{h}.tar.zst")).exists());
     }
+    assert!(
+        !text(&out.stdout).contains("TASK [Run the recipe"),
+        "nothing may run after a failed preflight:\n{}",
+        log(out)
+    );
+    fleet.assert_hosts_cleaned();
+}
+
+#[test]
+fn fleet_preflight_that_errors_on_one_host_is_a_failed_preflight() {
+    let Some(fleet) = Fleet::start() else {
+        return;
+    };
+    // h2 is reached, but its check cannot read the fact file it is given:
+    // that is a failed preflight, not an unreachable host, and nothing runs
+    // on h1 and h3 although their preflight passes.
+    let inv = fleet.inventory(
+        &recipe(),
+        ["", "trace_recipe_facts_file: facts/h2-missing.json", ""],
+        "",
+    );
+    let out = fleet.run(&inv, &[]);
+    assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
+    let matrix = fleet.read("fleet/latest/preflight.txt");
+    for h in ["h1", "h3"] {
+        let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
+        assert_eq!(row[1], "ok", "{matrix}");
+    }
+    let missing = fleet.path("facts/h2-missing.json");
+    let h2 = matrix_line(&matrix, "h2");
+    assert!(
+        h2.contains(" ERROR ")
+            && h2.contains(&format!("cannot read fact file {}", missing.display())),
+        "the row carries the check's own error:\n{matrix}"
+    );
+    assert!(
+        text(&out.stdout).contains("preflight failed on h2: nothing was applied on any host"),
+        "{}",
+        log(&out)
+    );
+    let status = fleet.json("fleet/latest/h2.json");
+    assert_eq!(status["stage"], "preflight", "{status}");
+    assert!(
+        status["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read fact file"),
+        "{status}"
+    );
+    assert_nothing_ran(&fleet, &out);
     fleet.guard.assert_unchanged();
 }
 
@@ -347,16 +427,19 @@ fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
         "the play ran where it could:\n{}",
         log(&out)
     );
-    let matrix = fleet.read("fleet/preflight.txt");
+    let matrix = fleet.read("fleet/latest/preflight.txt");
     assert!(
         matrix_line(&matrix, "h3").contains("sched:no_such_event"),
         "{matrix}"
     );
-    let summary = fleet.json("fleet/summary/fleet.json");
+    let summary = fleet.json("fleet/latest/summary/fleet.json");
     assert_eq!(summary["totals"]["ran"], 2, "{summary:#}");
-    assert!(fleet.path("fleet/h1.tar.zst").is_file() && fleet.path("fleet/h2.tar.zst").is_file());
-    assert!(!fleet.path("fleet/h3.tar.zst").exists() && !fleet.path("h3/out").exists());
-    let h3 = fleet.json("fleet/h3.json");
+    assert!(
+        fleet.path("fleet/latest/h1.tar.zst").is_file()
+            && fleet.path("fleet/latest/h2.tar.zst").is_file()
+    );
+    assert!(!fleet.path("fleet/latest/h3.tar.zst").exists() && !fleet.path("h3/out").exists());
+    let h3 = fleet.json("fleet/latest/h3.json");
     assert_eq!(h3["stage"], "preflight", "{h3}");
     assert!(
         h3["reason"]
@@ -390,15 +473,27 @@ fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
         .unwrap();
     }
     let out = play.wait_with_output().unwrap();
-    let summary = fleet.json("fleet/summary/fleet.json");
+    let summary = fleet.json("fleet/latest/summary/fleet.json");
     assert_eq!(summary["totals"]["ran"], 1, "{summary:#}\n{}", log(&out));
-    assert!(fleet.path("fleet/h1.tar.zst").is_file());
-    let h2 = fleet.json("fleet/h2.json");
+    assert!(fleet.path("fleet/latest/h1.tar.zst").is_file());
+    let h2 = fleet.json("fleet/latest/h2.json");
     assert_eq!(h2["stage"], "run", "{h2}");
     assert_eq!(h2["exit_code"], 137, "{h2}");
     assert!(h2["reason"].as_str().unwrap().contains("SIGKILL"), "{h2}");
-    let h3 = fleet.json("fleet/h3.json");
+    let h3 = fleet.json("fleet/latest/h3.json");
     assert_eq!(h3["stage"], "unreachable", "{h3}");
+    assert!(
+        h3["reason"]
+            .as_str()
+            .unwrap()
+            .contains("port 2299: Connection refused"),
+        "ssh's own reason: {h3}"
+    );
+    let matrix = fleet.read("fleet/latest/preflight.txt");
+    assert!(
+        matrix_line(&matrix, "h3").contains("port 2299: Connection refused"),
+        "{matrix}"
+    );
     let failed: Vec<&str> = summary["failed"]
         .as_array()
         .unwrap()
@@ -406,7 +501,7 @@ fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
         .map(|f| f["host"].as_str().unwrap())
         .collect();
     assert_eq!(failed, ["h2", "h3"]);
-    let shown = fleet.read("fleet/summary/fleet.text");
+    let shown = fleet.read("fleet/latest/summary/fleet.text");
     assert!(
         shown.contains("h2: run: trace-recipe run was killed by SIGKILL"),
         "{shown}"
@@ -443,12 +538,18 @@ fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so()
 
     let check = fleet.run(&inv, &["--check"]);
     assert!(check.status.success(), "--check:\n{}", log(&check));
-    let matrix = fleet.read("fleet/preflight.txt");
+    let plays = std::fs::read_dir(fleet.path("fleet"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != "latest")
+        .count();
+    assert_eq!(plays, 2, "each play keeps a folder of its own");
+    let matrix = fleet.read("fleet/latest/preflight.txt");
     for (h, _) in HOSTS {
         let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
         assert_eq!((row[1], row[3]), ("ok", "clean"), "{matrix}");
         assert!(
-            !fleet.path(&format!("fleet/{h}.tar.zst")).exists(),
+            !fleet.path(&format!("fleet/latest/{h}.tar.zst")).exists(),
             "--check runs nothing"
         );
     }

@@ -223,3 +223,83 @@ fn check_against_a_folder_from_another_kernel_says_why_it_cannot_run_here() {
         assert!(out.contains(line), "`{line}` in:\n{out}");
     }
 }
+
+/// One render per rerun: the commands a rerun lists for consent are the ones
+/// it starts. The bundle's `[collect] before` command embeds `{{ started }}`
+/// (a second-resolution time); the rerun is answered on a terminal (under
+/// `script`) two seconds after it asked, so a second render for the run would
+/// put another time in the command than the one listed. The command's output,
+/// saved in the rerun's folder, and the workload's argv, written to a file,
+/// are compared with the listing.
+#[test]
+fn a_rerun_starts_exactly_the_commands_it_listed_for_consent() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let argv_file = d.join("argv.txt");
+    let recipe = write_recipe(
+        d,
+        "stamp.toml",
+        &format!(
+            "name = \"stamp\"\nduration = \"30s\"\n[params]\ntag = \"a\"\n[scope]\ncommand = [\"sh\", \"-c\", 'printf \"%s\\n\" \"$@\" > \"$0\"', \"{}\", \"tag-{{{{ tag }}}}\"]\n[[events]]\nname = \"sched:sched_process_exec\"\n[collect]\nbefore = [[\"echo\", \"at-{{{{ started }}}}-{{{{ tag }}}}\"]]\n",
+            argv_file.display()
+        ),
+    );
+    let guard = TracefsGuard::acquire();
+    let o = run_bundled(&recipe, &d.join("run"), &[]);
+    assert_exit(&o, 0);
+    let bundle = d.join("run.tar.zst");
+    std::fs::remove_file(&argv_file).unwrap();
+
+    // Rerun with a param of our own, agreeing on a terminal two seconds later.
+    let out = d.join("rerun");
+    let command = shlex::try_join([
+        env!("CARGO_BIN_EXE_trace-recipe"),
+        "rerun",
+        bundle.to_str().unwrap(),
+        "--set",
+        "tag=b",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+    .unwrap();
+    let mut child = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    child.stdin.as_mut().unwrap().write_all(b"y\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let shown = text(&o.stdout).replace('\r', "");
+    assert!(o.status.success(), "{shown}{}", text(&o.stderr));
+    guard.assert_unchanged();
+    drop(guard);
+
+    // What was listed for consent...
+    let listed = |purpose: &str| {
+        shown
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(purpose))
+            .unwrap_or_else(|| panic!("no `{purpose}` listed in:\n{shown}"))
+            .to_string()
+    };
+    let collect = listed("collect before: echo ");
+    assert!(
+        collect.starts_with("at-") && collect.ends_with("-b"),
+        "{shown}"
+    );
+    let workload = listed("workload: ");
+    assert!(workload.ends_with(" tag-b"), "{shown}");
+    // ... is what ran: the collect command's output and the workload's argv.
+    let ran = std::fs::read_to_string(out.join("collect/before-1-echo.txt")).unwrap();
+    assert_eq!(ran.trim_end(), collect, "{shown}");
+    let argv = std::fs::read_to_string(&argv_file).unwrap();
+    assert_eq!(
+        shlex::split(&workload).unwrap().last().map(String::as_str),
+        argv.lines().last(),
+        "{shown}"
+    );
+}

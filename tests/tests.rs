@@ -2,6 +2,8 @@
 
 mod common;
 
+mod analyses;
+
 mod bundle;
 mod capture;
 mod check;
@@ -18,6 +20,7 @@ mod lab;
 mod probes;
 mod reliability;
 mod report;
+mod report_filter;
 mod run;
 mod runbook;
 mod scope;

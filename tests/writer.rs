@@ -181,6 +181,7 @@ fn our_listing(f: &TraceFile) -> String {
     for r in f.records() {
         printer.write(&r.unwrap(), &mut out).unwrap();
     }
+    printer.finish(&mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -550,6 +551,7 @@ fn every_event_of_many_subsystems_prints_like_trace_cmd() {
     for r in f.records() {
         printer.write(&r.unwrap(), &mut out).unwrap();
     }
+    printer.finish(&mut out).unwrap();
     let ours = String::from_utf8_lossy(&out);
     let (a, b): (Vec<&str>, Vec<&str>) = (ours.lines().collect(), theirs.lines().collect());
     let mut same = 0;

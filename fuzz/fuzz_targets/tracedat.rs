@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
+    let _ = printer.finish(&mut sink);
     let Ok(a) = analyze(&file, &Selection::new(&file, &AnalysisName::ALL)) else { return };
     let r = JsonReport::new(&file, &a, None);
     let _ = serde_json::to_string(&r);

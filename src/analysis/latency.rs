@@ -296,7 +296,7 @@ pub(super) struct Latencies {
 /// A 32-bit task on a 64-bit kernel uses the compat table, which this does
 /// not know: its ids are named from the 64-bit table.
 #[derive(Debug, Clone, Copy)]
-enum SyscallTable {
+pub(super) enum SyscallTable {
     X86_64,
     X86,
     Aarch64,
@@ -305,7 +305,7 @@ enum SyscallTable {
 }
 
 impl SyscallTable {
-    fn of(file: &TraceFile) -> SyscallTable {
+    pub(super) fn of(file: &TraceFile) -> SyscallTable {
         let machine = file
             .uname()
             .and_then(|u| u.split_whitespace().last())
@@ -320,7 +320,7 @@ impl SyscallTable {
     }
 
     /// The syscall's name, else `NR n`.
-    fn name(self, nr: i64) -> String {
+    pub(super) fn name(self, nr: i64) -> String {
         let name = usize::try_from(nr).ok().and_then(|n| match self {
             SyscallTable::X86_64 => syscalls::x86_64::Sysno::new(n).map(|s| s.name()),
             SyscallTable::X86 => syscalls::x86::Sysno::new(n).map(|s| s.name()),
@@ -332,7 +332,7 @@ impl SyscallTable {
     }
 }
 
-fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
+pub(super) fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
     match f.decode(&ev.data, ev.big_endian)? {
         FieldValue::UInt(v) => Some(v),
         FieldValue::Int(v) => Some(v as u64),

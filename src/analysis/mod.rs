@@ -11,14 +11,19 @@
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts ([`profile`]) |
+//! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size ([`block`]) |
+//! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task ([`errno`]) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
+mod block;
+mod errno;
 mod histogram;
 mod latency;
 mod profile;
+mod select;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -28,12 +33,15 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
+pub(crate) use block::Block;
+pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
+pub use select::{Select, SelectArgs, SelectError};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -54,11 +62,15 @@ pub enum AnalysisName {
     Irq,
     /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
     Profile,
+    /// Failed syscalls by errno name, per syscall and per task.
+    Errno,
+    /// Block I/O issue-to-complete latency per device and request size.
+    Block,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 8] = [
+    pub const ALL: [AnalysisName; 10] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -67,6 +79,8 @@ impl AnalysisName {
         AnalysisName::Stacks,
         AnalysisName::Irq,
         AnalysisName::Profile,
+        AnalysisName::Errno,
+        AnalysisName::Block,
     ];
 
     /// The name as typed on the command line.
@@ -80,6 +94,8 @@ impl AnalysisName {
             AnalysisName::Stacks => "stacks",
             AnalysisName::Irq => "irq",
             AnalysisName::Profile => "profile",
+            AnalysisName::Errno => "errno",
+            AnalysisName::Block => "block",
         }
     }
 }
@@ -140,6 +156,12 @@ impl Selection {
         }
         if profile::Profiler::applies(file) {
             v.push(AnalysisName::Profile);
+        }
+        if errno::Errors::applies(file) {
+            v.push(AnalysisName::Errno);
+        }
+        if block::BlockIo::applies(file) {
+            v.push(AnalysisName::Block);
         }
         Selection {
             names: v,
@@ -221,6 +243,10 @@ pub struct Analysis {
     pub(crate) stacks: Option<Stacks>,
     /// Where each task's time went (`profile`).
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno (`errno`).
+    pub(crate) errno: Option<Errno>,
+    /// Block I/O latency (`block`).
+    pub(crate) block: Option<Block>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -317,6 +343,15 @@ impl CpuSlots {
 /// Runs the `selection` over every record of `file` in one pass.
 /// Errors: a corrupt page or chunk ([`tracedat::Error`]).
 pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, tracedat::Error> {
+    analyze_kept(file, selection, None)
+}
+
+/// [`analyze`] over the records `keep` keeps (every record when `None`).
+pub fn analyze_kept(
+    file: &TraceFile,
+    selection: &Selection,
+    mut keep: Option<&mut Select>,
+) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
     // Counted index 0 is "an id with no format".
@@ -348,6 +383,12 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut profiler = selection
         .has(AnalysisName::Profile)
         .then(|| profile::Profiler::new(file));
+    let mut errors = selection
+        .has(AnalysisName::Errno)
+        .then(|| errno::Errors::new(file));
+    let mut block_io = selection
+        .has(AnalysisName::Block)
+        .then(|| block::BlockIo::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -356,7 +397,13 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
     for rec in file.records() {
-        let ev = match rec? {
+        let rec = rec?;
+        if let Some(k) = keep.as_deref_mut()
+            && !k.keeps(file, &rec)
+        {
+            continue;
+        }
+        let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
                 *counts.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
@@ -397,6 +444,12 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         latencies.add(file, &ev, pid, pid_slot);
         if let Some(p) = profiler.as_mut() {
             p.add(&ev, pid);
+        }
+        if let Some(e) = errors.as_mut() {
+            e.add(&ev, pid);
+        }
+        if let Some(b) = block_io.as_mut() {
+            b.add(&ev);
         }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
@@ -445,15 +498,21 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         })
         .unzip();
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
+    let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
+    let mut block = block_io.map(block::BlockIo::finish);
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
+        errno = errno.filter(|e| e.exits > 0);
+        block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
             AnalysisName::Counts => true,
             AnalysisName::Stacks => stacks.is_some(),
             AnalysisName::Profile => profile.is_some(),
+            AnalysisName::Errno => errno.is_some(),
+            AnalysisName::Block => block.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -464,6 +523,8 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
         latencies,
         stacks,
         profile,
+        errno,
+        block,
         counts,
         task_latency: task_latency
             .into_iter()
@@ -743,6 +804,7 @@ mod tests {
         for rec in file.records() {
             printer.write(&rec.unwrap(), &mut text).unwrap();
         }
+        printer.finish(&mut text).unwrap();
         let heads: Vec<&str> = std::str::from_utf8(&text)
             .unwrap()
             .lines()

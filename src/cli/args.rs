@@ -179,6 +179,37 @@ pub(crate) struct ReportArgs {
     /// A minijinja template for `--format summary` (context: report.json).
     #[arg(long, value_name = "FILE")]
     pub(crate) template: Option<PathBuf>,
+    /// Keep only EVENT's records, where FILTER holds (repeatable; a record is
+    /// kept when any `-F` keeps it). EVENT: `system:event`, `system:*` or
+    /// `event`; FILTER: the kernel's filter syntax (`prev_pid == 1 && cpu < 2`),
+    /// with `comm` and `cpu` for every event.
+    #[arg(short = 'F', long = "filter", value_name = "EVENT[:FILTER]")]
+    pub(crate) filter: Vec<String>,
+    /// Keep only the records of these CPUs (`0,2-3`; repeatable).
+    #[arg(long, value_name = "LIST")]
+    pub(crate) cpu: Vec<String>,
+    /// Keep only the events of these tasks (repeatable or comma-separated).
+    #[arg(
+        short = 'P',
+        long,
+        value_delimiter = ',',
+        value_name = "PID",
+        allow_negative_numbers = true
+    )]
+    pub(crate) pid: Vec<i32>,
+    /// Keep only the events of tasks with this name (a glob; repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) comm: Vec<String>,
+    /// Start at this time: seconds after the first event (`1.5`) or, after
+    /// `@`, an event's timestamp as the text listing prints it.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub(crate) from: Option<String>,
+    /// End at this time (inclusive), like `--from`.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub(crate) to: Option<String>,
+    /// Write the report to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
 }
 
 // `diff`'s arguments (the variant's doc comment is its help).

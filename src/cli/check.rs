@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::args::{CheckArgs, CheckFormat, ExportFormat, FactsArgs};
 use super::{Context, Exit, Failure, find_recipe, started, with_tracefs};
-use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate, load_and_validate_with};
+use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate, validate_loaded};
 
 /// `check RECIPE`: against this kernel or a fact file, or as an exported plan.
 pub(super) fn check(a: CheckArgs) -> Exit {
@@ -146,13 +146,13 @@ fn check_live_or_offline(
     facts_file: Option<&Path>,
 ) -> Exit {
     with_facts(facts_file, |from| {
+        let builtins = crate::recipe::Builtins { started: started() };
         check_with(
             recipe,
-            sets,
+            crate::recipe::load(recipe, sets, &builtins),
             show_plan,
             format,
             from,
-            crate::recipe::Chain::Extends,
             None,
         )
     })
@@ -186,15 +186,16 @@ fn with_facts(facts_file: Option<&Path>, f: impl FnOnce(FactsFrom<'_>) -> Exit) 
 /// facts `from`, printed in `format`; `against` joins the JSON of `check --against`.
 fn check_with(
     recipe: &Path,
-    sets: &[String],
+    loaded: Result<crate::recipe::LoadedRecipe, crate::recipe::LoadError>,
     show_plan: bool,
     format: CheckFormat,
     from: FactsFrom<'_>,
-    chain: crate::recipe::Chain,
     against: Option<&crate::replay::AgainstJson>,
 ) -> Exit {
-    let overrides = Default::default();
-    match load_and_validate_with(from, recipe, sets, &started(), &overrides, chain) {
+    let checked = loaded
+        .map_err(CheckError::from)
+        .and_then(|l| validate_loaded(from, l, &Default::default()));
+    match checked {
         Ok((valid, _, facts)) if format != CheckFormat::Text => {
             check_machine(
                 recipe,
@@ -329,12 +330,14 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
     let stored = crate::replay::StoredRun::open(from).map_err(Failure::failed)?;
     let replay = stored.replay(sets, Vec::new());
     let recipe = stored.recipe();
-    let chain = crate::recipe::Chain::Stored;
     with_tracefs(|tracefs| {
-        let builtins = crate::recipe::Builtins { started: started() };
-        // The differences need the recipe (even one invalid here) and both facts.
+        // The differences need the recipe (even one invalid here) and both
+        // facts; the recipe is the one render the commands are listed from and
+        // that is checked.
         let bundle_facts = stored.facts();
-        let differences = crate::recipe::load_with(&recipe, &replay.sets, &builtins, chain)
+        let differences = replay
+            .rendered
+            .as_ref()
             .ok()
             .zip(bundle_facts.as_ref().ok())
             .map(|(loaded, theirs)| {
@@ -400,11 +403,10 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
         }
         let verdict = check_with(
             &recipe,
-            &replay.sets,
+            replay.rendered,
             show_plan,
             format,
             FactsFrom::Live(tracefs),
-            chain,
             Some(&json),
         );
         if let Err(f @ Failure::Failed(_)) = verdict {

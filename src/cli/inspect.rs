@@ -9,10 +9,10 @@ use super::args::{
     ReportArgs, SchemaArgs, ShowArgs,
 };
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
-use crate::analysis::{Selection, analyze};
+use crate::analysis::{Select, SelectArgs, SelectError, Selection, analyze_kept};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
-use crate::report::{JsonReport, render_html};
+use crate::report::{JsonReport, RunInfo, render_html};
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
 pub(super) fn list(a: ListArgs) -> Exit {
@@ -175,7 +175,8 @@ pub(super) fn functions(a: FunctionsArgs) -> Exit {
     })
 }
 
-/// `report FILE`: a trace.dat (or a run's) as text, a summary, JSON or HTML.
+/// `report FILE`: a trace.dat (or a run's) as text, a summary, JSON or HTML,
+/// over the records `-F`, `--cpu`, `--pid`, `--comm`, `--from`/`--to` keep.
 /// A reader that goes away (a broken pipe) ends it quietly, with exit 0.
 pub(super) fn report(a: ReportArgs) -> Exit {
     let template = a
@@ -185,36 +186,104 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .transpose()
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
-    let (path, _opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
+    let (path, opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
     let file = tracedat::TraceFile::open(&path)
         .map_err(|e| Failure::failed(Context::new(format!("cannot read {}", path.display()), e)))?;
-    match print_report(&file, a.format, &a.analysis, &template) {
+    let run = (opened.is_some() || a.file.is_dir())
+        .then(|| path.parent().and_then(run_header))
+        .flatten();
+    let args = SelectArgs {
+        filters: a.filter,
+        cpus: a.cpu,
+        pids: a.pid,
+        comms: a.comm,
+        from: a.from,
+        to: a.to,
+    };
+    let mut keep = Select::new(&file, &args).map_err(|e| match e {
+        SelectError::Syntax(m) => Failure::Usage(Some(m.into())),
+        SelectError::Unknown(m) => Failure::Invalid(Some(m.into())),
+    })?;
+    let result = match &a.output {
+        Some(o) => std::fs::File::create(o)
+            .map_err(|e| Context::new(format!("cannot write {}", o.display()), e).into())
+            .and_then(|f| {
+                print_report(
+                    &file,
+                    run.as_ref(),
+                    &mut keep,
+                    a.format,
+                    &a.analysis,
+                    &template,
+                    f,
+                )
+            }),
+        None => print_report(
+            &file,
+            run.as_ref(),
+            &mut keep,
+            a.format,
+            &a.analysis,
+            &template,
+            std::io::stdout().lock(),
+        ),
+    };
+    match result {
         Ok(()) => Ok(()),
         Err(e) if is_broken_pipe(e.as_ref()) => Ok(()),
         Err(e) => Err(Failure::failed(Context::new(path.display().to_string(), e))),
     }
 }
 
-/// Writes `file` in `format` to stdout (buffered).
+/// The run's header (recipe, times, stop reason, workload, scope) from the
+/// report.json in output folder `dir`; `None` when it is missing, not a
+/// regular file, larger than 64 MiB or not a run's report.
+fn run_header(dir: &Path) -> Option<RunInfo> {
+    let p = dir.join("report.json");
+    let meta = std::fs::symlink_metadata(&p).ok()?;
+    if !meta.is_file() || meta.len() > 64 << 20 {
+        return None;
+    }
+    serde_json::from_slice(&std::fs::read(&p).ok()?).ok()
+}
+
+/// Writes `file` in `format` to `to` (buffered), over the records `keep`
+/// keeps, with `run`'s header in the summary, JSON and HTML.
 fn print_report(
     file: &tracedat::TraceFile,
+    run: Option<&RunInfo>,
+    keep: &mut Option<Select>,
     format: Format,
     analyses: &[crate::analysis::AnalysisName],
     template: &Template,
+    to: impl Write,
 ) -> Result<(), Error> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, to);
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
             let mut printer = tracedat::Printer::new(file);
-            for rec in file.records() {
-                printer.write(&rec?, &mut out)?;
+            match keep {
+                // No per-record work beyond printing when nothing narrows.
+                None => {
+                    for rec in file.records() {
+                        printer.write(&rec?, &mut out)?;
+                    }
+                }
+                Some(k) => {
+                    for rec in file.records() {
+                        let rec = rec?;
+                        if k.keeps(file, &rec) {
+                            printer.write(&rec, &mut out)?;
+                        }
+                    }
+                }
             }
+            printer.finish(&mut out)?;
         }
         Format::Summary | Format::Json | Format::Html => {
-            let a = analyze(file, &Selection::new(file, analyses))?;
-            let r = JsonReport::new(file, &a, None);
+            let a = analyze_kept(file, &Selection::new(file, analyses), keep.as_mut())?;
+            let r = JsonReport::new(file, &a, run);
             let text = match format {
                 Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
                 Format::Html => render_html(&r),

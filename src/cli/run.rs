@@ -1,7 +1,7 @@
 //! `run` and `rerun`: a session (see [`crate::run`]) with its progress,
 //! summary and verdict on the terminal, or its run object as JSON.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::args::{OutFormat, RerunArgs, RunArgs, RunFlags};
 use super::{Exit, Failure, find_recipe};
@@ -11,7 +11,12 @@ use crate::run::{RunError, RunEvent, RunOptions, incomplete_message, run as run_
 /// `run RECIPE [-- COMMAND]`.
 pub(super) fn run(a: RunArgs) -> Exit {
     match find_recipe(&a.recipe) {
-        Some(recipe) => a.flags.run(recipe, a.sets, a.command, false),
+        Some(recipe) => a.flags.run(RunOptions {
+            recipe,
+            sets: a.sets,
+            command: a.command,
+            ..Default::default()
+        }),
         None => {
             let failure = Failure::Invalid(None);
             if a.flags.format == OutFormat::Json {
@@ -29,21 +34,18 @@ pub(super) fn run(a: RunArgs) -> Exit {
 }
 
 impl RunFlags {
-    /// Runs `recipe` with these options (see [`run_cmd`]; `stored`: a stored
-    /// run's recipe, see [`RunOptions::stored`]).
-    fn run(self, recipe: PathBuf, sets: Vec<String>, command: Vec<String>, stored: bool) -> Exit {
+    /// Runs `opts` (its recipe, params, workload and what `rerun` sets) with
+    /// these flags (see [`run_cmd`]).
+    fn run(self, opts: RunOptions) -> Exit {
         let opts = RunOptions {
-            recipe,
-            sets,
-            out_dir: self.out,
-            command,
+            out_dir: self.out.clone(),
             bundle: self.bundle,
             overrides: crate::overrides::Overrides {
                 duration: self.duration,
                 buffer_size_kb: self.buffer_size_kb,
                 system_wide: self.system_wide,
             },
-            stored,
+            ..opts
         };
         run_cmd(opts, self.format, self.quiet, self.junit.as_deref())
     }
@@ -153,15 +155,19 @@ fn run_human(
                 json.then(|| crate::format::RunJson::finished(&outcome, code)),
             )
         }
-        Err(e) => {
-            let failure = run_error(&e);
-            let code = failure.code();
-            (
-                Err(failure),
-                json.then(|| crate::format::RunJson::failed(code, e.to_string())),
-            )
-        }
+        Err(e) => not_run(&e, json),
     }
+}
+
+/// A run that failed before it finished: its error printed (see [`run_error`]),
+/// and when `json` the run object saying so.
+fn not_run(e: &RunError, json: bool) -> (Exit, Option<crate::format::RunJson>) {
+    let failure = run_error(e);
+    let code = failure.code();
+    (
+        Err(failure),
+        json.then(|| crate::format::RunJson::failed(code, e.to_string())),
+    )
 }
 
 /// Prints the warnings of a finished run; says how it ended.
@@ -270,7 +276,25 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
             .into(),
         )));
     }
-    args.run(stored.recipe(), replay.sets, replay.command, true)
+    // The render whose commands were listed is the one that runs.
+    let rendered = match replay.rendered {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            let (exit, json) = not_run(&RunError::Check(e.into()), args.format == OutFormat::Json);
+            if let Some(j) = json {
+                print!("{}", crate::output::to_json(&j));
+            }
+            return exit;
+        }
+    };
+    args.run(RunOptions {
+        recipe: stored.recipe(),
+        sets: replay.sets,
+        command: replay.command,
+        stored: true,
+        rendered: Some(rendered),
+        ..Default::default()
+    })
 }
 
 /// Asks on the terminal whether to start `commands` (stdin and stderr must both

@@ -36,7 +36,7 @@ pub use summary::{Template, TemplateError};
 use crate::diagnostic::{Diagnostic, Source};
 
 /// A parsed recipe together with its rendered text and the spans of its keys.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LoadedRecipe {
     /// The rendered text and the file it came from.
     pub source: Source,

@@ -42,7 +42,7 @@ impl From<usize> for PathSeg {
 }
 
 /// Byte ranges of keys and values of a parsed TOML document.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct SpanIndex {
     root: Table,
 }

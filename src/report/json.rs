@@ -20,7 +20,7 @@ use crate::workload::WorkloadExit;
 pub const JSON_FORMAT_VERSION: u32 = 1;
 
 /// What a run adds to the counts: recipe, kernel, times and the workload.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub struct RunInfo {
     /// Recipe name.
     pub(crate) recipe: String,
@@ -48,7 +48,7 @@ pub struct RunInfo {
 /// for "the run's tasks" keeps those whose task is one of `pids` (and, with
 /// `follow_forks`, their descendants) or is named one of `comms`; with
 /// `system_wide` or nothing scoped, every task is the run's.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct ScopeInfo {
     /// `[scope] system_wide`: every task was recorded while the workload ran.
     pub(crate) system_wide: bool,
@@ -76,7 +76,7 @@ impl ScopeInfo {
 }
 
 /// What the per-CPU readers of a run read, and what it cost them.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct RecorderInfo {
     /// Raw ring-buffer bytes read from trace_pipe_raw, all CPUs.
     pub(crate) bytes: u64,
@@ -88,7 +88,7 @@ pub(crate) struct RecorderInfo {
 }
 
 /// The workload of a run.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Deserialize)]
 pub(crate) struct WorkloadInfo {
     /// Command line.
     pub(crate) command: Vec<String>,
@@ -152,6 +152,10 @@ pub struct JsonReport {
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
+    /// Failed syscalls by errno name, per syscall and per task (analysis `errno`).
+    pub(crate) errno: Option<crate::analysis::Errno>,
+    /// Block I/O issue-to-complete latency per device and request size (analysis `block`).
+    pub(crate) block: Option<crate::analysis::Block>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -314,6 +318,8 @@ impl JsonReport {
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
             profile: a.profile.clone(),
+            errno: a.errno.clone(),
+            block: a.block.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),

@@ -1,7 +1,8 @@
 //! `[[expect]]`: each `that` parses in the [`crate::expr`] language, and names
 //! only events the run records (a count of an event it never enables would
-//! always be 0) and latency analyses that exist; `max_latency` only with a
-//! tracer that measures one, `max_stack` only with `[stack]`.
+//! always be 0) and latency analyses that exist, on both sides of a comparison
+//! of two measurements; `max_latency` only with a tracer that measures one,
+//! `max_stack` only with `[stack]`.
 
 use super::{Ctx, ResolvedEvent, ResolvedProbe};
 use crate::expr::{Context, Expr, Metric};
@@ -124,10 +125,14 @@ pub(super) fn resolve_expectations(
                 continue;
             }
         }
-        if let Metric::Count(ev) | Metric::Rate(ev) = &expr.metric
-            && !recorded.iter().any(|r| r == ev)
-        {
-            let span = cx.inner_span(&key, &expr.metric_span);
+        let unrecorded = Metric::of(&expr).find_map(|(metric, span)| match metric {
+            Metric::Count(ev) | Metric::Rate(ev) if !recorded.iter().any(|r| r == ev) => {
+                Some((ev, span))
+            }
+            _ => None,
+        });
+        if let Some((ev, span)) = unrecorded {
+            let span = cx.inner_span(&key, span);
             let hint = suggest::did_you_mean(ev, recorded.iter().map(String::as_str), 3);
             if ev.starts_with("kprobes:")
                 || ev.starts_with("uprobes:")

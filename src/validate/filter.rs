@@ -32,6 +32,20 @@ pub(crate) enum Value {
     Word(String),
 }
 
+/// A filter's structure: `&&` binds tighter than `||` (as in the kernel's
+/// filter parser); leaves index the predicates [`parse_expr`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Expr {
+    /// The predicate at this index.
+    Pred(usize),
+    /// `!EXPR`.
+    Not(Box<Expr>),
+    /// Both hold.
+    And(Box<Expr>, Box<Expr>),
+    /// Either holds.
+    Or(Box<Expr>, Box<Expr>),
+}
+
 /// A syntax error in a filter, with its byte range inside the filter text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SyntaxError {
@@ -155,6 +169,11 @@ fn tokenize(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
 /// Grammar: `expr := term (("&&" | "||") term)*`, `term := "!"? ("(" expr ")" | pred)`,
 /// `pred := FIELD OP VALUE`. Errors: the first syntax error, with its range.
 pub(crate) fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
+    parse_expr(text).map(|(_, preds)| preds)
+}
+
+/// Parses `text` into its structure and its predicates (see [`parse`]).
+pub(crate) fn parse_expr(text: &str) -> Result<(Expr, Vec<Predicate>), SyntaxError> {
     let toks = tokenize(text)?;
     let mut p = Parser {
         text,
@@ -169,14 +188,14 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Predicate>, SyntaxError> {
             span: 0..text.len(),
         });
     }
-    p.expr(0)?;
+    let e = p.expr(0)?;
     if let Some((_, span)) = toks.get(p.pos) {
         return Err(SyntaxError {
             message: "expected `&&`, `||` or the end of the filter".into(),
             span: span.clone(),
         });
     }
-    Ok(p.preds)
+    Ok((e, p.preds))
 }
 
 struct Parser<'a> {
@@ -201,29 +220,39 @@ impl Parser<'_> {
         }
     }
 
-    fn expr(&mut self, depth: usize) -> Result<(), SyntaxError> {
+    fn expr(&mut self, depth: usize) -> Result<Expr, SyntaxError> {
         if depth > 32 {
             return Err(SyntaxError {
                 message: "filter nests too deep".into(),
                 span: 0..self.end,
             });
         }
-        self.term(depth)?;
-        while matches!(self.toks.get(self.pos), Some((Tok::And | Tok::Or, _))) {
+        let mut ors = Vec::new();
+        let mut and = self.term(depth)?;
+        while let Some((op @ (Tok::And | Tok::Or), _)) = self.toks.get(self.pos) {
+            let is_and = *op == Tok::And;
             self.pos += 1;
-            self.term(depth)?;
+            let t = self.term(depth)?;
+            if is_and {
+                and = Expr::And(Box::new(and), Box::new(t));
+            } else {
+                ors.push(std::mem::replace(&mut and, t));
+            }
         }
-        Ok(())
+        Ok(ors
+            .into_iter()
+            .rev()
+            .fold(and, |right, left| Expr::Or(Box::new(left), Box::new(right))))
     }
 
-    fn term(&mut self, depth: usize) -> Result<(), SyntaxError> {
+    fn term(&mut self, depth: usize) -> Result<Expr, SyntaxError> {
         let (tok, span) = self.next().ok_or_else(|| self.eof())?;
         match tok {
-            Tok::Not => self.term(depth + 1),
+            Tok::Not => Ok(Expr::Not(Box::new(self.term(depth + 1)?))),
             Tok::LParen => {
-                self.expr(depth + 1)?;
+                let e = self.expr(depth + 1)?;
                 match self.next() {
-                    Some((Tok::RParen, _)) => Ok(()),
+                    Some((Tok::RParen, _)) => Ok(e),
                     Some((_, s)) => Err(SyntaxError {
                         message: "expected `)`".into(),
                         span: s,
@@ -267,7 +296,7 @@ impl Parser<'_> {
                     value,
                     value_span,
                 });
-                Ok(())
+                Ok(Expr::Pred(self.preds.len() - 1))
             }
             _ => Err(SyntaxError {
                 message: "expected a field name, `(` or `!`".into(),
@@ -300,6 +329,16 @@ mod tests {
         );
         assert_eq!(p[1].value, Value::Quoted("bash".into()));
         assert_eq!(p[0].field_span, 1..4);
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or() {
+        let (e, _) = parse_expr("a == 1 || b == 2 && !c == 3").unwrap();
+        let p = |i| Box::new(Expr::Pred(i));
+        assert_eq!(
+            e,
+            Expr::Or(p(0), Box::new(Expr::And(p(1), Box::new(Expr::Not(p(2))))))
+        );
     }
 
     #[test]

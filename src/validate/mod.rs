@@ -17,7 +17,7 @@ macro_rules! path {
 }
 
 mod expect;
-mod filter;
+pub(crate) mod filter;
 mod probe;
 mod scope;
 mod tracer;

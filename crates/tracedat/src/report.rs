@@ -38,6 +38,78 @@ enum Body {
     Plugin,
     /// `name=value` pairs (the print fmt could not be evaluated).
     Fields,
+    /// A function_graph entry or exit, drawn as trace-cmd's function graph
+    /// handlers draw it ([`Graph`]).
+    Graph(Graph),
+}
+
+/// The fields trace-cmd's function graph handlers read: `func` and `depth`
+/// of `ftrace:funcgraph_entry`, plus `calltime` and `rettime` (ns) of
+/// `ftrace:funcgraph_exit`. Sizes and offsets come from the format, so the
+/// layouts of old kernels (`int depth`, 4-byte `func` on 32-bit machines,
+/// `calltime` before `overrun`) and of 6.x (`unsigned int depth`, `args[]`
+/// after it, ignored as trace-cmd 3.1.6 ignores it) read alike.
+struct Graph {
+    func: At,
+    depth: At,
+    /// `(calltime, rettime)`: `Some` for the exit event.
+    times: Option<(At, At)>,
+}
+
+/// Where an inline scalar field lies in a record.
+#[derive(Clone, Copy)]
+struct At {
+    offset: usize,
+    size: usize,
+}
+
+impl At {
+    fn of(f: &Field) -> Option<At> {
+        (f.layout == FieldLayout::Inline).then_some(At {
+            offset: f.offset,
+            size: f.size,
+        })
+    }
+
+    /// The value read unsigned, as trace-cmd reads these fields (0 when the
+    /// record is too short for it).
+    fn read(self, ev: &Event<'_>) -> u64 {
+        ev.data
+            .get(self.offset..self.offset.saturating_add(self.size))
+            .and_then(|b| read_uint(b, ev.big_endian))
+            .unwrap_or(0)
+    }
+}
+
+impl Graph {
+    /// The graph fields of `f`, when it is one of the two events. Like
+    /// trace-cmd, an entry is drawn only in a file that has the exit event
+    /// (else its print fmt prints it: `--> func (depth)`).
+    fn of(file: &TraceFile, f: &EventFormat) -> Option<Graph> {
+        if f.system != "ftrace" {
+            return None;
+        }
+        let field = |n: &str| f.field(n).and_then(At::of);
+        let times = match f.name.as_str() {
+            "funcgraph_entry" if file.format_by_name("ftrace", "funcgraph_exit").is_some() => None,
+            "funcgraph_exit" => Some((field("calltime")?, field("rettime")?)),
+            _ => return None,
+        };
+        Some(Graph {
+            func: field("func")?,
+            depth: field("depth")?,
+            times,
+        })
+    }
+
+    /// `rettime - calltime` of an exit record (wrapping, as trace-cmd's
+    /// unsigned subtraction).
+    fn duration(&self, ev: &Event<'_>) -> u64 {
+        match &self.times {
+            Some((call, ret)) => ret.read(ev).wrapping_sub(call.read(ev)),
+            None => 0,
+        }
+    }
 }
 
 fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
@@ -70,6 +142,9 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
     };
     if plugin {
         return Body::Plugin;
+    }
+    if let Some(g) = Graph::of(file, f) {
+        return Body::Graph(g);
     }
     let kmem = f.system == "kmem"
         && matches!(
@@ -446,7 +521,9 @@ pub fn format_record(
     rec: &Record<'_>,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    Printer::new(file).write(rec, out)
+    let mut p = Printer::new(file);
+    p.write(rec, out)?;
+    p.finish(out)
 }
 
 /// Prints records of one file as [`format_record`] describes, reusing what is
@@ -466,6 +543,22 @@ pub struct Printer<'a> {
     /// Per CPU, the call chain the function plugin has seen (for indents).
     calls: FxHashMap<u32, Vec<Option<String>>>,
     line: Vec<u8>,
+    /// A funcgraph_entry held back until the next record tells whether it is
+    /// a leaf (`held`); one at most, as trace-cmd looks one record ahead.
+    entry: HeldEntry,
+    held: bool,
+}
+
+/// A funcgraph_entry whose line waits for the next record.
+#[derive(Default)]
+struct HeldEntry {
+    /// The line up to its body (head, time, name column).
+    line: Vec<u8>,
+    buffer: String,
+    cpu: u32,
+    pid: i32,
+    func: u64,
+    depth: u64,
 }
 
 impl<'a> Printer<'a> {
@@ -480,11 +573,29 @@ impl<'a> Printer<'a> {
             calls: FxHashMap::default(),
             comms: Comms::new(),
             line: Vec::with_capacity(256),
+            entry: HeldEntry::default(),
+            held: false,
         }
     }
 
     /// Writes one record. Errors: only those of `out`.
+    ///
+    /// A `funcgraph_entry` is written with the record after it, which decides
+    /// its shape (see [`Printer::finish`]): when that record is the
+    /// `funcgraph_exit` of the same function, task, CPU and buffer, the two
+    /// make one leaf line and the exit writes nothing of its own.
     pub fn write(&mut self, rec: &Record<'_>, out: &mut impl Write) -> std::io::Result<()> {
+        if self.held {
+            self.held = false;
+            if let Record::Event(ev) = rec
+                && let Some(duration) = self.closes_entry(ev)
+            {
+                self.write_leaf(duration);
+                return out.write_all(&self.entry.line);
+            }
+            self.write_nested();
+            out.write_all(&self.entry.line)?;
+        }
         self.line.clear();
         match rec {
             Record::Lost {
@@ -497,12 +608,99 @@ impl<'a> Printer<'a> {
                     None => writeln!(self.line, "CPU:{cpu} [EVENTS DROPPED]")?,
                 }
             }
-            Record::Event(ev) => self.event(ev)?,
+            Record::Event(ev) => {
+                if self.event(ev)? {
+                    return Ok(());
+                }
+            }
         }
         out.write_all(&self.line)
     }
 
-    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<()> {
+    /// Writes what [`Printer::write`] still holds back: a `funcgraph_entry`
+    /// that was the last record, as a nested entry (`func() {`). Call it once
+    /// after the last record; a printer dropped without it loses that line.
+    pub fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.held {
+            self.held = false;
+            self.write_nested();
+            out.write_all(&self.entry.line)?;
+        }
+        Ok(())
+    }
+
+    /// The index of `ev`'s format in `names` and `bodies` (the unknown
+    /// format last).
+    fn slot(ev: &Event<'_>) -> usize {
+        if Printer::unknown(ev) {
+            u16::MAX as usize + 1
+        } else {
+            ev.format.id as usize
+        }
+    }
+
+    fn unknown(ev: &Event<'_>) -> bool {
+        ev.format.id == 0 && ev.format.name == "UNKNOWN"
+    }
+
+    /// How `ev`'s format is printed, worked out on its first record.
+    fn body(&mut self, ev: &Event<'_>) -> &Body {
+        let slot = Printer::slot(ev);
+        if slot >= self.bodies.len() {
+            self.bodies.resize_with(slot + 1, || None);
+        }
+        let file = self.file;
+        self.bodies[slot].get_or_insert_with(|| {
+            if Printer::unknown(ev) {
+                Body::Fields
+            } else {
+                body_for(file, ev.format)
+            }
+        })
+    }
+
+    /// The duration (ns) of the held entry when `ev` is its
+    /// `funcgraph_exit`: trace-cmd 3.1.6 pairs an entry with the next record
+    /// when that is a funcgraph_exit of the same function from the same pid
+    /// (read as a non-negative `int`). We also ask for the same CPU and
+    /// buffer: 3.1.6 pairs across CPUs too, then reads records it has freed
+    /// (later trace-cmd releases print the entry nested, as we do).
+    fn closes_entry(&mut self, ev: &Event<'_>) -> Option<u64> {
+        let (cpu, pid, func) = (self.entry.cpu, self.entry.pid, self.entry.func);
+        if ev.cpu != cpu || pid < 0 || ev.pid() != pid || ev.buffer != self.entry.buffer {
+            return None;
+        }
+        match self.body(ev) {
+            Body::Graph(g @ Graph { times: Some(_), .. }) if g.func.read(ev) == func => {
+                Some(g.duration(ev))
+            }
+            _ => None,
+        }
+    }
+
+    /// Completes the held entry's line as a leaf: `func();` after the
+    /// exit's duration.
+    fn write_leaf(&mut self, duration: u64) {
+        let e = &mut self.entry;
+        write_overhead(&mut e.line, Some(duration));
+        write_duration(&mut e.line, duration);
+        write_graph_func(self.file, &mut e.line, e.depth, e.func);
+        e.line.extend_from_slice(b"();\n");
+    }
+
+    /// Completes the held entry's line as a nested entry: `func() {`, no
+    /// duration.
+    fn write_nested(&mut self) {
+        let e = &mut self.entry;
+        write_overhead(&mut e.line, None);
+        e.line.extend_from_slice(b"           |  ");
+        write_graph_func(self.file, &mut e.line, e.depth, e.func);
+        e.line.extend_from_slice(b"() {\n");
+    }
+
+    /// Appends `ev`'s line to `line`; true when it is a funcgraph_entry,
+    /// moved to `entry` and held back instead.
+    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<bool> {
         let file = self.file;
         if file.buffers.len() > 1 {
             self.line
@@ -528,12 +726,8 @@ impl<'a> Printer<'a> {
         self.line.extend_from_slice(cpu);
         self.line.push(b']');
         write_ts(&mut self.line, ev.ts, self.ns_clock);
-        let unknown = ev.format.id == 0 && ev.format.name == "UNKNOWN";
-        let slot = if unknown {
-            u16::MAX as usize + 1
-        } else {
-            ev.format.id as usize
-        };
+        let unknown = Printer::unknown(ev);
+        let slot = Printer::slot(ev);
         if slot >= self.names.len() {
             self.names.resize(slot + 1, None);
         }
@@ -549,16 +743,10 @@ impl<'a> Printer<'a> {
                 .into_boxed_slice()
         });
         self.line.extend_from_slice(name);
-        if slot >= self.bodies.len() {
-            self.bodies.resize_with(slot + 1, || None);
-        }
-        let body = self.bodies[slot].get_or_insert_with(|| {
-            if unknown {
-                Body::Fields
-            } else {
-                body_for(file, ev.format)
-            }
-        });
+        self.body(ev);
+        let Some(body) = &self.bodies[slot] else {
+            return Ok(false);
+        };
         match body {
             Body::Fmt(p, kmem) => {
                 if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
@@ -583,6 +771,24 @@ impl<'a> Printer<'a> {
                 self.function(ev)
             }
             Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
+            Body::Graph(g) => {
+                let depth = g.depth.read(ev);
+                if g.times.is_none() {
+                    let e = &mut self.entry;
+                    std::mem::swap(&mut self.line, &mut e.line);
+                    e.buffer.clear();
+                    e.buffer.push_str(ev.buffer);
+                    (e.cpu, e.pid) = (ev.cpu, ev.pid());
+                    (e.func, e.depth) = (g.func.read(ev), depth);
+                    self.held = true;
+                    return Ok(true);
+                }
+                let duration = g.duration(ev);
+                write_overhead(&mut self.line, Some(duration));
+                write_duration(&mut self.line, duration);
+                write_indent(&mut self.line, depth);
+                self.line.push(b'}');
+            }
         }
         if matches!(ev.format.system.as_str(), "sched" | "task") {
             for pid in self.comms.learn(file, ev).into_iter().flatten() {
@@ -590,7 +796,68 @@ impl<'a> Printer<'a> {
             }
         }
         self.line.push(b'\n');
-        Ok(())
+        Ok(false)
+    }
+}
+
+/// trace-cmd's mark of a function graph duration (ns), two columns: `$ `
+/// over 1 s, `# ` over 1 ms, `! ` over 100 us, `+ ` over 10 us, else (and
+/// for a nested entry, `None`) blank. trace-cmd 3.1.6 has no `@` and `*`
+/// marks (the kernel's own output has them for 100 ms and 10 ms).
+fn write_overhead(line: &mut Vec<u8>, duration: Option<u64>) {
+    let mark: &[u8] = match duration {
+        Some(d) if d > 1_000_000_000 => b"$ ",
+        Some(d) if d > 1_000_000 => b"# ",
+        Some(d) if d > 100_000 => b"! ",
+        Some(d) if d > 10_000 => b"+ ",
+        _ => b"  ",
+    };
+    line.extend_from_slice(mark);
+}
+
+/// A duration column as trace-cmd draws it: microseconds, then `.` and three
+/// digits of nanoseconds while the microseconds take fewer than 7 digits,
+/// ` us `, blanks up to 7 characters of number, `|  `.
+fn write_duration(line: &mut Vec<u8>, duration: u64) {
+    let mut ibuf = itoa::Buffer::new();
+    let us = ibuf.format(duration / 1000).as_bytes();
+    let mut len = us.len();
+    line.extend_from_slice(us);
+    if len < 7 {
+        let ns = duration % 1000;
+        line.extend_from_slice(&[
+            b'.',
+            b'0' + (ns / 100) as u8,
+            b'0' + (ns / 10 % 10) as u8,
+            b'0' + (ns % 10) as u8,
+        ]);
+        len += 4;
+    }
+    line.extend_from_slice(b" us ");
+    line.extend(std::iter::repeat_n(b' ', 7usize.saturating_sub(len)));
+    line.extend_from_slice(b"|  ");
+}
+
+/// Most blanks a function graph line is indented by: trace-cmd indents two
+/// per level of `depth` as an `int` (up to 2^31 blanks for a hostile depth);
+/// real depths stay below 100.
+const MAX_GRAPH_INDENT: usize = 1024;
+
+/// Two blanks per level of `depth`, counted as trace-cmd counts them (the
+/// low 32 bits of `depth * 2` as an `int`, nothing when negative), at most
+/// [`MAX_GRAPH_INDENT`].
+fn write_indent(line: &mut Vec<u8>, depth: u64) {
+    let n = usize::try_from(depth.wrapping_mul(2) as u32 as i32).unwrap_or(0);
+    line.extend(std::iter::repeat_n(b' ', n.min(MAX_GRAPH_INDENT)));
+}
+
+/// The indent, then the function's symbol (its address in bare hex when
+/// kallsyms lacks it).
+fn write_graph_func(file: &TraceFile, line: &mut Vec<u8>, depth: u64, func: u64) {
+    write_indent(line, depth);
+    match file.symbol(func) {
+        Some((name, _)) => line.extend_from_slice(name.as_bytes()),
+        None => write_hex_digits(line, func),
     }
 }
 
@@ -665,8 +932,13 @@ fn write_ts(line: &mut Vec<u8>, ts: u64, ns_clock: bool) {
 }
 
 fn write_hex(line: &mut Vec<u8>, v: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     line.extend_from_slice(b"0x");
+    write_hex_digits(line, v);
+}
+
+/// `v` in lowercase hex, no prefix.
+fn write_hex_digits(line: &mut Vec<u8>, v: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digits = (64 - v.leading_zeros()).div_ceil(4).max(1);
     for i in (0..digits).rev() {
         line.push(HEX[((v >> (i * 4)) & 0xf) as usize]);

@@ -47,6 +47,7 @@ fn ours(path: &std::path::Path) -> String {
         let r = r.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         p.write(&r, &mut out).unwrap();
     }
+    p.finish(&mut out).unwrap();
     String::from_utf8_lossy(&out).into_owned()
 }
 

@@ -396,6 +396,7 @@ fn compare_once(
         for r in f.records() {
             printer.write(&r.unwrap(), &mut out).unwrap();
         }
+        printer.finish(&mut out).unwrap();
         String::from_utf8_lossy(&out).into_owned()
     };
     // Line-buffered, so a crash loses no finished record.

@@ -62,5 +62,6 @@ pub fn our_report(f: &TraceFile) -> String {
         let r = r.expect("record");
         printer.write(&r, &mut out).expect("format");
     }
+    printer.finish(&mut out).expect("format");
     String::from_utf8(out).expect("utf8")
 }
