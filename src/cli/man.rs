@@ -92,7 +92,7 @@ pub const EXAMPLES: &[Example] = &[
     },
     Example {
         command: "fleet",
-        line: "trace-recipe fleet fleet/h1.tar.zst fleet/h2.tar.zst fleet/h3.tar.zst",
+        line: "trace-recipe fleet fleet/latest/h1.tar.zst fleet/latest/h2.tar.zst fleet/latest/h3.tar.zst",
         what: "Summarise one recipe's runs on three hosts.",
     },
     Example {
