@@ -13,6 +13,9 @@
 //! Undo runs in reverse, which is the order the kernel needs: a probe event is
 //! disabled in the instance before its definition is removed (`-:GROUP/EVENT`), and
 //! the instance is removed last.
+//!
+//! About a quarter of this file is its unit tests (the plan of each recipe shape,
+//! step by step); the code itself is under 800 lines.
 
 use std::fmt;
 

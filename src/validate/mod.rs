@@ -10,6 +10,12 @@
 //! before anything is written. A check that needs a fact an earlier
 //! check found missing is skipped (no filter check for an event that does not exist).
 //! Only [`validate`] builds a [`ValidRecipe`], so nothing unchecked reaches `plan`.
+//!
+//! Why this file is long (~1,000 lines of code): the resolved types
+//! ([`ValidRecipe`] and its parts) and the top-level passes that build them live
+//! together so that nothing outside this module can construct a `ValidRecipe`;
+//! each pass is a function of its own, in the order above, and the checks with a
+//! grammar of their own are the submodules.
 
 /// A key path: `path!("events", i, "filter")`.
 macro_rules! path {

@@ -4,6 +4,11 @@
 //!
 //! Sources of truth: Documentation/trace/kprobetrace.rst and uprobetracer.rst
 //! ("Synopsis of kprobe_events" / "Synopsis of uprobe_tracer", "Types").
+//!
+//! Why this file is long: the fetcharg grammar, the registers of each
+//! architecture kprobetrace.rst lists (judged by the facts' architecture, not
+//! this machine's), the uprobe target's symbol and offset, and their unit tests
+//! are one concern, the probe definition line.
 
 use std::ops::Range;
 

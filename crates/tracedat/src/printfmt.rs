@@ -11,6 +11,14 @@
 //! ternaries, unary and binary arithmetic, comparisons, casts and `sizeof`.
 //! Anything else makes [`PrintFmt::parse`] fail, and the caller prints the
 //! event's fields as `name=value` instead.
+//!
+//! Why one file of ~2,000 lines: the tokenizer and parser (first half), the
+//! compiled steps and the evaluator with libtraceevent's helpers and printf
+//! conversions (second half) share private types (`Expr`, `Piece`, `Step`,
+//! `CType`) whose invariants the parser sets and the renderer relies on; split
+//! across files they would all become visible to the rest of the crate. Read it
+//! top to bottom: tokens → `Parser` → `compile` → `PrintFmt::write` → `eval`
+//! and the conversions.
 
 use crate::format::{EventFormat, Field, FieldLayout, read_uint};
 

@@ -1,4 +1,11 @@
 //! Opening a trace.dat file (v6 and v7) and parsing its metadata.
+//!
+//! Why one file of ~1,200 lines: it is the one place the on-disk layout
+//! (../shared/specs/trace-dat.md) is decoded, in the file's own order: file
+//! header, metadata sections (v6) or the section/option walk (v7), then the CPU
+//! regions that both versions share (`check_cpu_regions`). Its private helpers
+//! check every offset and length against the file, which keeps hostile files
+//! from reaching the rest of the crate.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
