@@ -594,6 +594,11 @@ name = "irq:softirq_entry"
 name = "irq:softirq_exit"
 [[events]]
 name = "exceptions:page_fault_user"
+[scope]
+# The workload's children are its tasks too: the (scope) group follows them
+# through their fork records (without it, only the workload's own pid is in
+# scope and its children's wakeups are not recorded).
+follow_forks = true
 [output]
 reports = ["summary", "json"]
 "#;
