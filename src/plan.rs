@@ -145,13 +145,13 @@ pub(crate) fn marker_file(valid: &ValidRecipe, instance: &str) -> String {
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
 /// recipe's and the workload's; a wakeup event also gets a filter on the woken
-/// task's `pid` unless `follow_forks`, see [`woken_filter`]). Function tracers are also scoped to
+/// task's `pid` unless `follow_forks`, see `woken_filter`). Function tracers are also scoped to
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
 /// comm through their filters instead). `own` are the thread ids of the run
 /// itself, kept out of the trace as `valid.self_exclusion` says.
 ///
-/// The phases, in the order of the module doc: [`buffer_and_scope`],
-/// [`tracer_steps`], [`probe_steps`], [`event_steps`], [`trigger_steps`], and
+/// The phases, in the order of the module doc: `buffer_and_scope`,
+/// `tracer_steps`, `probe_steps`, `event_steps`, `trigger_steps`, and
 /// the instance's `mkdir` first of all.
 pub fn plan(
     valid: &ValidRecipe,

@@ -94,7 +94,7 @@ pub struct SelectArgs {
     /// Task names (globs).
     pub comms: Vec<String>,
     /// Start: seconds after the first event, or `@TIMESTAMP` / `SECS.USECS`
-    /// as the listing prints it (see [`parse_time`]).
+    /// as the listing prints it (see `parse_time`).
     pub from: Option<String>,
     /// End (inclusive), same forms as `from`.
     pub to: Option<String>,

@@ -73,7 +73,7 @@ pub enum Undo {
         /// Replace or append.
         append: bool,
     },
-    /// Write `value` back to a tracing sysctl (one of [`crate::tracefs::Sysctl::ALL`]).
+    /// Write `value` back to a tracing sysctl (one of `crate::tracefs::Sysctl::ALL`).
     Sysctl {
         /// Its name under /proc/sys (`kernel/stack_tracer_enabled`).
         name: String,

@@ -1,17 +1,17 @@
-//! The command line: [`args`] parses (clap), one file per command family does
-//! the work, and [`Failure::code`] chooses every exit code. Only this module
+//! The command line: `args` parses (clap), one file per command family does
+//! the work, and `Failure::code` chooses every exit code. Only this module
 //! prints; only `main` exits.
 //!
-//! - [`check`]: `check` (with `--plan`, `--export`, `--explain`, `--facts`,
+//! - `check`: `check` (with `--plan`, `--export`, `--explain`, `--facts`,
 //!   `--against`) and `facts`;
-//! - [`run`]: `run` and `rerun`;
-//! - [`inspect`]: `list`, `show`, `events`, `functions`, `report`, `schema`,
+//! - `run`: `run` and `rerun`;
+//! - `inspect`: `list`, `show`, `events`, `functions`, `report`, `schema`,
 //!   `completions`, `__man`;
-//! - [`travel`]: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`;
+//! - `travel`: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`;
 //! - [`man`]: the man pages `__man` writes, with the book's exit codes and
 //!   examples.
 //!
-//! Exit codes: see [`exit`] and [`Failure::code`].
+//! Exit codes: see [`exit`] and `Failure::code`.
 
 mod args;
 mod check;
@@ -27,7 +27,7 @@ use clap::Parser;
 use crate::tracefs::Tracefs;
 use args::{Cli, Command};
 
-/// Exit codes of `trace-recipe` (the README's table; [`Failure::code`] chooses them).
+/// Exit codes of `trace-recipe` (the README's table; `Failure::code` chooses them).
 pub mod exit {
     /// Success.
     pub const OK: i32 = 0;

@@ -176,7 +176,7 @@ pub struct ResolvedEvent {
     /// `system:event`.
     pub name: String,
     /// The filter to write (the recipe's, and-ed with the comm scope of
-    /// [`scope`]'s rule), if any.
+    /// `scope`'s rule), if any.
     pub filter: Option<String>,
     /// Whether to add a `stacktrace` trigger.
     pub(crate) stacktrace: bool,
@@ -278,10 +278,10 @@ fn string_offsets(raw: &str) -> Option<Vec<usize>> {
 /// with no I/O of its own (so it works as well against another machine's fact
 /// file). Returns the [`ValidRecipe`], or every problem.
 ///
-/// The passes of the module doc, in order: [`check_values`] and the duration,
-/// probes and events ([`resolve_events`]), triggers, tracer, the buffer
-/// ([`resolve_buffer_size`], [`resolve_clock`], [`resolve_cpumask`]), then
-/// [`check_scope_and_output`], expectations and the template.
+/// The passes of the module doc, in order: `check_values` and the duration,
+/// probes and events (`resolve_events`), triggers, tracer, the buffer
+/// (`resolve_buffer_size`, `resolve_clock`, `resolve_cpumask`), then
+/// `check_scope_and_output`, expectations and the template.
 pub fn validate(
     loaded: &LoadedRecipe,
     facts: &KernelFacts,
