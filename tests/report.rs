@@ -178,7 +178,7 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
     let run_report = json(&out.join("report.json"));
     assert_eq!(
         run_report["analyses"],
-        serde_json::json!(["counts", "syscalls", "wakeup", "profile"])
+        serde_json::json!(["counts", "syscalls", "wakeup", "profile", "errno"])
     );
     // The run knows its workload: wakeup leads with the workload's `(scope)`,
     // which `report` on the bare file cannot know; the rest is the same.
