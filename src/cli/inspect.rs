@@ -9,7 +9,7 @@ use super::args::{
     ReportArgs, SchemaArgs, ShowArgs,
 };
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
-use crate::analysis::{Select, SelectArgs, SelectError, Selection, analyze_kept};
+use crate::analysis::{AnalysisName, Select, SelectArgs, SelectError, Selection, analyze_kept};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
 use crate::report::{JsonReport, RunInfo, render_html};
@@ -280,6 +280,28 @@ fn print_report(
                 }
             }
             printer.finish(&mut out)?;
+        }
+        Format::Folded | Format::FoldedFuncgraph => {
+            let name = match format {
+                Format::Folded => AnalysisName::Stacks,
+                _ => AnalysisName::Funcgraph,
+            };
+            let a = analyze_kept(file, &Selection::new(file, &[name]), keep.as_mut())?;
+            let folded = match format {
+                Format::Folded => a.stacks.map(|s| s.folded),
+                _ => a.funcgraph_folded,
+            };
+            let folded = folded.unwrap_or_default();
+            if folded.is_empty() {
+                eprintln!(
+                    "note: no {} in this trace (nothing to fold)",
+                    match format {
+                        Format::Folded => "kernel_stack or user_stack record",
+                        _ => "funcgraph_entry and funcgraph_exit records",
+                    }
+                );
+            }
+            out.write_all(folded.text().as_bytes())?;
         }
         Format::Summary | Format::Json | Format::Html => {
             let a = analyze_kept(file, &Selection::new(file, analyses), keep.as_mut())?;

@@ -149,6 +149,10 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// function_graph self time per call path (analysis `funcgraph` with
+    /// `funcgraph_entry` recorded); not in report.json: `funcgraph.folded`.
+    #[serde(skip)]
+    pub(crate) funcgraph_folded: Option<crate::analysis::Folded>,
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
@@ -317,6 +321,7 @@ impl JsonReport {
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            funcgraph_folded: a.funcgraph_folded.clone(),
             profile: a.profile.clone(),
             errno: a.errno.clone(),
             block: a.block.clone(),
