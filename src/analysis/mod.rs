@@ -589,8 +589,15 @@ mod tests {
             (200, payload(301, 7, &[f, 0x1234])),
             (50, payload(301, 8, &[f, 0x1234])),
             (10, payload(301, 9, &[f, 0x1234])),
+            // function_graph of pid 7: next_fn { do_sys_open (30); do_sys_open (50) } 1200.
+            (1, payload(11, 7, &[f + 0x100, 0])),
+            (1, payload(11, 7, &[f, 1])),
             (5, payload(10, 7, &[f, 1, 1000, 1030])),
+            (1, payload(11, 7, &[f, 1])),
             (5, payload(10, 7, &[f, 1, 2000, 2050])),
+            (5, payload(10, 7, &[f + 0x100, 0, 900, 2100])),
+            // pid 8 returns from a call whose entry was before the trace.
+            (5, payload(10, 8, &[f, 2, 3000, 3010])),
         ];
         let raw = dir.path().join("cpu0.raw");
         let mut page = Page::new(E, 4096, 1_000_000);
@@ -601,11 +608,18 @@ mod tests {
         let meta = CaptureMeta {
             header_page: E.header_page(4096).into_bytes(),
             header_event: Vec::new(),
-            ftrace_formats: vec![format(
-                "funcgraph_exit",
-                10,
-                "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n",
-            )],
+            ftrace_formats: vec![
+                format(
+                    "funcgraph_exit",
+                    10,
+                    "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n",
+                ),
+                format(
+                    "funcgraph_entry",
+                    11,
+                    "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n",
+                ),
+            ],
             event_formats: vec![(
                 "kprobes".into(),
                 vec![
@@ -659,9 +673,15 @@ mod tests {
         let g = &fg.groups[0];
         assert_eq!(
             (g.key.as_str(), g.count, g.min_ns, g.max_ns),
-            ("do_sys_open", 2, 30, 50)
+            ("do_sys_open", 3, 10, 50)
         );
-        assert_eq!(a.counts.total, 9);
+        // The call paths: each return's self time (its callees' time taken
+        // out) on the path its task's entries built.
+        assert_eq!(
+            a.funcgraph_folded.unwrap().text(),
+            "[unknown];[unknown];do_sys_open 10\nnext_fn 1120\nnext_fn;do_sys_open 80\n"
+        );
+        assert_eq!(a.counts.total, 14);
     }
 
     /// A task missing from saved_cmdlines is named by task_newtask, then
