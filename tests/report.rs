@@ -529,6 +529,27 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(std::fs::read_to_string(&to).unwrap(), folded);
+    // `report` of the folder draws the same page, with what only the run knew
+    // (its expectations); narrowed, the run's expectations are left out.
+    let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = text(&o.stdout);
+    assert!(
+        page.contains(
+            r#"<tr class="fail"><td>FAIL</td><td><code>count(sched:sched_switch) &lt; 3</code>"#
+        ) && page.contains(r#"<svg class="flamegraph""#),
+        "{page}"
+    );
+    let o = trace_recipe(&[
+        "report",
+        out.to_str().unwrap(),
+        "--format",
+        "html",
+        "--cpu",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains(r#"id="expectations""#));
     // No function_graph here: nothing to fold, said on stderr.
     let o = trace_recipe(&[
         "report",

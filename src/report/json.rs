@@ -337,6 +337,26 @@ impl JsonReport {
     }
 }
 
+impl JsonReport {
+    /// Takes from `j`, a run's report.json (untrusted: what does not parse is
+    /// left out), what only the run knew: its expectations' results, the
+    /// tracer's and stack tracer's results, hist tables, the function
+    /// profile, irreversible effects, collected context and params.
+    pub(crate) fn add_run_results(&mut self, j: &serde_json::Value) {
+        fn take<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> T {
+            T::deserialize(v).unwrap_or_default()
+        }
+        self.expectations = take(&j["expectations"]);
+        self.tracer = take(&j["tracer"]);
+        self.stack_tracer = take(&j["stack_tracer"]);
+        self.hist = take(&j["hist"]);
+        self.function_profile = take(&j["function_profile"]);
+        self.irreversible = take(&j["irreversible"]);
+        self.collected = take(&j["collected"]);
+        self.params = take(&j["params"]);
+    }
+}
+
 /// The latency reports of `a`; for a run with a workload, each per-task
 /// analysis leads with its `(scope)` group: the workload and its descendants.
 fn scoped_latency(a: &Analysis, run: Option<&RunInfo>) -> Vec<LatencyReport> {
