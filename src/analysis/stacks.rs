@@ -100,11 +100,15 @@ impl Folded {
     }
 }
 
+/// A stack as the pass tells it apart: the index of the event that took it,
+/// whether it is a user stack, its addresses innermost first.
+type StackKey = (usize, bool, Vec<u64>);
+
 /// Counts the stacks of one pass.
 #[derive(Default)]
 pub(super) struct Collector {
-    /// (event index, user stack, addresses innermost first) → records.
-    kept: FxHashMap<(usize, bool, Vec<u64>), u64>,
+    /// Stack → records.
+    kept: FxHashMap<StackKey, u64>,
     /// (event index, user stack) → records past [`MAX_STACKS`].
     over: BTreeMap<(usize, bool), u64>,
     total: u64,
@@ -169,7 +173,7 @@ impl Collector {
             folded.add([root(*ev, *user).as_str(), "[other stacks]"], *n);
         }
         let distinct = self.kept.len() as u64;
-        let mut v: Vec<((usize, bool, Vec<u64>), u64)> = self.kept.into_iter().collect();
+        let mut v: Vec<(StackKey, u64)> = self.kept.into_iter().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Stacks {
             total: self.total,
