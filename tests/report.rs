@@ -300,20 +300,86 @@ fn headless(chrome: &str, profile: &Path) -> Command {
         "--disable-sync",
         "--no-first-run",
         "--enable-logging=stderr",
-        "--window-size=1000,1400",
     ])
     .arg(format!("--user-data-dir={}", profile.display()));
     c
 }
 
-#[test]
-fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
-    let Some(chrome) = chromium() else {
+/// Chromium's binary; `None` (the test then returns) when it is missing,
+/// which fails under CI=true.
+fn chromium_or_skip() -> Option<&'static str> {
+    let chrome = chromium();
+    if chrome.is_none() {
         assert!(
             !crate::common::in_ci(),
             "chromium is missing: scripts/test installs it"
         );
         eprintln!("skipped: chromium is not installed (scripts/test installs it)");
+    }
+    chrome
+}
+
+/// A report.html as headless Chromium shows it.
+struct Loaded {
+    /// The DOM after loading (`--dump-dom`).
+    dom: String,
+    /// A screenshot 1000 px wide and `height` high, as pixels of `channels` bytes.
+    pixels: Vec<u8>,
+    channels: usize,
+}
+
+/// Checks that the page at `html_path` fetches nothing from anywhere, loads
+/// it in headless Chromium (the page may log no error) and takes a
+/// screenshot `height` px high, kept at `keep` when given.
+fn load_in_chromium(chrome: &str, html_path: &Path, height: u32, keep: Option<&Path>) -> Loaded {
+    let html = std::fs::read_to_string(html_path).unwrap();
+    // Self-contained: nothing is fetched from anywhere, and nothing runs.
+    for needle in [
+        "<script", "<link", "<img", "src=", "url(", "@import", "onload",
+    ] {
+        assert!(!html.contains(needle), "report.html uses `{needle}`");
+    }
+    let url = format!("file://{}", html_path.display());
+    let profile = tempfile::tempdir().unwrap();
+    let dom = headless(chrome, profile.path())
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let log = text(&dom.stderr);
+    assert!(
+        !log.contains("CONSOLE") && !log.contains("Uncaught"),
+        "the page logged errors:\n{log}"
+    );
+    let shot = profile.path().join("shot.png");
+    let s = headless(chrome, profile.path())
+        .arg(format!("--window-size=1000,{height}"))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    if let Some(keep) = keep {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    buf.truncate(info.buffer_size());
+    Loaded {
+        dom: text(&dom.stdout),
+        pixels: buf,
+        channels,
+    }
+}
+
+#[test]
+fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -325,27 +391,8 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
         assert_eq!(code, Some(0), "{stderr}");
         guard.assert_unchanged();
     }
-    let html_path = out.join("report.html");
-    let html = std::fs::read_to_string(&html_path).unwrap();
-    // Self-contained: nothing is fetched from anywhere.
-    for needle in ["<script", "<link", "<img", "src=", "url(", "@import"] {
-        assert!(!html.contains(needle), "report.html uses `{needle}`");
-    }
-    let url = format!("file://{}", html_path.display());
-
-    let profile = tempfile::tempdir().unwrap();
-    let dom = headless(chrome, profile.path())
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(dom.status.success(), "{}", text(&dom.stderr));
-    let dom_text = text(&dom.stdout);
-    let log = text(&dom.stderr);
-    assert!(
-        !log.contains("CONSOLE") && !log.contains("Uncaught"),
-        "the page logged errors:\n{log}"
-    );
+    let page = load_in_chromium(chrome, &out.join("report.html"), 1400, None);
+    let dom_text = &page.dom;
     // One timeline row per CPU with events, one histogram per latency analysis.
     let report = json(&out.join("report.json"));
     assert!(dom_text.contains(r#"class="timeline""#), "{dom_text}");
@@ -367,22 +414,9 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
     )));
 
     // The screenshot shows the charts: the timeline's blue and the histograms' orange.
-    let shot = dir.path().join("shot.png");
-    let s = headless(chrome, profile.path())
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(s.status.success(), "{}", text(&s.stderr));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.color_type.samples();
-    assert!(channels >= 3, "{:?}", info.color_type);
     let mut colors = std::collections::HashSet::new();
     let (mut orange, mut blue) = (0, 0);
-    for px in buf[..info.buffer_size()].chunks_exact(channels) {
+    for px in page.pixels.chunks_exact(page.channels) {
         let (r, g, b) = (px[0], px[1], px[2]);
         colors.insert((r, g, b));
         if r.abs_diff(0xd0) < 8 && g.abs_diff(0x70) < 8 && b.abs_diff(0x2a) < 8 {
@@ -564,30 +598,12 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
         text(&o.stderr)
     );
 
-    let Some(chrome) = chromium() else {
-        assert!(
-            !crate::common::in_ci(),
-            "chromium is missing: scripts/test installs it"
-        );
-        eprintln!("skipped: chromium is not installed (scripts/test installs it)");
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
-    let html_path = out.join("report.html");
-    let html = std::fs::read_to_string(&html_path).unwrap();
-    for needle in [
-        "<script", "<link", "<img", "src=", "url(", "@import", "onload",
-    ] {
-        assert!(!html.contains(needle), "report.html uses `{needle}`");
-    }
-    let url = format!("file://{}", html_path.display());
-    let profile = tempfile::tempdir().unwrap();
-    let dom = headless(chrome, profile.path())
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(dom.status.success(), "{}", text(&dom.stderr));
-    let dom = text(&dom.stdout);
+    let keep = std::env::var_os("TRACE_RECIPE_SCREENSHOT").map(PathBuf::from);
+    let page = load_in_chromium(chrome, &out.join("report.html"), 2400, keep.as_deref());
+    let dom = &page.dom;
     // Expectations: the failed one first, though the recipe lists it second.
     let expect = dom.split(r#"id="expectations""#).nth(1).unwrap();
     let expect = expect.split("</table>").next().unwrap();
@@ -631,24 +647,9 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
     }
 
     // The screenshot shows the flame graph's warm colours.
-    let shot = dir.path().join("shot.png");
-    let s = headless(chrome, profile.path())
-        .arg("--window-size=1100,2400")
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(s.status.success(), "{}", text(&s.stderr));
-    if let Some(keep) = std::env::var_os("TRACE_RECIPE_SCREENSHOT") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.color_type.samples();
-    let warm = buf[..info.buffer_size()]
-        .chunks_exact(channels)
+    let warm = page
+        .pixels
+        .chunks_exact(page.channels)
         .filter(|px| px[0] > 200 && px[1] > 60 && px[1] < 230 && px[2] < 80)
         .count();
     assert!(warm > 5000, "no flame graph on screen ({warm} px)");
