@@ -280,49 +280,6 @@ fn ran(out: &Path, name: &str) -> String {
     text(&r.stdout)
 }
 
-/// function_graph self time (ns) per call path (`outer;...;inner`), per task,
-/// from trace-cmd's drawing of the graph: `f() {` opens a call, `f();` is a
-/// whole call with its duration, `}` closes one with its duration; a call's
-/// self time is its duration less its callees'.
-fn folded_from_trace_cmd(listing: &str) -> BTreeMap<String, u64> {
-    let mut open: BTreeMap<&str, Vec<(&str, u64)>> = BTreeMap::new();
-    let mut folded = BTreeMap::new();
-    for line in listing.lines() {
-        let Some((head, graph)) = line
-            .split_once("funcgraph_entry:")
-            .or_else(|| line.split_once("funcgraph_exit:"))
-        else {
-            continue;
-        };
-        let task = head.split_whitespace().next().unwrap();
-        let (time, call) = graph.split_once('|').unwrap();
-        // `+ 17.924 us`: microseconds with three decimals, so whole ns.
-        let ns = time
-            .split_whitespace()
-            .find(|t| t.contains('.'))
-            .map(|t| t.replace('.', "").parse::<u64>().unwrap());
-        let stack = open.entry(task).or_default();
-        let call = call.trim();
-        let mut close = |stack: &mut Vec<(&str, u64)>, name: &str, callees: u64, ns: u64| {
-            let mut path: Vec<&str> = stack.iter().map(|(n, _)| *n).collect();
-            path.push(name);
-            *folded.entry(path.join(";")).or_insert(0) += ns - callees;
-            if let Some(parent) = stack.last_mut() {
-                parent.1 += ns;
-            }
-        };
-        if let Some(name) = call.strip_suffix("() {") {
-            stack.push((name, 0));
-        } else if let Some(name) = call.strip_suffix("();") {
-            close(stack, name, 0, ns.unwrap());
-        } else if call.starts_with('}') {
-            let (name, callees) = stack.pop().unwrap();
-            close(stack, name, callees, ns.unwrap());
-        }
-    }
-    folded
-}
-
 /// Event lines of a report whose event name is `event`.
 fn lines_of<'a>(report: &'a str, event: &str) -> Vec<&'a str> {
     let needle = format!(" {event}: ");
@@ -442,18 +399,12 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         .output()
         .unwrap();
     assert!(folded.status.success(), "{tag}: {}", text(&folded.stderr));
-    let ours: BTreeMap<String, u64> = text(&folded.stdout)
-        .lines()
-        .map(|l| {
-            let (path, n) = l.rsplit_once(' ').unwrap();
-            (path.to_string(), n.parse().unwrap())
-        })
-        .collect();
+    let ours = crate::common::parse_folded(&text(&folded.stdout));
     assert!(
         ours.keys().any(|p| p.starts_with("do_sys_openat2;")),
         "{tag}: {ours:?}"
     );
-    assert_eq!(ours, folded_from_trace_cmd(&listing), "{tag}");
+    assert_eq!(ours, crate::common::funcgraph_folded(&listing), "{tag}");
 
     // The run's own threads stay out of the trace: a whole-system trace of the
     // idle guest holds under 1 % of events from them, and a function_graph of

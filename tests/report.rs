@@ -504,15 +504,6 @@ fn folded_from_listing(listing: &str) -> std::collections::BTreeMap<String, u64>
     folded
 }
 
-fn parse_folded(text: &str) -> std::collections::BTreeMap<String, u64> {
-    text.lines()
-        .map(|l| {
-            let (path, n) = l.rsplit_once(' ').unwrap();
-            (path.to_string(), n.parse().unwrap())
-        })
-        .collect()
-}
-
 /// A real run with a stacktrace trigger and a failing expectation: its
 /// stacks.folded holds the stacks trace-cmd lists, and its report.html,
 /// loaded in headless Chromium, shows the failed expectation first, the
@@ -532,7 +523,7 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
     }
     // The folded stacks are the stacks of trace.dat, as trace-cmd lists them.
     let folded = std::fs::read_to_string(out.join("stacks.folded")).unwrap();
-    let ours = parse_folded(&folded);
+    let ours = crate::common::parse_folded(&folded);
     let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
     let theirs = folded_from_listing(&listing);
     assert!(
@@ -653,6 +644,44 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
         .filter(|px| px[0] > 200 && px[1] > 60 && px[1] < 230 && px[2] < 80)
         .count();
     assert!(warm > 5000, "no flame graph on screen ({warm} px)");
+}
+
+/// function_graph recorded in the kernel lab (6.1 and 6.12, kept in
+/// crates/tracedat/tests/funcgraph/): `report --format folded-funcgraph` gives
+/// each call path the self time trace-cmd's drawing of the graph adds up, and
+/// report.html draws it.
+#[test]
+fn funcgraph_folded_call_paths_agree_with_trace_cmd_on_lab_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    for kernel in ["6.1.0-56-amd64", "6.12.117+deb12-amd64"] {
+        let zst = repo().join(format!(
+            "crates/tracedat/tests/funcgraph/lab-{kernel}.dat.zst"
+        ));
+        let dat = dir.path().join(format!("{kernel}.dat"));
+        let bytes = zstd::decode_all(std::fs::File::open(&zst).unwrap()).unwrap();
+        std::fs::write(&dat, bytes).unwrap();
+        let o = trace_recipe(&[
+            "report",
+            dat.to_str().unwrap(),
+            "--format",
+            "folded-funcgraph",
+        ]);
+        assert!(o.status.success(), "{kernel}: {}", text(&o.stderr));
+        let ours = crate::common::parse_folded(&text(&o.stdout));
+        assert!(
+            ours.keys()
+                .any(|p| p.starts_with("do_sys_openat2;do_filp_open;path_openat")),
+            "{kernel}: {ours:?}"
+        );
+        let theirs = crate::common::funcgraph_folded(&crate::common::trace_cmd_report(&dat));
+        assert_eq!(ours, theirs, "{kernel}");
+        let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "html"]);
+        let page = text(&o.stdout);
+        assert!(
+            page.contains(r#"id="flame-funcgraph""#) && page.contains("<title>do_sys_openat2 ("),
+            "{kernel}: no function_graph flame graph"
+        );
+    }
 }
 
 #[test]
