@@ -612,7 +612,11 @@ const IRQ_CONTEXT_FLAGS: &str = "0x58";
 /// is whoever the interrupt hit); a two-task sched event is dropped only when
 /// every task it is about is one of them, so a switch between one of the
 /// run's threads and another task stays (it is the other task's switch in or
-/// out), and so does a wakeup of another task by one of the run's threads.
+/// out), and so does a wakeup of another task by one of the run's threads. A
+/// switch between one of them and the idle task (pid 0) goes too: on an idle
+/// CPU, the run's threads then leave no trace of their own (the reader's and
+/// the main thread's wake-ups), and the CPU reads as idle while they ran,
+/// whereas every task the trace is about keeps its switches.
 fn without_own(
     filter: Option<&str>,
     name: &str,
@@ -622,7 +626,7 @@ fn without_own(
     if own.is_empty() || how == SelfExclusion::Off {
         return filter.map(str::to_string);
     }
-    let none_of = |field: &str| {
+    let none_of = |field: &str, own: &[u32]| {
         pid_runs(own)
             .into_iter()
             .map(|(lo, hi)| match lo == hi {
@@ -632,16 +636,17 @@ fn without_own(
             .collect::<Vec<_>>()
             .join(" && ")
     };
+    let with_idle = [own, &[0]].concat();
     let scope = match TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
-        Some((_, [field])) => none_of(field),
+        Some((_, [field])) => none_of(field, own),
         Some((_, fields)) => fields
             .iter()
-            .map(|f| format!("({})", none_of(f)))
+            .map(|f| format!("({})", none_of(f, &with_idle)))
             .collect::<Vec<_>>()
             .join(" || "),
         None => format!(
             "({}) || (common_flags & {IRQ_CONTEXT_FLAGS})",
-            none_of("common_pid")
+            none_of("common_pid", own)
         ),
     };
     Some(match filter {
@@ -964,7 +969,7 @@ mod tests {
         assert_eq!(
             write_of(&p, "sched_switch/filter"),
             Some(
-                "((prev_pid < 11 || prev_pid > 12) && prev_pid != 20) || ((next_pid < 11 || next_pid > 12) && next_pid != 20)"
+                "(prev_pid != 0 && (prev_pid < 11 || prev_pid > 12) && prev_pid != 20) || (next_pid != 0 && (next_pid < 11 || next_pid > 12) && next_pid != 20)"
             )
         );
         assert_eq!(

@@ -160,7 +160,7 @@ impl SelfExclusion {
                     }
                 };
                 format!(
-                    "{WHO} are kept out of the trace by a filter on every event: their own events are dropped, while interrupt-context events (hard irq, softirq, NMI) that fire while one of them is current are kept, and a sched_switch or wakeup is dropped only when it concerns them alone (a switch between two of them, a wakeup of one){funcs}"
+                    "{WHO} are kept out of the trace by a filter on every event: their own events are dropped, while interrupt-context events (hard irq, softirq, NMI) that fire while one of them is current are kept, and a sched_switch or wakeup is dropped only when it concerns them alone (a switch between two of them or one of them and the idle task, a wakeup of one){funcs}"
                 )
             }
         }
