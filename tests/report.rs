@@ -391,7 +391,7 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
         assert_eq!(code, Some(0), "{stderr}");
         guard.assert_unchanged();
     }
-    let page = load_in_chromium(chrome, &out.join("report.html"), 1400, None);
+    let page = load_in_chromium(chrome, &out.join("report.html"), 5000, None);
     let dom_text = &page.dom;
     // One timeline row per CPU with events, one histogram per latency analysis.
     let report = json(&out.join("report.json"));
@@ -413,7 +413,8 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
         report["lost_percent"].as_f64().unwrap()
     )));
 
-    // The screenshot shows the charts: the timeline's blue and the histograms' orange.
+    // The screenshot (tall enough for the profile tables above them) shows the
+    // charts: the timeline's blue and the histograms' orange.
     let mut colors = std::collections::HashSet::new();
     let (mut orange, mut blue) = (0, 0);
     for px in page.pixels.chunks_exact(page.channels) {
