@@ -32,8 +32,16 @@ use std::ops::Range;
 use crate::report::JsonReport;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
-pub(crate) const LATENCY_ANALYSES: &[&str] =
-    &["syscalls", "wakeup", "kretprobe", "funcgraph", "irq"];
+pub(crate) const LATENCY_ANALYSES: &[&str] = &[
+    "syscalls",
+    "wakeup",
+    "kretprobe",
+    "funcgraph",
+    "irq",
+    "hwlat",
+    "osnoise",
+    "timerlat",
+];
 
 /// What an expression measures.
 #[derive(Debug, Clone, PartialEq)]
