@@ -16,7 +16,8 @@
 //! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`, `hist` a value summed over
 //! a hist trigger's table (`hist[].totals`). `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
-//! group `openat`) and take a duration. A relative value (`+10%`) compares with
+//! group `openat`; `max(timerlat:thread)`: the timerlat tracer's thread
+//! latency) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`. A measurement on the
 //! right (`count(block:block_rq_complete) == count(block:block_rq_issue)`,
 //! `p99(wakeup:x) < 2 * p50(wakeup:x)`) is read from the same run as the left

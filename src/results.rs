@@ -179,9 +179,10 @@ pub(crate) fn tracer_report(
     valid: &ValidRecipe,
     noise: &crate::analysis::NoiseTables,
 ) -> Option<TracerReport> {
-    let t = valid.tracer.as_ref().filter(|t| {
-        t.max_latency.is_some() || SAMPLING_TRACERS.contains(&t.name.as_str())
-    })?;
+    let t = valid
+        .tracer
+        .as_ref()
+        .filter(|t| t.max_latency.is_some() || SAMPLING_TRACERS.contains(&t.name.as_str()))?;
     let mut max_latency_us: Option<u64> = read_small(&dir.join(MAX_LATENCY_FILE))
         .and_then(|s| s.split_whitespace().next()?.parse().ok());
     // hwlat stores its µs samples where the file expects ns, so
@@ -189,7 +190,11 @@ pub(crate) fn tracer_report(
     // `get_sample`; trace.c prints the file with `nsecs_to_usecs`): the
     // largest inner or outer gap of its entries is the exact figure.
     if t.name == "hwlat" {
-        let entries = noise.hwlat.iter().map(|c| c.max_inner_us.max(c.max_outer_us)).max();
+        let entries = noise
+            .hwlat
+            .iter()
+            .map(|c| c.max_inner_us.max(c.max_outer_us))
+            .max();
         max_latency_us = entries.or(max_latency_us.map(|ms| ms.saturating_mul(1000)));
     }
     let trace = read_small(&dir.join(MAX_TRACE_FILE));

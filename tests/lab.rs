@@ -1096,8 +1096,16 @@ fn assert_noise(out: &Path) {
         // trace-cmd reads our trace.dat and prints the tracer's entries as we do.
         let dat = run.join("trace.dat");
         let theirs = crate::common::trace_cmd_report(&dat);
-        let ours = Command::new(bin()).arg("report").arg(&dat).output().unwrap();
-        assert!(ours.status.success(), "6.1-rt: {name}: {}", text(&ours.stderr));
+        let ours = Command::new(bin())
+            .arg("report")
+            .arg(&dat)
+            .output()
+            .unwrap();
+        assert!(
+            ours.status.success(),
+            "6.1-rt: {name}: {}",
+            text(&ours.stderr)
+        );
         let ours = text(&ours.stdout);
         let entries = |listing: &str| -> Vec<String> {
             crate::common::event_lines(listing)
@@ -1139,8 +1147,10 @@ fn assert_noise(out: &Path) {
 
 /// Lines only in `a` (`-`) or only in `b` (`+`).
 fn diff_lines(a: &str, b: &str) -> Vec<String> {
-    let (sa, sb): (std::collections::BTreeSet<&str>, std::collections::BTreeSet<&str>) =
-        (a.lines().collect(), b.lines().collect());
+    let (sa, sb): (
+        std::collections::BTreeSet<&str>,
+        std::collections::BTreeSet<&str>,
+    ) = (a.lines().collect(), b.lines().collect());
     sa.difference(&sb)
         .map(|l| format!("- {l}"))
         .chain(sb.difference(&sa).map(|l| format!("+ {l}")))
