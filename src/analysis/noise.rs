@@ -489,5 +489,31 @@ mod tests {
         assert_eq!(group("timerlat", "irq"), Some((3, 5000)));
         assert_eq!(group("timerlat", "thread"), Some((3, 12000)));
         assert!(a.noise.hwlat.is_empty() && !a.selected.contains(&AnalysisName::Hwlat));
+        // summary.txt and report.html show the per-CPU tables.
+        let mut r = crate::report::JsonReport::new(&file, &a, None);
+        r.tracer = Some(crate::results::TracerReport {
+            name: "timerlat".into(),
+            max_latency_us: None,
+            max_latency_trace: None,
+            task: None,
+            cpu: None,
+            hwlat: Vec::new(),
+            osnoise: a.noise.osnoise.clone(),
+            timerlat: a.noise.timerlat.clone(),
+        });
+        let summary = crate::recipe::Template::builtin().render(&r).unwrap();
+        assert!(
+            summary.contains("osnoise per CPU")
+                && summary.contains("cpu1   thread          2")
+                && summary.contains("12.000µs"),
+            "{summary}"
+        );
+        let html = crate::report::render_html(&r);
+        assert!(
+            html.contains("<table id=\"timerlat\">")
+                && html.contains("<tr><td>1</td><td>thread</td><td>2</td>")
+                && html.contains("<table id=\"osnoise\">"),
+            "{html}"
+        );
     }
 }
