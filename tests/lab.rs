@@ -870,13 +870,7 @@ fn assert_rt(out: &Path) {
             );
             with_trace += 1;
         }
-        assert!(
-            json["expectations"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-            "6.1-rt: {name}: {:#}",
-            json["expectations"]
-        );
+        assert_held(&json, name);
         let summary = read(&dir.join("summary.txt"));
         assert!(
             summary.contains(&format!("tracer:   {tracer}: max latency {max} us")),
@@ -926,13 +920,7 @@ fn assert_rt(out: &Path) {
                 "6.1-rt: {name}: no frame {f}: {st:#}"
             );
         }
-        assert!(
-            json["expectations"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-            "6.1-rt: {name}: {:#}",
-            json["expectations"]
-        );
+        assert_held(&json, name);
         let summary = read(&dir.join("summary.txt"));
         assert!(
             summary.contains(&format!(
@@ -1081,13 +1069,7 @@ fn assert_noise(out: &Path) {
             "6.1-rt: {name}: no `{tracer}` latency analysis: {:#}",
             json["latency"]
         );
-        assert!(
-            json["expectations"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-            "6.1-rt: {name}: {:#}",
-            json["expectations"]
-        );
+        assert_held(&json, name);
         let summary = read(&run.join("summary.txt"));
         assert!(
             summary.contains(&format!("{tracer} per CPU")),
@@ -1142,6 +1124,17 @@ fn assert_noise(out: &Path) {
         diff.is_empty(),
         "6.1-rt: tracefs after all runs differs from boot:\n{}",
         diff.join("\n")
+    );
+}
+
+/// Run `name`'s report.json has expectations and each held.
+fn assert_held(json: &serde_json::Value, name: &str) {
+    assert!(
+        json["expectations"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+        "6.1-rt: {name}: {:#}",
+        json["expectations"]
     );
 }
 
