@@ -84,7 +84,11 @@ fn corpus_matches_trace_cmd_report() {
     let tmp = tempfile::tempdir().unwrap();
     let files = corpus(tmp.path());
     // 25 corpus files from 13 origins (tests/corpus/README.md) and the fixture.
-    assert!(files.len() >= 26, "corpus is missing files: {}", files.len());
+    assert!(
+        files.len() >= 26,
+        "corpus is missing files: {}",
+        files.len()
+    );
     let mut total = 0usize;
     let mut same = 0usize;
     let mut report = String::new();
@@ -127,12 +131,7 @@ fn corpus_matches_trace_cmd_report() {
         "{report}corpus: {same}/{total} identical ({:.2} %)",
         ratio * 100.0
     );
-    assert_eq!(
-        same,
-        total,
-        "{report}only {:.2} % identical",
-        ratio * 100.0
-    );
+    assert_eq!(same, total, "{report}only {:.2} % identical", ratio * 100.0);
 }
 
 #[test]

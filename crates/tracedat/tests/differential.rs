@@ -654,14 +654,21 @@ __print_u32_array(__get_dynamic_array(load), REC->count), REC->freq\n",
         big: false,
         long: 4,
     };
-    for (label, e) in [("unparsable-64", Endian::LITTLE64), ("unparsable-32", long4)] {
+    for (label, e) in [
+        ("unparsable-64", Endian::LITTLE64),
+        ("unparsable-32", long4),
+    ] {
         let diffs = compare(tmp.path(), label, &formats, Layout { e, v7: false }, 40, 21);
         let report: String = diffs
             .iter()
             .take(3)
             .map(|d| format!("  ours:   {}  theirs: {}", d.ours, d.theirs))
             .collect();
-        assert!(diffs.is_empty(), "{label}: {} records differ\n{report}", diffs.len());
+        assert!(
+            diffs.is_empty(),
+            "{label}: {} records differ\n{report}",
+            diffs.len()
+        );
         // Every record was printed, each kind of field seen.
         let f = TraceFile::open(&tmp.path().join(format!("{label}.dat"))).unwrap();
         let mut out = Vec::new();
@@ -670,7 +677,11 @@ __print_u32_array(__get_dynamic_array(load), REC->count), REC->freq\n",
             printer.write(&r.unwrap(), &mut out).unwrap();
         }
         let ours = String::from_utf8_lossy(&out);
-        assert_eq!(ours.matches("[FAILED TO PARSE] comm=").count(), 40, "{ours}");
+        assert_eq!(
+            ours.matches("[FAILED TO PARSE] comm=").count(),
+            40,
+            "{ours}"
+        );
         for kind in [" mask=ARRAY[", " dev=0x", " freq=0x", " load=ARRAY["] {
             assert!(ours.contains(kind), "{kind} missing:\n{ours}");
         }
