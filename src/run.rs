@@ -617,7 +617,15 @@ impl Armed {
             cpu: 0,
             source: std::io::Error::other("the readers were started already"),
         })?;
-        let recorder = self.recorder.insert(readers.start(inst, subbuf, &raw_dir)?);
+        // A latency tracer's worst case is in the max buffer the kernel swaps
+        // the live one into: the live buffer is read only once tracing is off.
+        let at_end = valid
+            .tracer
+            .as_ref()
+            .is_some_and(|t| crate::results::keeps_max_trace(&t.name));
+        let recorder = self
+            .recorder
+            .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),
