@@ -22,6 +22,7 @@ mod block;
 mod errno;
 mod histogram;
 mod latency;
+mod markers;
 mod profile;
 mod select;
 mod timeline;
@@ -37,6 +38,7 @@ pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use markers::Markers;
 pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
@@ -247,6 +249,8 @@ pub struct Analysis {
     pub(crate) errno: Option<Errno>,
     /// Block I/O latency (`block`).
     pub(crate) block: Option<Block>,
+    /// What was written to `trace_marker` (always collected); `None` without markers.
+    pub(crate) markers: Option<Markers>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -300,6 +304,8 @@ struct Slot {
     stack_at: Option<usize>,
     /// Its records can name a task ([`tracedat::names_tasks`]).
     names_tasks: bool,
+    /// Its records are markers ([`markers::Collector::is_marker`]).
+    marker: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -364,6 +370,7 @@ pub fn analyze_kept(
             s.stack_at = f.field("caller").map(|c| c.offset);
         }
         s.names_tasks = tracedat::names_tasks(&f.system, &f.name);
+        s.marker = markers::Collector::is_marker(f);
     }
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
@@ -389,6 +396,7 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut markers = markers::Collector::default();
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -454,6 +462,9 @@ pub fn analyze_kept(
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
+        if slot.is_some_and(|s| s.marker) {
+            markers.add(&ev);
+        }
         if want_stacks {
             if let Some(at) = slot.and_then(|s| s.stack_at) {
                 stack_total += 1;
@@ -500,6 +511,7 @@ pub fn analyze_kept(
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
+    let markers = markers.finish(&|pid| comm_of(file, &counts.learned, pid));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
@@ -525,6 +537,7 @@ pub fn analyze_kept(
         profile,
         errno,
         block,
+        markers,
         counts,
         task_latency: task_latency
             .into_iter()
