@@ -391,9 +391,10 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
         ("ksys_sync:snapshot:1", "!ksys_sync:snapshot:1"),
     ] {
         assert!(
-            plan.lines().any(|l| l.contains(&format!("echo \"{command}\" >> "))
-                && l.contains("/set_ftrace_filter")
-                && l.contains(&format!("(undo: echo \"{undo}\" >> "))),
+            plan.lines()
+                .any(|l| l.contains(&format!("echo \"{command}\" >> "))
+                    && l.contains("/set_ftrace_filter")
+                    && l.contains(&format!("(undo: echo \"{undo}\" >> "))),
             "{command}:\n{plan}"
         );
     }
@@ -412,9 +413,15 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     for (place, msg) in [
-        ("5:10", "this kernel has no event `sched:sched_nope` to enable"),
+        (
+            "5:10",
+            "this kernel has no event `sched:sched_nope` to enable",
+        ),
         ("8:10", "`disable_event` needs `target = \"system:event\"`"),
-        ("11:10", "`cpudump` is refused: it prints the top-level ring buffer"),
+        (
+            "11:10",
+            "`cpudump` is refused: it prints the top-level ring buffer",
+        ),
     ] {
         assert!(
             out.lines()

@@ -824,7 +824,12 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
         .filter(|l| l.contains(" sched_process_fork: "))
         .filter_map(|l| {
             let t = l.split(" sched_process_fork: ").next()?;
-            let secs: f64 = t.split_whitespace().last()?.strip_suffix(':')?.parse().ok()?;
+            let secs: f64 = t
+                .split_whitespace()
+                .last()?
+                .strip_suffix(':')?
+                .parse()
+                .ok()?;
             Some((secs * 1e9) as u64)
         })
         .collect();
@@ -1054,7 +1059,10 @@ fn assert_rt(out: &Path) {
             .lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .count();
-        assert!(events > 0, "6.1-rt: {name}: the max trace holds no event:\n{trace}");
+        assert!(
+            events > 0,
+            "6.1-rt: {name}: the max trace holds no event:\n{trace}"
+        );
         assert!(
             json["expectations"]
                 .as_array()
