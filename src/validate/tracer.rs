@@ -374,9 +374,10 @@ pub(super) fn check_function_entry(cx: &Ctx<'_>, entry: &str) -> Option<(String,
             format!(
                 "the kernel cannot filter by module `{m}`: it reads a name that starts with a digit as a function index (`:mod:{m}` fails with EINVAL)"
             ),
-            Some(format!(
-                "name the module's functions by a glob instead, e.g. `v9fs_*` for 9p (`trace-recipe functions '*'` lists them with their module)"
-            )),
+            Some(
+                "name the module's functions by a glob instead, e.g. `v9fs_*` for 9p (available_filter_functions marks each with `[9p]`)"
+                    .to_string(),
+            ),
         ));
     }
     let pool: Vec<&str> = match module {
