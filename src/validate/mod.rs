@@ -24,6 +24,7 @@ macro_rules! path {
 
 mod expect;
 pub(crate) mod filter;
+mod noise;
 mod probe;
 mod scope;
 mod tracer;
@@ -88,7 +89,7 @@ pub struct ValidRecipe {
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
-/// readers, the kallsyms reader) out of the trace: decided from the recipe's
+/// readers) out of the trace: decided from the recipe's
 /// `[scope] include_self` and what this kernel offers. The thread ids are only
 /// known at run time; [`crate::plan::plan`] writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -96,15 +97,20 @@ pub(crate) enum SelfExclusion {
     /// `[scope] include_self = true`: the run's own activity is traced like any other.
     #[default]
     Off,
-    /// The instance's `set_event_notrace_pid` (Linux 5.8+), and for function
-    /// tracers `set_ftrace_notrace_pid` when `ftrace` (the kernel has it).
-    NotracePid {
+    /// A filter on every event, written by [`crate::plan::plan`]: an event in
+    /// the process context of one of the run's threads is dropped, one in
+    /// interrupt context (hard irq, softirq, NMI: `common_flags`) is kept
+    /// whoever is current, and a two-task sched event is dropped only when it
+    /// is about the run's threads alone (a switch between two of them, a
+    /// wakeup of one). Not `set_event_notrace_pid`: the kernel decides that
+    /// per CPU from the current task, so it also drops every interrupt that
+    /// hits while one of the run's threads is current (a block completion,
+    /// a timer). Function tracers also get `set_ftrace_notrace_pid` when `ftrace`
+    /// (the kernel has it, Linux 5.8+).
+    Filter {
         /// Whether `set_ftrace_notrace_pid` exists.
         ftrace: bool,
     },
-    /// No `set_event_notrace_pid`: a `common_pid != TID` filter is and-ed to
-    /// every event's filter; function tracers cannot exclude a pid there.
-    CommonPidFilter,
 }
 
 #[cfg(test)]
@@ -128,7 +134,7 @@ impl ValidRecipe {
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            self_exclusion: SelfExclusion::Filter { ftrace: true },
             params: Default::default(),
         }
     }
@@ -138,32 +144,23 @@ impl SelfExclusion {
     /// What this means for the run, in one sentence (for `check`), given
     /// whether its tracer is a function tracer.
     pub(crate) fn describe(self, function_tracer: bool) -> String {
-        const WHO: &str =
-            "the run's own threads (main thread, guard, per-CPU readers, kallsyms reader)";
+        const WHO: &str = "the run's own threads (main thread, guard, per-CPU readers)";
         match self {
             SelfExclusion::Off => {
                 format!("[scope] include_self = true: {WHO} are traced like any other task")
             }
-            SelfExclusion::NotracePid { ftrace } => {
+            SelfExclusion::Filter { ftrace } => {
                 let funcs = match (function_tracer, ftrace) {
                     (false, _) => "",
-                    (true, true) => " and set_ftrace_notrace_pid",
+                    (true, true) => {
+                        "; the function tracer leaves them out with set_ftrace_notrace_pid (which also skips functions run in interrupt context while one of them is current)"
+                    }
                     (true, false) => {
                         "; this kernel has no set_ftrace_notrace_pid, so the function tracer still traces them"
                     }
                 };
                 format!(
-                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on the pids of both tasks"
-                )
-            }
-            SelfExclusion::CommonPidFilter => {
-                let funcs = if function_tracer {
-                    "; the function tracer still traces them (no set_ftrace_notrace_pid either)"
-                } else {
-                    ""
-                };
-                format!(
-                    "{WHO} are kept out of the trace with a `common_pid` filter on every event (this kernel has no set_event_notrace_pid, Linux 5.8+){funcs}"
+                    "{WHO} are kept out of the trace by a filter on every event: their own events are dropped, while interrupt-context events (hard irq, softirq, NMI) that fire while one of them is current are kept, and a sched_switch or wakeup is dropped only when it concerns them alone (a switch between two of them or one of them and the idle task, a wakeup of one){funcs}"
                 )
             }
         }
@@ -347,10 +344,9 @@ pub fn validate(
         expectations,
         self_exclusion: match r.scope.include_self {
             true => SelfExclusion::Off,
-            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
+            false => SelfExclusion::Filter {
                 ftrace: facts.has_file("set_ftrace_notrace_pid"),
             },
-            false => SelfExclusion::CommonPidFilter,
         },
         params: loaded.params.clone(),
     })
@@ -500,41 +496,45 @@ fn resolve_clock(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
 
 /// `[buffer] cpus`: a cpu list of this machine's CPUs, as a hex mask.
 fn resolve_cpumask(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
+    let list = r.buffer.cpus.as_ref()?;
+    let span = cx.span(&path!("buffer", "cpus"));
+    let cpus = check_cpu_list(cx, span.clone(), list)?;
+    Some((cpumask_hex(&cpus), span))
+}
+
+/// A cpu list (`"0-3,6"`) of this machine's CPUs, at `span`; `None` (reported) when wrong.
+fn check_cpu_list(cx: &mut Ctx<'_>, span: Span, list: &str) -> Option<Vec<u32>> {
     let facts = cx.facts;
-    r.buffer.cpus.as_ref().and_then(|list| {
-        let span = cx.span(&path!("buffer", "cpus"));
-        match parse_cpu_list(list) {
-            Err(msg) => {
-                cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
-                None
-            }
-            Ok(cpus) => {
-                let missing: Vec<String> = cpus
-                    .iter()
-                    .filter(|c| !facts.cpus.contains(c))
-                    .map(u32::to_string)
-                    .collect();
-                if missing.is_empty() {
-                    Some((cpumask_hex(&cpus), span))
-                } else {
-                    cx.kernel(
-                        span,
-                        format!("this machine has no CPU {}", missing.join(", ")),
-                        Some(format!(
-                            "its CPUs are {}",
-                            facts
-                                .cpus
-                                .iter()
-                                .map(u32::to_string)
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        )),
-                    );
-                    None
-                }
-            }
+    match parse_cpu_list(list) {
+        Err(msg) => {
+            cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
+            None
         }
-    })
+        Ok(cpus) => {
+            let missing: Vec<String> = cpus
+                .iter()
+                .filter(|c| !facts.cpus.contains(c))
+                .map(u32::to_string)
+                .collect();
+            if missing.is_empty() {
+                return Some(cpus);
+            }
+            cx.kernel(
+                span,
+                format!("this machine has no CPU {}", missing.join(", ")),
+                Some(format!(
+                    "its CPUs are {}",
+                    facts
+                        .cpus
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
+            );
+            None
+        }
+    }
 }
 
 /// `[scope]` (live pids, a program name), `[output] reports` and
