@@ -26,6 +26,7 @@ mod callgraph;
 mod errno;
 mod histogram;
 mod latency;
+mod markers;
 mod noise;
 mod profile;
 mod select;
@@ -42,6 +43,7 @@ pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use markers::Markers;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};
@@ -256,6 +258,8 @@ pub struct Analysis {
     pub(crate) errno: Option<Errno>,
     /// Block I/O latency (`block`).
     pub(crate) block: Option<Block>,
+    /// What was written to `trace_marker` (always collected); `None` without markers.
+    pub(crate) markers: Option<Markers>,
     /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
     pub(crate) noise: NoiseTables,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
@@ -312,6 +316,8 @@ struct Slot {
     stack_at: Option<(usize, bool)>,
     /// Its records can name a task ([`tracedat::names_tasks`]).
     names_tasks: bool,
+    /// Its records are markers ([`markers::Collector::is_marker`]).
+    marker: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -378,6 +384,7 @@ pub fn analyze_kept(
                 .map(|c| (c.offset, f.name == "user_stack"));
         }
         s.names_tasks = tracedat::names_tasks(&f.system, &f.name);
+        s.marker = markers::Collector::is_marker(f);
     }
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
@@ -403,6 +410,7 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut markers = markers::Collector::default();
     let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks = stacks::Collector::default();
@@ -478,6 +486,9 @@ pub fn analyze_kept(
         if let Some(c) = call_paths.as_mut() {
             c.add(&ev, pid);
         }
+        if slot.is_some_and(|s| s.marker) {
+            markers.add(&ev);
+        }
         if want_stacks {
             if let Some((at, user)) = slot.and_then(|s| s.stack_at) {
                 stacks.add(last_on_cpu[cpu], user, &ev.data, at, (long, big));
@@ -523,6 +534,7 @@ pub fn analyze_kept(
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
+    let markers = markers.finish(&|pid| comm_of(file, &counts.learned, pid));
     let (noise_latencies, noise) = noise
         .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
         .unwrap_or_default();
@@ -553,6 +565,7 @@ pub fn analyze_kept(
         profile,
         errno,
         block,
+        markers,
         noise,
         counts,
         task_latency: task_latency

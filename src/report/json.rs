@@ -184,6 +184,11 @@ pub struct JsonReport {
     /// The table of each hist trigger of the run, parsed; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hist: Vec<crate::results::HistTable>,
+    /// What user space wrote to the run's `trace_marker` (`ftrace:print`
+    /// records): the count and the first 100, time, CPU, task and text (escaped,
+    /// at most 256 characters); absent without markers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) markers: Option<crate::analysis::Markers>,
     /// The function profiler's table (`[tracer] function_profile`), merged
     /// over CPUs, the most total time first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -331,6 +336,7 @@ impl JsonReport {
             tracer: None,
             stack_tracer: None,
             hist: Vec::new(),
+            markers: a.markers.clone(),
             function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
