@@ -615,11 +615,10 @@ impl Armed {
             cpu: 0,
             source: std::io::Error::other("the readers were started already"),
         })?;
-        // The kallsyms reader ends before tracing starts: while a thread of
-        // the run is on a CPU, the kernel drops every event there, even the
-        // interrupts and softirqs of other tasks (block completions, timers)
-        // that it attributes to the interrupted thread, and listing kallsyms
-        // keeps a CPU busy for a tenth of a second or more.
+        // The kallsyms reader ends before tracing starts: listing kallsyms
+        // keeps a CPU busy for a tenth of a second or more, load that would
+        // otherwise land in the recording (and whose thread would be one
+        // more to keep out of it).
         if let Some(t) = self.p.kallsyms.take() {
             self.kallsyms = t.join().unwrap_or_default();
         }
