@@ -54,6 +54,20 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `report DAT --format json --analysis ANALYSES`, parsed.
+fn report_json(dat: &Path, analyses: &str) -> serde_json::Value {
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--format",
+        "json",
+        "--analysis",
+        analyses,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// `comm:pid [prio]` (trace-cmd's sched plugin) → pid.
 fn sched_pid(s: &str) -> i32 {
     let who = s.trim().split(" [").next().unwrap();
@@ -141,16 +155,7 @@ fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
         }
     }
 
-    let o = trace_recipe(&[
-        "report",
-        dat.to_str().unwrap(),
-        "--format",
-        "json",
-        "--analysis",
-        "syscalls,wakeup",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report = report_json(&dat, "syscalls,wakeup");
     assert_eq!(
         report["analyses"],
         serde_json::json!(["syscalls", "wakeup"])
@@ -1190,19 +1195,8 @@ fn the_profile_agrees_with_trace_cmd_report_profile() {
 #[test]
 fn a_pid_scoped_profile_differs_from_trace_cmd_only_by_sleeps_with_no_recorded_wakeup() {
     let dir = tempfile::tempdir().unwrap();
-    let dat = dir.path().join("trace.dat");
-    let packed = std::fs::read(repo().join("tests/profile/pid-scoped.dat.zst")).unwrap();
-    std::fs::write(&dat, zstd::decode_all(&packed[..]).unwrap()).unwrap();
-    let o = trace_recipe(&[
-        "report",
-        dat.to_str().unwrap(),
-        "--format",
-        "json",
-        "--analysis",
-        "profile",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dat = crate::common::unpacked_trace("tests/profile/pid-scoped.dat.zst", dir.path());
+    let report = report_json(&dat, "profile");
     let listing = crate::common::trace_cmd(&["report".as_ref(), "-t".as_ref(), dat.as_os_str()]);
     let (compared, unwoken) = assert_profile_agrees(&dat, &report["profile"], &listing, false);
     assert!(compared >= 2, "{compared} tasks compared");

@@ -134,10 +134,7 @@ fn each_filter_keeps_what_trace_cmd_keeps() {
 #[test]
 fn lost_events_markers_go_with_the_record_after_them_as_trace_cmd_prints_them() {
     let dir = tempfile::tempdir().unwrap();
-    let dat = dir.path().join("trace.dat");
-    let packed =
-        std::fs::read(crate::common::repo().join("tests/report-filter/lost.dat.zst")).unwrap();
-    std::fs::write(&dat, zstd::decode_all(&packed[..]).unwrap()).unwrap();
+    let dat = crate::common::unpacked_trace("tests/report-filter/lost.dat.zst", dir.path());
     let dropped = theirs(&dat, &[])
         .lines()
         .filter(|l| is_lost_marker(l))

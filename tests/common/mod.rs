@@ -169,6 +169,15 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The zstd-compressed file `packed` (a path in the repository) unpacked
+/// into `dir` as `trace.dat`; returns its path.
+pub fn unpacked_trace(packed: &str, dir: &Path) -> std::path::PathBuf {
+    let dat = dir.join("trace.dat");
+    let bytes = std::fs::read(repo().join(packed)).unwrap();
+    std::fs::write(&dat, zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+    dat
+}
+
 /// Writes `body` as a recipe in `dir` and returns its path.
 pub fn write_recipe(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
