@@ -13,6 +13,9 @@
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
+//! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
+//! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
+//! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -22,6 +25,7 @@ mod block;
 mod errno;
 mod histogram;
 mod latency;
+mod noise;
 mod profile;
 mod select;
 mod timeline;
@@ -37,6 +41,7 @@ pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 use histogram::Histogram;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
@@ -66,11 +71,17 @@ pub enum AnalysisName {
     Errno,
     /// Block I/O issue-to-complete latency per device and request size.
     Block,
+    /// hwlat's samples: inner and outer gaps, per CPU.
+    Hwlat,
+    /// osnoise's periods: noise and interference, per CPU.
+    Osnoise,
+    /// timerlat's samples: IRQ and thread latency, per CPU.
+    Timerlat,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 10] = [
+    pub const ALL: [AnalysisName; 13] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -81,6 +92,9 @@ impl AnalysisName {
         AnalysisName::Profile,
         AnalysisName::Errno,
         AnalysisName::Block,
+        AnalysisName::Hwlat,
+        AnalysisName::Osnoise,
+        AnalysisName::Timerlat,
     ];
 
     /// The name as typed on the command line.
@@ -96,6 +110,9 @@ impl AnalysisName {
             AnalysisName::Profile => "profile",
             AnalysisName::Errno => "errno",
             AnalysisName::Block => "block",
+            AnalysisName::Hwlat => "hwlat",
+            AnalysisName::Osnoise => "osnoise",
+            AnalysisName::Timerlat => "timerlat",
         }
     }
 }
@@ -162,6 +179,15 @@ impl Selection {
         }
         if block::BlockIo::applies(file) {
             v.push(AnalysisName::Block);
+        }
+        for (name, event) in [
+            (AnalysisName::Hwlat, "hwlat"),
+            (AnalysisName::Osnoise, "osnoise"),
+            (AnalysisName::Timerlat, "timerlat"),
+        ] {
+            if has("ftrace", &|f| f.name == event) {
+                v.push(name);
+            }
         }
         Selection {
             names: v,
@@ -247,6 +273,8 @@ pub struct Analysis {
     pub(crate) errno: Option<Errno>,
     /// Block I/O latency (`block`).
     pub(crate) block: Option<Block>,
+    /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
+    pub(crate) noise: NoiseTables,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -389,6 +417,7 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -451,6 +480,9 @@ pub fn analyze_kept(
         if let Some(b) = block_io.as_mut() {
             b.add(&ev);
         }
+        if let Some(n) = noise.as_mut() {
+            n.add(&ev);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -500,6 +532,10 @@ pub fn analyze_kept(
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
+    let (noise_latencies, noise) = noise
+        .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
+        .unwrap_or_default();
+    latencies.extend(noise_latencies);
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
@@ -525,6 +561,7 @@ pub fn analyze_kept(
         profile,
         errno,
         block,
+        noise,
         counts,
         task_latency: task_latency
             .into_iter()
