@@ -624,11 +624,7 @@ fn per_task_run(
     background: &str,
 ) -> (tempfile::TempDir, serde_json::Value, String) {
     let guard = TracefsGuard::acquire();
-    let dir = tempfile::Builder::new()
-        .disable_cleanup(true)
-        .tempdir_in("/var/tmp/flaky")
-        .unwrap();
-    eprintln!("KEPT {}", dir.path().display());
+    let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "per-task.toml", recipe);
     let out = dir.path().join("out");
     let fill = |cmd: &str| {

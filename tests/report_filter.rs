@@ -30,11 +30,7 @@ reports = ["summary", "json"]
 /// Records RECIPE system-wide while a shell opens files (some missing) and sleeps.
 fn record() -> (tempfile::TempDir, PathBuf) {
     let guard = TracefsGuard::acquire();
-    let dir = tempfile::Builder::new()
-        .disable_cleanup(true)
-        .tempdir_in("/var/tmp/flaky")
-        .unwrap();
-    eprintln!("KEPT {}", dir.path().display());
+    let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "filters.toml", RECIPE);
     let out = dir.path().join("out");
     let o = trace_recipe(&[
