@@ -389,6 +389,22 @@ fn assert_lab(out: &Path, kernel: Kernel) {
             .unwrap_or_else(|| panic!("{tag}: no depth in {r:?}"));
         assert!(depth < 3, "{tag}: max_graph_depth = 3 exceeded: {r:?}");
     }
+    // The flame graph's input: self time per call path, as trace-cmd's drawing
+    // of the same graph adds up.
+    let dat = out.join("function-graph/run/trace.dat");
+    let listing = crate::common::trace_cmd_report(&dat);
+    let folded = Command::new(bin())
+        .args(["report", "--format", "folded-funcgraph"])
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(folded.status.success(), "{tag}: {}", text(&folded.stderr));
+    let ours = crate::common::parse_folded(&text(&folded.stdout));
+    assert!(
+        ours.keys().any(|p| p.starts_with("do_sys_openat2;")),
+        "{tag}: {ours:?}"
+    );
+    assert_eq!(ours, crate::common::funcgraph_folded(&listing), "{tag}");
 
     // The run's own threads stay out of the trace: a whole-system trace of the
     // idle guest holds under 1 % of events from them, and a function_graph of

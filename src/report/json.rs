@@ -149,6 +149,10 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// function_graph self time per call path (analysis `funcgraph` with
+    /// `funcgraph_entry` recorded); not in report.json: `funcgraph.folded`.
+    #[serde(skip)]
+    pub(crate) funcgraph_folded: Option<crate::analysis::Folded>,
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
@@ -317,6 +321,7 @@ impl JsonReport {
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            funcgraph_folded: a.funcgraph_folded.clone(),
             profile: a.profile.clone(),
             errno: a.errno.clone(),
             block: a.block.clone(),
@@ -329,6 +334,26 @@ impl JsonReport {
             function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
+    }
+}
+
+impl JsonReport {
+    /// Takes from `j`, a run's report.json (untrusted: what does not parse is
+    /// left out), what only the run knew: its expectations' results, the
+    /// tracer's and stack tracer's results, hist tables, the function
+    /// profile, irreversible effects, collected context and params.
+    pub(crate) fn add_run_results(&mut self, j: &serde_json::Value) {
+        fn take<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> T {
+            T::deserialize(v).unwrap_or_default()
+        }
+        self.expectations = take(&j["expectations"]);
+        self.tracer = take(&j["tracer"]);
+        self.stack_tracer = take(&j["stack_tracer"]);
+        self.hist = take(&j["hist"]);
+        self.function_profile = take(&j["function_profile"]);
+        self.irreversible = take(&j["irreversible"]);
+        self.collected = take(&j["collected"]);
+        self.params = take(&j["params"]);
     }
 }
 
