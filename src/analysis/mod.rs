@@ -368,7 +368,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
 pub fn analyze_kept(
     file: &TraceFile,
     selection: &Selection,
-    mut keep: Option<&mut Select>,
+    keep: Option<&mut Select>,
 ) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
@@ -422,13 +422,13 @@ pub fn analyze_kept(
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
-    for rec in file.records() {
+    let mut kept = keep.map(|k| k.records(file));
+    let mut all = file.records();
+    while let Some(rec) = match &mut kept {
+        Some(kept) => kept.next(),
+        None => all.next(),
+    } {
         let rec = rec?;
-        if let Some(k) = keep.as_deref_mut()
-            && !k.keeps(file, &rec)
-        {
-            continue;
-        }
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
