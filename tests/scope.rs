@@ -216,6 +216,28 @@ fn check_notes_that_a_workload_scoped_recipe_misses_completions() {
     assert!(note.starts_with("note: "), "{note}");
     assert!(note.contains("in the completion interrupt"), "{note}");
     assert!(note.contains("[scope] system_wide = true"), "{note}");
+    // The same note in `check --format json`, as data.
+    let o = trace_recipe(&["check", "--format", "json", recipe.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::runbook::assert_matches_schema("check", &j);
+    let n = &j["scope_note"];
+    assert_eq!(n["scoped_by"], "workload", "{j:#}");
+    assert_eq!(n["fix_key"], "scope.system_wide", "{j:#}");
+    assert_eq!(n["message"], note.strip_prefix("note: ").unwrap(), "{j:#}");
+    assert!(
+        n["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "block:block_rq_complete"
+                && e["fires"] == "in the completion interrupt"),
+        "{j:#}"
+    );
+    let wide = dd_recipe(dir.path(), true);
+    let o = trace_recipe(&["check", "--format", "json", wide.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["ok"], true, "{j:#}");
+    assert!(j.get("scope_note").is_none(), "{j:#}");
     // pids and system_wide contradict each other.
     let both = write_recipe(
         dir.path(),
@@ -557,34 +579,105 @@ fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
     );
 }
 
+/// A run refused at each point before it records (a required `[collect]`
+/// command failing, the workload or the guard failing to start, a step of the
+/// plan refused, tracing or the recorder failing to start) leaves no output
+/// folder, or leaves the empty folder it was given empty, so the retry with
+/// the same `-o` works; one whose rollback is incomplete keeps its folder
+/// beside the kept journal.
 #[test]
-fn a_run_refused_at_apply_leaves_no_output_folder_and_a_retry_works() {
+fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
+    use trace_recipe::apply::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
     let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
+    let body = "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n";
+    let recipe = write_recipe(dir.path(), "r.toml", body);
+    let collect = write_recipe(
         dir.path(),
-        "r.toml",
-        "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        "c.toml",
+        &format!("{body}[collect]\nbefore = [[\"false\"]]\nrequired = true\n"),
     );
     let out = dir.path().join("out");
-    let run = |fail: Option<&str>| {
+    let run = |recipe: &Path, env: &[(&str, &str)]| {
         let mut c = Command::new(crate::common::bin());
-        c.args([
-            "run",
-            recipe.to_str().unwrap(),
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        if let Some(step) = fail {
-            c.env(trace_recipe::apply::FAIL_STEP_ENV, step);
-        }
+        c.args(["run", recipe.to_str().unwrap(), "-q", "-o"])
+            .arg(&out)
+            .args(["--", "true"]);
+        c.envs(env.iter().copied());
         c.output().unwrap()
     };
     let _guard = TracefsGuard::acquire();
-    let o = run(Some("3"));
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
-    assert!(!out.exists(), "the refused run left {}", out.display());
-    let o = run(None);
+    let points: [(&str, &Path, &[(&str, &str)], &str); 6] = [
+        (
+            "collect",
+            &collect,
+            &[],
+            "a required [collect] command failed",
+        ),
+        (
+            "workload",
+            &recipe,
+            &[(FAIL_AT_ENV, "workload")],
+            "cannot start the workload",
+        ),
+        (
+            "guard",
+            &recipe,
+            &[(FAIL_AT_ENV, "guard")],
+            "cannot start the rollback guard",
+        ),
+        (
+            "apply",
+            &recipe,
+            &[(FAIL_STEP_ENV, "3")],
+            "tracefs is as it was",
+        ),
+        (
+            "tracing_on",
+            &recipe,
+            &[(FAIL_AT_ENV, "tracing_on")],
+            "injected failure at `tracing_on`",
+        ),
+        (
+            "recorder",
+            &recipe,
+            &[(FAIL_AT_ENV, "recorder")],
+            "injected failure at `recorder`",
+        ),
+    ];
+    for (point, recipe, env, says) in points {
+        let o = run(recipe, env);
+        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{point}: {}",
+            text(&o.stderr)
+        );
+        assert!(
+            !out.exists(),
+            "{point}: the refused run left {}",
+            out.display()
+        );
+        // A folder that was there (empty) before the run stays, empty.
+        std::fs::create_dir(&out).unwrap();
+        let o = run(recipe, env);
+        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "{point}: the refused run left files in {}",
+            out.display()
+        );
+        std::fs::remove_dir(&out).unwrap();
+    }
+    // Evidence stays: an apply refused whose rollback failed too keeps its
+    // folder beside the kept journal, for `reset`.
+    let o = run(&recipe, &[(FAIL_STEP_ENV, "3"), (FAIL_UNDO_ENV, "1")]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(out.join("facts.json").exists(), "{}", text(&o.stderr));
+    let r = trace_recipe(&["reset"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    std::fs::remove_dir_all(&out).unwrap();
+    let o = run(&recipe, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.join("report.json").exists());
 }
