@@ -338,6 +338,76 @@ fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
             .is_some_and(|w| w.contains(&name))),
         "{listing}"
     );
+    // The wakeup latency leads with the scoped tasks: a non-empty group of
+    // the named task's wakeups, and every task listed is that task.
+    let wakeup = r["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["analysis"] == "wakeup")
+        .unwrap_or_else(|| panic!("no wakeup latency: {r:#}"));
+    assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
+    assert!(
+        wakeup["groups"][0]["count"].as_u64().unwrap() >= 1,
+        "{wakeup:#}"
+    );
+    let tasks = wakeup["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty(), "{wakeup:#}");
+    assert!(
+        tasks.iter().all(|t| t["comm"] == name.as_str()),
+        "{wakeup:#}"
+    );
+}
+
+/// Every value of the wrong type is reported in one `check`, at its place,
+/// each with a help line that shows the accepted form.
+#[test]
+fn type_errors_come_together_each_with_the_accepted_form() {
+    let bad = crate::common::repo().join("tests/bad-recipes/types.toml");
+    let o = trace_recipe(&["check", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    for (place, help) in [
+        (":11:12:", "help: durations are strings: \"10s\""),
+        (
+            ":13:11:",
+            "help: `size_kb` is KiB per CPU as an integer: 8192",
+        ),
+        (":14:13:", "help: `true` or `false`"),
+        (":16:12:", "help: `pids` is an array of integers: [1234]"),
+        (":18:15:", "help: `max_size_mb` is MiB as an integer: 512"),
+    ] {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(place) && l.contains(": error ("))
+            .unwrap_or_else(|| panic!("no error at {place}:\n{out}"));
+        let next_error = lines[at + 1..]
+            .iter()
+            .position(|l| l.contains(": error ("))
+            .map_or(lines.len(), |n| at + 1 + n);
+        assert!(
+            lines[at..next_error].iter().any(|l| l.contains(help)),
+            "{place}: no `{help}`:\n{out}"
+        );
+    }
+}
+
+/// A `--fail-if` rule that can never hold (a forgotten `%`) is refused
+/// before any run is read.
+#[test]
+fn a_fail_if_rule_that_can_never_hold_is_refused() {
+    let o = trace_recipe(&[
+        "diff",
+        "/nonexistent-a",
+        "/nonexistent-b",
+        "--fail-if",
+        "count(sched:sched_switch) < -10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("this can never hold"), "{err}");
+    assert!(err.contains("write `-10%`"), "{err}");
 }
 
 #[test]
