@@ -516,7 +516,7 @@ fn start(
     let mut own_tids = vec![gettid(), guard.pid()];
     own_tids.extend(readers.tids());
     own_tids.extend(tid_rx.recv().ok());
-    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid), &own_tids);
+    let plan = build_plan(valid, workload.as_ref().map(Workload::pid), &own_tids);
     Ok(Started {
         plan,
         workload,

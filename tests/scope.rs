@@ -676,7 +676,9 @@ fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
         c.output().unwrap()
     };
     let _guard = TracefsGuard::acquire();
-    let points: [(&str, &Path, &[(&str, &str)], &str); 6] = [
+    // (the point, the recipe, the environment that makes it fail, what stderr says)
+    type Point<'a> = (&'a str, &'a Path, &'a [(&'a str, &'a str)], &'a str);
+    let points: [Point; 6] = [
         (
             "collect",
             &collect,
