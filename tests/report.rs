@@ -877,7 +877,8 @@ fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
 /// `profile`: what `trace-cmd report --profile` measures, with no
 /// `sched_waking` (trace-cmd ends a sleep at `sched_wakeup`, we at the first
 /// of the two), system-wide and with the run's own threads (the filter that
-/// keeps them out drops the switches between them and other tasks).
+/// keeps them out drops the switches between two of them, or one of them and
+/// the idle task, which trace-cmd's profile of the CPU's tasks would miss).
 const PROFILE_RECIPE: &str = r#"name = "profile"
 description = "Where did each task's time go: running, waiting for a CPU, sleeping, blocked, interrupted?"
 duration = "2s"
