@@ -7,7 +7,11 @@
 //! shows in the latency format (Documentation/trace/ftrace.rst, "irqsoff" and
 //! "wakeup"); hwlat only keeps the number (kernel/trace/trace_hwlat.c). The
 //! recorder drains the live buffer, not the max buffer, so that trace is saved
-//! here as the kernel prints it.
+//! here as the kernel prints it. At each new maximum the kernel swaps the live
+//! buffer into the max buffer (kernel/trace/trace.c, `update_max_tr`), so with
+//! such a tracer the recorder reads the live buffer only once tracing is off
+//! ([`crate::record::Readers::start`]): reading consumes, and a reader running
+//! meanwhile would empty the worst case's trace before the swap.
 //!
 //! The stack tracer (`[stack]`) keeps the deepest kernel stack seen since
 //! `stack_max_size` was reset, with each frame's size, in `stack_trace`
@@ -61,27 +65,48 @@ const MAX_TRACE_TRACERS: &[&str] = &[
     "wakeup_dl",
 ];
 
+/// Whether tracer `name` keeps the trace of its worst case in the max buffer,
+/// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).
+pub(crate) fn keeps_max_trace(name: &str) -> bool {
+    MAX_TRACE_TRACERS.contains(&name)
+}
+
 /// report.json `tracer`: the result of the run's tracer, for tracers that keep one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct TracerReport {
     /// The tracer (`current_tracer`).
     pub(crate) name: String,
     /// `tracing_max_latency` at the end of the run, in µs: the largest latency
-    /// the tracer measured during the run (it was reset to 0 before).
+    /// the tracer measured during the run (it was reset to 0 before). For hwlat,
+    /// the largest inner or outer gap of its samples (its `tracing_max_latency`
+    /// reads 1000 times too small); `null` for osnoise and timerlat, whose results
+    /// are their per-CPU tables.
     pub(crate) max_latency_us: Option<u64>,
     /// The max-latency trace (the `trace` file of a latency tracer, in the
     /// kernel's latency format, as `trace-cmd report -l` prints), a file in the
     /// output folder (`tracer/max_latency_trace.txt`); `null` for tracers
-    /// without one (hwlat) and when the max buffer held no events (the run's
-    /// recorder reads the live buffer the kernel swaps into it; the number in
-    /// `max_latency_us` is exact either way).
+    /// without one (hwlat) and when the max buffer held no events (no latency
+    /// was measured).
     pub(crate) max_latency_trace: Option<String>,
     /// The task the worst case was measured on, `COMM-PID`, from the max
     /// trace's header (`task: ...`).
     pub(crate) task: Option<String>,
     /// The CPU of the worst case, from the max trace's header (`CPU#N`).
     pub(crate) cpu: Option<u32>,
+    /// hwlat: per CPU, its samples (from the trace's `hwlat` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hwlat: Vec<crate::analysis::HwlatCpu>,
+    /// osnoise: per CPU, its periods (from the trace's `osnoise` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) osnoise: Vec<crate::analysis::OsnoiseCpu>,
+    /// timerlat: per CPU, the IRQ and thread latencies (from the trace's `timerlat` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timerlat: Vec<crate::analysis::TimerlatCpu>,
 }
+
+/// Tracers whose samples are entries of their own in the ring buffer, summed
+/// per CPU into report.json `tracer` (see `analysis/noise.rs`).
+const SAMPLING_TRACERS: &[&str] = &["hwlat", "osnoise", "timerlat"];
 
 /// report.json `stack_tracer`: the deepest kernel stack of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -149,24 +174,42 @@ pub(crate) fn save(
         MaxLatencyAt::TopLevel => tracefs.read_bytes("tracing_max_latency")?,
     };
     out.write_new(MAX_LATENCY_FILE, &max)?;
-    if MAX_TRACE_TRACERS.contains(&t.name.as_str()) {
+    if keeps_max_trace(&t.name) {
         out.write_new(MAX_TRACE_FILE, &inst.read_bytes("trace")?)?;
     }
     Ok(())
 }
 
-/// report.json `tracer` from the files [`save`] left in the output folder `dir`;
-/// `None` when the run's tracer keeps no result.
-pub(crate) fn tracer_report(dir: &Path, valid: &ValidRecipe) -> Option<TracerReport> {
-    let t = valid.tracer.as_ref().filter(|t| t.max_latency.is_some())?;
-    let max_latency_us = read_small(&dir.join(MAX_LATENCY_FILE))
+/// report.json `tracer` from the files [`save`] left in the output folder `dir`
+/// and, for hwlat, osnoise and timerlat, the per-CPU tables of the trace's
+/// analysis `noise`; `None` when the run's tracer keeps no result.
+pub(crate) fn tracer_report(
+    dir: &Path,
+    valid: &ValidRecipe,
+    noise: &crate::analysis::NoiseTables,
+) -> Option<TracerReport> {
+    let t = valid
+        .tracer
+        .as_ref()
+        .filter(|t| t.max_latency.is_some() || SAMPLING_TRACERS.contains(&t.name.as_str()))?;
+    let mut max_latency_us: Option<u64> = read_small(&dir.join(MAX_LATENCY_FILE))
         .and_then(|s| s.split_whitespace().next()?.parse().ok());
+    // hwlat stores its µs samples where the file expects ns, so
+    // `tracing_max_latency` shows them divided by 1000 (kernel/trace/trace_hwlat.c,
+    // `get_sample`; trace.c prints the file with `nsecs_to_usecs`): the
+    // largest inner or outer gap of its entries is the exact figure.
+    if t.name == "hwlat" {
+        let entries = noise
+            .hwlat
+            .iter()
+            .map(|c| c.max_inner_us.max(c.max_outer_us))
+            .max();
+        max_latency_us = entries.or(max_latency_us.map(|ms| ms.saturating_mul(1000)));
+    }
     let trace = read_small(&dir.join(MAX_TRACE_FILE));
     let (task, cpu) = trace.as_deref().map(max_trace_header).unwrap_or_default();
     // The kernel prints the latency header only over a max buffer with
-    // entries: the worst case's events can be missing when the run's recorder
-    // had consumed them from the live buffer before the kernel swapped it into
-    // the max buffer (kernel/trace/trace.c, `update_max_tr`).
+    // entries (none when no latency was measured).
     let has_trace = trace
         .as_deref()
         .is_some_and(|t| t.contains("\n# latency: "));
@@ -176,6 +219,9 @@ pub(crate) fn tracer_report(dir: &Path, valid: &ValidRecipe) -> Option<TracerRep
         max_latency_trace: has_trace.then(|| MAX_TRACE_FILE.to_string()),
         task,
         cpu,
+        hwlat: noise.hwlat.clone(),
+        osnoise: noise.osnoise.clone(),
+        timerlat: noise.timerlat.clone(),
     })
 }
 

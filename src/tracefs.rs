@@ -351,9 +351,22 @@ impl Instance {
             WriteMode::Append => opts.append(true),
         };
         opts.custom_flags(libc::O_CLOEXEC);
-        let result = opts
-            .open(&path)
-            .and_then(|mut f| f.write_all(value.as_bytes()));
+        // The filter files parse a pattern when whitespace ends it; one left
+        // unterminated is parsed when the file is closed, where the kernel
+        // drops the error (kernel/trace/ftrace.c, `ftrace_regex_write` and
+        // `ftrace_regex_release`): a newline makes a refused pattern fail here.
+        let terminated;
+        let value_bytes = match file.rsplit('/').next() {
+            Some(
+                "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function"
+                | "set_graph_notrace" | "stack_trace_filter",
+            ) if !value.ends_with('\n') => {
+                terminated = format!("{value}\n");
+                terminated.as_bytes()
+            }
+            _ => value.as_bytes(),
+        };
+        let result = opts.open(&path).and_then(|mut f| f.write_all(value_bytes));
         result.map_err(|source| TracefsError::Write {
             error_log: self.error_log_since_mark(),
             path,
@@ -564,6 +577,8 @@ pub(crate) const FILE_RULES: &[FileRule] = &[
     rule("uprobe_events", Readback::Lines, Some("")),
     rule("dynamic_events", Readback::Lines, Some("")),
     rule("trace_clock", Readback::Bracketed, Some("local")),
+    // hwlat_detector/mode: `none [round-robin] per-cpu`.
+    rule("mode", Readback::Bracketed, None),
     rule("buffer_size_kb", Readback::BufferSize, None),
     rule("filter", Readback::Filter, None),
     rule("enable", Readback::Enable, None),
@@ -607,7 +622,10 @@ pub(crate) fn restore_value(file: &str, old: &str) -> String {
     };
     match file_rule(file).readback {
         Readback::FirstWord => old.split_whitespace().next().unwrap_or("").to_string(),
-        Readback::Bracketed => bracketed(old).unwrap_or("local").to_string(),
+        Readback::Bracketed => bracketed(old)
+            .or_else(|| (!file.ends_with("trace_clock")).then(|| old.split_whitespace().next())?)
+            .unwrap_or("local")
+            .to_string(),
         Readback::FunctionList => items(&|l| l.starts_with('#')).join(" "),
         Readback::PidList => items(&|l| l == "no pid").join(" "),
         Readback::Lines => items(&|_| false).join("\n"),

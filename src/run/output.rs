@@ -82,7 +82,7 @@ pub(super) fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
-    report.tracer = crate::results::tracer_report(out.path(), &p.valid);
+    report.tracer = crate::results::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
     report.hist = crate::results::hist_report(out.path(), &p.valid);
     report.function_profile = crate::results::function_profile(out.path());
@@ -110,6 +110,13 @@ pub(super) fn write_output(
     if reports.iter().any(|r| r == "json") {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
         out.write_new("report.json", format!("{json}\n").as_bytes())?;
+    }
+    // Folded stacks for flamegraph.pl, inferno or speedscope.
+    if let Some(s) = report.stacks.as_ref().filter(|s| !s.folded.is_empty()) {
+        out.write_new("stacks.folded", s.folded.text().as_bytes())?;
+    }
+    if let Some(f) = &report.funcgraph_folded {
+        out.write_new("funcgraph.folded", f.text().as_bytes())?;
     }
     if reports.iter().any(|r| r == "html") {
         out.write_new("report.html", render_html(&report).as_bytes())?;
