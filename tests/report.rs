@@ -1166,12 +1166,13 @@ fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
 /// `profile`: what `trace-cmd report --profile` measures, with no
 /// `sched_waking` (trace-cmd ends a sleep at `sched_wakeup`, we at the first
 /// of the two), system-wide and with the run's own threads (the filter that
-/// keeps them out drops the switches between them and other tasks). System-
-/// wide, so that every task's switches and wakeups are in the file: scoped to
-/// the workload's pid, the trace held the switches between the workload and
-/// other tasks but not those tasks' wakeups, and trace-cmd and we read such
-/// partial records differently (reports.md); with the machine loaded by
-/// other work, such tasks took turns with the workload and a comparison
+/// keeps them out drops the switches between two of them, or one of them and
+/// the idle task, which trace-cmd's profile of the CPU's tasks would miss).
+/// System-wide, so that every task's switches and wakeups are in the file:
+/// scoped to the workload's pid, the trace held the switches between the
+/// workload and other tasks but not those tasks' wakeups, and trace-cmd and we
+/// read such partial records differently (reports.md); with the machine loaded
+/// by other work, such tasks took turns with the workload and a comparison
 /// failed.
 const PROFILE_RECIPE: &str = r#"name = "profile"
 description = "Where did each task's time go: running, waiting for a CPU, sleeping, blocked, interrupted?"

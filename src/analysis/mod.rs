@@ -271,13 +271,22 @@ pub struct Analysis {
 impl Analysis {
     /// The `(scope)` group of each per-task latency analysis: the samples of
     /// the tasks `roots` and their descendants (as far as the trace's
-    /// `sched_process_fork`/`sched_wakeup_new` records tell), by analysis name.
-    /// Analyses without a sample of such a task have none.
-    pub(crate) fn scoped(&self, roots: &[i32]) -> Vec<(String, LatencyGroup)> {
-        if roots.is_empty() {
+    /// `sched_process_fork`/`sched_wakeup_new` records tell), and of the tasks
+    /// `named` says yes to (`[scope] comms`), by analysis name. Analyses
+    /// without a sample of such a task have none; so has every analysis when
+    /// nothing is scoped (`named` is `None` and `roots` empty).
+    pub(crate) fn scoped(
+        &self,
+        roots: &[i32],
+        named: Option<&dyn Fn(i32) -> bool>,
+    ) -> Vec<(String, LatencyGroup)> {
+        if roots.is_empty() && named.is_none() {
             return Vec::new();
         }
         let in_scope = |pid: i32| {
+            if named.is_some_and(|n| n(pid)) {
+                return true;
+            }
             let mut p = pid;
             // Bounded walk: fork records of a hostile file may form a cycle.
             for _ in 0..64 {
