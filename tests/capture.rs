@@ -3,16 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{ReportLine, TracefsGuard, event_lines, run_recipe, text, write_recipe};
-
-/// Fields of an event line that name a task by pid (`sched_switch`'s prev/next,
-/// `sched_wakeup`'s pid), as trace-cmd prints them: `comm:PID [prio]`.
-fn named_pids(fields: &str) -> Vec<i32> {
-    fields
-        .split_whitespace()
-        .filter_map(|w| w.rsplit_once(':')?.1.parse().ok())
-        .collect()
-}
+use crate::common::{
+    ReportLine, TracefsGuard, event_lines, is_runs_own, run_recipe, text, write_recipe,
+};
 
 #[test]
 fn a_whole_system_trace_on_an_idle_machine_holds_under_1_percent_of_the_runs_own_events() {
@@ -57,12 +50,7 @@ fn a_whole_system_trace_on_an_idle_machine_holds_under_1_percent_of_the_runs_own
         assert!(excluded.len() >= 4, "{report:#}");
         let own: Vec<&ReportLine> = lines
             .iter()
-            .filter(|l| {
-                excluded.contains(&l.pid())
-                    || l.comm().starts_with("record-cpu")
-                    || (l.event.starts_with("sched_")
-                        && named_pids(l.fields).iter().any(|p| excluded.contains(p)))
-            })
+            .filter(|l| is_runs_own(l.event, l.pid(), false, l.fields, &excluded))
             .collect();
         let share = 100.0 * own.len() as f64 / lines.len() as f64;
         shares.push(share);

@@ -47,15 +47,6 @@ fn latency_line(line: &str) -> Option<(i32, bool, &str, &str)> {
     Some((pid, irq, event.trim(), fields.trim()))
 }
 
-/// The pids a sched event's fields name, as trace-cmd prints them
-/// (`comm:PID [prio]`): a switch's prev and next, a wakeup's woken task first.
-fn named_pids(fields: &str) -> Vec<i32> {
-    fields
-        .split_whitespace()
-        .filter_map(|w| w.rsplit_once(':')?.1.parse().ok())
-        .collect()
-}
-
 #[test]
 fn a_system_wide_dd_records_the_block_completions_it_causes() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,7 +163,7 @@ fn own_threads_stay_out_without_hiding_interrupts_or_the_other_side_of_a_switch(
         let Some((pid, irq, event, fields)) = latency_line(line) else {
             continue;
         };
-        let named = named_pids(fields);
+        let named = crate::common::named_pids(fields);
         let ours = |p: &i32| own.contains(p);
         match event {
             "sched_switch" => {

@@ -356,3 +356,40 @@ pub fn parse_folded(text: &str) -> std::collections::BTreeMap<String, u64> {
         })
         .collect()
 }
+
+/// The pids a sched event's fields name, as trace-cmd prints them
+/// (`comm:PID [prio]`): a switch's prev and next, a wakeup's woken task first.
+pub fn named_pids(fields: &str) -> Vec<i32> {
+    fields
+        .split_whitespace()
+        .filter_map(|w| w.rsplit_once(':')?.1.parse().ok())
+        .collect()
+}
+
+/// Whether a listed event is one of the run's own by the rule a run keeps
+/// them out with (docs/src/scope.md), `own` being its thread ids
+/// (report.json `recorder.excluded_tids`): a `sched_switch` between two of
+/// them or one of them and the idle task, a wakeup of one of them, any other
+/// event one of them fired outside interrupt context (`irq`: the listing's
+/// latency flags say hard irq, softirq or NMI; pass false when unknown, which
+/// only counts more events as the run's).
+pub fn is_runs_own(
+    event: &str,
+    pid: i32,
+    irq: bool,
+    fields: &str,
+    own: &std::collections::BTreeSet<i32>,
+) -> bool {
+    let named = named_pids(fields);
+    match event {
+        "sched_switch" => {
+            named.len() >= 2
+                && named[..2].iter().all(|p| *p == 0 || own.contains(p))
+                && named[..2].iter().any(|p| own.contains(p))
+        }
+        "sched_wakeup" | "sched_wakeup_new" | "sched_waking" => {
+            named.first().is_some_and(|p| own.contains(p))
+        }
+        _ => own.contains(&pid) && !irq,
+    }
+}
