@@ -13,6 +13,7 @@
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
+//! | `kmem` | `kmem:kmalloc`/`kmem_cache_alloc` (+ `kfree`/`kmem_cache_free`) | slab allocations by symbolized call site and size, waste, outstanding bytes (`kmem`) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -21,6 +22,7 @@
 mod block;
 mod errno;
 mod histogram;
+mod kmem;
 mod latency;
 mod profile;
 mod select;
@@ -36,6 +38,7 @@ use tracedat::{Record, TraceFile};
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 use histogram::Histogram;
+pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
@@ -66,11 +69,13 @@ pub enum AnalysisName {
     Errno,
     /// Block I/O issue-to-complete latency per device and request size.
     Block,
+    /// Slab allocations (kmalloc, kmem_cache_alloc) by call site and size, with outstanding bytes.
+    Kmem,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 10] = [
+    pub const ALL: [AnalysisName; 11] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -81,6 +86,7 @@ impl AnalysisName {
         AnalysisName::Profile,
         AnalysisName::Errno,
         AnalysisName::Block,
+        AnalysisName::Kmem,
     ];
 
     /// The name as typed on the command line.
@@ -96,6 +102,7 @@ impl AnalysisName {
             AnalysisName::Profile => "profile",
             AnalysisName::Errno => "errno",
             AnalysisName::Block => "block",
+            AnalysisName::Kmem => "kmem",
         }
     }
 }
@@ -162,6 +169,9 @@ impl Selection {
         }
         if block::BlockIo::applies(file) {
             v.push(AnalysisName::Block);
+        }
+        if kmem::KmemPass::applies(file) {
+            v.push(AnalysisName::Kmem);
         }
         Selection {
             names: v,
@@ -247,6 +257,8 @@ pub struct Analysis {
     pub(crate) errno: Option<Errno>,
     /// Block I/O latency (`block`).
     pub(crate) block: Option<Block>,
+    /// Slab allocations by call site and size (`kmem`).
+    pub(crate) kmem: Option<Kmem>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -389,6 +401,9 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut allocations = selection
+        .has(AnalysisName::Kmem)
+        .then(|| kmem::KmemPass::new(file));
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -451,6 +466,9 @@ pub fn analyze_kept(
         if let Some(b) = block_io.as_mut() {
             b.add(&ev);
         }
+        if let Some(k) = allocations.as_mut() {
+            k.add(file, &ev);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -500,11 +518,13 @@ pub fn analyze_kept(
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
+    let mut kmem = allocations.map(kmem::KmemPass::finish);
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
         errno = errno.filter(|e| e.exits > 0);
         block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
+        kmem = kmem.filter(|k| k.allocs + k.frees > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
@@ -513,6 +533,7 @@ pub fn analyze_kept(
             AnalysisName::Profile => profile.is_some(),
             AnalysisName::Errno => errno.is_some(),
             AnalysisName::Block => block.is_some(),
+            AnalysisName::Kmem => kmem.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -525,6 +546,7 @@ pub fn analyze_kept(
         profile,
         errno,
         block,
+        kmem,
         counts,
         task_latency: task_latency
             .into_iter()

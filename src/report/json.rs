@@ -156,6 +156,10 @@ pub struct JsonReport {
     pub(crate) errno: Option<crate::analysis::Errno>,
     /// Block I/O issue-to-complete latency per device and request size (analysis `block`).
     pub(crate) block: Option<crate::analysis::Block>,
+    /// Slab allocations by symbolized call site and size, with what was not
+    /// freed in the trace (analysis `kmem`).
+    #[serde(default)]
+    pub(crate) kmem: Option<crate::analysis::Kmem>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -320,6 +324,7 @@ impl JsonReport {
             profile: a.profile.clone(),
             errno: a.errno.clone(),
             block: a.block.clone(),
+            kmem: a.kmem.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
