@@ -265,7 +265,49 @@ pub struct Analysis {
     forks: FxHashMap<i32, i32>,
 }
 
+/// The order in which [`Analysis::answer`] looks for the analysis that answers
+/// a trace's question: the most specific question first (allocations, block
+/// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
+/// function durations, stacks), then where the time went, then the counts.
+const ANSWER_ORDER: [AnalysisName; 11] = [
+    AnalysisName::Kmem,
+    AnalysisName::Block,
+    AnalysisName::Syscalls,
+    AnalysisName::Errno,
+    AnalysisName::Irq,
+    AnalysisName::Wakeup,
+    AnalysisName::Kretprobe,
+    AnalysisName::Funcgraph,
+    AnalysisName::Stacks,
+    AnalysisName::Profile,
+    AnalysisName::Counts,
+];
+
 impl Analysis {
+    /// The analysis that answers the question the recorded events ask (a
+    /// recipe records the events its question needs): the first in
+    /// [`ANSWER_ORDER`] that ran and has something to show (a latency
+    /// analysis at least one paired sample; the others a result). `counts`
+    /// when none has. The summary shows it first.
+    pub(crate) fn answer(&self) -> AnalysisName {
+        let shows = |n: AnalysisName| match n {
+            AnalysisName::Counts => true,
+            AnalysisName::Stacks => self.stacks.as_ref().is_some_and(|s| s.total > 0),
+            AnalysisName::Profile => self.profile.as_ref().is_some_and(|p| p.tasks_total > 0),
+            AnalysisName::Errno => self.errno.as_ref().is_some_and(|e| e.exits > 0),
+            AnalysisName::Block => self.block.as_ref().is_some_and(|b| b.requests > 0),
+            AnalysisName::Kmem => self.kmem.as_ref().is_some_and(|k| k.allocs > 0),
+            n => self
+                .latencies
+                .iter()
+                .any(|l| l.analysis == n.as_str() && !l.groups.is_empty()),
+        };
+        ANSWER_ORDER
+            .into_iter()
+            .find(|n| self.selected.contains(n) && shows(*n))
+            .unwrap_or(AnalysisName::Counts)
+    }
+
     /// The `(scope)` group of each per-task latency analysis: the samples of
     /// the tasks `roots` and their descendants (as far as the trace's
     /// `sched_process_fork`/`sched_wakeup_new` records tell), by analysis name.

@@ -143,6 +143,13 @@ pub struct JsonReport {
     /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
     /// `funcgraph`, `stacks`).
     pub(crate) analyses: Vec<String>,
+    /// The analysis that answers the question the recorded events ask, which
+    /// the summary shows first: the first of `kmem`, `block`, `syscalls`,
+    /// `errno`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
+    /// `profile` that ran and has a result (a latency analysis: a paired
+    /// sample), else `counts`.
+    #[serde(default)]
+    pub(crate) answer: String,
     /// Counts over time (analysis `counts`).
     pub(crate) timeline: Option<Timeline>,
     /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
@@ -318,6 +325,7 @@ impl JsonReport {
             lost_total,
             lost_percent: lost_percent(c.total, lost_total),
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
+            answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
