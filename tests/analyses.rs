@@ -128,8 +128,13 @@ fn errno_counts_failures_by_name_as_trace_cmds_listing_shows_them() {
     // Each `cat` of the secret is a task of its own, named in its rows.
     assert!(cats >= 3, "one row per cat process: {errno:#}");
 
+    // The summary answers the recipe's question first.
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(summary.contains("errno: failed syscalls"), "{summary}");
+    assert_eq!(report["answer"], "errno");
+    assert!(
+        crate::common::first_section(&summary).starts_with("errno: failed syscalls"),
+        "{summary}"
+    );
     assert!(
         summary.contains(&format!("-13 EACCES x{}", by_ret[&-13])),
         "{summary}"
@@ -367,7 +372,7 @@ fn kmem_counts_call_sites_and_outstanding_bytes_as_trace_cmds_listing_shows_them
 
     // The summary answers the recipe's question first: the call sites.
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    let first = crate::report::first_section(&summary);
+    let first = crate::common::first_section(&summary);
     assert!(first.starts_with("kmem: slab allocations"), "{summary}");
     let top = listed[0]["call_site"].as_str().unwrap();
     assert!(first.contains(top), "{summary}");

@@ -761,6 +761,10 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         );
     }
 
+    if kernel == Kernel::Debian612 {
+        assert_lab_answers(out);
+    }
+
     // tracefs in the guest is as the boot left it.
     let after = read(&out.join("after.txt"));
     let fields: BTreeMap<&str, &str> = after
@@ -826,6 +830,83 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
         t.elapsed().as_secs_f64()
+    );
+}
+
+/// The run of `dir` (tests/lab/guest.sh) succeeded, its report.json names
+/// `answer` as the analysis that answers the recipe's question, and its
+/// summary's first section is that analysis, starting with `heading` and
+/// holding each of `shows`. Returns the report.
+fn assert_answer(
+    out: &Path,
+    dir: &str,
+    answer: &str,
+    heading: &str,
+    shows: &[&str],
+) -> serde_json::Value {
+    let d = out.join(dir);
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "{dir}: {}",
+        read(&d.join("run.txt"))
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    let summary = read(&d.join("run/summary.txt"));
+    assert_eq!(json["answer"], answer, "{dir}: {summary}");
+    let first = crate::common::first_section(&summary);
+    assert!(
+        first.starts_with(heading) && shows.iter().all(|s| first.contains(s)),
+        "{dir}: the first section is not `{heading}` with {shows:?}:\n{summary}"
+    );
+    eprintln!(
+        "FIGURE kernel lab: {dir}: summary answers with {answer}: {}",
+        first.lines().next().unwrap_or("")
+    );
+    json
+}
+
+/// recipes/call-graph-depth.toml, kretprobe-returns.toml and
+/// irq-handler-time.toml (run in the 6.12 boot): each summary leads with the
+/// analysis that answers the recipe's question.
+fn assert_lab_answers(out: &Path) {
+    assert_answer(
+        out,
+        "answer-call-graph-depth",
+        "funcgraph",
+        "funcgraph: function duration",
+        &["do_sys_openat2"],
+    );
+    let json = assert_answer(
+        out,
+        "answer-kretprobe-returns",
+        "errno",
+        "errno: failed syscalls",
+        &["open_ret", " -2 ENOENT x"],
+    );
+    let open_ret = &json["errno"]["syscalls"][0];
+    assert!(
+        open_ret["syscall"] == "open_ret"
+            && open_ret["errors"][0]["errno"] == "ENOENT"
+            && open_ret["errors"][0]["count"].as_u64() >= Some(2),
+        "the workload's two failed opens: {:#}",
+        json["errno"]
+    );
+    let json = assert_answer(
+        out,
+        "answer-irq-handler-time",
+        "irq",
+        "irq: interrupt handler time",
+        &["(all)"],
+    );
+    let irq = json["latency"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["analysis"] == "irq"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        irq["groups"].as_array().is_some_and(|g| g.len() >= 2),
+        "(all) and at least one handler: {irq:#}"
     );
 }
 
@@ -987,6 +1068,22 @@ fn assert_rt(out: &Path) {
         json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
             && json["events"]["signal:signal_generate"].as_u64() >= Some(1),
         "6.1-rt: stop-at-fault: {json:#}"
+    );
+    // Each summary leads with its recipe's answer: the callers' stacks, and
+    // what the tasks did until the fault.
+    assert_answer(
+        out,
+        "recipe-function-callers",
+        "stacks",
+        "top kernel stacks",
+        &["=> ", "read"],
+    );
+    assert_answer(
+        out,
+        "recipe-stop-at-fault",
+        "profile",
+        "profile: where each task's time went",
+        &["segv"],
     );
     eprintln!(
         "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks; stop-at-fault ended after {:.1} s",

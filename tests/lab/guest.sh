@@ -88,6 +88,27 @@ if [ -n "$rt" ]; then
   ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
+# The recipes whose summary's first section needs function_graph or kprobes,
+# run once (6.12 boot) with a workload that gives their question an answer:
+# opens (call-graph-depth), failing opens (kretprobe-returns), and a read of
+# the payload over virtio plus serial output, whose interrupts the
+# system-wide irq-handler-time records.
+if [ -n "$faults" ]; then
+  o="$KLAB_OUT/answer-call-graph-depth"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/call-graph-depth.toml -o "$o/run" -- cat /payload/lab/marker.txt > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-kretprobe-returns"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/kretprobe-returns.toml -o "$o/run" -- sh -c 'cat /nonexistent-a; cat /nonexistent-b; cat /payload/lab/marker.txt; true' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-irq-handler-time"
+  mkdir -p "$o"
+  (sleep 1; cat /payload/trace-recipe > /dev/null; for i in 1 2 3 4 5; do echo "irq-handler-time $i" > /dev/ttyS0; done) &
+  ./trace-recipe run recipes/irq-handler-time.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  wait
+fi
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
 # each step (its guard undoes it); after each, the guest's whole tracefs
