@@ -376,7 +376,13 @@ fn kmem_counts_call_sites_and_outstanding_bytes_as_trace_cmds_listing_shows_them
     assert!(first.starts_with("kmem: slab allocations"), "{summary}");
     let top = listed[0]["call_site"].as_str().unwrap();
     assert!(first.contains(top), "{summary}");
-    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let html = crate::common::trace_recipe(&[
+        "report",
+        out.to_str().unwrap(),
+        "--format",
+        "html",
+    ]);
+    let html = text(&html.stdout);
     assert!(html.contains("id=\"kmem\"") && html.contains(top), "{html}");
     guard.assert_unchanged();
 }
