@@ -337,7 +337,10 @@ fn kmem_counts_call_sites_and_outstanding_bytes_as_trace_cmds_listing_shows_them
         n(kmem, "bytes_alloc"),
         sites.values().map(|s| s.bytes_alloc).sum::<u64>()
     );
-    assert_eq!((n(kmem, "frees"), n(kmem, "frees_unpaired")), (frees, unpaired));
+    assert_eq!(
+        (n(kmem, "frees"), n(kmem, "frees_unpaired")),
+        (frees, unpaired)
+    );
     assert_eq!(n(kmem, "outstanding"), live.len() as u64);
     assert_eq!(
         n(kmem, "outstanding_bytes"),
@@ -376,12 +379,7 @@ fn kmem_counts_call_sites_and_outstanding_bytes_as_trace_cmds_listing_shows_them
     assert!(first.starts_with("kmem: slab allocations"), "{summary}");
     let top = listed[0]["call_site"].as_str().unwrap();
     assert!(first.contains(top), "{summary}");
-    let html = crate::common::trace_recipe(&[
-        "report",
-        out.to_str().unwrap(),
-        "--format",
-        "html",
-    ]);
+    let html = crate::common::trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
     let html = text(&html.stdout);
     assert!(html.contains("id=\"kmem\"") && html.contains(top), "{html}");
     guard.assert_unchanged();

@@ -24,8 +24,8 @@ impl Answered {
         let recipe: PathBuf = repo().join(format!("recipes/{name}.toml"));
         let o = run_recipe(&recipe, &out, cmd);
         assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o.stderr));
-        let report = serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap())
-            .unwrap();
+        let report =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         Answered {
             report,
@@ -90,7 +90,9 @@ fn exec_tree_answers_with_execs_and_forks() {
         let n = events[e].as_u64().unwrap_or(0);
         assert!(n >= 2, "{e}: {events:#}");
         assert!(
-            first.lines().any(|l| l.trim_start().starts_with(e) && l.ends_with(&format!(" {n}"))),
+            first
+                .lines()
+                .any(|l| l.trim_start().starts_with(e) && l.ends_with(&format!(" {n}"))),
             "{e}: {}",
             a.summary
         );
@@ -122,7 +124,9 @@ fn stop_on_exit_answers_with_the_tasks_profile() {
     );
     let first = a.first("profile", "profile: where each task's time went");
     assert!(
-        first.lines().any(|l| l.split_whitespace().nth(1) == Some("sleep")),
+        first
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("sleep")),
         "{}",
         a.summary
     );

@@ -870,12 +870,27 @@ fn assert_answer(
 /// irq-handler-time.toml (run in the 6.12 boot): each summary leads with the
 /// analysis that answers the recipe's question.
 fn assert_lab_answers(out: &Path) {
-    assert_answer(
+    let json = assert_answer(
         out,
         "answer-call-graph-depth",
         "funcgraph",
         "funcgraph: function duration",
-        &["do_sys_openat2"],
+        &["do_sys_openat2", "by total time"],
+    );
+    // Total and self time per function: the graphed function's calls hold
+    // its callees' (depth 3 keeps some), so its self time is less.
+    let functions = json["functions"]["functions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let top = functions
+        .iter()
+        .find(|f| f["function"] == "do_sys_openat2")
+        .unwrap_or_else(|| panic!("no do_sys_openat2 row: {functions:#?}"));
+    let n = |f: &str| top[f].as_u64().unwrap_or(0);
+    assert!(
+        n("count") >= 1 && n("self_ns") < n("total_ns") && n("max_ns") <= n("total_ns"),
+        "{top:#}"
     );
     let json = assert_answer(
         out,

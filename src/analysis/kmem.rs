@@ -245,9 +245,10 @@ impl KmemPass {
         self.bytes_alloc = self.bytes_alloc.saturating_add(alloc);
         let waste = alloc.saturating_sub(req);
         let n = self.sizes.len();
-        let Some(s) = self.site(file, site).filter(|_| {
-            self.sizes.contains_key(&alloc) || n < MAX_KEYS
-        }) else {
+        let Some(s) = self
+            .site(file, site)
+            .filter(|_| self.sizes.contains_key(&alloc) || n < MAX_KEYS)
+        else {
             self.untracked += 1;
             return;
         };
@@ -256,7 +257,12 @@ impl KmemPass {
         c.bytes_req = c.bytes_req.saturating_add(req);
         c.bytes_alloc = c.bytes_alloc.saturating_add(alloc);
         let z = self.sizes.entry(alloc).or_insert((0, u64::MAX, 0, 0));
-        *z = (z.0 + 1, z.1.min(req), z.2.max(req), z.3.saturating_add(waste));
+        *z = (
+            z.0 + 1,
+            z.1.min(req),
+            z.2.max(req),
+            z.3.saturating_add(waste),
+        );
         let Some(p) = ptr.filter(|p| *p > ZERO_OR_NULL) else {
             return;
         };
@@ -318,7 +324,11 @@ impl KmemPass {
                 waste: *waste,
             })
             .collect();
-        sizes.sort_by(|a, b| b.allocs.cmp(&a.allocs).then(a.bytes_alloc.cmp(&b.bytes_alloc)));
+        sizes.sort_by(|a, b| {
+            b.allocs
+                .cmp(&a.allocs)
+                .then(a.bytes_alloc.cmp(&b.bytes_alloc))
+        });
         let (outstanding, outstanding_bytes) = if recorded {
             sites.iter().fold((0u64, 0u64), |(n, b), s| {
                 (n + s.outstanding, b.saturating_add(s.outstanding_bytes))

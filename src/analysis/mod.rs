@@ -7,7 +7,7 @@
 //! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
 //! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
-//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`) |
+//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); total and self time per function (`functions`) |
 //! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
@@ -21,6 +21,7 @@
 
 mod block;
 mod errno;
+mod functime;
 mod histogram;
 mod kmem;
 mod latency;
@@ -37,6 +38,7 @@ use tracedat::{Record, TraceFile};
 
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
+pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
@@ -259,6 +261,8 @@ pub struct Analysis {
     pub(crate) block: Option<Block>,
     /// Slab allocations by call site and size (`kmem`).
     pub(crate) kmem: Option<Kmem>,
+    /// Total and self time per function (`funcgraph`).
+    pub(crate) functions: Option<FunctionTimes>,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -443,6 +447,9 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut function_time = selection
+        .has(AnalysisName::Funcgraph)
+        .then(|| functime::FuncTime::new(file));
     let mut allocations = selection
         .has(AnalysisName::Kmem)
         .then(|| kmem::KmemPass::new(file));
@@ -511,6 +518,9 @@ pub fn analyze_kept(
         if let Some(k) = allocations.as_mut() {
             k.add(file, &ev);
         }
+        if let Some(f) = function_time.as_mut() {
+            f.add(&ev, pid);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -561,12 +571,14 @@ pub fn analyze_kept(
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
     let mut kmem = allocations.map(kmem::KmemPass::finish);
+    let mut functions = function_time.and_then(|f| f.finish(file));
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
         errno = errno.filter(|e| e.exits > 0);
         block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
         kmem = kmem.filter(|k| k.allocs + k.frees > 0);
+        functions = functions.filter(|f| f.calls > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
@@ -589,6 +601,7 @@ pub fn analyze_kept(
         errno,
         block,
         kmem,
+        functions,
         counts,
         task_latency: task_latency
             .into_iter()
@@ -704,7 +717,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = 0xffff_ffff_8100_1000u64;
         // pid 7: entry, nested entry, return (inner: 100), return (outer: 400);
-        // pid 8: entry, return (250); a return with no entry; funcgraph 30 and 50 ns.
+        // pid 8: entry, return (250); a return with no entry; funcgraph 30 and 50 ns
+        // in a 1200 ns call of next_fn.
         let events = vec![
             (10, payload(300, 7, &[f])),
             (100, payload(300, 7, &[f])),
@@ -715,6 +729,8 @@ mod tests {
             (10, payload(301, 9, &[f, 0x1234])),
             (5, payload(10, 7, &[f, 1, 1000, 1030])),
             (5, payload(10, 7, &[f, 1, 2000, 2050])),
+            // Their caller returns: 1200 in all, 80 of it in the two calls above.
+            (5, payload(10, 7, &[f + 0x100, 0, 900, 2100])),
         ];
         let raw = dir.path().join("cpu0.raw");
         let mut page = Page::new(E, 4096, 1_000_000);
@@ -785,7 +801,29 @@ mod tests {
             (g.key.as_str(), g.count, g.min_ns, g.max_ns),
             ("do_sys_open", 2, 30, 50)
         );
-        assert_eq!(a.counts.total, 9);
+        let t = a.functions.as_ref().unwrap();
+        let rows: Vec<(&str, u64, u64, u64, u64)> = t
+            .functions
+            .iter()
+            .map(|f| {
+                (
+                    f.function.as_str(),
+                    f.count,
+                    f.total_ns,
+                    f.self_ns,
+                    f.max_ns,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("next_fn", 1, 1200, 1120, 1200),
+                ("do_sys_open", 2, 80, 80, 50)
+            ]
+        );
+        assert_eq!((t.calls, t.untracked), (3, 0));
+        assert_eq!(a.counts.total, 10);
     }
 
     /// A task missing from saved_cmdlines is named by task_newtask, then

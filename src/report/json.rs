@@ -167,6 +167,10 @@ pub struct JsonReport {
     /// freed in the trace (analysis `kmem`).
     #[serde(default)]
     pub(crate) kmem: Option<crate::analysis::Kmem>,
+    /// Per function, calls, total and self time and the longest call, most
+    /// total time first (analysis `funcgraph`).
+    #[serde(default)]
+    pub(crate) functions: Option<crate::analysis::FunctionTimes>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -333,6 +337,7 @@ impl JsonReport {
             errno: a.errno.clone(),
             block: a.block.clone(),
             kmem: a.kmem.clone(),
+            functions: a.functions.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),

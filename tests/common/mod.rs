@@ -293,7 +293,11 @@ pub fn run_bundled(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
 pub fn first_section(summary: &str) -> &str {
     let rest = summary
         .find("\nlost events:")
-        .and_then(|i| summary[i + 1..].find("\n\n").map(|j| &summary[i + 1 + j + 2..]))
+        .and_then(|i| {
+            summary[i + 1..]
+                .find("\n\n")
+                .map(|j| &summary[i + 1 + j + 2..])
+        })
         .unwrap_or_else(|| panic!("no header in the summary:\n{summary}"));
     rest.split("\n\n").next().unwrap_or("")
 }
