@@ -53,7 +53,7 @@ struct AllocFields {
 #[derive(Clone)]
 enum Role {
     None,
-    Alloc(AllocFields),
+    Alloc(Box<AllocFields>),
     Free(Field),
 }
 
@@ -373,7 +373,7 @@ fn role(f: &tracedat::EventFormat) -> Role {
                     bytes_alloc: f.field("bytes_alloc")?.clone(),
                 })
             };
-            fields().map_or(Role::None, Role::Alloc)
+            fields().map_or(Role::None, |f| Role::Alloc(Box::new(f)))
         }
         "kfree" | "kmem_cache_free" => f.field("ptr").cloned().map_or(Role::None, Role::Free),
         _ => Role::None,
