@@ -174,7 +174,7 @@ pub fn plan(
         SelfExclusion::Off => &[][..],
         _ => own,
     };
-    buffer_and_scope(&mut b, valid, pids, own);
+    buffer_and_scope(&mut b, valid, pids);
     let mut touches_top_level = match &valid.tracer {
         Some(t) => tracer_steps(&mut b, valid, t, pids, comm_pids, own),
         None => false,
@@ -268,8 +268,8 @@ impl Builder<'_> {
 }
 
 /// Tracing off, the ring buffer's size, clock, cpumask and overwrite mode, and
-/// the pid scope (fork following, the recipe's pids, the run's own left out).
-fn buffer_and_scope(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u32]) {
+/// the pid scope (fork following, the recipe's pids).
+fn buffer_and_scope(b: &mut Builder, valid: &ValidRecipe, pids: &[u32]) {
     b.write(
         b.f("tracing_on"),
         "0".into(),
@@ -341,15 +341,6 @@ fn buffer_and_scope(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u
             None,
         );
     }
-    if matches!(valid.self_exclusion, SelfExclusion::NotracePid { .. }) && !own.is_empty() {
-        b.write(
-            b.f("set_event_notrace_pid"),
-            pid_list(own),
-            WriteMode::Replace,
-            b.local(Undo::Write(String::new())),
-            None,
-        );
-    }
 }
 
 /// The tracer `t`: its function and graph filters, pid scope, options and
@@ -413,7 +404,7 @@ fn tracer_steps(
                 None,
             );
         }
-        if valid.self_exclusion == (SelfExclusion::NotracePid { ftrace: true }) && !own.is_empty() {
+        if valid.self_exclusion == (SelfExclusion::Filter { ftrace: true }) && !own.is_empty() {
             b.write(
                 b.f("set_ftrace_notrace_pid"),
                 pid_list(own),
@@ -594,26 +585,38 @@ fn enable_event(b: &mut Builder, dir: &str, filter: Option<&str>, stacktrace: bo
     );
 }
 
-/// The events whose pid filtering looks at two tasks, the current one and the
-/// one switched to or woken: the kernel records them unless *both* are left out
+/// The events that name two tasks, and the fields that name the task each is
+/// about: a switch is about the task switched out (`prev_pid`, the current
+/// one) and the one switched in (`next_pid`); a wakeup about the woken task
+/// (`pid`), whoever wakes it (the current task, `common_pid`). The kernel's
+/// pid lists record them when either task is traced
 /// (kernel/trace/trace_events.c, `event_filter_pid_sched_switch_probe_pre` and
-/// the `sched_wakeup*`/`sched_waking` probes). Their fields name both tasks:
-/// a switch's `prev_pid` (the current task) and `next_pid`; a wakeup's `pid`
-/// (the woken task) and `common_pid` (the waker, which may be one of ours
-/// waking someone else).
+/// the `sched_wakeup*`/`sched_waking` probes).
 const TWO_TASK_EVENTS: &[(&str, &[&str])] = &[
     ("sched:sched_switch", &["prev_pid", "next_pid"]),
-    ("sched:sched_wakeup", &["pid", "common_pid"]),
-    ("sched:sched_wakeup_new", &["pid", "common_pid"]),
-    ("sched:sched_waking", &["pid", "common_pid"]),
+    ("sched:sched_wakeup", &["pid"]),
+    ("sched:sched_wakeup_new", &["pid"]),
+    ("sched:sched_waking", &["pid"]),
 ];
 
+/// `common_flags` bits of an event recorded in interrupt context:
+/// `TRACE_FLAG_HARDIRQ` (0x08), `TRACE_FLAG_SOFTIRQ` (0x10) and
+/// `TRACE_FLAG_NMI` (0x40) of include/linux/trace_events.h, `enum
+/// trace_flag_type` (user-visible, the same since Linux 4.x).
+const IRQ_CONTEXT_FLAGS: &str = "0x58";
+
 /// The filter of event `name`: `filter` (the recipe's, if any) and-ed with what
-/// keeps the run's own threads `own` out of it. With
-/// [`SelfExclusion::CommonPidFilter`], every event gets `common_pid != TID ...`.
-/// In both modes the two-task sched events also leave out every switch to or
-/// from one of the run's threads and every wakeup of one: the trace then reads
-/// as if the run had not been there (the task it preempted simply runs on).
+/// keeps the run's own threads `own` out of it ([`SelfExclusion::Filter`]).
+/// An event fired in the process context of one of them is dropped; one
+/// fired in interrupt context is kept (it belongs to no task: the current one
+/// is whoever the interrupt hit); a two-task sched event is dropped only when
+/// every task it is about is one of them, so a switch between one of the
+/// run's threads and another task stays (it is the other task's switch in or
+/// out), and so does a wakeup of another task by one of the run's threads. A
+/// switch between one of them and the idle task (pid 0) goes too: on an idle
+/// CPU, the run's threads then leave no trace of their own (the reader's and
+/// the main thread's wake-ups), and the CPU reads as idle while they ran,
+/// whereas every task the trace is about keeps its switches.
 fn without_own(
     filter: Option<&str>,
     name: &str,
@@ -623,29 +626,50 @@ fn without_own(
     if own.is_empty() || how == SelfExclusion::Off {
         return filter.map(str::to_string);
     }
-    let none_of = |field: &str| {
-        own.iter()
-            .map(|p| format!("{field} != {p}"))
+    let none_of = |field: &str, own: &[u32]| {
+        pid_runs(own)
+            .into_iter()
+            .map(|(lo, hi)| match lo == hi {
+                true => format!("{field} != {lo}"),
+                false => format!("({field} < {lo} || {field} > {hi})"),
+            })
             .collect::<Vec<_>>()
             .join(" && ")
     };
-    let mut parts: Vec<String> = filter.map(|f| format!("({f})")).into_iter().collect();
-    if how == SelfExclusion::CommonPidFilter {
-        parts.push(format!("({})", none_of("common_pid")));
-    }
-    if let Some((_, fields)) = TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
-        for field in *fields {
-            if *field == "common_pid" && how == SelfExclusion::CommonPidFilter {
-                continue; // already there
-            }
-            parts.push(format!("({})", none_of(field)));
+    let with_idle = [own, &[0]].concat();
+    let scope = match TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
+        Some((_, [field])) => none_of(field, own),
+        Some((_, fields)) => fields
+            .iter()
+            .map(|f| format!("({})", none_of(f, &with_idle)))
+            .collect::<Vec<_>>()
+            .join(" || "),
+        None => format!(
+            "({}) || (common_flags & {IRQ_CONTEXT_FLAGS})",
+            none_of("common_pid", own)
+        ),
+    };
+    Some(match filter {
+        Some(f) => format!("({f}) && ({scope})"),
+        None => scope,
+    })
+}
+
+/// `pids` sorted, as runs of consecutive ids `(first, last)`: the run's
+/// threads are mostly created one after another, so a filter naming them stays
+/// short on a host of many CPUs (the kernel takes a filter of one page at most).
+fn pid_runs(pids: &[u32]) -> Vec<(u32, u32)> {
+    let mut sorted = pids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for p in sorted {
+        match runs.last_mut() {
+            Some((_, hi)) if hi.checked_add(1) == Some(p) => *hi = p,
+            _ => runs.push((p, p)),
         }
     }
-    match parts.len() {
-        0 => None,
-        1 if filter.is_some() => filter.map(str::to_string),
-        _ => Some(parts.join(" && ")),
-    }
+    runs
 }
 
 fn pid_list(pids: &[u32]) -> String {
@@ -923,7 +947,7 @@ mod tests {
     }
 
     #[test]
-    fn the_runs_own_threads_are_kept_out_by_notrace_pid_and_sched_filters() {
+    fn the_runs_own_threads_are_kept_out_by_filters_that_keep_interrupts_and_other_tasks() {
         let mut v = valid();
         v.probes.clear();
         v.events = [
@@ -939,33 +963,39 @@ mod tests {
             span: None,
         })
         .collect();
-        let p = plan(&v, "i", "g", &[], &[], &[11, 12]);
-        assert_eq!(write_of(&p, "/set_event_notrace_pid"), Some("11 12"));
+        let p = plan(&v, "i", "g", &[], &[], &[11, 12, 20]);
+        // No per-CPU pid list: it would drop every interrupt that hits one of ours.
+        assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
         assert_eq!(
             write_of(&p, "sched_switch/filter"),
-            Some("(prev_pid != 11 && prev_pid != 12) && (next_pid != 11 && next_pid != 12)")
+            Some(
+                "(prev_pid != 0 && (prev_pid < 11 || prev_pid > 12) && prev_pid != 20) || (next_pid != 0 && (next_pid < 11 || next_pid > 12) && next_pid != 20)"
+            )
         );
         assert_eq!(
             write_of(&p, "sched_waking/filter"),
-            Some(
-                "(prio < 100) && (pid != 11 && pid != 12) && (common_pid != 11 && common_pid != 12)"
-            )
+            Some("(prio < 100) && ((pid < 11 || pid > 12) && pid != 20)")
         );
-        assert_eq!(write_of(&p, "sys_enter_read/filter"), None);
-
-        v.self_exclusion = SelfExclusion::CommonPidFilter;
-        let p = plan(&v, "i", "g", &[], &[], &[11]);
-        assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
         assert_eq!(
             write_of(&p, "sys_enter_read/filter"),
-            Some("(common_pid != 11)")
+            Some(
+                "((common_pid < 11 || common_pid > 12) && common_pid != 20) || (common_flags & 0x58)"
+            )
         );
 
         v.self_exclusion = SelfExclusion::Off;
         let p = plan(&v, "i", "g", &[], &[], &[11]);
-        assert_eq!(write_of(&p, "/set_event_notrace_pid"), None);
         assert_eq!(write_of(&p, "sched_switch/filter"), None);
         assert_eq!(write_of(&p, "sched_waking/filter"), Some("prio < 100"));
+    }
+
+    #[test]
+    fn pid_runs_group_consecutive_ids() {
+        assert_eq!(
+            pid_runs(&[7, 5, 6, 9, 9, u32::MAX]),
+            [(5, 7), (9, 9), (u32::MAX, u32::MAX)]
+        );
+        assert!(pid_runs(&[]).is_empty());
     }
 
     #[test]
@@ -1020,7 +1050,7 @@ mod tests {
             .iter()
             .position(|f| f.ends_with("set_ftrace_notrace_pid"));
         assert!(notrace_at < tracer_at, "{:?}", files(&p));
-        v.self_exclusion = SelfExclusion::NotracePid { ftrace: false };
+        v.self_exclusion = SelfExclusion::Filter { ftrace: false };
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);
         assert_eq!(write_of(&p, "/set_ftrace_notrace_pid"), None);
     }

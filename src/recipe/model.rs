@@ -228,9 +228,10 @@ pub struct Scope {
     #[serde(default)]
     pub(crate) on_abort: OnAbort,
     /// Trace the run's own threads too (its main thread, guard and readers).
-    /// By default they are kept out of the trace: `set_event_notrace_pid` (and
-    /// `set_ftrace_notrace_pid` for function tracers), or a `common_pid` filter on
-    /// kernels without those files.
+    /// By default they are kept out of the trace by a filter on every event
+    /// (their own events go; interrupt-context events that hit them, and the
+    /// other task of a switch or wakeup, stay), and by `set_ftrace_notrace_pid`
+    /// for function tracers.
     #[serde(default)]
     pub(crate) include_self: bool,
 }

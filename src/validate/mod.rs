@@ -96,15 +96,20 @@ pub(crate) enum SelfExclusion {
     /// `[scope] include_self = true`: the run's own activity is traced like any other.
     #[default]
     Off,
-    /// The instance's `set_event_notrace_pid` (Linux 5.8+), and for function
-    /// tracers `set_ftrace_notrace_pid` when `ftrace` (the kernel has it).
-    NotracePid {
+    /// A filter on every event, written by [`crate::plan::plan`]: an event in
+    /// the process context of one of the run's threads is dropped, one in
+    /// interrupt context (hard irq, softirq, NMI: `common_flags`) is kept
+    /// whoever is current, and a two-task sched event is dropped only when it
+    /// is about the run's threads alone (a switch between two of them, a
+    /// wakeup of one). Not `set_event_notrace_pid`: the kernel decides that
+    /// per CPU from the current task, so it also drops every interrupt that
+    /// hits while one of the run's threads is current (a block completion,
+    /// a timer). Function tracers also get `set_ftrace_notrace_pid` when `ftrace`
+    /// (the kernel has it, Linux 5.8+).
+    Filter {
         /// Whether `set_ftrace_notrace_pid` exists.
         ftrace: bool,
     },
-    /// No `set_event_notrace_pid`: a `common_pid != TID` filter is and-ed to
-    /// every event's filter; function tracers cannot exclude a pid there.
-    CommonPidFilter,
 }
 
 #[cfg(test)]
@@ -128,7 +133,7 @@ impl ValidRecipe {
             max_size_bytes: None,
             template: None,
             expectations: Vec::new(),
-            self_exclusion: SelfExclusion::NotracePid { ftrace: true },
+            self_exclusion: SelfExclusion::Filter { ftrace: true },
             params: Default::default(),
         }
     }
@@ -144,26 +149,18 @@ impl SelfExclusion {
             SelfExclusion::Off => {
                 format!("[scope] include_self = true: {WHO} are traced like any other task")
             }
-            SelfExclusion::NotracePid { ftrace } => {
+            SelfExclusion::Filter { ftrace } => {
                 let funcs = match (function_tracer, ftrace) {
                     (false, _) => "",
-                    (true, true) => " and set_ftrace_notrace_pid",
+                    (true, true) => {
+                        "; the function tracer leaves them out with set_ftrace_notrace_pid (which also skips functions run in interrupt context while one of them is current)"
+                    }
                     (true, false) => {
                         "; this kernel has no set_ftrace_notrace_pid, so the function tracer still traces them"
                     }
                 };
                 format!(
-                    "{WHO} are kept out of the trace with set_event_notrace_pid{funcs}, and out of sched_switch/sched_wakeup*/sched_waking (which the kernel records when either task is traced) by a filter on the pids of both tasks"
-                )
-            }
-            SelfExclusion::CommonPidFilter => {
-                let funcs = if function_tracer {
-                    "; the function tracer still traces them (no set_ftrace_notrace_pid either)"
-                } else {
-                    ""
-                };
-                format!(
-                    "{WHO} are kept out of the trace with a `common_pid` filter on every event (this kernel has no set_event_notrace_pid, Linux 5.8+){funcs}"
+                    "{WHO} are kept out of the trace by a filter on every event: their own events are dropped, while interrupt-context events (hard irq, softirq, NMI) that fire while one of them is current are kept, and a sched_switch or wakeup is dropped only when it concerns them alone (a switch between two of them or one of them and the idle task, a wakeup of one){funcs}"
                 )
             }
         }
@@ -347,10 +344,9 @@ pub fn validate(
         expectations,
         self_exclusion: match r.scope.include_self {
             true => SelfExclusion::Off,
-            false if facts.has_file("set_event_notrace_pid") => SelfExclusion::NotracePid {
+            false => SelfExclusion::Filter {
                 ftrace: facts.has_file("set_ftrace_notrace_pid"),
             },
-            false => SelfExclusion::CommonPidFilter,
         },
         params: loaded.params.clone(),
     })
