@@ -722,11 +722,11 @@ mod tests {
         let events = vec![
             (10, payload(300, 7, &[f])),
             (100, payload(300, 7, &[f])),
-            (100, payload(301, 7, &[f, 0x1234])),
+            (100, payload(301, 7, &[f, 0x1234, (-2i64) as u64])),
             (0, payload(300, 8, &[f])),
-            (200, payload(301, 7, &[f, 0x1234])),
-            (50, payload(301, 8, &[f, 0x1234])),
-            (10, payload(301, 9, &[f, 0x1234])),
+            (200, payload(301, 7, &[f, 0x1234, (-2i64) as u64])),
+            (50, payload(301, 8, &[f, 0x1234, 3])),
+            (10, payload(301, 9, &[f, 0x1234, 4])),
             (5, payload(10, 7, &[f, 1, 1000, 1030])),
             (5, payload(10, 7, &[f, 1, 2000, 2050])),
             // Their caller returns: 1200 in all, 80 of it in the two calls above.
@@ -757,7 +757,7 @@ mod tests {
                     format(
                         "open_return",
                         301,
-                        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n",
+                        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:s64 ret;\toffset:24;\tsize:8;\tsigned:1;\n",
                     ),
                 ],
             )],
@@ -785,9 +785,24 @@ mod tests {
             [
                 AnalysisName::Counts,
                 AnalysisName::Kretprobe,
-                AnalysisName::Funcgraph
+                AnalysisName::Funcgraph,
+                AnalysisName::Errno
             ]
         );
+        // The kretprobe's `ret` (a `fetch` of `$retval`): pid 7's two -2.
+        let e = a.errno.as_ref().unwrap();
+        assert_eq!((e.exits, e.failed), (4, 2));
+        let s = &e.syscalls[0];
+        assert_eq!(
+            (s.syscall.as_str(), s.calls, s.failed),
+            ("open_return", 4, 2)
+        );
+        assert_eq!(
+            (s.errors[0].errno.as_str(), s.errors[0].count),
+            ("ENOENT", 2)
+        );
+        assert_eq!((e.tasks[0].pid, e.tasks[0].count), (7, 2));
+        assert_eq!(a.answer(), AnalysisName::Errno);
         let kret = &a.latencies[0];
         assert_eq!(kret.analysis, "kretprobe");
         assert_eq!(kret.unpaired, 1);
