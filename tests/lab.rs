@@ -825,7 +825,13 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency
     assert_rt(&out_rt);
     let out61 = boot(&dir, &payload, "6.1", None, &[]);
     assert_lab(&out61, Kernel::Debian61);
-    let out612 = boot(&dir, &payload, "6.12", Some(&kernel_612()), &["faults"]);
+    let out612 = boot(
+        &dir,
+        &payload,
+        "6.12",
+        Some(&kernel_612()),
+        &["faults", "answers"],
+    );
     assert_lab(&out612, Kernel::Debian612);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
@@ -866,8 +872,9 @@ fn assert_answer(
     json
 }
 
-/// recipes/call-graph-depth.toml, kretprobe-returns.toml and
-/// irq-handler-time.toml (run in the 6.12 boot): each summary leads with the
+/// recipes/call-graph-depth.toml, kretprobe-returns.toml,
+/// irq-handler-time.toml, function-callers.toml and stop-at-fault.toml (run
+/// in the 6.12 boot, guest.sh `answers`): each summary leads with the
 /// analysis that answers the recipe's question.
 fn assert_lab_answers(out: &Path) {
     let json = assert_answer(
@@ -913,6 +920,20 @@ fn assert_lab_answers(out: &Path) {
         "irq",
         "irq: interrupt handler time",
         &["(all)"],
+    );
+    assert_answer(
+        out,
+        "answer-function-callers",
+        "stacks",
+        "top kernel stacks",
+        &["=> ", "read"],
+    );
+    assert_answer(
+        out,
+        "answer-stop-at-fault",
+        "profile",
+        "profile: where each task's time went",
+        &["segv"],
     );
     let irq = json["latency"]
         .as_array()
@@ -1083,22 +1104,6 @@ fn assert_rt(out: &Path) {
         json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
             && json["events"]["signal:signal_generate"].as_u64() >= Some(1),
         "6.1-rt: stop-at-fault: {json:#}"
-    );
-    // Each summary leads with its recipe's answer: the callers' stacks, and
-    // what the tasks did until the fault.
-    assert_answer(
-        out,
-        "recipe-function-callers",
-        "stacks",
-        "top kernel stacks",
-        &["=> ", "read"],
-    );
-    assert_answer(
-        out,
-        "recipe-stop-at-fault",
-        "profile",
-        "profile: where each task's time went",
-        &["segv"],
     );
     eprintln!(
         "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks; stop-at-fault ended after {:.1} s",

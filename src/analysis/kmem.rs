@@ -16,7 +16,7 @@
 //! `ZERO_SIZE_PTR` (`ptr` ≤ 16, which the kernel traces and ignores) are
 //! skipped; frees of pointers allocated before the trace (or by an
 //! allocation the recipe's filter or scope left out) count in `frees_unpaired`.
-//! Outstanding figures are given only when a free event was recorded.
+//! Outstanding figures are given only when the trace holds a free event.
 //!
 //! Memory is bounded: at most [`MAX_KEYS`] call sites and sizes, and
 //! [`MAX_LIVE`] live pointers; allocations past the site or size cap count in
@@ -68,9 +68,9 @@ pub(crate) struct Kmem {
     pub(crate) bytes_alloc: u64,
     /// `bytes_alloc - bytes_req`, all allocations.
     pub(crate) waste: u64,
-    /// Whether a free event (`kfree`, `kmem_cache_free`) was recorded (its
-    /// format is in the file): the `freed` and `outstanding` figures mean
-    /// something only then.
+    /// Whether a free event (`kfree`, `kmem_cache_free`) was read: the
+    /// `freed` and `outstanding` figures mean something only then (a file
+    /// may hold the format of an event that was not enabled: trace-cmd's do).
     pub(crate) frees_recorded: bool,
     /// Free events of a non-NULL pointer read.
     pub(crate) frees: u64,
@@ -174,7 +174,7 @@ impl KmemPass {
             roles[f.id as usize] = role(f);
         }
         KmemPass {
-            frees_recorded: roles.iter().any(|r| matches!(r, Role::Free(_))),
+            frees_recorded: false,
             roles,
             site_of: FxHashMap::default(),
             sites: Vec::new(),
@@ -230,6 +230,7 @@ impl KmemPass {
                 uint(&f.ptr, ev),
             ),
             Some(Role::Free(ptr)) => {
+                self.frees_recorded = true;
                 if let Some(p) = uint(ptr, ev).filter(|p| *p > ZERO_OR_NULL) {
                     self.free(p);
                 }
