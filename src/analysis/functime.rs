@@ -21,8 +21,8 @@ use serde::Serialize;
 use tracedat::{Event, Field, TraceFile};
 
 use super::errno::MAX_KEYS;
+use super::function_name;
 use super::latency::{MAX_TASKS, uint};
-use super::symbolize;
 
 /// Depths followed per task (function_graph's own limit is 50 on 6.x).
 const MAX_DEPTH: usize = 64;
@@ -54,7 +54,7 @@ pub(crate) struct FunctionTimes {
 /// One function's calls (ns; trace-clock units for non-nanosecond clocks).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct FunctionTime {
-    /// The function (`func` through kallsyms).
+    /// The function `func` falls in, through kallsyms (no offset).
     pub(crate) function: String,
     /// Calls.
     pub(crate) count: u64,
@@ -180,7 +180,7 @@ impl FuncTime {
                 .into_iter()
                 .take(MAX_FUNCTIONS)
                 .map(|(func, r)| FunctionTime {
-                    function: symbolize(file, func),
+                    function: function_name(file, func),
                     count: r.count,
                     total_ns: r.total,
                     self_ns: r.own,

@@ -30,6 +30,7 @@ use serde::Serialize;
 use tracedat::{Event, Field, TraceFile};
 
 use super::errno::MAX_KEYS;
+use super::function_name;
 use super::latency::uint;
 
 /// Live (allocated, not yet freed) pointers followed at once.
@@ -196,10 +197,7 @@ impl KmemPass {
         if let Some(s) = self.site_of.get(&addr) {
             return Some(*s);
         }
-        let name = match file.symbol(addr) {
-            Some((name, _)) => name.to_string(),
-            None => format!("0x{addr:x}"),
-        };
+        let name = function_name(file, addr);
         let s = match self.site_by_name.get(&name) {
             Some(s) => *s,
             None if self.sites.len() < MAX_KEYS => {

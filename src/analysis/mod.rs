@@ -648,6 +648,16 @@ pub(crate) fn symbolize(file: &TraceFile, addr: u64) -> String {
     }
 }
 
+/// The function `addr` falls in, through kallsyms (no offset: a call site or
+/// a function_graph `func`, which on kernels with IBT is the function's
+/// address + 4), else `0xADDR`.
+pub(crate) fn function_name(file: &TraceFile, addr: u64) -> String {
+    match file.symbol(addr) {
+        Some((name, _)) => name.to_string(),
+        None => format!("0x{addr:x}"),
+    }
+}
+
 fn top_stacks(
     file: &TraceFile,
     event_names: &[String],
