@@ -289,15 +289,15 @@ struct Prepared {
     /// `[output] bundle`).
     bundle: bool,
     /// /proc/kallsyms, read in the background meanwhile (it takes the kernel
-    /// about 0.1 s to list).
+    /// about 0.1 s to list); [`Armed::record`] waits for it before tracing starts.
     kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
     /// The per-CPU reader threads, idle until [`Armed::record`] starts them.
     readers: Option<Readers>,
     /// The guard, started before the plan is built so that its pid is in it;
     /// told the run is over by [`Armed::teardown`] (or when arming fails).
     guard: Option<Guard>,
-    /// The run's own thread ids (this thread, the guard, the readers, the
-    /// kallsyms reader): excluded from the trace unless `[scope] include_self`.
+    /// The run's own thread ids (this thread, the guard, the readers):
+    /// excluded from the trace unless `[scope] include_self`.
     own_tids: Vec<u32>,
     /// The `[collect] before` commands, as run.
     collected: Vec<Collected>,
@@ -313,6 +313,8 @@ struct Armed {
     _top_level_lock: Option<std::fs::File>,
     recorder: Option<Recorder>,
     workload_exit: Option<WorkloadExit>,
+    /// /proc/kallsyms as read before tracing started.
+    kallsyms: Vec<u8>,
 }
 
 /// How recording ended (what [`Armed::record`] returns when it got that far).
@@ -438,13 +440,9 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             return Err(e.into());
         }
     };
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let kallsyms = std::thread::Builder::new()
         .name("kallsyms".into())
-        .spawn(move || {
-            let _ = tid_tx.send(gettid());
-            crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default()
-        })
+        .spawn(|| crate::tracefs::read_all(Path::new("/proc/kallsyms")).unwrap_or_default())
         .ok();
     // The guard ends the workload's group if the run dies without rolling back.
     let orphan = workload
@@ -463,7 +461,6 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     };
     let mut own_tids = vec![gettid(), guard.pid()];
     own_tids.extend(readers.tids());
-    own_tids.extend(tid_rx.recv().ok());
     let plan = build_plan(&valid, workload.as_ref().map(Workload::pid), &own_tids);
     Ok(Prepared {
         signals,
@@ -597,6 +594,7 @@ impl Prepared {
             _top_level_lock: top_level_lock,
             recorder: None,
             workload_exit: None,
+            kallsyms: Vec::new(),
         })
     }
 }
@@ -617,6 +615,13 @@ impl Armed {
             cpu: 0,
             source: std::io::Error::other("the readers were started already"),
         })?;
+        // The kallsyms reader ends before tracing starts: listing kallsyms
+        // keeps a CPU busy for a tenth of a second or more, load that would
+        // otherwise land in the recording (and whose thread would be one
+        // more to keep out of it).
+        if let Some(t) = self.p.kallsyms.take() {
+            self.kallsyms = t.join().unwrap_or_default();
+        }
         let recorder = self.recorder.insert(readers.start(inst, subbuf, &raw_dir)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
@@ -719,7 +724,7 @@ impl Armed {
         }
         // Everything read from the instance is read before it is removed.
         let drained = self.recorder.take().map(Recorder::finish);
-        let kallsyms = self.p.kallsyms.take();
+        let kallsyms = std::mem::take(&mut self.kallsyms);
         let captured = recorded.and_then(|stopped| {
             let captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
             let meta = capture_meta(

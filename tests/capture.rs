@@ -53,7 +53,7 @@ fn a_whole_system_trace_on_an_idle_machine_holds_under_1_percent_of_the_runs_own
             );
             continue;
         }
-        // main thread, guard, kallsyms reader and one reader per CPU.
+        // main thread, guard and one reader per CPU.
         assert!(excluded.len() >= 4, "{report:#}");
         let own: Vec<&ReportLine> = lines
             .iter()

@@ -82,8 +82,8 @@ pub(crate) struct RecorderInfo {
     pub(crate) bytes: u64,
     /// CPU time of the reader threads together (user + system), seconds.
     pub(crate) cpu_s: f64,
-    /// Thread ids of the run itself (main thread, guard, per-CPU readers,
-    /// kallsyms reader), kept out of the trace; empty with `[scope] include_self`.
+    /// Thread ids of the run itself (main thread, guard, per-CPU readers),
+    /// kept out of the trace; empty with `[scope] include_self`.
     pub(crate) excluded_tids: Vec<u32>,
 }
 

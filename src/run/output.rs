@@ -224,8 +224,7 @@ pub(super) fn save_tables(
 /// addresses a reader turns into symbols, that is stack traces, a tracer other
 /// than nop, probes, or an event whose print format prints a code pointer
 /// (`%ps`, `%pS`, `%pB`, `%pf`, `%pF`). Without them the kernel's symbol list
-/// (megabytes, about 0.1 s to read) is left out, and the background read of it
-/// is not waited for.
+/// (megabytes) is left out.
 fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>) -> bool {
     let code_pointer = |f: &[u8]| {
         f.windows(3)
@@ -248,7 +247,7 @@ pub(super) fn capture_meta(
     facts: &KernelFacts,
     header_page: &str,
     captures: &[crate::record::CpuCapture],
-    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
+    kallsyms: Vec<u8>,
 ) -> Result<CaptureMeta, RunError> {
     let tracefs = inst.tracefs();
     let mut ftrace_formats = Vec::new();
@@ -291,7 +290,7 @@ pub(super) fn capture_meta(
         }
     }
     let kallsyms = match needs_kallsyms(valid, &systems) {
-        true => kallsyms.and_then(|t| t.join().ok()).unwrap_or_default(),
+        true => kallsyms,
         false => Vec::new(),
     };
     let kallsyms_useful = kallsyms

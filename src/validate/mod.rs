@@ -88,7 +88,7 @@ pub struct ValidRecipe {
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
-/// readers, the kallsyms reader) out of the trace: decided from the recipe's
+/// readers) out of the trace: decided from the recipe's
 /// `[scope] include_self` and what this kernel offers. The thread ids are only
 /// known at run time; [`crate::plan::plan`] writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -144,7 +144,7 @@ impl SelfExclusion {
     /// whether its tracer is a function tracer.
     pub(crate) fn describe(self, function_tracer: bool) -> String {
         const WHO: &str =
-            "the run's own threads (main thread, guard, per-CPU readers, kallsyms reader)";
+            "the run's own threads (main thread, guard, per-CPU readers)";
         match self {
             SelfExclusion::Off => {
                 format!("[scope] include_self = true: {WHO} are traced like any other task")
