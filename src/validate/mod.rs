@@ -143,8 +143,7 @@ impl SelfExclusion {
     /// What this means for the run, in one sentence (for `check`), given
     /// whether its tracer is a function tracer.
     pub(crate) fn describe(self, function_tracer: bool) -> String {
-        const WHO: &str =
-            "the run's own threads (main thread, guard, per-CPU readers)";
+        const WHO: &str = "the run's own threads (main thread, guard, per-CPU readers)";
         match self {
             SelfExclusion::Off => {
                 format!("[scope] include_self = true: {WHO} are traced like any other task")
