@@ -3,26 +3,41 @@
 # summary) on trace.dat files of several event mixes, side by side in one run:
 # per mix, wall and CPU time, events/s, ratios to trace-cmd and peak RSS.
 #
-# Mixes (MIXES, default all), each a recipe of bench/ recorded here (root,
-# tracefs) under its own load, stopped at MAX_MB (default 300) MiB of raw data:
+# Mixes (MIXES, default all four), each a recipe of bench/, stopped at MAX_MB
+# (default 300) MiB of raw data. Recorded here (root, tracefs):
 #   raw-syscalls  bench/raw-syscalls.toml: sched:* + raw_syscalls:* under one
 #                 `dd bs=64` per CPU (mostly sys_enter/sys_exit)
 #   sched         bench/sched.toml: sched:* under one pair of processes per
 #                 CPU passing a byte back and forth through pipes (python3;
 #                 mostly switches and wakeups)
+# Recorded in the kernel lab (../shared/kernel-lab/run-in-kernel.sh, or
+# KERNEL_LAB_SCRIPT; Debian 6.12 guest, 2 CPUs, one boot for both), because
+# this host's kernel may lack the function tracers and kprobe_events; the
+# guest's trace.dat is copied out and read here like the others. Stopped at
+# LAB_MAX_MB (default 200) MiB, the guest's /tmp being in its RAM:
+#   funcgraph     bench/funcgraph.toml: the function_graph tracer on
+#                 ksys_read/ksys_write, 8 levels, under one `dd bs=64` per CPU
+#                 (funcgraph_entry/funcgraph_exit)
+#   probes        bench/probes.toml: kprobes with arguments and kretprobes
+#                 with return values on ksys_read/ksys_write, plus
+#                 sched_switch, under one `dd bs=64` per CPU
 # The files are kept out of git under $BENCH_DIR (default
 # /var/tmp/trace-recipe-bench) and reused by later runs; delete a mix's folder
-# to record it afresh.
+# to record it afresh (or put any trace.dat there as MIX/trace.dat).
 #
 # Goals (issue 21): text >= 10x and summary >= 30x trace-cmd's CPU time, peak
 # RSS < 100 MiB, on every mix. The machine is shared: the load average is
 # printed before and after, and CPU ratios are the fairer figure.
 #
-# Usage: sudo scripts/bench-report.sh        (needs trace-cmd, GNU time, python3)
+# Usage: sudo [MIXES="raw-syscalls sched funcgraph probes"] scripts/bench-report.sh
+#        (needs trace-cmd, GNU time, python3; the lab mixes qemu-system-x86,
+#        busybox-static, cpio, as ../shared/kernel-lab/README.md says)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_DIR=${BENCH_DIR:-/var/tmp/trace-recipe-bench}
-MIXES=${MIXES:-raw-syscalls sched}
+MIXES=${MIXES:-raw-syscalls sched funcgraph probes}
+LAB_MAX_MB=${LAB_MAX_MB:-200}
+LAB=${KERNEL_LAB_SCRIPT:-$PWD/../shared/kernel-lab/run-in-kernel.sh}
 MAX_MB=${MAX_MB:-300}
 for tool in trace-cmd /usr/bin/time python3; do
   command -v "$tool" >/dev/null || { echo "bench-report: needs $tool (apt-get install trace-cmd time python3)" >&2; exit 1; }
@@ -51,13 +66,15 @@ os.close(w1)
 '
 load_of() {
   case $1 in
-    raw-syscalls) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 dd if=/dev/zero of=/dev/null bs=64 count=50000000 2>/dev/null & i=$((i+1)); done; wait' ;;
+    raw-syscalls | funcgraph | probes) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 dd if=/dev/zero of=/dev/null bs=64 count=50000000 2>/dev/null & i=$((i+1)); done; wait' ;;
     sched) echo 'n=$(nproc); i=0; while [ $i -lt $n ]; do timeout 60 python3 -c "$PINGPONG" & i=$((i+1)); done; wait' ;;
-    *) echo "bench-report: unknown mix $1 (known: raw-syscalls sched)" >&2; exit 1 ;;
+    *) echo "bench-report: unknown mix $1 (known: raw-syscalls sched funcgraph probes)" >&2; exit 1 ;;
   esac
 }
 
-record() { # MIX
+lab_mix() { case $1 in funcgraph | probes) true ;; *) false ;; esac; }
+
+record() { # MIX (recorded here)
   local dir=$BENCH_DIR/$1
   if [ ! -s "$dir/trace.dat" ]; then
     rm -rf "$dir"; mkdir -p "$BENCH_DIR"
@@ -65,11 +82,49 @@ record() { # MIX
     "$BIN" run "bench/$1.toml" --set "max_mb=$MAX_MB" -o "$dir" -- sh -c "$(load_of "$1")" >/dev/null
   fi
 }
-# Recording touches tracefs: hold the lock the test suites hold, so no test
-# sees this bench's instance in its before/after snapshots.
+
+record_lab() { # MIX... (recorded in the kernel lab, all in one boot)
+  [ $# -gt 0 ] || return 0
+  [ -x "$LAB" ] || { echo "bench-report: the mixes $* need the kernel lab: $LAB not found (set KERNEL_LAB_SCRIPT)" >&2; exit 1; }
+  local pkg mix
+  pkg=$(apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -E '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' | sort -V | tail -1)
+  pkg=${pkg:-linux-image-6.12.117+deb12-amd64}
+  work=$(mktemp -d /var/tmp/trace-recipe-bench-lab.XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+  mkdir "$work/payload"
+  cp "$BIN" "$work/payload/"
+  for mix in "$@"; do
+    cp "bench/$mix.toml" "$work/payload/"
+    # One mix after the other, each removed from the guest's RAM once out.
+    printf '%s\n' "/payload/trace-recipe run /payload/$mix.toml --set max_mb=$LAB_MAX_MB -o /tmp/$mix -- sh -c '$(load_of "$mix")' >/dev/null 2>\"\$KLAB_OUT/$mix.err\" && cp /tmp/$mix/trace.dat \"\$KLAB_OUT/$mix.dat\"" "rm -rf /tmp/$mix" >>"$work/payload/record.sh"
+  done
+  echo "recording $* in the kernel lab ($pkg, $LAB_MAX_MB MiB of raw data each; minutes)..." >&2
+  "$LAB" --smp 2 --mem 2048 --timeout 1500 --kernel-package "$pkg" --out "$work/out" "$work/payload" -- sh /payload/record.sh >"$work/console.txt" 2>&1 || true
+  for mix in "$@"; do
+    if [ ! -s "$work/out/$mix.dat" ]; then
+      echo "bench-report: the lab recorded no trace.dat for $mix:" >&2
+      cat "$work/out/$mix.err" 2>/dev/null >&2 || tail -30 "$work/console.txt" >&2
+      exit 1
+    fi
+    mkdir -p "$BENCH_DIR/$mix"
+    mv "$work/out/$mix.dat" "$BENCH_DIR/$mix/trace.dat"
+  done
+}
+# Recording touches tracefs (the lab's boot takes both CPUs): hold the lock
+# the test suites hold, so no test sees this bench's instance in its
+# before/after snapshots.
 exec 9>/tmp/trace-recipe-tracefs.lock
 flock 9
-for mix in $MIXES; do record "$mix"; done
+lab_missing=()
+for mix in $MIXES; do
+  load_of "$mix" >/dev/null
+  if lab_mix "$mix"; then
+    [ -s "$BENCH_DIR/$mix/trace.dat" ] || lab_missing+=("$mix")
+  else
+    record "$mix"
+  fi
+done
+record_lab "${lab_missing[@]}"
 flock -u 9
 
 # measure CMD... → "wall user sys maxrss_kb"

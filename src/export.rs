@@ -523,6 +523,7 @@ trace-cmd record -B trace-recipe-x-1 \\
             graph_filter_at_top: true,
             max_latency: None,
             function_profile: false,
+            params: Vec::new(),
             span: None,
         });
         v.triggers = vec![

@@ -16,7 +16,8 @@
 //! `tracer.max_latency_us` (a duration), `max_stack` its `stack_tracer.max_stack_bytes`, `hist` a value summed over
 //! a hist trigger's table (`hist[].totals`). `pNN` and `max` read the
 //! latency analyses of report.json (`p99(syscalls:openat)`: analysis `syscalls`,
-//! group `openat`) and take a duration. A relative value (`+10%`) compares with
+//! group `openat`; `max(timerlat:thread)`: the timerlat tracer's thread
+//! latency) and take a duration. A relative value (`+10%`) compares with
 //! the first run of a `diff` and is refused in `[[expect]]`. A measurement on the
 //! right (`count(block:block_rq_complete) == count(block:block_rq_issue)`,
 //! `p99(wakeup:x) < 2 * p50(wakeup:x)`) is read from the same run as the left
@@ -32,8 +33,16 @@ use std::ops::Range;
 use crate::report::JsonReport;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
-pub(crate) const LATENCY_ANALYSES: &[&str] =
-    &["syscalls", "wakeup", "kretprobe", "funcgraph", "irq"];
+pub(crate) const LATENCY_ANALYSES: &[&str] = &[
+    "syscalls",
+    "wakeup",
+    "kretprobe",
+    "funcgraph",
+    "irq",
+    "hwlat",
+    "osnoise",
+    "timerlat",
+];
 
 /// What an expression measures.
 #[derive(Debug, Clone, PartialEq)]

@@ -448,6 +448,18 @@ fn tracer_steps(
             );
         }
     }
+    // hwlat's, osnoise's and timerlat's parameters: global files
+    // (hwlat_detector/, osnoise/), in the order validation chose.
+    for p in &t.params {
+        touches_top_level = true;
+        b.write(
+            p.file.clone(),
+            p.value.clone(),
+            WriteMode::Replace,
+            Undo::Restore,
+            p.span.clone(),
+        );
+    }
     // The function profiler is global; switching it on resets its counts
     // (kernel/trace/ftrace.c, `ftrace_profile_write`).
     if t.function_profile {
@@ -829,6 +841,7 @@ mod tests {
             graph_filter_at_top: false,
             max_latency: Some(at),
             function_profile: false,
+            params: Vec::new(),
             span: None,
         };
         v.tracer = Some(tracer(MaxLatencyAt::Instance));
@@ -918,6 +931,7 @@ mod tests {
             graph_filter_at_top: true,
             max_latency: None,
             function_profile: false,
+            params: Vec::new(),
             span: None,
         });
         let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
@@ -1041,6 +1055,7 @@ mod tests {
             graph_filter_at_top: false,
             max_latency: None,
             function_profile: false,
+            params: Vec::new(),
             span: None,
         });
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);

@@ -67,7 +67,10 @@ pub(crate) struct TracerReport {
     /// The tracer (`current_tracer`).
     pub(crate) name: String,
     /// `tracing_max_latency` at the end of the run, in µs: the largest latency
-    /// the tracer measured during the run (it was reset to 0 before).
+    /// the tracer measured during the run (it was reset to 0 before). For hwlat,
+    /// the largest inner or outer gap of its samples (its `tracing_max_latency`
+    /// reads 1000 times too small); `null` for osnoise and timerlat, whose results
+    /// are their per-CPU tables.
     pub(crate) max_latency_us: Option<u64>,
     /// The max-latency trace (the `trace` file of a latency tracer, in the
     /// kernel's latency format, as `trace-cmd report -l` prints), a file in the
@@ -81,7 +84,20 @@ pub(crate) struct TracerReport {
     pub(crate) task: Option<String>,
     /// The CPU of the worst case, from the max trace's header (`CPU#N`).
     pub(crate) cpu: Option<u32>,
+    /// hwlat: per CPU, its samples (from the trace's `hwlat` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hwlat: Vec<crate::analysis::HwlatCpu>,
+    /// osnoise: per CPU, its periods (from the trace's `osnoise` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) osnoise: Vec<crate::analysis::OsnoiseCpu>,
+    /// timerlat: per CPU, the IRQ and thread latencies (from the trace's `timerlat` entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) timerlat: Vec<crate::analysis::TimerlatCpu>,
 }
+
+/// Tracers whose samples are entries of their own in the ring buffer, summed
+/// per CPU into report.json `tracer` (see `analysis/noise.rs`).
+const SAMPLING_TRACERS: &[&str] = &["hwlat", "osnoise", "timerlat"];
 
 /// report.json `stack_tracer`: the deepest kernel stack of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -155,12 +171,32 @@ pub(crate) fn save(
     Ok(())
 }
 
-/// report.json `tracer` from the files [`save`] left in the output folder `dir`;
-/// `None` when the run's tracer keeps no result.
-pub(crate) fn tracer_report(dir: &Path, valid: &ValidRecipe) -> Option<TracerReport> {
-    let t = valid.tracer.as_ref().filter(|t| t.max_latency.is_some())?;
-    let max_latency_us = read_small(&dir.join(MAX_LATENCY_FILE))
+/// report.json `tracer` from the files [`save`] left in the output folder `dir`
+/// and, for hwlat, osnoise and timerlat, the per-CPU tables of the trace's
+/// analysis `noise`; `None` when the run's tracer keeps no result.
+pub(crate) fn tracer_report(
+    dir: &Path,
+    valid: &ValidRecipe,
+    noise: &crate::analysis::NoiseTables,
+) -> Option<TracerReport> {
+    let t = valid
+        .tracer
+        .as_ref()
+        .filter(|t| t.max_latency.is_some() || SAMPLING_TRACERS.contains(&t.name.as_str()))?;
+    let mut max_latency_us: Option<u64> = read_small(&dir.join(MAX_LATENCY_FILE))
         .and_then(|s| s.split_whitespace().next()?.parse().ok());
+    // hwlat stores its µs samples where the file expects ns, so
+    // `tracing_max_latency` shows them divided by 1000 (kernel/trace/trace_hwlat.c,
+    // `get_sample`; trace.c prints the file with `nsecs_to_usecs`): the
+    // largest inner or outer gap of its entries is the exact figure.
+    if t.name == "hwlat" {
+        let entries = noise
+            .hwlat
+            .iter()
+            .map(|c| c.max_inner_us.max(c.max_outer_us))
+            .max();
+        max_latency_us = entries.or(max_latency_us.map(|ms| ms.saturating_mul(1000)));
+    }
     let trace = read_small(&dir.join(MAX_TRACE_FILE));
     let (task, cpu) = trace.as_deref().map(max_trace_header).unwrap_or_default();
     // The kernel prints the latency header only over a max buffer with
@@ -176,6 +212,9 @@ pub(crate) fn tracer_report(dir: &Path, valid: &ValidRecipe) -> Option<TracerRep
         max_latency_trace: has_trace.then(|| MAX_TRACE_FILE.to_string()),
         task,
         cpu,
+        hwlat: noise.hwlat.clone(),
+        osnoise: noise.osnoise.clone(),
+        timerlat: noise.timerlat.clone(),
     })
 }
 

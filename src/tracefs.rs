@@ -564,6 +564,8 @@ pub(crate) const FILE_RULES: &[FileRule] = &[
     rule("uprobe_events", Readback::Lines, Some("")),
     rule("dynamic_events", Readback::Lines, Some("")),
     rule("trace_clock", Readback::Bracketed, Some("local")),
+    // hwlat_detector/mode: `none [round-robin] per-cpu`.
+    rule("mode", Readback::Bracketed, None),
     rule("buffer_size_kb", Readback::BufferSize, None),
     rule("filter", Readback::Filter, None),
     rule("enable", Readback::Enable, None),
@@ -607,7 +609,10 @@ pub(crate) fn restore_value(file: &str, old: &str) -> String {
     };
     match file_rule(file).readback {
         Readback::FirstWord => old.split_whitespace().next().unwrap_or("").to_string(),
-        Readback::Bracketed => bracketed(old).unwrap_or("local").to_string(),
+        Readback::Bracketed => bracketed(old)
+            .or_else(|| (!file.ends_with("trace_clock")).then(|| old.split_whitespace().next())?)
+            .unwrap_or("local")
+            .to_string(),
         Readback::FunctionList => items(&|l| l.starts_with('#')).join(" "),
         Readback::PidList => items(&|l| l == "no pid").join(" "),
         Readback::Lines => items(&|_| false).join("\n"),

@@ -296,6 +296,131 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
 }
 
 #[test]
+fn hwlat_osnoise_and_timerlat_parameters_validate_from_the_rt_facts_and_check_names_what_this_host_lacks()
+ {
+    let recipes = [
+        ("tests/lab/rt/hwlat.toml", "hwlat", "CONFIG_HWLAT_TRACER", 7),
+        (
+            "tests/lab/rt/osnoise.toml",
+            "osnoise",
+            "CONFIG_OSNOISE_TRACER",
+            7,
+        ),
+        (
+            "recipes/timerlat.toml",
+            "timerlat",
+            "CONFIG_TIMERLAT_TRACER",
+            22,
+        ),
+    ];
+    for (recipe, name, config, line) in recipes {
+        assert_eq!(verdict("debian-6.1-rt", recipe), Ok(()), "{recipe} on RT");
+        // This host's kernel has none of them: `check` names the config
+        // option, at the recipe's `name` line.
+        let tracers =
+            std::fs::read_to_string("/sys/kernel/tracing/available_tracers").unwrap_or_default();
+        if tracers.split_whitespace().any(|t| t == name) {
+            continue;
+        }
+        let o = trace_recipe(&["check", repo().join(recipe).to_str().unwrap()]);
+        assert_exit(&o, 1);
+        let out = text(&o.stdout) + &text(&o.stderr);
+        assert!(
+            out.contains(&format!(
+                "{recipe}:{line}:8: error (this kernel): this kernel offers no tracer `{name}` (it was built without {config})"
+            )),
+            "{out}"
+        );
+    }
+    // The plan writes the global files from their before-image, before the
+    // tracer; check declares them.
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        facts_file("debian-6.1-rt").to_str().unwrap(),
+        repo().join("tests/lab/rt/hwlat.toml").to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    for want in [
+        "this recipe writes top-level (global) tracefs files: tracing_thresh, hwlat_detector/width, hwlat_detector/window, hwlat_detector/mode;",
+        "echo \"100000\" > hwlat_detector/width    (undo: write back the value read before)",
+        "echo \"200000\" > hwlat_detector/window    (undo: write back the value read before)",
+        "echo \"round-robin\" > hwlat_detector/mode    (undo: write back the value read before)",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    // A window below hwlat's default width: the width is written first.
+    let dir = tempfile::tempdir().unwrap();
+    let check = |body: &str| {
+        let r = write_recipe(dir.path(), "r.toml", body);
+        let o = trace_recipe(&[
+            "check",
+            "--plan",
+            "--facts",
+            facts_file("debian-6.1-rt").to_str().unwrap(),
+            r.to_str().unwrap(),
+        ]);
+        (o.status.code(), text(&o.stdout) + &text(&o.stderr))
+    };
+    let (rc, out) = check(
+        "name = \"h\"\n[tracer]\nname = \"hwlat\"\n[tracer.hwlat]\nwidth_us = 1000\nwindow_us = 10000\n",
+    );
+    assert_eq!(rc, Some(0), "{out}");
+    let (w, win) = (
+        out.find("> hwlat_detector/width").unwrap(),
+        out.find("> hwlat_detector/window").unwrap(),
+    );
+    assert!(w < win, "{out}");
+    // Mistakes, each at its key.
+    for (body, want) in [
+        (
+            "[tracer]\nname = \"hwlat\"\n[tracer.hwlat]\nwidth_us = 300000\nwindow_us = 300000\n",
+            "r.toml:5:12: error (recipe): `width_us` = 300000 µs must be less than `window_us` = 300000 µs",
+        ),
+        (
+            "[tracer]\nname = \"hwlat\"\n[tracer.hwlat]\nwidth_us = 2000000\n",
+            "`width_us` = 2000000 µs must be less than `window_us` = 1000000 µs (the kernel's default window_us)",
+        ),
+        (
+            "[tracer]\nname = \"hwlat\"\n[tracer.hwlat]\nwidth_ms = 100\n",
+            "did you mean `width_us`?",
+        ),
+        (
+            "[tracer]\nname = \"hwlat\"\n[tracer.hwlat]\nmode = \"fast\"\n",
+            "hwlat has no mode `fast`",
+        ),
+        (
+            "[tracer]\nname = \"osnoise\"\n[tracer.hwlat]\nwidth_us = 100\n",
+            "`[tracer.hwlat]` sets the hwlat tracer's parameters, and this recipe's tracer is `osnoise`",
+        ),
+        (
+            "[tracer]\nname = \"osnoise\"\n[tracer.osnoise]\nruntime_us = 2000\nperiod_us = 1000\n",
+            "`runtime_us` = 2000 µs must be at most `period_us` = 1000 µs",
+        ),
+        (
+            "[tracer]\nname = \"osnoise\"\n[tracer.osnoise]\ncpus = \"0,7\"\n",
+            "this machine has no CPU 7",
+        ),
+        (
+            "[tracer]\nname = \"timerlat\"\n[tracer.timerlat]\nperiod_us = 50\n",
+            "timerlat's period is 50 µs; the kernel takes 100 to 1000000 µs",
+        ),
+        (
+            "[tracer]\nname = \"timerlat\"\n[tracer.timerlat]\nperiod_us = \"1ms\"\n",
+            "microseconds as an integer",
+        ),
+    ] {
+        let (rc, out) = check(&format!("name = \"x\"\n{body}"));
+        assert!(
+            rc != Some(0) && out.contains(want),
+            "{body}\nwant: {want}\n{out}"
+        );
+    }
+}
+
+#[test]
 fn the_function_profiler_is_a_key_where_the_kernel_has_it_and_named_as_missing_where_not() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(

@@ -715,7 +715,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
     let trials: &[&str] = match kernel {
         Kernel::Debian61 => &[],
         Kernel::Debian612 => &["kprobe-fetch", "function-filter", "hist-trigger"],
-        Kernel::Rt61 => &["stack-filter", "wakeup-rt"],
+        Kernel::Rt61 => &["stack-filter", "wakeup-rt", "osnoise"],
     };
     let faults = if trials.is_empty() {
         String::new()
@@ -730,7 +730,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
             .collect();
         let want = match recipe {
             "kprobe-fetch" => 8,
-            "stack-filter" | "wakeup-rt" => 4,
+            "stack-filter" | "wakeup-rt" | "osnoise" => 4,
             _ => 2,
         };
         assert!(
@@ -987,13 +987,7 @@ fn assert_rt(out: &Path) {
             );
             with_trace += 1;
         }
-        assert!(
-            json["expectations"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-            "6.1-rt: {name}: {:#}",
-            json["expectations"]
-        );
+        assert_held(&json, name);
         let summary = read(&dir.join("summary.txt"));
         assert!(
             summary.contains(&format!("tracer:   {tracer}: max latency {max} us")),
@@ -1043,13 +1037,7 @@ fn assert_rt(out: &Path) {
                 "6.1-rt: {name}: no frame {f}: {st:#}"
             );
         }
-        assert!(
-            json["expectations"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-            "6.1-rt: {name}: {:#}",
-            json["expectations"]
-        );
+        assert_held(&json, name);
         let summary = read(&dir.join("summary.txt"));
         assert!(
             summary.contains(&format!(
@@ -1111,6 +1099,7 @@ fn assert_rt(out: &Path) {
         stacks.len(),
         json["duration_s"].as_f64().unwrap_or(0.0)
     );
+    assert_noise(out);
     let after = read(&out.join("after.txt"));
     for want in [
         "tracing_max_latency: 0\n",
@@ -1123,4 +1112,159 @@ fn assert_rt(out: &Path) {
             "6.1-rt: want {want:?} after the runs:\n{after}"
         );
     }
+}
+
+/// hwlat, osnoise and timerlat on the RT kernel (tests/lab/rt/hwlat.toml,
+/// osnoise.toml, recipes/timerlat.toml): each run's per-CPU results in
+/// report.json `tracer` hold real samples (emulation makes them large: only
+/// their presence and sign are asserted), its latency groups pass the recipe's
+/// expectations, summary.txt shows the per-CPU table, trace-cmd prints the
+/// tracer's own entries of our trace.dat as we do, and after every run of the
+/// boot the guest's whole tracefs (hwlat_detector/ and osnoise/ included) is as
+/// at boot.
+fn assert_noise(out: &Path) {
+    // The recipe's question, answered first in its summary.
+    assert_answer(out, "recipe-timerlat", "timerlat", "timerlat: ", &[]);
+    for (name, tracer, dir) in [
+        ("hwlat", "hwlat", "hwlat"),
+        ("osnoise", "osnoise", "osnoise"),
+        ("timerlat", "timerlat", "recipe-timerlat"),
+    ] {
+        let d = out.join(dir);
+        assert_eq!(
+            read(&d.join("run.rc")).trim(),
+            "0",
+            "6.1-rt: {name}: {}",
+            read(&d.join("run.txt"))
+        );
+        let run = d.join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+        let t = &json["tracer"];
+        assert_eq!(t["name"], tracer, "6.1-rt: {name}: {json:#}");
+        let cpus = t[tracer].as_array().cloned().unwrap_or_default();
+        assert!(!cpus.is_empty(), "6.1-rt: {name}: no per-CPU rows: {t:#}");
+        let n = |c: &serde_json::Value, k: &str| c[k].as_u64().unwrap_or(0);
+        for c in &cpus {
+            match tracer {
+                "hwlat" => assert!(
+                    n(c, "samples") > 0 && n(c, "max_inner_us") + n(c, "max_outer_us") > 0,
+                    "6.1-rt: hwlat: {c:#}"
+                ),
+                "osnoise" => assert!(
+                    n(c, "samples") >= 5
+                        && n(c, "runtime_us") > 0
+                        && n(c, "max_single_noise_us") <= n(c, "max_noise_us")
+                        && n(c, "noise_us") >= n(c, "max_noise_us")
+                        && n(c, "irq_count") > 0,
+                    "6.1-rt: osnoise: {c:#}"
+                ),
+                _ => {
+                    for ctx in ["irq", "thread"] {
+                        let l = &c[ctx];
+                        assert!(
+                            n(l, "count") > 10
+                                && n(l, "max_ns") > 0
+                                && n(l, "p50_ns") <= n(l, "p99_ns")
+                                && n(l, "p99_ns") <= n(l, "max_ns")
+                                && n(l, "max_at_ns") > 0,
+                            "6.1-rt: timerlat {ctx}: {c:#}"
+                        );
+                    }
+                }
+            }
+        }
+        // Only CPU 0 was sampled by osnoise (`cpus = "0"`).
+        if tracer == "osnoise" {
+            assert!(
+                cpus.iter().all(|c| c["cpu"] == 0),
+                "6.1-rt: osnoise: {cpus:#?}"
+            );
+        }
+        assert!(
+            json["latency"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|l| l["analysis"] == tracer)),
+            "6.1-rt: {name}: no `{tracer}` latency analysis: {:#}",
+            json["latency"]
+        );
+        assert_held(&json, name);
+        let summary = read(&run.join("summary.txt"));
+        assert!(
+            summary.contains(&format!("{tracer} per CPU")),
+            "6.1-rt: {name}: {summary}"
+        );
+        // trace-cmd reads our trace.dat and prints the tracer's entries as we do.
+        let dat = run.join("trace.dat");
+        let theirs = crate::common::trace_cmd_report(&dat);
+        let ours = Command::new(bin())
+            .arg("report")
+            .arg(&dat)
+            .output()
+            .unwrap();
+        assert!(
+            ours.status.success(),
+            "6.1-rt: {name}: {}",
+            text(&ours.stderr)
+        );
+        let ours = text(&ours.stdout);
+        let entries = |listing: &str| -> Vec<String> {
+            crate::common::event_lines(listing)
+                .into_iter()
+                .filter(|l| crate::common::event_name(l) == Some(tracer))
+                .map(|l| l.trim_end().to_string())
+                .collect()
+        };
+        let (a, b) = (entries(&ours), entries(&theirs));
+        assert!(
+            !a.is_empty() && a == b,
+            "6.1-rt: {name}: our report and trace-cmd's differ on the {tracer} entries:\nours:\n{}\ntrace-cmd:\n{}",
+            a.join("\n"),
+            b.join("\n")
+        );
+        eprintln!(
+            "FIGURE kernel lab 6.1-rt: {name}: {} CPUs, {} entries; {}",
+            cpus.len(),
+            a.len(),
+            serde_json::to_string(&cpus[0]).unwrap_or_default()
+        );
+    }
+    // Every global file, hwlat's and osnoise's too, is as at boot after all the runs.
+    let (boot, fin) = (
+        read(&out.join("boot-state.txt")),
+        read(&out.join("final-state.txt")),
+    );
+    assert!(
+        boot.contains("hwlat_detector/width:") && boot.contains("osnoise/period_us:"),
+        "6.1-rt: the state holds no hwlat/osnoise files:\n{boot}"
+    );
+    let diff: Vec<String> = diff_lines(&boot, &fin);
+    assert!(
+        diff.is_empty(),
+        "6.1-rt: tracefs after all runs differs from boot:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// Run `name`'s report.json has expectations and each held.
+fn assert_held(json: &serde_json::Value, name: &str) {
+    assert!(
+        json["expectations"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
+        "6.1-rt: {name}: {:#}",
+        json["expectations"]
+    );
+}
+
+/// Lines only in `a` (`-`) or only in `b` (`+`).
+fn diff_lines(a: &str, b: &str) -> Vec<String> {
+    let (sa, sb): (
+        std::collections::BTreeSet<&str>,
+        std::collections::BTreeSet<&str>,
+    ) = (a.lines().collect(), b.lines().collect());
+    sa.difference(&sb)
+        .map(|l| format!("- {l}"))
+        .chain(sb.difference(&sa).map(|l| format!("+ {l}")))
+        .collect()
 }

@@ -170,7 +170,7 @@ enum Role {
 
 /// Histograms by key.
 #[derive(Default)]
-struct Groups {
+pub(super) struct Groups {
     names: Vec<String>,
     index: FxHashMap<String, usize>,
     hists: Vec<Histogram>,
@@ -180,7 +180,7 @@ struct Groups {
 }
 
 impl Groups {
-    fn id(&mut self, key: &str) -> usize {
+    pub(super) fn id(&mut self, key: &str) -> usize {
         if let Some(i) = self.index.get(key) {
             return *i;
         }
@@ -192,7 +192,7 @@ impl Groups {
     }
 
     /// Adds `d` to group `g` and, when `task` is given, to that task's distribution.
-    fn add(&mut self, g: usize, d: u64, at: Seen, task: Option<i32>) {
+    pub(super) fn add(&mut self, g: usize, d: u64, at: Seen, task: Option<i32>) {
         self.hists[g].add(d, at);
         if let Some(pid) = task {
             let n = self.tasks.len();
@@ -208,7 +208,7 @@ impl Groups {
         }
     }
 
-    fn report(
+    pub(super) fn report(
         self,
         name: AnalysisName,
         title: &str,

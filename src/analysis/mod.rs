@@ -14,6 +14,9 @@
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
 //! | `kmem` | `kmem:kmalloc`/`kmem_cache_alloc` (+ `kfree`/`kmem_cache_free`) | slab allocations by symbolized call site and size, waste, outstanding bytes (`kmem`) |
+//! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
+//! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
+//! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
 //!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
@@ -25,6 +28,7 @@ mod functime;
 mod histogram;
 mod kmem;
 mod latency;
+mod noise;
 mod profile;
 mod select;
 mod timeline;
@@ -42,6 +46,7 @@ pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use timeline::Timeline;
 
@@ -73,11 +78,17 @@ pub enum AnalysisName {
     Block,
     /// Slab allocations (kmalloc, kmem_cache_alloc) by call site and size, with outstanding bytes.
     Kmem,
+    /// hwlat's samples: inner and outer gaps, per CPU.
+    Hwlat,
+    /// osnoise's periods: noise and interference, per CPU.
+    Osnoise,
+    /// timerlat's samples: IRQ and thread latency, per CPU.
+    Timerlat,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 11] = [
+    pub const ALL: [AnalysisName; 14] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -89,6 +100,9 @@ impl AnalysisName {
         AnalysisName::Errno,
         AnalysisName::Block,
         AnalysisName::Kmem,
+        AnalysisName::Hwlat,
+        AnalysisName::Osnoise,
+        AnalysisName::Timerlat,
     ];
 
     /// The name as typed on the command line.
@@ -105,6 +119,9 @@ impl AnalysisName {
             AnalysisName::Errno => "errno",
             AnalysisName::Block => "block",
             AnalysisName::Kmem => "kmem",
+            AnalysisName::Hwlat => "hwlat",
+            AnalysisName::Osnoise => "osnoise",
+            AnalysisName::Timerlat => "timerlat",
         }
     }
 }
@@ -174,6 +191,15 @@ impl Selection {
         }
         if kmem::KmemPass::applies(file) {
             v.push(AnalysisName::Kmem);
+        }
+        for (name, event) in [
+            (AnalysisName::Hwlat, "hwlat"),
+            (AnalysisName::Osnoise, "osnoise"),
+            (AnalysisName::Timerlat, "timerlat"),
+        ] {
+            if has("ftrace", &|f| f.name == event) {
+                v.push(name);
+            }
         }
         Selection {
             names: v,
@@ -263,6 +289,8 @@ pub struct Analysis {
     pub(crate) kmem: Option<Kmem>,
     /// Total and self time per function (`funcgraph`).
     pub(crate) functions: Option<FunctionTimes>,
+    /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
+    pub(crate) noise: NoiseTables,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
@@ -270,10 +298,14 @@ pub struct Analysis {
 }
 
 /// The order in which [`Analysis::answer`] looks for the analysis that answers
-/// a trace's question: the most specific question first (allocations, block
+/// a trace's question: the most specific question first (a noise tracer's
+/// own samples, allocations, block
 /// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
 /// function durations, stacks), then where the time went, then the counts.
-const ANSWER_ORDER: [AnalysisName; 11] = [
+const ANSWER_ORDER: [AnalysisName; 14] = [
+    AnalysisName::Hwlat,
+    AnalysisName::Osnoise,
+    AnalysisName::Timerlat,
     AnalysisName::Kmem,
     AnalysisName::Block,
     AnalysisName::Syscalls,
@@ -453,6 +485,7 @@ pub fn analyze_kept(
     let mut allocations = selection
         .has(AnalysisName::Kmem)
         .then(|| kmem::KmemPass::new(file));
+    let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
     let mut stack_total = 0u64;
@@ -521,6 +554,9 @@ pub fn analyze_kept(
         if let Some(f) = function_time.as_mut() {
             f.add(&ev, pid);
         }
+        if let Some(n) = noise.as_mut() {
+            n.add(&ev);
+        }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
@@ -572,6 +608,10 @@ pub fn analyze_kept(
     let mut block = block_io.map(block::BlockIo::finish);
     let mut kmem = allocations.map(kmem::KmemPass::finish);
     let mut functions = function_time.and_then(|f| f.finish(file));
+    let (noise_latencies, noise) = noise
+        .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
+        .unwrap_or_default();
+    latencies.extend(noise_latencies);
     let mut selected = selection.names().to_vec();
     if !selection.explicit {
         profile = profile.filter(|p| p.tasks_total > 0);
@@ -602,6 +642,7 @@ pub fn analyze_kept(
         block,
         kmem,
         functions,
+        noise,
         counts,
         task_latency: task_latency
             .into_iter()

@@ -330,6 +330,13 @@ fn accepted_form(key: &str) -> Option<String> {
         "max_lost_percent" => "`max_lost_percent` is a number from 0 to 100: 0.5",
         "duration" | "timeout" => "durations are strings: \"10s\", \"500ms\", \"2m\"",
         "thresh_us" => "`thresh_us` is microseconds as an integer: 100",
+        "width_us"
+        | "window_us"
+        | "period_us"
+        | "runtime_us"
+        | "stop_tracing_us"
+        | "stop_tracing_total_us"
+        | "print_stack_us" => "microseconds as an integer, without quotes: 500000",
         "max_graph_depth" | "count" => "an integer: 5",
         "pids" => "`pids` is an array of integers: [1234]",
         "comms" => "`comms` is an array of task names: [\"bash\"]",
@@ -339,7 +346,9 @@ fn accepted_form(key: &str) -> Option<String> {
         "overwrite" | "follow_forks" | "include_self" | "system_wide" | "stacktrace"
         | "on_traceoff" | "trace_dat" | "bundle" | "required" => "`true` or `false`",
         "name" | "description" | "event" | "kind" | "target" | "filter" | "if" | "action"
-        | "clock" | "cpus" | "dir" | "template" | "that" | "extends" => "a quoted string: \"...\"",
+        | "clock" | "cpus" | "dir" | "template" | "that" | "extends" | "mode" => {
+            "a quoted string: \"...\""
+        }
         _ => return None,
     };
     Some(form.to_string())

@@ -277,6 +277,63 @@ pub(crate) struct Tracer {
     /// its hits and time, from `trace_stat/function<CPU>`, merged over CPUs into
     /// report.json `function_profile`. Needs CONFIG_FUNCTION_PROFILER.
     pub(crate) function_profile: Option<bool>,
+    /// `[tracer.hwlat]`: the hardware latency detector's parameters (global
+    /// files of `hwlat_detector/`), for `name = "hwlat"`.
+    pub(crate) hwlat: Option<Hwlat>,
+    /// `[tracer.osnoise]`: the osnoise tracer's parameters (global files of
+    /// `osnoise/`), for `name = "osnoise"`.
+    pub(crate) osnoise: Option<Osnoise>,
+    /// `[tracer.timerlat]`: the timerlat tracer's parameters (global files of
+    /// `osnoise/`), for `name = "timerlat"`.
+    pub(crate) timerlat: Option<Timerlat>,
+}
+
+/// `[tracer.hwlat]` (Documentation/trace/hwlat_detector.rst). Which CPUs it
+/// samples is `[buffer] cpus` (`tracing_cpumask`); its threshold `[tracer] thresh_us`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Hwlat {
+    /// `hwlat_detector/width`: µs of each window spent sampling with
+    /// interrupts off; less than `window_us`.
+    pub(crate) width_us: Option<u64>,
+    /// `hwlat_detector/window`: µs of each sampling period.
+    pub(crate) window_us: Option<u64>,
+    /// `hwlat_detector/mode`: `none`, `round-robin` or `per-cpu`.
+    pub(crate) mode: Option<String>,
+}
+
+/// `[tracer.osnoise]` (Documentation/trace/osnoise-tracer.rst). Its noise
+/// threshold is `[tracer] thresh_us` (`tracing_thresh`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Osnoise {
+    /// `osnoise/period_us`: µs of each period; at least `runtime_us`.
+    pub(crate) period_us: Option<u64>,
+    /// `osnoise/runtime_us`: µs of each period the osnoise thread samples.
+    pub(crate) runtime_us: Option<u64>,
+    /// `osnoise/stop_tracing_us`: stop tracing when one noise exceeds this (µs).
+    pub(crate) stop_tracing_us: Option<u64>,
+    /// `osnoise/stop_tracing_total_us`: stop tracing when a period's total noise exceeds this (µs).
+    pub(crate) stop_tracing_total_us: Option<u64>,
+    /// `osnoise/cpus`: the CPUs to sample, a cpu list such as `"0-3,6"`.
+    pub(crate) cpus: Option<String>,
+}
+
+/// `[tracer.timerlat]` (Documentation/trace/timerlat-tracer.rst).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Timerlat {
+    /// `osnoise/timerlat_period_us`: the timer's period, 100 to 1000000 µs.
+    pub(crate) period_us: Option<u64>,
+    /// `osnoise/print_stack`: record the IRQ's stack when the thread latency
+    /// exceeds this (µs).
+    pub(crate) print_stack_us: Option<u64>,
+    /// `osnoise/stop_tracing_us`: stop tracing when an IRQ latency exceeds this (µs).
+    pub(crate) stop_tracing_us: Option<u64>,
+    /// `osnoise/stop_tracing_total_us`: stop tracing when a thread latency exceeds this (µs).
+    pub(crate) stop_tracing_total_us: Option<u64>,
+    /// `osnoise/cpus`: the CPUs to sample, a cpu list such as `"0-3,6"`.
+    pub(crate) cpus: Option<String>,
 }
 
 /// `[stack]`: the stack tracer (Documentation/trace/ftrace.rst, "Stack trace"),

@@ -166,10 +166,33 @@ pub(crate) fn display_path(path: &[PathSeg]) -> String {
 
 /// The keys the recipe contract knows at a table path (for "did you mean").
 pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
-    let table = path.iter().find_map(|s| match s {
+    let mut keys = path.iter().filter_map(|s| match s {
         PathSeg::Key(k) => Some(k.as_str()),
         PathSeg::Index(_) => None,
     });
+    let table = keys.next();
+    match (table, keys.next()) {
+        (Some("tracer"), Some("hwlat")) => return vec!["width_us", "window_us", "mode"],
+        (Some("tracer"), Some("osnoise")) => {
+            return vec![
+                "period_us",
+                "runtime_us",
+                "stop_tracing_us",
+                "stop_tracing_total_us",
+                "cpus",
+            ];
+        }
+        (Some("tracer"), Some("timerlat")) => {
+            return vec![
+                "period_us",
+                "print_stack_us",
+                "stop_tracing_us",
+                "stop_tracing_total_us",
+                "cpus",
+            ];
+        }
+        _ => {}
+    }
     match table {
         None => vec![
             "extends",
@@ -209,6 +232,10 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "max_graph_depth",
             "options",
             "thresh_us",
+            "function_profile",
+            "hwlat",
+            "osnoise",
+            "timerlat",
         ],
         Some("kprobes") | Some("uprobes") => {
             vec!["event", "kind", "target", "fetch", "filter", "stacktrace"]

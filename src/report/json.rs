@@ -144,7 +144,8 @@ pub struct JsonReport {
     /// `funcgraph`, `stacks`).
     pub(crate) analyses: Vec<String>,
     /// The analysis that answers the question the recorded events ask, which
-    /// the summary shows first: the first of `kmem`, `block`, `syscalls`,
+    /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
+    /// `kmem`, `block`, `syscalls`,
     /// `errno`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
     /// `profile` that ran and has a result (a latency analysis: a paired
     /// sample), else `counts`.

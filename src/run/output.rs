@@ -82,7 +82,7 @@ pub(super) fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
-    report.tracer = crate::results::tracer_report(out.path(), &p.valid);
+    report.tracer = crate::results::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
     report.hist = crate::results::hist_report(out.path(), &p.valid);
     report.function_profile = crate::results::function_profile(out.path());

@@ -24,6 +24,7 @@ macro_rules! path {
 
 mod expect;
 pub(crate) mod filter;
+mod noise;
 mod probe;
 mod scope;
 mod tracer;
@@ -495,41 +496,45 @@ fn resolve_clock(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
 
 /// `[buffer] cpus`: a cpu list of this machine's CPUs, as a hex mask.
 fn resolve_cpumask(cx: &mut Ctx<'_>, r: &Recipe) -> Option<(String, Span)> {
+    let list = r.buffer.cpus.as_ref()?;
+    let span = cx.span(&path!("buffer", "cpus"));
+    let cpus = check_cpu_list(cx, span.clone(), list)?;
+    Some((cpumask_hex(&cpus), span))
+}
+
+/// A cpu list (`"0-3,6"`) of this machine's CPUs, at `span`; `None` (reported) when wrong.
+fn check_cpu_list(cx: &mut Ctx<'_>, span: Span, list: &str) -> Option<Vec<u32>> {
     let facts = cx.facts;
-    r.buffer.cpus.as_ref().and_then(|list| {
-        let span = cx.span(&path!("buffer", "cpus"));
-        match parse_cpu_list(list) {
-            Err(msg) => {
-                cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
-                None
-            }
-            Ok(cpus) => {
-                let missing: Vec<String> = cpus
-                    .iter()
-                    .filter(|c| !facts.cpus.contains(c))
-                    .map(u32::to_string)
-                    .collect();
-                if missing.is_empty() {
-                    Some((cpumask_hex(&cpus), span))
-                } else {
-                    cx.kernel(
-                        span,
-                        format!("this machine has no CPU {}", missing.join(", ")),
-                        Some(format!(
-                            "its CPUs are {}",
-                            facts
-                                .cpus
-                                .iter()
-                                .map(u32::to_string)
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        )),
-                    );
-                    None
-                }
-            }
+    match parse_cpu_list(list) {
+        Err(msg) => {
+            cx.recipe(span, msg, Some("write a cpu list such as \"0-3,6\"".into()));
+            None
         }
-    })
+        Ok(cpus) => {
+            let missing: Vec<String> = cpus
+                .iter()
+                .filter(|c| !facts.cpus.contains(c))
+                .map(u32::to_string)
+                .collect();
+            if missing.is_empty() {
+                return Some(cpus);
+            }
+            cx.kernel(
+                span,
+                format!("this machine has no CPU {}", missing.join(", ")),
+                Some(format!(
+                    "its CPUs are {}",
+                    facts
+                        .cpus
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
+            );
+            None
+        }
+    }
 }
 
 /// `[scope]` (live pids, a program name), `[output] reports` and

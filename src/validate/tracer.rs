@@ -7,10 +7,13 @@
 //! Source of truth: Documentation/trace/ftrace.rst ("The File System",
 //! "dynamic ftrace", "function graph tracer").
 
+use super::noise::resolve_noise_params;
 use super::{Ctx, Span};
 use crate::kernel::glob_match;
 use crate::recipe::{Stack, Tracer};
 use crate::suggest;
+
+pub(crate) use super::noise::NoiseParam;
 
 /// Tracers that trace kernel functions through ftrace (need available_filter_functions).
 pub(crate) const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
@@ -90,6 +93,9 @@ pub(crate) struct ResolvedTracer {
     pub(crate) max_latency: Option<MaxLatencyAt>,
     /// `function_profile = true`: the function profiler runs for the run.
     pub(crate) function_profile: bool,
+    /// `[tracer.hwlat]`, `[tracer.osnoise]`, `[tracer.timerlat]`: global
+    /// parameter files and their values, in the order they are written.
+    pub(crate) params: Vec<NoiseParam>,
     /// The `[tracer]` table.
     pub(crate) span: Span,
 }
@@ -261,6 +267,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             );
         }
     }
+    let params = resolve_noise_params(cx, t, &name);
     let function_profile = t.function_profile == Some(true);
     if function_profile && !cx.facts.has_file("function_profile_enabled") {
         let span = cx.key_span(&path!("tracer", "function_profile"));
@@ -293,6 +300,7 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
         .flatten();
     Some(ResolvedTracer {
         function_profile,
+        params,
         max_latency,
         name,
         functions: t.functions.clone(),

@@ -39,12 +39,19 @@ tracefs_state() {
   done
   grep -H '' options/* events/enable events/*/enable events/*/*/enable \
     events/*/*/filter events/*/*/trigger 2>/dev/null | grep -v ':#'
+  # hwlat's and osnoise/timerlat's global parameters (RT kernel).
+  for f in hwlat_detector/* osnoise/*; do
+    [ -f "$f" ] && [ -r "$f" ] && grep -H '' "$f" 2>/dev/null
+  done
   echo "stack_tracer_enabled:$(cat /proc/sys/kernel/stack_tracer_enabled 2>/dev/null)"
   echo "instances:$(ls instances | tr '\n' ' ')"
   echo "journals:$(ls /run/trace-recipe 2>/dev/null | grep journal | tr '\n' ' ')"
   cd /payload || return
 }
 tracefs_state > "$KLAB_OUT/fresh-before.txt"
+# The whole state once more without buffer_size_kb (whose first allocation no
+# one can undo): the host compares it with the state after every run.
+tracefs_state nobuf > "$KLAB_OUT/boot-state.txt"
 ./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
 echo $? > "$KLAB_OUT/fresh-run.rc"
 tracefs_state > "$KLAB_OUT/fresh-after.txt"
@@ -84,6 +91,10 @@ if [ -n "$rt" ]; then
   # dd reads with read(2); busybox cat would use sendfile(2), not vfs_read.
   ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  # recipes/timerlat.toml, shortened: per-CPU IRQ and thread timer latency.
+  o="$KLAB_OUT/recipe-timerlat"
+  ./trace-recipe run recipes/timerlat.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
   o="$KLAB_OUT/recipe-stop-at-fault"
   ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
@@ -129,11 +140,11 @@ fi
 # The kprobe run fails and is killed at every step; the function tracer and
 # hist runs at their last step (when every earlier step has to be undone).
 baseline=$(tracefs_state nobuf)
-# On the RT kernel: the stack tracer (global files and a sysctl) and a latency
-# tracer, at their last two steps.
+# On the RT kernel: the stack tracer (global files and a sysctl), a latency
+# tracer and osnoise (global osnoise/ files), at their last two steps.
 trials=
 [ -n "$faults" ] && trials="lab/kprobe-fetch.toml lab/function-filter.toml lab/hist-trigger.toml"
-[ -n "$rt" ] && trials="lab/rt/stack-filter.toml lab/rt/wakeup-rt.toml"
+[ -n "$rt" ] && trials="lab/rt/stack-filter.toml lab/rt/wakeup-rt.toml lab/rt/osnoise.toml"
 for r in $trials; do
   n=$(./trace-recipe check --plan "$r" 2>/dev/null | grep -cE '^ *[0-9]+\. ')
   s=1
@@ -168,6 +179,7 @@ for r in $trials; do
     s=$((s + 1))
   done
 done
+tracefs_state nobuf > "$KLAB_OUT/final-state.txt"
 ./trace-recipe status > "$KLAB_OUT/status.txt" 2>&1
 echo $? > "$KLAB_OUT/status.rc"
 {

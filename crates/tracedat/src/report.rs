@@ -5,6 +5,7 @@
 //! and writes digits by hand, because a listing prints every record of files
 //! with tens of millions of them. [`format_record`] is a one-off `Printer`.
 
+use std::cell::Cell;
 use std::io::Write;
 
 use rustc_hash::FxHashMap;
@@ -36,8 +37,14 @@ enum Body {
     /// A handler of trace-cmd's plugins (sched_switch, sched_wakeup,
     /// function), reproduced.
     Plugin,
-    /// `name=value` pairs (the print fmt could not be evaluated).
+    /// `name=value` pairs (an event whose format the file lacks).
     Fields,
+    /// The print fmt could not be parsed: `[FAILED TO PARSE]` and every
+    /// field raw, as trace-cmd prints an event whose print fmt it could not
+    /// parse ([`write_failed`]). One flag per field of `fields`: whether a
+    /// character array is still printed as text (cleared by its first
+    /// unprintable value, for the rest of the listing, as libtraceevent does).
+    Failed(Vec<Cell<bool>>),
     /// A function_graph entry or exit, drawn as trace-cmd's function graph
     /// handlers draw it ([`Graph`]).
     Graph(Graph),
@@ -161,10 +168,10 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
         Ok(p) => Body::Fmt(p, kmem),
         Err(e) => {
             eprintln!(
-                "trace-recipe: note: event {}:{}: print fmt not understood ({e}); its fields are printed as name=value",
+                "trace-recipe: note: event {}:{}: print fmt not understood ({e}); printed as trace-cmd prints an event it cannot parse: [FAILED TO PARSE] and the raw fields",
                 f.system, f.name
             );
-            Body::Fields
+            Body::Failed(vec![Cell::new(true); f.fields.len()])
         }
     }
 }
@@ -492,6 +499,94 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
     Ok(())
 }
 
+/// An event whose print fmt could not be parsed, as trace-cmd 3.1.6
+/// (libtraceevent 1.7) prints one it failed to parse: `[FAILED TO PARSE]`,
+/// then ` NAME=VALUE` for every non-common field. The kind of a field comes
+/// from its declared type, as libtraceevent reads it: an array (`[N]`, `[]`,
+/// `__data_loc`, `__rel_loc`) of `char`, `u8` or `s8` is text while its
+/// bytes up to the first NUL are printable (`text` flags, cleared for good by
+/// the first value that is not), other arrays `ARRAY[b0, b1, ...]` in hex
+/// bytes; scalars: pointers `0xHEX`; signed ones in decimal (`%2d` for 2
+/// bytes, `0xHEX` of the 32-bit value for a 4-byte `long`); unsigned ones
+/// `0xHEX` when the type says `long`, else decimal; a scalar of another size
+/// than 1, 2, 4 or 8 bytes reads as 0.
+fn write_failed(ev: &Event<'_>, text: &[Cell<bool>], out: &mut Vec<u8>) {
+    let data: &[u8] = &ev.data;
+    out.extend_from_slice(b"[FAILED TO PARSE]");
+    for (f, text) in ev.format.fields.iter().zip(text) {
+        out.push(b' ');
+        out.extend_from_slice(f.name.as_bytes());
+        out.push(b'=');
+        let dynamic = matches!(f.layout, FieldLayout::DataLoc | FieldLayout::RelLoc);
+        if f.array_len.is_some() || dynamic {
+            // Where the bytes start and how many: the declared place and
+            // size, or the `__data_loc`/`__rel_loc` word's (none when the
+            // word lies past the record's end).
+            let (start, len) = if dynamic {
+                let loc = data
+                    .get(f.offset..f.offset.saturating_add(4))
+                    .and_then(|w| read_uint(w, ev.big_endian))
+                    .unwrap_or(0);
+                let rel = if f.layout == FieldLayout::RelLoc {
+                    f.offset + 4
+                } else {
+                    0
+                };
+                ((loc & 0xffff) as usize + rel, (loc >> 16) as usize)
+            } else {
+                (f.offset, f.size)
+            };
+            let rest = data.get(start..).unwrap_or(&[]);
+            let bytes = &rest[..len.min(rest.len())];
+            let chars = ["char", "u8", "s8"].iter().any(|c| f.type_name.contains(c));
+            let printable = |b: &u8| matches!(b, 0x20..=0x7e | 0x09..=0x0d);
+            if chars && text.get() && bytes.iter().take_while(|b| **b != 0).all(printable) {
+                // `%s` from the field's start: up to the first NUL, even
+                // past a declared length of 0 (a trailing `char buf[]`).
+                let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+                out.extend_from_slice(&rest[..end]);
+            } else {
+                text.set(false);
+                out.extend_from_slice(b"ARRAY[");
+                for (i, b) in bytes.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    let _ = write!(out, "{b:02x}");
+                }
+                out.push(b']');
+            }
+            continue;
+        }
+        let v = data
+            .get(f.offset..f.offset.saturating_add(f.size))
+            .filter(|raw| matches!(raw.len(), 1 | 2 | 4 | 8))
+            .and_then(|raw| read_uint(raw, ev.big_endian))
+            .unwrap_or(0);
+        let long = f.type_name.contains("long");
+        let mut ibuf = itoa::Buffer::new();
+        if f.is_pointer || (long && !f.signed) {
+            write_hex(out, v);
+        } else if f.signed {
+            match f.size {
+                4 if long => write_hex(out, v as u32 as u64),
+                4 => out.extend_from_slice(ibuf.format(v as u32 as i32).as_bytes()),
+                2 => {
+                    let s = ibuf.format(v as u16 as i16);
+                    if s.len() < 2 {
+                        out.push(b' ');
+                    }
+                    out.extend_from_slice(s.as_bytes());
+                }
+                1 => out.extend_from_slice(ibuf.format(v as u8 as i8).as_bytes()),
+                _ => out.extend_from_slice(ibuf.format(v as i64).as_bytes()),
+            }
+        } else {
+            out.extend_from_slice(ibuf.format(v).as_bytes());
+        }
+    }
+}
+
 /// Write one record as one `trace-cmd report`-style line (plus a newline):
 ///
 /// `[BUFFER: ]COMM-PID [CPU] TIME: EVENT_NAME: FIELDS`
@@ -771,6 +866,7 @@ impl<'a> Printer<'a> {
                 self.function(ev)
             }
             Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
+            Body::Failed(text) => write_failed(ev, text, &mut self.line),
             Body::Graph(g) => {
                 let depth = g.depth.read(ev);
                 if g.times.is_none() {

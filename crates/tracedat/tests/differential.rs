@@ -599,3 +599,91 @@ fn trace_printk_records_print_as_trace_cmd_prints_them() {
     assert!(ours.contains("\nlines 7\n"), "{ours}");
     assert!(ours.contains("difftest_f3+0x10 difftest_f3\n"), "{ours}");
 }
+
+/// An event whose print fmt neither reader can parse (`__print_u32_array`, a
+/// helper of old vendor kernels; trappy's thermal events use it): trace-cmd
+/// prints `[FAILED TO PARSE]` and the raw fields, and so do we, field kind by
+/// field kind (character arrays as text until a value is not printable, other
+/// arrays as bytes, pointers and `long`s in hex, signed widths), in both long
+/// sizes.
+#[test]
+fn unparsable_print_fmts_print_raw_fields_as_trace_cmd_prints_them() {
+    if !have_trace_cmd() {
+        eprintln!("trace-cmd not installed: comparison skipped");
+        return;
+    }
+    let fields = [
+        "char comm[16]",
+        "__data_loc char[] name",
+        "__data_loc u32[] load",
+        "u8 mask[4]",
+        "unsigned long freq",
+        "long delta",
+        "int temp",
+        "short trip",
+        "signed char level",
+        "u64 total",
+        "void * dev",
+        "size_t count",
+    ];
+    let (sizes, signed) = (
+        [16, 4, 4, 4, 8, 8, 4, 2, 1, 8, 8, 8],
+        [0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0],
+    );
+    let mut text = String::from(
+        "name: unparsable\nID: 900\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n",
+    );
+    let mut offset = 8;
+    for ((decl, size), signed) in fields.iter().zip(sizes).zip(signed) {
+        text.push_str(&format!(
+            "\tfield:{decl};\toffset:{offset};\tsize:{size};\tsigned:{signed};\n"
+        ));
+        offset += size;
+    }
+    text.push_str(
+        "\nprint fmt: \"load={%s} freq=%lu\", \
+__print_u32_array(__get_dynamic_array(load), REC->count), REC->freq\n",
+    );
+    let formats = [("difftest".to_string(), text)];
+    let tmp = tempfile::tempdir().unwrap();
+    let long4 = Endian {
+        big: false,
+        long: 4,
+    };
+    for (label, e) in [
+        ("unparsable-64", Endian::LITTLE64),
+        ("unparsable-32", long4),
+    ] {
+        let diffs = compare(tmp.path(), label, &formats, Layout { e, v7: false }, 40, 21);
+        let report: String = diffs
+            .iter()
+            .take(3)
+            .map(|d| format!("  ours:   {}  theirs: {}", d.ours, d.theirs))
+            .collect();
+        assert!(
+            diffs.is_empty(),
+            "{label}: {} records differ\n{report}",
+            diffs.len()
+        );
+        // Every record was printed, each kind of field seen.
+        let f = TraceFile::open(&tmp.path().join(format!("{label}.dat"))).unwrap();
+        let mut out = Vec::new();
+        let mut printer = Printer::new(&f);
+        for r in f.records() {
+            printer.write(&r.unwrap(), &mut out).unwrap();
+        }
+        let ours = String::from_utf8_lossy(&out);
+        assert_eq!(
+            ours.matches("[FAILED TO PARSE] comm=").count(),
+            40,
+            "{ours}"
+        );
+        for kind in [" mask=ARRAY[", " dev=0x", " freq=0x", " load=ARRAY["] {
+            assert!(ours.contains(kind), "{kind} missing:\n{ours}");
+        }
+    }
+}
