@@ -112,12 +112,9 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         r.recipe = j["recipe"].as_str().map(str::to_string);
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
-        r.expectations = serde_json::from_value(j["expectations"].clone()).unwrap_or_default();
         // What the kernel kept outside the trace (a tracer's max latency, the
         // deepest stack, hist tables) is in report.json only.
-        r.tracer = serde_json::from_value(j["tracer"].clone()).ok();
-        r.stack_tracer = serde_json::from_value(j["stack_tracer"].clone()).ok();
-        r.hist = serde_json::from_value(j["hist"].clone()).unwrap_or_default();
+        r.add_run_results(j);
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)

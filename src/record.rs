@@ -46,11 +46,13 @@ pub struct CpuCapture {
 type ReaderThread = JoinHandle<std::io::Result<(u64, Duration)>>;
 
 /// What an idle reader is given to start reading: its CPU's trace_pipe_raw,
-/// its raw file and the sub-buffer size.
+/// its raw file, the sub-buffer size, and whether to read only once draining
+/// is asked for ([`Readers::start`]).
 struct Job {
     fd: OwnedFd,
     out: File,
     subbuf: usize,
+    at_end: bool,
 }
 
 /// Per-CPU reader threads started before anything is applied, each waiting for
@@ -106,6 +108,9 @@ impl Readers {
                     match job_rx.recv() {
                         Ok(j) => {
                             crate::apply::hooks::hold_readers(&draining);
+                            if j.at_end {
+                                wait_for_drain(&draining, &wake);
+                            }
                             read_cpu(j.fd, j.out, j.subbuf, (&draining, &wake), &bytes)
                         }
                         Err(_) => Ok((0, Duration::ZERO)),
@@ -130,13 +135,18 @@ impl Readers {
 
     /// Hands each reader its CPU's `per_cpu/cpuN/trace_pipe_raw` of `instance`,
     /// to read `subbuf` bytes (the sub-buffer size) at a time into
-    /// `raw_dir/cpuN.raw`. Errors: a file could not be opened or created (the
-    /// readers are then ended).
+    /// `raw_dir/cpuN.raw`. With `at_end`, the readers read nothing until
+    /// [`Recorder::finish`] (then what the buffer holds): reading consumes, and a
+    /// latency tracer swaps the live buffer into its max buffer at each new
+    /// maximum, so a reader running meanwhile would empty the worst case's trace
+    /// (kernel/trace/trace.c, `update_max_tr`). Errors: a file could not be
+    /// opened or created (the readers are then ended).
     pub fn start(
         mut self,
         instance: &Instance,
         subbuf: usize,
         raw_dir: &Path,
+        at_end: bool,
     ) -> Result<Recorder, RecordError> {
         let mut jobs = Vec::new();
         for (cpu, _, _) in &self.threads {
@@ -158,7 +168,15 @@ impl Readers {
                 path: out_path.clone(),
                 source,
             })?;
-            jobs.push((Job { fd, out, subbuf }, out_path));
+            jobs.push((
+                Job {
+                    fd,
+                    out,
+                    subbuf,
+                    at_end,
+                },
+                out_path,
+            ));
         }
         let mut rec = Recorder {
             threads: Vec::new(),
@@ -411,6 +429,14 @@ fn read_pages(
     }
     out.flush()?;
     Ok(total)
+}
+
+/// Waits until draining is asked for (`wake` hangs up when it is).
+fn wait_for_drain(draining: &AtomicBool, wake: &OwnedFd) {
+    while !draining.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(wake, PollFlags::IN)];
+        let _ = poll(&mut fds, None);
+    }
 }
 
 /// Waits until `fd` has data (for trace_pipe_raw: its CPU's buffer is filled

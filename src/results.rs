@@ -7,7 +7,11 @@
 //! shows in the latency format (Documentation/trace/ftrace.rst, "irqsoff" and
 //! "wakeup"); hwlat only keeps the number (kernel/trace/trace_hwlat.c). The
 //! recorder drains the live buffer, not the max buffer, so that trace is saved
-//! here as the kernel prints it.
+//! here as the kernel prints it. At each new maximum the kernel swaps the live
+//! buffer into the max buffer (kernel/trace/trace.c, `update_max_tr`), so with
+//! such a tracer the recorder reads the live buffer only once tracing is off
+//! ([`crate::record::Readers::start`]): reading consumes, and a reader running
+//! meanwhile would empty the worst case's trace before the swap.
 //!
 //! The stack tracer (`[stack]`) keeps the deepest kernel stack seen since
 //! `stack_max_size` was reset, with each frame's size, in `stack_trace`
@@ -61,6 +65,12 @@ const MAX_TRACE_TRACERS: &[&str] = &[
     "wakeup_dl",
 ];
 
+/// Whether tracer `name` keeps the trace of its worst case in the max buffer,
+/// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).
+pub(crate) fn keeps_max_trace(name: &str) -> bool {
+    MAX_TRACE_TRACERS.contains(&name)
+}
+
 /// report.json `tracer`: the result of the run's tracer, for tracers that keep one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct TracerReport {
@@ -75,9 +85,8 @@ pub(crate) struct TracerReport {
     /// The max-latency trace (the `trace` file of a latency tracer, in the
     /// kernel's latency format, as `trace-cmd report -l` prints), a file in the
     /// output folder (`tracer/max_latency_trace.txt`); `null` for tracers
-    /// without one (hwlat) and when the max buffer held no events (the run's
-    /// recorder reads the live buffer the kernel swaps into it; the number in
-    /// `max_latency_us` is exact either way).
+    /// without one (hwlat) and when the max buffer held no events (no latency
+    /// was measured).
     pub(crate) max_latency_trace: Option<String>,
     /// The task the worst case was measured on, `COMM-PID`, from the max
     /// trace's header (`task: ...`).
@@ -165,7 +174,7 @@ pub(crate) fn save(
         MaxLatencyAt::TopLevel => tracefs.read_bytes("tracing_max_latency")?,
     };
     out.write_new(MAX_LATENCY_FILE, &max)?;
-    if MAX_TRACE_TRACERS.contains(&t.name.as_str()) {
+    if keeps_max_trace(&t.name) {
         out.write_new(MAX_TRACE_FILE, &inst.read_bytes("trace")?)?;
     }
     Ok(())
@@ -200,9 +209,7 @@ pub(crate) fn tracer_report(
     let trace = read_small(&dir.join(MAX_TRACE_FILE));
     let (task, cpu) = trace.as_deref().map(max_trace_header).unwrap_or_default();
     // The kernel prints the latency header only over a max buffer with
-    // entries: the worst case's events can be missing when the run's recorder
-    // had consumed them from the live buffer before the kernel swapped it into
-    // the max buffer (kernel/trace/trace.c, `update_max_tr`).
+    // entries (none when no latency was measured).
     let has_trace = trace
         .as_deref()
         .is_some_and(|t| t.contains("\n# latency: "));

@@ -622,7 +622,15 @@ impl Armed {
         if let Some(t) = self.p.kallsyms.take() {
             self.kallsyms = t.join().unwrap_or_default();
         }
-        let recorder = self.recorder.insert(readers.start(inst, subbuf, &raw_dir)?);
+        // A latency tracer's worst case is in the max buffer the kernel swaps
+        // the live one into: the live buffer is read only once tracing is off.
+        let at_end = valid
+            .tracer
+            .as_ref()
+            .is_some_and(|t| crate::results::keeps_max_trace(&t.name));
+        let recorder = self
+            .recorder
+            .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
         crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),

@@ -351,9 +351,22 @@ impl Instance {
             WriteMode::Append => opts.append(true),
         };
         opts.custom_flags(libc::O_CLOEXEC);
-        let result = opts
-            .open(&path)
-            .and_then(|mut f| f.write_all(value.as_bytes()));
+        // The filter files parse a pattern when whitespace ends it; one left
+        // unterminated is parsed when the file is closed, where the kernel
+        // drops the error (kernel/trace/ftrace.c, `ftrace_regex_write` and
+        // `ftrace_regex_release`): a newline makes a refused pattern fail here.
+        let terminated;
+        let value_bytes = match file.rsplit('/').next() {
+            Some(
+                "set_ftrace_filter" | "set_ftrace_notrace" | "set_graph_function"
+                | "set_graph_notrace" | "stack_trace_filter",
+            ) if !value.ends_with('\n') => {
+                terminated = format!("{value}\n");
+                terminated.as_bytes()
+            }
+            _ => value.as_bytes(),
+        };
+        let result = opts.open(&path).and_then(|mut f| f.write_all(value_bytes));
         result.map_err(|source| TracefsError::Write {
             error_log: self.error_log_since_mark(),
             path,

@@ -184,3 +184,70 @@ fn lost_events_are_counted_once_in_overwrite_and_in_drop_newest_mode() {
     }
     guard.assert_unchanged();
 }
+
+/// A workload that writes to `$TRACE_RECIPE_MARKER` finds its lines in
+/// report.json `markers` (time, CPU, task, text), summary.txt and report.html,
+/// escaped: a control sequence is written out as `\u{1b}` in the summary and
+/// HTML markup as text in the page.
+#[test]
+fn markers_the_workload_writes_reach_report_json_the_summary_and_the_html_page_escaped() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "markers.toml",
+        "name = \"markers\"\ndescription = \"t\"\n[[events]]\nname = \"sched:sched_process_exec\"\n[output]\nreports = [\"summary\", \"json\", \"html\"]\n",
+    );
+    let out = dir.path().join("out");
+    let o = run_recipe(
+        &recipe,
+        &out,
+        &[
+            "sh",
+            "-c",
+            "echo 'phase one' > \"$TRACE_RECIPE_MARKER\"; printf 'evil \\033[2J <b>&</b>\\n' > \"$TRACE_RECIPE_MARKER\"; echo 'phase two' > \"$TRACE_RECIPE_MARKER\"",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&read("report.json")).unwrap();
+    let m = &report["markers"];
+    let workload = report["workload"]["pid"].as_i64().unwrap();
+    let first = m["first"].as_array().cloned().unwrap_or_default();
+    let texts: Vec<&str> = first.iter().filter_map(|x| x["text"].as_str()).collect();
+    assert_eq!(m["count"], 3, "{m:#}");
+    assert_eq!(
+        texts,
+        ["phase one", "evil \\u{1b}[2J <b>&</b>", "phase two"],
+        "{m:#}"
+    );
+    let mut last = 0;
+    for x in &first {
+        let ts = x["ts_ns"].as_u64().unwrap();
+        assert!(
+            ts >= last
+                && x["pid"].as_i64() == Some(workload)
+                && x["comm"] == "sh"
+                && x["cpu"].as_u64().is_some(),
+            "{x:#}"
+        );
+        last = ts;
+    }
+    let summary = read("summary.txt");
+    assert!(
+        summary.contains("markers:  3 written to trace_marker\n")
+            && summary.contains(&format!(" sh-{workload}: phase one\n"))
+            && summary.contains(": evil \\u{1b}[2J <b>&</b>\n")
+            && !summary.contains('\u{1b}'),
+        "{summary}"
+    );
+    let html = read("report.html");
+    assert!(
+        html.contains("<h2 id=\"markers\">Markers</h2>")
+            && html.contains("evil \\u{1b}[2J &lt;b&gt;&amp;&lt;&#x2f;b&gt;")
+            && html.contains("phase two")
+            && !html.contains("<b>&"),
+        "{html}"
+    );
+    guard.assert_unchanged();
+}

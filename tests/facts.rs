@@ -486,3 +486,72 @@ fn the_function_profiler_is_a_key_where_the_kernel_has_it_and_named_as_missing_w
         "{out}"
     );
 }
+
+/// Function triggers that switch events: validated offline from the 6.1 facts
+/// (the function, the target event), written `FUNCTION:enable_event:SYS:EV[:N]`
+/// and removed by `!` and the whole command (the kernel matches a command with
+/// a count or an event only so); `dump`/`cpudump` refused with the reason.
+#[test]
+fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() {
+    let facts = facts_file("debian-6.1");
+    let recipe = repo().join("tests/lab/function-event.toml");
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        facts.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let plan = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{plan}{}", text(&o.stderr));
+    for (command, undo) in [
+        (
+            "ksys_sync:disable_event:sched:sched_process_fork",
+            "!ksys_sync:disable_event:sched:sched_process_fork",
+        ),
+        (
+            "ksys_sync:enable_event:sched:sched_process_exit:1",
+            "!ksys_sync:enable_event:sched:sched_process_exit:1",
+        ),
+        ("ksys_sync:snapshot:1", "!ksys_sync:snapshot:1"),
+    ] {
+        assert!(
+            plan.lines()
+                .any(|l| l.contains(&format!("echo \"{command}\" >> "))
+                    && l.contains("/set_ftrace_filter")
+                    && l.contains(&format!("(undo: echo \"{undo}\" >> "))),
+            "{command}:\n{plan}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write_recipe(
+        dir.path(),
+        "bad.toml",
+        "name = \"bad\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"enable_event\"\ntarget = \"sched:sched_nope\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"disable_event\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"cpudump\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    for (place, msg) in [
+        (
+            "5:10",
+            "this kernel has no event `sched:sched_nope` to enable",
+        ),
+        ("8:10", "`disable_event` needs `target = \"system:event\"`"),
+        (
+            "11:10",
+            "`cpudump` is refused: it prints the top-level ring buffer",
+        ),
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!("bad.toml:{place}: error")) && l.contains(msg)),
+            "{place} {msg}:\n{out}"
+        );
+    }
+}

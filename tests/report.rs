@@ -300,20 +300,86 @@ fn headless(chrome: &str, profile: &Path) -> Command {
         "--disable-sync",
         "--no-first-run",
         "--enable-logging=stderr",
-        "--window-size=1000,1400",
     ])
     .arg(format!("--user-data-dir={}", profile.display()));
     c
 }
 
-#[test]
-fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
-    let Some(chrome) = chromium() else {
+/// Chromium's binary; `None` (the test then returns) when it is missing,
+/// which fails under CI=true.
+fn chromium_or_skip() -> Option<&'static str> {
+    let chrome = chromium();
+    if chrome.is_none() {
         assert!(
             !crate::common::in_ci(),
             "chromium is missing: scripts/test installs it"
         );
         eprintln!("skipped: chromium is not installed (scripts/test installs it)");
+    }
+    chrome
+}
+
+/// A report.html as headless Chromium shows it.
+struct Loaded {
+    /// The DOM after loading (`--dump-dom`).
+    dom: String,
+    /// A screenshot 1000 px wide and `height` high, as pixels of `channels` bytes.
+    pixels: Vec<u8>,
+    channels: usize,
+}
+
+/// Checks that the page at `html_path` fetches nothing from anywhere, loads
+/// it in headless Chromium (the page may log no error) and takes a
+/// screenshot `height` px high, kept at `keep` when given.
+fn load_in_chromium(chrome: &str, html_path: &Path, height: u32, keep: Option<&Path>) -> Loaded {
+    let html = std::fs::read_to_string(html_path).unwrap();
+    // Self-contained: nothing is fetched from anywhere, and nothing runs.
+    for needle in [
+        "<script", "<link", "<img", "src=", "url(", "@import", "onload",
+    ] {
+        assert!(!html.contains(needle), "report.html uses `{needle}`");
+    }
+    let url = format!("file://{}", html_path.display());
+    let profile = tempfile::tempdir().unwrap();
+    let dom = headless(chrome, profile.path())
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let log = text(&dom.stderr);
+    assert!(
+        !log.contains("CONSOLE") && !log.contains("Uncaught"),
+        "the page logged errors:\n{log}"
+    );
+    let shot = profile.path().join("shot.png");
+    let s = headless(chrome, profile.path())
+        .arg(format!("--window-size=1000,{height}"))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    if let Some(keep) = keep {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    buf.truncate(info.buffer_size());
+    Loaded {
+        dom: text(&dom.stdout),
+        pixels: buf,
+        channels,
+    }
+}
+
+#[test]
+fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
+    let Some(chrome) = chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -325,27 +391,8 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
         assert_eq!(code, Some(0), "{stderr}");
         guard.assert_unchanged();
     }
-    let html_path = out.join("report.html");
-    let html = std::fs::read_to_string(&html_path).unwrap();
-    // Self-contained: nothing is fetched from anywhere.
-    for needle in ["<script", "<link", "<img", "src=", "url(", "@import"] {
-        assert!(!html.contains(needle), "report.html uses `{needle}`");
-    }
-    let url = format!("file://{}", html_path.display());
-
-    let profile = tempfile::tempdir().unwrap();
-    let dom = headless(chrome, profile.path())
-        .arg("--dump-dom")
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(dom.status.success(), "{}", text(&dom.stderr));
-    let dom_text = text(&dom.stdout);
-    let log = text(&dom.stderr);
-    assert!(
-        !log.contains("CONSOLE") && !log.contains("Uncaught"),
-        "the page logged errors:\n{log}"
-    );
+    let page = load_in_chromium(chrome, &out.join("report.html"), 5000, None);
+    let dom_text = &page.dom;
     // One timeline row per CPU with events, one histogram per latency analysis.
     let report = json(&out.join("report.json"));
     assert!(dom_text.contains(r#"class="timeline""#), "{dom_text}");
@@ -366,23 +413,11 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
         report["lost_percent"].as_f64().unwrap()
     )));
 
-    // The screenshot shows the charts: the timeline's blue and the histograms' orange.
-    let shot = dir.path().join("shot.png");
-    let s = headless(chrome, profile.path())
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(&url)
-        .output()
-        .unwrap();
-    assert!(s.status.success(), "{}", text(&s.stderr));
-    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let channels = info.color_type.samples();
-    assert!(channels >= 3, "{:?}", info.color_type);
+    // The screenshot (tall enough for the profile tables above them) shows the
+    // charts: the timeline's blue and the histograms' orange.
     let mut colors = std::collections::HashSet::new();
     let (mut orange, mut blue) = (0, 0);
-    for px in buf[..info.buffer_size()].chunks_exact(channels) {
+    for px in page.pixels.chunks_exact(page.channels) {
         let (r, g, b) = (px[0], px[1], px[2]);
         colors.insert((r, g, b));
         if r.abs_diff(0xd0) < 8 && g.abs_diff(0x70) < 8 && b.abs_diff(0x2a) < 8 {
@@ -399,6 +434,255 @@ fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
     );
     assert!(orange > 500, "no histogram bars on screen ({orange} px)");
     assert!(blue > 100, "no timeline on screen ({blue} px)");
+}
+
+/// A recipe whose stacks (a `stacktrace` trigger on sched_switch) feed a
+/// flame graph, whose sched events feed the profile, and whose second
+/// expectation fails.
+const FLAME_RECIPE: &str = r#"name = "flame"
+description = "where tasks switch out, and a failed expectation"
+duration = "30s"
+[scope]
+follow_forks = true
+[[events]]
+name = "sched:sched_switch"
+stacktrace = true
+[[events]]
+name = "sched:sched_wakeup"
+[[expect]]
+that = "count(sched:sched_wakeup) >= 1"
+[[expect]]
+that = "count(sched:sched_switch) < 3"
+[output]
+reports = ["summary", "json", "html"]
+"#;
+
+/// Folded stacks counted from `trace-cmd report`'s listing: each `<stack
+/// trace >` record under the event before it on its CPU (`sched:` or
+/// `syscalls:` by the event's name), its `=> SYMBOL (ADDR)` frames outermost first.
+fn folded_from_listing(listing: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut last_on_cpu: HashMap<String, String> = HashMap::new();
+    let mut stacks: Vec<(String, Vec<&str>)> = Vec::new();
+    for l in listing.lines() {
+        if let Some(frame) = l.strip_prefix("=> ") {
+            stacks
+                .last_mut()
+                .unwrap()
+                .1
+                .push(frame.split(' ').next().unwrap());
+            continue;
+        }
+        let Some(r) = ReportLine::parse(l) else {
+            continue;
+        };
+        let cpu = l
+            .split('[')
+            .nth(1)
+            .unwrap()
+            .split(']')
+            .next()
+            .unwrap()
+            .to_string();
+        if r.event == "kernel_stack" {
+            let event = last_on_cpu.get(&cpu).cloned().unwrap_or_default();
+            stacks.push((event, Vec::new()));
+        } else {
+            let system = if r.event.starts_with("sys_") {
+                "syscalls"
+            } else {
+                "sched"
+            };
+            last_on_cpu.insert(cpu, format!("{system}:{}", r.event));
+        }
+    }
+    let mut folded = std::collections::BTreeMap::new();
+    for (event, frames) in stacks {
+        let path: Vec<&str> = std::iter::once(event.as_str())
+            .chain(frames.into_iter().rev())
+            .collect();
+        *folded.entry(path.join(";")).or_insert(0) += 1;
+    }
+    folded
+}
+
+/// A real run with a stacktrace trigger and a failing expectation: its
+/// stacks.folded holds the stacks trace-cmd lists, and its report.html,
+/// loaded in headless Chromium, shows the failed expectation first, the
+/// profile table and a flame graph of those stacks (screenshot kept in
+/// `$TRACE_RECIPE_SCREENSHOT` when set, for a person to look at).
+#[test]
+fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    {
+        let guard = TracefsGuard::acquire();
+        let recipe = write_recipe(dir.path(), "flame.toml", FLAME_RECIPE);
+        let (code, stderr) = run(&recipe, &out, WORKLOAD);
+        // Exit 5: an expectation failed; everything was written.
+        assert_eq!(code, Some(5), "{stderr}");
+        guard.assert_unchanged();
+    }
+    // The folded stacks are the stacks of trace.dat, as trace-cmd lists them.
+    let folded = std::fs::read_to_string(out.join("stacks.folded")).unwrap();
+    let ours = crate::common::parse_folded(&folded);
+    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let theirs = folded_from_listing(&listing);
+    assert!(
+        theirs
+            .keys()
+            .any(|p| p.starts_with("sched:sched_switch;") && p.contains(";__schedule;")),
+        "{listing}"
+    );
+    assert_eq!(ours, theirs);
+    let report = json(&out.join("report.json"));
+    assert_eq!(
+        ours.values().sum::<u64>(),
+        report["stacks"]["total"].as_u64().unwrap()
+    );
+    // `report` writes the same from the folder, and from the file with -o.
+    let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "folded"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), folded);
+    let to = dir.path().join("again.folded");
+    let dat = out.join("trace.dat");
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--format",
+        "folded",
+        "-o",
+        to.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&to).unwrap(), folded);
+    // `report` of the folder draws the same page, with what only the run knew
+    // (its expectations); narrowed, the run's expectations are left out.
+    let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = text(&o.stdout);
+    assert!(
+        page.contains(
+            r#"<tr class="fail"><td>FAIL</td><td><code>count(sched:sched_switch) &lt; 3</code>"#
+        ) && page.contains(r#"<svg class="flamegraph""#),
+        "{page}"
+    );
+    let o = trace_recipe(&[
+        "report",
+        out.to_str().unwrap(),
+        "--format",
+        "html",
+        "--cpu",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains(r#"id="expectations""#));
+    // No function_graph here: nothing to fold, said on stderr.
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--format",
+        "folded-funcgraph",
+    ]);
+    assert!(o.status.success() && o.stdout.is_empty());
+    assert!(
+        text(&o.stderr).contains("no funcgraph_entry"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    let keep = std::env::var_os("TRACE_RECIPE_SCREENSHOT").map(PathBuf::from);
+    let page = load_in_chromium(chrome, &out.join("report.html"), 2400, keep.as_deref());
+    let dom = &page.dom;
+    // Expectations: the failed one first, though the recipe lists it second.
+    let expect = dom.split(r#"id="expectations""#).nth(1).unwrap();
+    let expect = expect.split("</table>").next().unwrap();
+    let rows: Vec<&str> = expect.split("<tr class=").skip(1).collect();
+    assert_eq!(rows.len(), 2, "{expect}");
+    assert!(
+        rows[0].starts_with(r#""fail""#)
+            && rows[0].contains("FAIL")
+            && rows[0].contains("count(sched:sched_switch) &lt; 3")
+            && rows[0].contains(&format!(">{}<", report["events"]["sched:sched_switch"])),
+        "{expect}"
+    );
+    assert!(rows[1].starts_with(r#""pass""#), "{expect}");
+    // The profile table, with a row of the workload.
+    let table = dom.split(r#"class="profile""#).nth(1).unwrap();
+    let table = table.split("</table>").next().unwrap();
+    let pid = report["workload"]["pid"].as_u64().unwrap();
+    assert!(
+        table.contains(&format!("<tr><td>{pid}</td><td>sh</td>")),
+        "{table}"
+    );
+    // The flame graph: one frame per distinct path prefix, real kernel symbols.
+    let flame = dom.split(r#"<svg class="flamegraph""#).nth(1).unwrap();
+    let flame = flame.split("</svg>").next().unwrap();
+    let total: u64 = ours.values().sum();
+    assert!(
+        flame.contains(&format!(
+            "<title>sched:sched_switch ({total} records, 100.00%)</title>"
+        )),
+        "{flame}"
+    );
+    for frame in [
+        "__schedule",
+        "schedule",
+        "trace_event_raw_event_sched_switch",
+    ] {
+        assert!(
+            flame.contains(&format!("<title>{frame} (")),
+            "no `{frame}` frame: {flame}"
+        );
+    }
+
+    // The screenshot shows the flame graph's warm colours.
+    let warm = page
+        .pixels
+        .chunks_exact(page.channels)
+        .filter(|px| px[0] > 200 && px[1] > 60 && px[1] < 230 && px[2] < 80)
+        .count();
+    assert!(warm > 5000, "no flame graph on screen ({warm} px)");
+}
+
+/// function_graph recorded in the kernel lab (6.1 and 6.12, kept in
+/// crates/tracedat/tests/funcgraph/): `report --format folded-funcgraph` gives
+/// each call path the self time trace-cmd's drawing of the graph adds up, and
+/// report.html draws it.
+#[test]
+fn funcgraph_folded_call_paths_agree_with_trace_cmd_on_lab_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    for kernel in ["6.1.0-56-amd64", "6.12.117+deb12-amd64"] {
+        let zst = repo().join(format!(
+            "crates/tracedat/tests/funcgraph/lab-{kernel}.dat.zst"
+        ));
+        let dat = dir.path().join(format!("{kernel}.dat"));
+        let bytes = zstd::decode_all(std::fs::File::open(&zst).unwrap()).unwrap();
+        std::fs::write(&dat, bytes).unwrap();
+        let o = trace_recipe(&[
+            "report",
+            dat.to_str().unwrap(),
+            "--format",
+            "folded-funcgraph",
+        ]);
+        assert!(o.status.success(), "{kernel}: {}", text(&o.stderr));
+        let ours = crate::common::parse_folded(&text(&o.stdout));
+        assert!(
+            ours.keys()
+                .any(|p| p.starts_with("do_sys_openat2;do_filp_open;path_openat")),
+            "{kernel}: {ours:?}"
+        );
+        let theirs = crate::common::funcgraph_folded(&crate::common::trace_cmd_report(&dat));
+        assert_eq!(ours, theirs, "{kernel}");
+        let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "html"]);
+        let page = text(&o.stdout);
+        assert!(
+            page.contains(r#"id="flame-funcgraph""#) && page.contains("<title>do_sys_openat2 ("),
+            "{kernel}: no function_graph flame graph"
+        );
+    }
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn capture(
     let readers = Readers::spawn(&cpu_ids).unwrap();
     let tids: Vec<String> = readers.tids().iter().map(u32::to_string).collect();
     write(&inst, "set_event_notrace_pid", &tids.join(" "));
-    let recorder = readers.start(&inst, page_size, dir.path()).unwrap();
+    let recorder = readers.start(&inst, page_size, dir.path(), false).unwrap();
     write(&inst, "tracing_on", "1");
     load(&inst);
     write(&inst, "tracing_on", "0");

@@ -7,8 +7,8 @@
 //! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
 //! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
-//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); total and self time per function (`functions`) |
-//! | `stacks` | `ftrace:kernel_stack` | the most frequent kernel stacks and the event that took them |
+//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); total and self time per function (`functions`); with `funcgraph_entry`, self time per call path (`funcgraph.folded`) |
+//! | `stacks` | `ftrace:kernel_stack` (or `user_stack`) | the most frequent kernel stacks and the event that took them; every stack folded (`stacks.folded`) |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
@@ -23,21 +23,23 @@
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
 mod block;
+mod callgraph;
 mod errno;
 mod functime;
 mod histogram;
 mod kmem;
 mod latency;
+mod markers;
 mod noise;
 mod profile;
 mod select;
+mod stacks;
 mod timeline;
 
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use serde::Serialize;
 use tracedat::{Record, TraceFile};
 
 pub(crate) use block::Block;
@@ -46,8 +48,10 @@ pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use markers::Markers;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
+pub(crate) use stacks::{Folded, Stacks};
 pub(crate) use timeline::Timeline;
 
 use latency::Latencies;
@@ -172,7 +176,9 @@ impl Selection {
         if has("ftrace", &|f| f.name == "funcgraph_exit") {
             v.push(AnalysisName::Funcgraph);
         }
-        if has("ftrace", &|f| f.name == "kernel_stack") {
+        if has("ftrace", &|f| {
+            f.name == "kernel_stack" || f.name == "user_stack"
+        }) {
             v.push(AnalysisName::Stacks);
         }
         if has("irq", &|f| f.name == "irq_handler_entry")
@@ -240,29 +246,6 @@ pub(crate) struct Counts {
     pub(crate) span: Option<(u64, u64)>,
 }
 
-/// The most frequent kernel stacks.
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
-pub(crate) struct Stacks {
-    /// kernel_stack records seen.
-    pub(crate) total: u64,
-    /// Distinct stacks seen.
-    pub(crate) distinct: u64,
-    /// The most frequent, most first (at most [`TOP`]).
-    pub(crate) top: Vec<StackCount>,
-}
-
-/// One kernel stack and how often it was recorded.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub(crate) struct StackCount {
-    /// Times recorded.
-    pub(crate) count: u64,
-    /// `system:event` of the record the stack followed on its CPU (the event
-    /// whose stacktrace trigger or option took it); `""` if none.
-    pub(crate) event: String,
-    /// Frames, innermost first: `symbol+0xoff` through kallsyms, else the address in hex.
-    pub(crate) frames: Vec<String>,
-}
-
 /// How many entries the "top" lists keep.
 pub(crate) const TOP: usize = 10;
 
@@ -279,6 +262,8 @@ pub struct Analysis {
     pub(crate) latencies: Vec<LatencyReport>,
     /// Top stacks (`stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// function_graph self time per call path (`funcgraph`, with entries recorded).
+    pub(crate) funcgraph_folded: Option<Folded>,
     /// Where each task's time went (`profile`).
     pub(crate) profile: Option<Profile>,
     /// Failed syscalls by errno (`errno`).
@@ -289,6 +274,8 @@ pub struct Analysis {
     pub(crate) kmem: Option<Kmem>,
     /// Total and self time per function (`funcgraph`).
     pub(crate) functions: Option<FunctionTimes>,
+    /// What was written to `trace_marker` (always collected); `None` without markers.
+    pub(crate) markers: Option<Markers>,
     /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
     pub(crate) noise: NoiseTables,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.
@@ -386,10 +373,13 @@ impl Analysis {
 struct Slot {
     /// Index into the per-event counts.
     counted: usize,
-    /// `kernel_stack`: where `caller` starts.
-    stack_at: Option<usize>,
+    /// `kernel_stack` / `user_stack`: where `caller` starts, and whether
+    /// it is a user stack.
+    stack_at: Option<(usize, bool)>,
     /// Its records can name a task ([`tracedat::names_tasks`]).
     names_tasks: bool,
+    /// Its records are markers ([`markers::Collector::is_marker`]).
+    marker: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -450,10 +440,13 @@ pub fn analyze_kept(
         let s = &mut slots[f.id as usize];
         s.counted = event_names.len();
         event_names.push(format!("{}:{}", f.system, f.name));
-        if f.system == "ftrace" && f.name == "kernel_stack" {
-            s.stack_at = f.field("caller").map(|c| c.offset);
+        if f.system == "ftrace" && (f.name == "kernel_stack" || f.name == "user_stack") {
+            s.stack_at = f
+                .field("caller")
+                .map(|c| (c.offset, f.name == "user_stack"));
         }
         s.names_tasks = tracedat::names_tasks(&f.system, &f.name);
+        s.marker = markers::Collector::is_marker(f);
     }
     let big = file.big_endian();
     let long = usize::from(file.long_size()).clamp(4, 8);
@@ -485,10 +478,14 @@ pub fn analyze_kept(
     let mut allocations = selection
         .has(AnalysisName::Kmem)
         .then(|| kmem::KmemPass::new(file));
+    let mut markers = markers::Collector::default();
     let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
-    let mut stacks: FxHashMap<(usize, Vec<u64>), u64> = FxHashMap::default();
-    let mut stack_total = 0u64;
+    let mut stacks = stacks::Collector::default();
+    let mut call_paths = selection
+        .has(AnalysisName::Funcgraph)
+        .then(|| callgraph::CallPaths::new(file))
+        .flatten();
     let mut last_on_cpu: Vec<usize> = Vec::new();
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
@@ -560,11 +557,15 @@ pub fn analyze_kept(
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
+        if let Some(c) = call_paths.as_mut() {
+            c.add(&ev, pid);
+        }
+        if slot.is_some_and(|s| s.marker) {
+            markers.add(&ev);
+        }
         if want_stacks {
-            if let Some(at) = slot.and_then(|s| s.stack_at) {
-                stack_total += 1;
-                let frames = stack_frames(&ev.data, at, long, big);
-                *stacks.entry((last_on_cpu[cpu], frames)).or_default() += 1;
+            if let Some((at, user)) = slot.and_then(|s| s.stack_at) {
+                stacks.add(last_on_cpu[cpu], user, &ev.data, at, (long, big));
             } else {
                 last_on_cpu[cpu] = counted;
             }
@@ -593,7 +594,8 @@ pub fn analyze_kept(
             .entry(comm_of(file, &counts.learned, *pid))
             .or_default() += n;
     }
-    let mut stacks = want_stacks.then(|| top_stacks(file, &event_names, stacks, stack_total));
+    let mut stacks = want_stacks.then(|| stacks.finish(file, &event_names));
+    let funcgraph_folded = call_paths.map(|c| c.finish(file)).filter(|f| !f.is_empty());
     let forks = std::mem::take(&mut latencies.forks);
     let (mut latencies, task_latency): (Vec<LatencyReport>, Vec<_>) = latencies
         .finish(&|pid| comm_of(file, &counts.learned, pid))
@@ -608,6 +610,7 @@ pub fn analyze_kept(
     let mut block = block_io.map(block::BlockIo::finish);
     let mut kmem = allocations.map(kmem::KmemPass::finish);
     let mut functions = function_time.and_then(|f| f.finish(file));
+    let markers = markers.finish(&|pid| comm_of(file, &counts.learned, pid));
     let (noise_latencies, noise) = noise
         .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
         .unwrap_or_default();
@@ -637,11 +640,13 @@ pub fn analyze_kept(
             .map(|t| t.finish(file, &counts.learned, &event_names, &pids, &cpu_slots.ids)),
         latencies,
         stacks,
+        funcgraph_folded,
         profile,
         errno,
         block,
         kmem,
         functions,
+        markers,
         noise,
         counts,
         task_latency: task_latency
@@ -650,34 +655,6 @@ pub fn analyze_kept(
             .collect(),
         forks,
     })
-}
-
-fn read_word(b: &[u8], big: bool) -> u64 {
-    let mut a = [0u8; 8];
-    if big {
-        a[8 - b.len()..].copy_from_slice(b);
-        u64::from_be_bytes(a)
-    } else {
-        a[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(a)
-    }
-}
-
-/// The addresses of a kernel_stack record: words from `at` to the end of the
-/// record, up to the first all-ones word, zeros skipped.
-fn stack_frames(data: &[u8], at: usize, long: usize, big: bool) -> Vec<u64> {
-    let end_marker = if long == 8 {
-        u64::MAX
-    } else {
-        u64::from(u32::MAX)
-    };
-    data.get(at..)
-        .unwrap_or(&[])
-        .chunks_exact(long)
-        .map(|c| read_word(c, big))
-        .take_while(|a| *a != end_marker)
-        .filter(|a| *a != 0)
-        .collect()
 }
 
 /// `symbol+0xoff` through kallsyms, else `0xADDR`.
@@ -696,30 +673,6 @@ pub(crate) fn function_name(file: &TraceFile, addr: u64) -> String {
     match file.symbol(addr) {
         Some((name, _)) => name.to_string(),
         None => format!("0x{addr:x}"),
-    }
-}
-
-fn top_stacks(
-    file: &TraceFile,
-    event_names: &[String],
-    stacks: FxHashMap<(usize, Vec<u64>), u64>,
-    total: u64,
-) -> Stacks {
-    let distinct = stacks.len() as u64;
-    let mut v: Vec<((usize, Vec<u64>), u64)> = stacks.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Stacks {
-        total,
-        distinct,
-        top: v
-            .into_iter()
-            .take(TOP)
-            .map(|((ev, frames), count)| StackCount {
-                count,
-                event: event_names[ev].clone(),
-                frames: frames.iter().map(|a| symbolize(file, *a)).collect(),
-            })
-            .collect(),
     }
 }
 
@@ -778,10 +731,15 @@ mod tests {
             (200, payload(301, 7, &[f, 0x1234, (-2i64) as u64])),
             (50, payload(301, 8, &[f, 0x1234, 3])),
             (10, payload(301, 9, &[f, 0x1234, 4])),
+            // function_graph of pid 7: next_fn { do_sys_open (30); do_sys_open (50) } 1200.
+            (1, payload(11, 7, &[f + 0x100, 0])),
+            (1, payload(11, 7, &[f, 1])),
             (5, payload(10, 7, &[f, 1, 1000, 1030])),
+            (1, payload(11, 7, &[f, 1])),
             (5, payload(10, 7, &[f, 1, 2000, 2050])),
-            // Their caller returns: 1200 in all, 80 of it in the two calls above.
             (5, payload(10, 7, &[f + 0x100, 0, 900, 2100])),
+            // pid 8 returns from a call whose entry was before the trace.
+            (5, payload(10, 8, &[f, 2, 3000, 3010])),
         ];
         let raw = dir.path().join("cpu0.raw");
         let mut page = Page::new(E, 4096, 1_000_000);
@@ -792,11 +750,18 @@ mod tests {
         let meta = CaptureMeta {
             header_page: E.header_page(4096).into_bytes(),
             header_event: Vec::new(),
-            ftrace_formats: vec![format(
-                "funcgraph_exit",
-                10,
-                "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n",
-            )],
+            ftrace_formats: vec![
+                format(
+                    "funcgraph_exit",
+                    10,
+                    "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n",
+                ),
+                format(
+                    "funcgraph_entry",
+                    11,
+                    "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n",
+                ),
+            ],
             event_formats: vec![(
                 "kprobes".into(),
                 vec![
@@ -865,7 +830,13 @@ mod tests {
         let g = &fg.groups[0];
         assert_eq!(
             (g.key.as_str(), g.count, g.min_ns, g.max_ns),
-            ("do_sys_open", 2, 30, 50)
+            ("do_sys_open", 3, 10, 50)
+        );
+        // The call paths: each return's self time (its callees' time taken
+        // out) on the path its task's entries built.
+        assert_eq!(
+            a.funcgraph_folded.unwrap().text(),
+            "[unknown];[unknown];do_sys_open 10\nnext_fn 1120\nnext_fn;do_sys_open 80\n"
         );
         let t = a.functions.as_ref().unwrap();
         let rows: Vec<(&str, u64, u64, u64, u64)> = t
@@ -885,11 +856,11 @@ mod tests {
             rows,
             [
                 ("next_fn", 1, 1200, 1120, 1200),
-                ("do_sys_open", 2, 80, 80, 50)
+                ("do_sys_open", 3, 90, 90, 50)
             ]
         );
-        assert_eq!((t.calls, t.untracked), (3, 0));
-        assert_eq!(a.counts.total, 10);
+        assert_eq!((t.calls, t.untracked), (4, 0));
+        assert_eq!(a.counts.total, 14);
     }
 
     /// A task missing from saved_cmdlines is named by task_newtask, then

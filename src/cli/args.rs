@@ -169,7 +169,10 @@ pub(crate) struct ReportArgs {
     pub(crate) file: PathBuf,
     /// `text`: one line per event like `trace-cmd report`; `summary`: the
     /// analyses through a template; `json`: report.json; `html`: a
-    /// self-contained page with charts.
+    /// self-contained page with charts and flame graphs; `folded`: the
+    /// recorded stacks as folded stacks (`stacks.folded`: `EVENT;outer;...;inner
+    /// COUNT`), for flamegraph.pl, inferno or speedscope; `folded-funcgraph`:
+    /// function_graph's call paths weighted by self time in ns (`funcgraph.folded`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
     /// Analyses to run (repeatable or comma-separated); default: every one
@@ -439,6 +442,8 @@ pub(crate) enum Format {
     Summary,
     Json,
     Html,
+    Folded,
+    FoldedFuncgraph,
 }
 
 /// `check --plan --export`'s formats.

@@ -9,7 +9,7 @@ use super::args::{
     ReportArgs, SchemaArgs, ShowArgs,
 };
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
-use crate::analysis::{Select, SelectArgs, SelectError, Selection, analyze_kept};
+use crate::analysis::{AnalysisName, Select, SelectArgs, SelectError, Selection, analyze_kept};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
 use crate::report::{JsonReport, RunInfo, render_html};
@@ -189,9 +189,13 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     let (path, opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
     let file = tracedat::TraceFile::open(&path)
         .map_err(|e| Failure::failed(Context::new(format!("cannot read {}", path.display()), e)))?;
-    let run = (opened.is_some() || a.file.is_dir())
-        .then(|| path.parent().and_then(run_header))
+    let run_json = (opened.is_some() || a.file.is_dir())
+        .then(|| path.parent().and_then(run_report))
         .flatten();
+    let run = run_json
+        .as_ref()
+        .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok())
+        .map(|info| (info, run_json.as_ref()));
     let args = SelectArgs {
         filters: a.filter,
         cpus: a.cpu,
@@ -235,10 +239,9 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     }
 }
 
-/// The run's header (recipe, times, stop reason, workload, scope) from the
-/// report.json in output folder `dir`; `None` when it is missing, not a
-/// regular file, larger than 64 MiB or not a run's report.
-fn run_header(dir: &Path) -> Option<RunInfo> {
+/// The report.json in output folder `dir`, parsed; `None` when it is
+/// missing, not a regular file, larger than 64 MiB or not JSON.
+fn run_report(dir: &Path) -> Option<serde_json::Value> {
     let p = dir.join("report.json");
     let meta = std::fs::symlink_metadata(&p).ok()?;
     if !meta.is_file() || meta.len() > 64 << 20 {
@@ -248,10 +251,12 @@ fn run_header(dir: &Path) -> Option<RunInfo> {
 }
 
 /// Writes `file` in `format` to `to` (buffered), over the records `keep`
-/// keeps, with `run`'s header in the summary, JSON and HTML.
+/// keeps, with `run`'s header (and its report.json) in the summary, JSON and
+/// HTML; what only the run knew (expectations, tracer results, ...) too when
+/// the report is of every record with the default analyses.
 fn print_report(
     file: &tracedat::TraceFile,
-    run: Option<&RunInfo>,
+    run: Option<&(RunInfo, Option<&serde_json::Value>)>,
     keep: &mut Option<Select>,
     format: Format,
     analyses: &[crate::analysis::AnalysisName],
@@ -281,9 +286,37 @@ fn print_report(
             }
             printer.finish(&mut out)?;
         }
+        Format::Folded | Format::FoldedFuncgraph => {
+            let name = match format {
+                Format::Folded => AnalysisName::Stacks,
+                _ => AnalysisName::Funcgraph,
+            };
+            let a = analyze_kept(file, &Selection::new(file, &[name]), keep.as_mut())?;
+            let folded = match format {
+                Format::Folded => a.stacks.map(|s| s.folded),
+                _ => a.funcgraph_folded,
+            };
+            let folded = folded.unwrap_or_default();
+            if folded.is_empty() {
+                eprintln!(
+                    "note: no {} in this trace (nothing to fold)",
+                    match format {
+                        Format::Folded => "kernel_stack or user_stack record",
+                        _ => "funcgraph_entry and funcgraph_exit records",
+                    }
+                );
+            }
+            out.write_all(folded.text().as_bytes())?;
+        }
         Format::Summary | Format::Json | Format::Html => {
             let a = analyze_kept(file, &Selection::new(file, analyses), keep.as_mut())?;
-            let r = JsonReport::new(file, &a, run);
+            let mut r = JsonReport::new(file, &a, run.map(|(info, _)| info));
+            if let Some((_, Some(j))) = run
+                && keep.is_none()
+                && analyses.is_empty()
+            {
+                r.add_run_results(j);
+            }
             let text = match format {
                 Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
                 Format::Html => render_html(&r),

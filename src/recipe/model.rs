@@ -395,9 +395,11 @@ pub(crate) struct Trigger {
     pub(crate) function: Option<String>,
     /// Event triggers: `traceon` | `traceoff` | `snapshot` | `stacktrace` |
     /// `enable_event` | `disable_event` | `hist`. Function triggers: `traceon` |
-    /// `traceoff` | `stacktrace` | `snapshot` | `dump` | `cpudump`.
+    /// `traceoff` | `stacktrace` | `snapshot` | `enable_event` | `disable_event`
+    /// (`dump` and `cpudump` are refused: see `validate/trigger.rs`).
     pub(crate) action: String,
-    /// For enable_event / disable_event: the `"system:event"` to switch.
+    /// For enable_event / disable_event (event and function triggers): the
+    /// `"system:event"` to switch.
     pub(crate) target: Option<String>,
     /// Trigger filter: the trigger fires only when it matches.
     #[serde(rename = "if")]

@@ -1,13 +1,18 @@
 //! report.html: one self-contained page (no scripts, fonts or images from
 //! anywhere) with the numbers of report.json and inline SVG pictures: a
-//! per-CPU timeline of the run (event density per time bucket) and, per
-//! latency analysis, a histogram of its first group.
+//! per-CPU timeline of the run (event density per time bucket), per
+//! latency analysis a histogram of its first group, and flame graphs
+//! ([`super::flame`]) of the recorded stacks, of function_graph's call paths
+//! and of the stack tracer's deepest stack.
 
 use std::fmt::Write as _;
 
 use minijinja::context;
 
+use inferno::flamegraph::color::BasicPalette;
+
 use super::JsonReport;
+use super::flame;
 use super::text::{dur, environment};
 use crate::analysis::{LatencyReport, Timeline};
 
@@ -25,6 +30,7 @@ pub fn render_html(report: &JsonReport) -> String {
         .timeline
         .as_ref()
         .map_or_else(|| "<p>no events</p>".to_string(), timeline_svg);
+    let flames = flames(report);
     let page = env
         .add_template("report.html", PAGE)
         .and_then(|()| env.get_template("report.html"))
@@ -33,11 +39,72 @@ pub fn render_html(report: &JsonReport) -> String {
                 r => minijinja::Value::from(minijinja::value::Serde(report)),
                 cpu_timeline,
                 histograms,
+                flames => minijinja::Value::from(minijinja::value::Serde(&flames)),
             })
         });
     page.unwrap_or_else(|e| {
         format!("<!DOCTYPE html><p>trace-recipe bug: the built-in HTML template failed: {e}</p>")
     })
+}
+
+/// One flame graph of the page.
+#[derive(serde::Serialize)]
+struct Flame {
+    /// Its anchor: `stacks`, `funcgraph`, `stack-tracer`.
+    id: &'static str,
+    title: &'static str,
+    /// What a frame's width is.
+    note: String,
+    /// The `<svg>` element (inferno's, escaped by it).
+    svg: String,
+}
+
+/// The page's flame graphs: recorded stacks, function_graph call paths, the
+/// stack tracer's deepest stack, each when the report has it.
+fn flames(r: &JsonReport) -> Vec<Flame> {
+    let mut v = Vec::new();
+    if let Some(s) = &r.stacks
+        && let Some(svg) = flame::svg(&s.folded, "Recorded stacks", "records", BasicPalette::Hot)
+    {
+        v.push(Flame {
+            id: "stacks",
+            title: "recorded stacks",
+            note: format!(
+                "{} stacks; the root frame is the event that took each; a frame's width is the records whose stack passes through it (stacks.folded in the output folder, or `report --format folded`)",
+                s.total
+            ),
+            svg,
+        });
+    }
+    if let Some(f) = &r.funcgraph_folded
+        && let Some(svg) = flame::svg(f, "function_graph", "ns", BasicPalette::Aqua)
+    {
+        v.push(Flame {
+            id: "funcgraph",
+            title: "function_graph time",
+            note: "a frame's width is the time spent in that call path, its callees included (funcgraph.folded, or `report --format folded-funcgraph`)".into(),
+            svg,
+        });
+    }
+    if let Some(s) = &r.stack_tracer
+        && let Some(svg) = flame::svg(
+            &flame::stack_tracer_folded(s),
+            "Deepest kernel stack",
+            "bytes",
+            BasicPalette::Orange,
+        )
+    {
+        v.push(Flame {
+            id: "stack-tracer",
+            title: "the stack tracer's deepest stack",
+            note: format!(
+                "{} bytes; a frame's width is the stack it and its callees used",
+                s.max_stack_bytes
+            ),
+            svg,
+        });
+    }
+    v
 }
 
 /// `s` escaped for HTML text and attribute values (the report, `diff --html`,

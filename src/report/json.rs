@@ -157,6 +157,10 @@ pub struct JsonReport {
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
+    /// function_graph self time per call path (analysis `funcgraph` with
+    /// `funcgraph_entry` recorded); not in report.json: `funcgraph.folded`.
+    #[serde(skip)]
+    pub(crate) funcgraph_folded: Option<crate::analysis::Folded>,
     /// Where each task's and CPU's time went (analysis `profile`).
     #[serde(default)]
     pub(crate) profile: Option<Profile>,
@@ -196,6 +200,11 @@ pub struct JsonReport {
     /// The table of each hist trigger of the run, parsed; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hist: Vec<crate::results::HistTable>,
+    /// What user space wrote to the run's `trace_marker` (`ftrace:print`
+    /// records): the count and the first 100, time, CPU, task and text (escaped,
+    /// at most 256 characters); absent without markers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) markers: Option<crate::analysis::Markers>,
     /// The function profiler's table (`[tracer] function_profile`), merged
     /// over CPUs, the most total time first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -334,6 +343,7 @@ impl JsonReport {
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run),
             stacks: a.stacks.clone(),
+            funcgraph_folded: a.funcgraph_folded.clone(),
             profile: a.profile.clone(),
             errno: a.errno.clone(),
             block: a.block.clone(),
@@ -345,9 +355,30 @@ impl JsonReport {
             tracer: None,
             stack_tracer: None,
             hist: Vec::new(),
+            markers: a.markers.clone(),
             function_profile: Vec::new(),
             irreversible: Vec::new(),
         }
+    }
+}
+
+impl JsonReport {
+    /// Takes from `j`, a run's report.json (untrusted: what does not parse is
+    /// left out), what only the run knew: its expectations' results, the
+    /// tracer's and stack tracer's results, hist tables, the function
+    /// profile, irreversible effects, collected context and params.
+    pub(crate) fn add_run_results(&mut self, j: &serde_json::Value) {
+        fn take<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> T {
+            T::deserialize(v).unwrap_or_default()
+        }
+        self.expectations = take(&j["expectations"]);
+        self.tracer = take(&j["tracer"]);
+        self.stack_tracer = take(&j["stack_tracer"]);
+        self.hist = take(&j["hist"]);
+        self.function_profile = take(&j["function_profile"]);
+        self.irreversible = take(&j["irreversible"]);
+        self.collected = take(&j["collected"]);
+        self.params = take(&j["params"]);
     }
 }
 

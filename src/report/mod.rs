@@ -2,6 +2,7 @@
 //! a [`Template`](crate::recipe::Template) renders it as text (summary.txt) and [`render_html`] as a
 //! self-contained page (report.html).
 
+mod flame;
 mod html;
 mod json;
 mod junit;

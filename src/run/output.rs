@@ -111,6 +111,13 @@ pub(super) fn write_output(
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
         out.write_new("report.json", format!("{json}\n").as_bytes())?;
     }
+    // Folded stacks for flamegraph.pl, inferno or speedscope.
+    if let Some(s) = report.stacks.as_ref().filter(|s| !s.folded.is_empty()) {
+        out.write_new("stacks.folded", s.folded.text().as_bytes())?;
+    }
+    if let Some(f) = &report.funcgraph_folded {
+        out.write_new("funcgraph.folded", f.text().as_bytes())?;
+    }
     if reports.iter().any(|r| r == "html") {
         out.write_new("report.html", render_html(&report).as_bytes())?;
     }

@@ -372,6 +372,22 @@ pub(super) fn check_function_entry(cx: &Ctx<'_>, entry: &str) -> Option<(String,
         None => (entry, None),
     };
     let glob = glob.strip_prefix('!').unwrap_or(glob);
+    // The kernel's filter parser reads a pattern that starts with a digit as
+    // an index into available_filter_functions, the module's name in `:mod:`
+    // too, and then matches no module (kernel/trace/ftrace.c,
+    // `filter_parse_regex`, `match_records`): the write fails with EINVAL
+    // (seen in the kernel lab: `:mod:9p` on Debian 6.1).
+    if let Some(m) = module.filter(|m| m.starts_with(|c: char| c.is_ascii_digit())) {
+        return Some((
+            format!(
+                "the kernel cannot filter by module `{m}`: it reads a name that starts with a digit as a function index (`:mod:{m}` fails with EINVAL)"
+            ),
+            Some(
+                "name the module's functions by a glob instead, e.g. `v9fs_*` for 9p (available_filter_functions marks each with `[9p]`)"
+                    .to_string(),
+            ),
+        ));
+    }
     let pool: Vec<&str> = match module {
         Some(m) => match funcs.modules.get(m) {
             Some(set) => set.iter().map(String::as_str).collect(),

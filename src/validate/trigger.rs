@@ -26,9 +26,16 @@ pub(crate) const FUNCTION_ACTIONS: &[&str] = &[
     "traceoff",
     "stacktrace",
     "snapshot",
-    "dump",
-    "cpudump",
+    "enable_event",
+    "disable_event",
 ];
+
+/// Function trigger commands the kernel has but a run refuses, with the reason:
+/// `dump` and `cpudump` call `ftrace_dump()` (kernel/trace/ftrace.c,
+/// `ftrace_dump_probe`), which prints the top-level ring buffer, not the run's
+/// instance, on the console, consuming it, and turns top-level tracing off
+/// for good (kernel/trace/trace.c, `ftrace_dump`).
+const REFUSED_FUNCTION_ACTIONS: &[&str] = &["dump", "cpudump"];
 
 /// One trigger line that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +113,16 @@ fn function_trigger(
     let base = |k: &str| path!("triggers", i, k);
     let action_span = cx.span(&base("action"));
     let before = cx.diags.len();
-    if !FUNCTION_ACTIONS.contains(&t.action.as_str()) {
+    if REFUSED_FUNCTION_ACTIONS.contains(&t.action.as_str()) {
+        cx.recipe(
+            action_span.clone(),
+            format!(
+                "`{}` is refused: it prints the top-level ring buffer (not the run's) on the console, emptying it, and turns top-level tracing off until someone turns it on again",
+                t.action
+            ),
+            Some("use `stacktrace` (a kernel stack in the trace) or `snapshot` (the run's buffer, saved as snapshot.txt) instead".into()),
+        );
+    } else if !FUNCTION_ACTIONS.contains(&t.action.as_str()) {
         let near = suggest::nearest(&t.action, FUNCTION_ACTIONS.iter().copied());
         cx.recipe(
             action_span.clone(),
@@ -119,9 +135,10 @@ fn function_trigger(
             )),
         );
     }
+    let switches_event = matches!(t.action.as_str(), "enable_event" | "disable_event");
     for (key, set) in [
         ("if", t.condition.is_some()),
-        ("target", t.target.is_some()),
+        ("target", t.target.is_some() && !switches_event),
         ("keys", !t.keys.is_empty()),
         ("values", !t.values.is_empty()),
         ("sort", !t.sort.is_empty()),
@@ -135,10 +152,21 @@ fn function_trigger(
             );
         }
     }
-    if matches!(t.action.as_str(), "dump" | "cpudump") && t.count.is_some() {
-        let span = cx.key_span(&base("count"));
-        cx.recipe(span, format!("`{}` takes no `count`", t.action), None);
-    }
+    let target = match (switches_event, &t.target) {
+        (true, None) => {
+            cx.recipe(
+                action_span.clone(),
+                format!("`{}` needs `target = \"system:event\"`", t.action),
+                None,
+            );
+            None
+        }
+        (true, Some(target)) => {
+            let span = cx.span(&base("target"));
+            event_target(cx, span, &t.action, target)
+        }
+        (false, _) => None,
+    };
     if t.count == Some(0) {
         let span = cx.span(&base("count"));
         cx.recipe(
@@ -182,15 +210,24 @@ fn function_trigger(
         return None;
     }
     let mut command = format!("{func}:{}", t.action);
+    if let Some(target) = &target {
+        command.push(':');
+        command.push_str(target);
+    }
     if let Some(n) = t.count {
         command.push_str(&format!(":{n}"));
     }
+    // The kernel removes a command registered with a count only by a removal
+    // with one (kernel/trace/ftrace.c: `param` picks the probe ops, the removal
+    // looks for the same ops), and an enable_event / disable_event command only
+    // by one that names the event (Documentation/trace/ftrace.rst, "Filter
+    // commands"): `!` + the whole command removes each.
     Some(ResolvedTrigger {
         event: None,
         on_probe: false,
-        removal: format!("!{func}:{}", t.action),
+        removal: format!("!{command}"),
         command,
-        target: None,
+        target,
         action: t.action.clone(),
         span: entry_span,
     })
@@ -271,21 +308,9 @@ fn event_trigger(
         }
         ("enable_event" | "disable_event", Some(target)) => {
             let span = cx.span(&base("target"));
-            if !valid_event_pattern(target)
-                || target.contains(['*', '?'])
-                || !cx.facts.events.contains(target)
-            {
-                cx.kernel(
-                    span,
-                    format!(
-                        "this kernel has no event `{target}` to {}",
-                        t.action.replace("_event", "")
-                    ),
-                    None,
-                );
-            } else {
+            if let Some(target) = event_target(cx, span, &t.action, target) {
                 command.push(':');
-                command.push_str(target);
+                command.push_str(&target);
             }
         }
         (_, Some(_)) => {
@@ -373,6 +398,27 @@ fn event_trigger(
         action: t.action.clone(),
         span: entry_span,
     })
+}
+
+/// The `target` of an enable_event / disable_event trigger (event or
+/// function trigger), if the kernel has that event: one `system:event`, no glob.
+fn event_target(cx: &mut Ctx<'_>, span: Span, action: &str, target: &str) -> Option<String> {
+    if valid_event_pattern(target)
+        && !target.contains(['*', '?'])
+        && cx.facts.events.contains(target)
+    {
+        return Some(target.to_string());
+    }
+    let hint = suggest::did_you_mean(target, cx.facts.events.iter().map(String::as_str), 3);
+    cx.kernel(
+        span,
+        format!(
+            "this kernel has no event `{target}` to {}",
+            action.replace("_event", "")
+        ),
+        (!hint.is_empty()).then(|| hint.trim_end().to_string()),
+    );
+    None
 }
 
 /// Key modifiers of histogram.rst ("hist trigger command", `.modifier`).

@@ -301,3 +301,57 @@ pub fn first_section(summary: &str) -> &str {
         .unwrap_or_else(|| panic!("no header in the summary:\n{summary}"));
     rest.split("\n\n").next().unwrap_or("")
 }
+
+/// function_graph self time (ns) per call path (`outer;...;inner`), per task,
+/// from trace-cmd's drawing of the graph: `f() {` opens a call, `f();` is a
+/// whole call with its duration, `}` closes one with its duration; a call's
+/// self time is its duration less its callees'.
+pub fn funcgraph_folded(listing: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut open: std::collections::BTreeMap<&str, Vec<(&str, u64)>> =
+        std::collections::BTreeMap::new();
+    let mut folded = std::collections::BTreeMap::new();
+    for line in listing.lines() {
+        let Some((head, graph)) = line
+            .split_once("funcgraph_entry:")
+            .or_else(|| line.split_once("funcgraph_exit:"))
+        else {
+            continue;
+        };
+        let task = head.split_whitespace().next().unwrap();
+        let (time, call) = graph.split_once('|').unwrap();
+        // `+ 17.924 us`: microseconds with three decimals, so whole ns.
+        let ns = time
+            .split_whitespace()
+            .find(|t| t.contains('.'))
+            .map(|t| t.replace('.', "").parse::<u64>().unwrap());
+        let stack = open.entry(task).or_default();
+        let call = call.trim();
+        let mut close = |stack: &mut Vec<(&str, u64)>, name: &str, callees: u64, ns: u64| {
+            let mut path: Vec<&str> = stack.iter().map(|(n, _)| *n).collect();
+            path.push(name);
+            *folded.entry(path.join(";")).or_insert(0) += ns - callees;
+            if let Some(parent) = stack.last_mut() {
+                parent.1 += ns;
+            }
+        };
+        if let Some(name) = call.strip_suffix("() {") {
+            stack.push((name, 0));
+        } else if let Some(name) = call.strip_suffix("();") {
+            close(stack, name, 0, ns.unwrap());
+        } else if call.starts_with('}') {
+            let (name, callees) = stack.pop().unwrap();
+            close(stack, name, callees, ns.unwrap());
+        }
+    }
+    folded
+}
+
+/// A folded-stacks text (`path weight` lines) as a map.
+pub fn parse_folded(text: &str) -> std::collections::BTreeMap<String, u64> {
+    text.lines()
+        .map(|l| {
+            let (path, n) = l.rsplit_once(' ').unwrap();
+            (path.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}

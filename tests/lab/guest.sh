@@ -83,6 +83,23 @@ mkdir -p "$o"
 awk '{ print } /^\[scope\]$/ { print "include_self = true" }' recipes/call-graph-depth.toml > /tmp/call-graph-self.toml
 ./trace-recipe run /tmp/call-graph-self.toml --duration 3s -o "$o/run" > "$o/run.txt" 2>&1
 echo $? > "$o/run.rc"
+# --- ftrig (issue 22 items 7 and 8): kprobe offsets, module functions ---
+# lab/kprobe-where.toml probes do_sys_openat2 at the first instruction boundary
+# after its entry; the loop above tried offset 4 (the fentry call after endbr64,
+# on kernels built with IBT); else 5 (after the 5-byte fentry call), or 9.
+o="$KLAB_OUT/kprobe-where"
+echo 4 > "$o/offset.txt"
+for off in 5 9; do
+  [ "$(cat "$o/run.rc")" = 0 ] && break
+  rm -rf "$o/run"
+  ./trace-recipe run lab/kprobe-where.toml --set offset=$off -o "$o/run" > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  echo $off > "$o/offset.txt"
+done
+# The functions of module virtio_ring, which lab/function-mod.toml traces
+# (`:mod:virtio_ring`; 6.12 has it built in, and the recipe fails its check there).
+grep ' \[virtio_ring\]$' "$TRACEFS/available_filter_functions" | cut -d' ' -f1 > "$KLAB_OUT/function-mod/module-functions.txt"
+# --- end ftrig ---
 # Recipes of recipes/ that are otherwise only checked, run once (RT boot):
 # the function tracer with func_stack_trace, and the function triggers
 # stacktrace + traceoff at a fault (tests/lab/segv.c).
