@@ -33,6 +33,11 @@ pub struct CheckJson {
     /// Every problem found; empty when `ok`. A file that cannot be read is one
     /// problem without a line.
     pub diagnostics: Vec<JsonDiagnostic>,
+    /// A valid recipe scoped to some tasks (a workload, `pids`, `comms`) that
+    /// enables events that mostly fire outside them: which, where they fire,
+    /// and the key that records every task (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_note: Option<crate::validate::ScopeNote>,
     /// `check --against`: the bundle, the kernel facts that differ, the commands
     /// a rerun would start (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]

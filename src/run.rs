@@ -313,6 +313,9 @@ struct Armed {
     _top_level_lock: Option<std::fs::File>,
     recorder: Option<Recorder>,
     workload_exit: Option<WorkloadExit>,
+    /// Whether tracing was turned on: a run that fails before is refused
+    /// ([`refused`]), one that fails after keeps what it wrote.
+    tracing_on: bool,
     /// /proc/kallsyms as read before tracing started.
     kallsyms: Vec<u8>,
 }
@@ -335,6 +338,8 @@ struct RolledBack {
     workload_exit: Option<WorkloadExit>,
     /// The recording, or why it failed / never started.
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
+    /// Whether tracing was turned on ([`Armed::tracing_on`]).
+    tracing_on: bool,
 }
 
 fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Prepared, RunError> {
@@ -397,14 +402,61 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
             PathBuf::from("trace-recipe-out").join(format!("{}-{started}", recipe.name))
         });
     let out = OutputDir::create(&out_dir, tracefs.root())?;
+    let started = start(opts, &tracefs, &valid, &source, &facts, &command, &out)
+        .map_err(|e| refused(&out, e))?;
+    Ok(Prepared {
+        signals,
+        tracefs,
+        valid,
+        source,
+        facts,
+        started_at,
+        out,
+        plan: started.plan,
+        workload: started.workload,
+        bundle: started.bundle,
+        kallsyms: started.kallsyms,
+        readers: Some(started.readers),
+        guard: Some(started.guard),
+        own_tids: started.own_tids,
+        collected: started.collected,
+    })
+}
+
+/// What [`start`] set going for a run whose output folder exists.
+struct Started {
+    plan: Plan,
+    workload: Option<Workload>,
+    bundle: bool,
+    kallsyms: Option<std::thread::JoinHandle<Vec<u8>>>,
+    readers: Readers,
+    guard: Guard,
+    own_tids: Vec<u32>,
+    collected: Vec<Collected>,
+}
+
+/// The rest of [`prepare`], once the output folder `out` exists: the run's
+/// files written into it, `[collect] before` run, the workload started held,
+/// the readers, the kallsyms reader and the guard started, the plan built.
+/// On failure, whatever it started is ended; the caller discards `out`.
+fn start(
+    opts: &RunOptions,
+    tracefs: &Tracefs,
+    valid: &ValidRecipe,
+    source: &Source,
+    facts: &KernelFacts,
+    command: &[String],
+    out: &OutputDir,
+) -> Result<Started, RunError> {
+    let recipe = &valid.recipe;
     // The recipe as rendered, and as written with every file it extends, for the
     // bundle's manifest and for `rerun`.
-    for (name, bytes) in crate::recipe::run_files(&source, recipe) {
+    for (name, bytes) in crate::recipe::run_files(source, recipe) {
         out.write_new(&name, &bytes)?;
     }
     // The kernel's facts this recipe was validated against, for `check --facts`
     // on another host and for `diff`.
-    out.write_new("facts.json", crate::output::to_json(&facts).as_bytes())?;
+    out.write_new("facts.json", crate::output::to_json(facts).as_bytes())?;
     // `[collect] before`: context from before anything is applied.
     let collected = crate::collect::run_phase(&recipe.collect, "before", out.path());
     if let Some(f) = required_failure(recipe, &collected) {
@@ -413,21 +465,21 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
 
     let bundle = opts.bundle || valid.recipe.output.bundle == Some(true);
     let marker = tracefs.path(&crate::plan::marker_file(
-        &valid,
+        valid,
         &crate::plan::instance_name(&valid.recipe.name, std::process::id()),
     ));
     let mut workload = match command.is_empty() {
         true => None,
         false => Some(
-            Workload::spawn_held(&command, &marker).map_err(|e| RunError::Workload {
+            Workload::spawn_held(command, &marker).map_err(|e| RunError::Workload {
                 command: command.join(" "),
                 source: e,
             })?,
         ),
     };
     // Every thread and process of the run exists before the plan is built, so
-    // that the plan can keep them all out of the trace (the kernel's pid lists
-    // name threads): the per-CPU readers wait idle, the guard waits on its pipe.
+    // that the plan can keep them all out of the trace (its filters name
+    // threads): the per-CPU readers wait idle, the guard waits on its pipe.
     let end_workload = |w: &mut Option<Workload>| {
         if let Some(w) = w.as_mut() {
             let _ = w.terminate(Duration::from_secs(1));
@@ -461,24 +513,30 @@ fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Pre
     };
     let mut own_tids = vec![gettid(), guard.pid()];
     own_tids.extend(readers.tids());
-    let plan = build_plan(&valid, workload.as_ref().map(Workload::pid), &own_tids);
-    Ok(Prepared {
-        signals,
-        tracefs,
-        valid,
-        source,
-        facts,
-        started_at,
-        out,
+    let plan = build_plan(valid, workload.as_ref().map(Workload::pid), &own_tids);
+    Ok(Started {
         plan,
         workload,
         bundle,
         kallsyms,
-        readers: Some(readers),
-        guard: Some(guard),
+        readers,
+        guard,
         own_tids,
         collected,
     })
+}
+
+/// A run refused before it recorded anything leaves nothing behind: its
+/// output folder is discarded ([`OutputDir::discard`]), so that a retry with
+/// the same `-o` works, unless tracefs could not be rolled back: the folder
+/// (the recipe, the kernel's facts, `[collect]` output) then stays beside the
+/// kept journal, as evidence for `reset`. The one place a refused run's output
+/// goes; returns `e`.
+fn refused(out: &OutputDir, e: RunError) -> RunError {
+    if e.incomplete_rollback().is_none() {
+        out.discard();
+    }
+    e
 }
 
 /// The first failed `[collect]` command, as text, when the recipe requires them all.
@@ -513,8 +571,7 @@ impl Prepared {
                 Ok(l) => Some(l),
                 Err(e) => {
                     self.end_workload();
-                    self.out.discard();
-                    return Err(e);
+                    return Err(refused(&self.out, e));
                 }
             }
         } else {
@@ -536,11 +593,11 @@ impl Prepared {
                     Ok(p) => Some(p),
                     Err(source) => {
                         self.end_workload();
-                        self.out.discard();
-                        return Err(RunError::Journal(JournalError::Io {
+                        let e = RunError::Journal(JournalError::Io {
                             path: WorkloadRecord::path(journal_dir, me),
                             source,
-                        }));
+                        });
+                        return Err(refused(&self.out, e));
                     }
                 }
             }
@@ -549,14 +606,13 @@ impl Prepared {
         // The guard started before anything is written (in `prepare`): whenever
         // the run dies after this point, someone is watching for the journal.
         // Refused before recording: nothing of the run stays, its output folder
-        // included, so that a retry with the same `-o` works.
+        // included, so that a retry with the same `-o` works ([`refused`]).
         let abort = |p: &mut Prepared, e: RunError| {
             p.end_workload();
             if let Some(r) = &workload_record {
                 let _ = std::fs::remove_file(r);
             }
-            p.out.discard();
-            e
+            refused(&p.out, e)
         };
         let header = Header {
             format: "trace-recipe-journal".into(),
@@ -594,6 +650,7 @@ impl Prepared {
             _top_level_lock: top_level_lock,
             recorder: None,
             workload_exit: None,
+            tracing_on: false,
             kallsyms: Vec::new(),
         })
     }
@@ -638,6 +695,7 @@ impl Armed {
             error_log: None,
         })?;
         inst.write("tracing_on", "1", WriteMode::Replace)?;
+        self.tracing_on = true;
         let t0 = Instant::now();
         let workload_fd = match self.p.workload.as_mut() {
             Some(w) => {
@@ -773,6 +831,7 @@ impl Armed {
             irreversible,
             workload_exit: self.workload_exit,
             captured,
+            tracing_on: self.tracing_on,
         }
     }
 }
@@ -791,6 +850,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         irreversible,
         workload_exit,
         captured,
+        tracing_on,
     } = rolled_back;
     for i in irreversible.iter().filter(|i| !i.declared) {
         on_event(RunEvent::Irreversible(vec![format!(
@@ -804,6 +864,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             outcome.rollback = rollback;
             Ok(outcome)
         }
+        (Err(error), true) if !tracing_on => Err(refused(&p.out, error)),
         (Err(error), true) => Err(error),
         (Err(error), false) => Err(RunError::RollbackIncomplete {
             error: Box::new(error),

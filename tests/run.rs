@@ -253,8 +253,8 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
     );
     assert!(
         // The recipe's filter, and-ed with the one that keeps the run's own
-        // threads out of sched_switch.
-        err.contains("failed: echo \"(prev_pid.function == 1) && (prev_pid != ")
+        // threads (and their switches with the idle task) out of sched_switch.
+        err.contains("failed: echo \"(prev_pid.function == 1) && ((prev_pid != 0 && ")
             && err.contains("> instances/trace-recipe-refused-"),
         "{err}"
     );

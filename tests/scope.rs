@@ -216,6 +216,28 @@ fn check_notes_that_a_workload_scoped_recipe_misses_completions() {
     assert!(note.starts_with("note: "), "{note}");
     assert!(note.contains("in the completion interrupt"), "{note}");
     assert!(note.contains("[scope] system_wide = true"), "{note}");
+    // The same note in `check --format json`, as data.
+    let o = trace_recipe(&["check", "--format", "json", recipe.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::runbook::assert_matches_schema("check", &j);
+    let n = &j["scope_note"];
+    assert_eq!(n["scoped_by"], "workload", "{j:#}");
+    assert_eq!(n["fix_key"], "scope.system_wide", "{j:#}");
+    assert_eq!(n["message"], note.strip_prefix("note: ").unwrap(), "{j:#}");
+    assert!(
+        n["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "block:block_rq_complete"
+                && e["fires"] == "in the completion interrupt"),
+        "{j:#}"
+    );
+    let wide = dd_recipe(dir.path(), true);
+    let o = trace_recipe(&["check", "--format", "json", wide.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["ok"], true, "{j:#}");
+    assert!(j.get("scope_note").is_none(), "{j:#}");
     // pids and system_wide contradict each other.
     let both = write_recipe(
         dir.path(),
@@ -316,6 +338,76 @@ fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
             .is_some_and(|w| w.contains(&name))),
         "{listing}"
     );
+    // The wakeup latency leads with the scoped tasks: a non-empty group of
+    // the named task's wakeups, and every task listed is that task.
+    let wakeup = r["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["analysis"] == "wakeup")
+        .unwrap_or_else(|| panic!("no wakeup latency: {r:#}"));
+    assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
+    assert!(
+        wakeup["groups"][0]["count"].as_u64().unwrap() >= 1,
+        "{wakeup:#}"
+    );
+    let tasks = wakeup["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty(), "{wakeup:#}");
+    assert!(
+        tasks.iter().all(|t| t["comm"] == name.as_str()),
+        "{wakeup:#}"
+    );
+}
+
+/// Every value of the wrong type is reported in one `check`, at its place,
+/// each with a help line that shows the accepted form.
+#[test]
+fn type_errors_come_together_each_with_the_accepted_form() {
+    let bad = crate::common::repo().join("tests/bad-recipes/types.toml");
+    let o = trace_recipe(&["check", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    for (place, help) in [
+        (":11:12:", "help: durations are strings: \"10s\""),
+        (
+            ":13:11:",
+            "help: `size_kb` is KiB per CPU as an integer: 8192",
+        ),
+        (":14:13:", "help: `true` or `false`"),
+        (":16:12:", "help: `pids` is an array of integers: [1234]"),
+        (":18:15:", "help: `max_size_mb` is MiB as an integer: 512"),
+    ] {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(place) && l.contains(": error ("))
+            .unwrap_or_else(|| panic!("no error at {place}:\n{out}"));
+        let next_error = lines[at + 1..]
+            .iter()
+            .position(|l| l.contains(": error ("))
+            .map_or(lines.len(), |n| at + 1 + n);
+        assert!(
+            lines[at..next_error].iter().any(|l| l.contains(help)),
+            "{place}: no `{help}`:\n{out}"
+        );
+    }
+}
+
+/// A `--fail-if` rule that can never hold (a forgotten `%`) is refused
+/// before any run is read.
+#[test]
+fn a_fail_if_rule_that_can_never_hold_is_refused() {
+    let o = trace_recipe(&[
+        "diff",
+        "/nonexistent-a",
+        "/nonexistent-b",
+        "--fail-if",
+        "count(sched:sched_switch) < -10",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("this can never hold"), "{err}");
+    assert!(err.contains("write `-10%`"), "{err}");
 }
 
 #[test]
@@ -557,34 +649,107 @@ fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
     );
 }
 
+/// A run refused at each point before it records (a required `[collect]`
+/// command failing, the workload or the guard failing to start, a step of the
+/// plan refused, tracing or the recorder failing to start) leaves no output
+/// folder, or leaves the empty folder it was given empty, so the retry with
+/// the same `-o` works; one whose rollback is incomplete keeps its folder
+/// beside the kept journal.
 #[test]
-fn a_run_refused_at_apply_leaves_no_output_folder_and_a_retry_works() {
+fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
+    use trace_recipe::apply::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
     let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
+    let body = "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n";
+    let recipe = write_recipe(dir.path(), "r.toml", body);
+    let collect = write_recipe(
         dir.path(),
-        "r.toml",
-        "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        "c.toml",
+        &format!("{body}[collect]\nbefore = [[\"false\"]]\nrequired = true\n"),
     );
     let out = dir.path().join("out");
-    let run = |fail: Option<&str>| {
+    let run = |recipe: &Path, env: &[(&str, &str)]| {
         let mut c = Command::new(crate::common::bin());
-        c.args([
-            "run",
-            recipe.to_str().unwrap(),
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        if let Some(step) = fail {
-            c.env(trace_recipe::apply::FAIL_STEP_ENV, step);
-        }
+        c.args(["run", recipe.to_str().unwrap(), "-q", "-o"])
+            .arg(&out)
+            .args(["--", "true"]);
+        c.envs(env.iter().copied());
         c.output().unwrap()
     };
     let _guard = TracefsGuard::acquire();
-    let o = run(Some("3"));
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
-    assert!(!out.exists(), "the refused run left {}", out.display());
-    let o = run(None);
+    // (the point, the recipe, the environment that makes it fail, what stderr says)
+    type Point<'a> = (&'a str, &'a Path, &'a [(&'a str, &'a str)], &'a str);
+    let points: [Point; 6] = [
+        (
+            "collect",
+            &collect,
+            &[],
+            "a required [collect] command failed",
+        ),
+        (
+            "workload",
+            &recipe,
+            &[(FAIL_AT_ENV, "workload")],
+            "cannot start the workload",
+        ),
+        (
+            "guard",
+            &recipe,
+            &[(FAIL_AT_ENV, "guard")],
+            "cannot start the rollback guard",
+        ),
+        (
+            "apply",
+            &recipe,
+            &[(FAIL_STEP_ENV, "3")],
+            "tracefs is as it was",
+        ),
+        (
+            "tracing_on",
+            &recipe,
+            &[(FAIL_AT_ENV, "tracing_on")],
+            "injected failure at `tracing_on`",
+        ),
+        (
+            "recorder",
+            &recipe,
+            &[(FAIL_AT_ENV, "recorder")],
+            "injected failure at `recorder`",
+        ),
+    ];
+    for (point, recipe, env, says) in points {
+        let o = run(recipe, env);
+        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{point}: {}",
+            text(&o.stderr)
+        );
+        assert!(
+            !out.exists(),
+            "{point}: the refused run left {}",
+            out.display()
+        );
+        // A folder that was there (empty) before the run stays, empty.
+        std::fs::create_dir(&out).unwrap();
+        let o = run(recipe, env);
+        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            0,
+            "{point}: the refused run left files in {}",
+            out.display()
+        );
+        std::fs::remove_dir(&out).unwrap();
+    }
+    // Evidence stays: an apply refused whose rollback failed too keeps its
+    // folder beside the kept journal, for `reset`.
+    let o = run(&recipe, &[(FAIL_STEP_ENV, "3"), (FAIL_UNDO_ENV, "1")]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+    assert!(out.join("facts.json").exists(), "{}", text(&o.stderr));
+    let r = trace_recipe(&["reset"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    std::fs::remove_dir_all(&out).unwrap();
+    let o = run(&recipe, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.join("report.json").exists());
 }

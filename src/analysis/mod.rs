@@ -333,13 +333,22 @@ impl Analysis {
 
     /// The `(scope)` group of each per-task latency analysis: the samples of
     /// the tasks `roots` and their descendants (as far as the trace's
-    /// `sched_process_fork`/`sched_wakeup_new` records tell), by analysis name.
-    /// Analyses without a sample of such a task have none.
-    pub(crate) fn scoped(&self, roots: &[i32]) -> Vec<(String, LatencyGroup)> {
-        if roots.is_empty() {
+    /// `sched_process_fork`/`sched_wakeup_new` records tell), and of the tasks
+    /// `named` says yes to (`[scope] comms`), by analysis name. Analyses
+    /// without a sample of such a task have none; so has every analysis when
+    /// nothing is scoped (`named` is `None` and `roots` empty).
+    pub(crate) fn scoped(
+        &self,
+        roots: &[i32],
+        named: Option<&dyn Fn(i32) -> bool>,
+    ) -> Vec<(String, LatencyGroup)> {
+        if roots.is_empty() && named.is_none() {
             return Vec::new();
         }
         let in_scope = |pid: i32| {
+            if named.is_some_and(|n| n(pid)) {
+                return true;
+            }
             let mut p = pid;
             // Bounded walk: fork records of a hostile file may form a cycle.
             for _ in 0..64 {
@@ -430,7 +439,7 @@ pub fn analyze(file: &TraceFile, selection: &Selection) -> Result<Analysis, trac
 pub fn analyze_kept(
     file: &TraceFile,
     selection: &Selection,
-    mut keep: Option<&mut Select>,
+    keep: Option<&mut Select>,
 ) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
@@ -490,13 +499,13 @@ pub fn analyze_kept(
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
-    for rec in file.records() {
+    let mut kept = keep.map(|k| k.records(file));
+    let mut all = file.records();
+    while let Some(rec) = match &mut kept {
+        Some(kept) => kept.next(),
+        None => all.next(),
+    } {
         let rec = rec?;
-        if let Some(k) = keep.as_deref_mut()
-            && !k.keeps(file, &rec)
-        {
-            continue;
-        }
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {

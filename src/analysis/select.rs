@@ -6,7 +6,7 @@
 //! section 5), parsed by the validator's parser; `&&` binds tighter than `||`.
 
 use rustc_hash::FxHashSet;
-use tracedat::{Comms, Event, EventFormat, FieldValue, Record, TraceFile};
+use tracedat::{Comms, Event, EventFormat, FieldValue, Record, Records, TraceFile};
 
 use crate::validate::filter::{self, Expr, Value};
 
@@ -155,21 +155,27 @@ impl Select {
         Ok(Some(s))
     }
 
-    /// Whether `rec` is kept. A lost-events marker is kept when its CPU and
-    /// time are.
-    pub fn keeps(&mut self, file: &TraceFile, rec: &Record<'_>) -> bool {
-        let ts = rec.ts();
+    /// The records of `file` this selection keeps, in order (see [`Kept`]).
+    pub fn records<'s, 'a>(&'s mut self, file: &'a TraceFile) -> Kept<'s, 'a> {
+        Kept {
+            file,
+            records: file.records(),
+            keep: self,
+            after_lost: None,
+        }
+    }
+
+    /// Whether the event `ev` is kept.
+    fn keeps(&mut self, file: &TraceFile, ev: &Event<'_>) -> bool {
+        let ts = ev.ts;
         if self.from.is_some_and(|f| ts < f) || self.to.is_some_and(|t| ts > t) {
             return false;
         }
         if let Some(cpus) = &self.cpus
-            && !cpus.contains(&rec.cpu())
+            && !cpus.contains(&ev.cpu)
         {
             return false;
         }
-        let Record::Event(ev) = rec else {
-            return self.events.is_none() && self.pids.is_none() && self.comms.is_none();
-        };
         if self.comms.is_some() || self.tests_comm {
             self.learned.learn(file, ev);
         }
@@ -196,6 +202,53 @@ impl Select {
                 }
                 _ => false,
             },
+        }
+    }
+}
+
+/// The records of a file that a [`Select`] keeps, in order. A lost-events
+/// marker goes with the event after it (the first after the loss, on its CPU,
+/// which the reader yields next): both are kept or neither, as trace-cmd
+/// prints `CPU:N [N EVENTS DROPPED]` on the record that carries the loss,
+/// when its filters keep that record.
+pub struct Kept<'s, 'a> {
+    file: &'a TraceFile,
+    records: Records<'a>,
+    keep: &'s mut Select,
+    /// The event after a kept marker, yielded next.
+    after_lost: Option<Record<'a>>,
+}
+
+impl<'a> Iterator for Kept<'_, 'a> {
+    type Item = Result<Record<'a>, tracedat::Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(ev) = self.after_lost.take() {
+            return Some(Ok(ev));
+        }
+        loop {
+            let rec = match self.records.next()? {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            };
+            let after = match &rec {
+                Record::Event(ev) => {
+                    if self.keep.keeps(self.file, ev) {
+                        return Some(Ok(rec));
+                    }
+                    continue;
+                }
+                Record::Lost { .. } => match self.records.next()? {
+                    Ok(r) => r,
+                    Err(e) => return Some(Err(e)),
+                },
+            };
+            if let Record::Event(ev) = &after
+                && self.keep.keeps(self.file, ev)
+            {
+                self.after_lost = Some(after);
+                return Some(Ok(rec));
+            }
         }
     }
 }

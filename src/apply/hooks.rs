@@ -16,6 +16,8 @@
 //! | `undo:N` | the run's own rollback, before undo number N (journal order, 1-based) |
 //! | `guard-undo:N` | the guard's replay of a dead run's journal, before undo N |
 //! | `reset-undo:N` | `reset`'s replay of a journal, before undo N |
+//! | `workload` | (fail only) starting the held workload |
+//! | `guard` | (fail only) starting the rollback guard |
 //! | `tracing_on` | (fail only) turning the instance's `tracing_on` on |
 //! | `recorder` | (fail only) starting the recorder threads |
 //! | `tables` | (fail only) saving the hist tables and the snapshot after recording |

@@ -50,11 +50,15 @@ pub(super) fn check(a: CheckArgs) -> Exit {
     }
 }
 
+/// What `check --format json` says of a valid recipe: its name, the kernel's
+/// release, and the scope note if it has one.
+type Valid<'a> = (&'a str, &'a str, Option<crate::validate::ScopeNote>);
+
 /// `check --format json|sarif`: the verdict as one document on stdout.
 fn check_machine(
     recipe: &Path,
     format: CheckFormat,
-    result: Result<(&str, &str), (&[crate::diagnostic::Diagnostic], &crate::diagnostic::Source)>,
+    result: Result<Valid<'_>, (&[crate::diagnostic::Diagnostic], &crate::diagnostic::Source)>,
     against: Option<&crate::replay::AgainstJson>,
 ) {
     let (diags, source): (&[crate::diagnostic::Diagnostic], crate::diagnostic::Source) =
@@ -71,8 +75,9 @@ fn check_machine(
             format_version: crate::output::FORMAT_VERSION,
             file: recipe.display().to_string(),
             ok: result.is_ok(),
-            recipe: result.ok().map(|r| r.0.to_string()),
-            kernel_release: result.ok().map(|r| r.1.to_string()),
+            recipe: result.as_ref().ok().map(|r| r.0.to_string()),
+            kernel_release: result.as_ref().ok().map(|r| r.1.to_string()),
+            scope_note: result.as_ref().ok().and_then(|r| r.2.clone()),
             diagnostics: diags.iter().map(|d| d.to_json(&source)).collect(),
             against: against.cloned(),
         }),
@@ -197,10 +202,11 @@ fn check_with(
         .and_then(|l| validate_loaded(from, l, &Default::default()));
     match checked {
         Ok((valid, _, facts)) if format != CheckFormat::Text => {
+            let note = crate::validate::elsewhere_note(&valid.recipe, &valid.events);
             check_machine(
                 recipe,
                 format,
-                Ok((&valid.recipe.name, &facts.release)),
+                Ok((&valid.recipe.name, &facts.release, note)),
                 against,
             );
             Ok(())
@@ -309,7 +315,7 @@ fn print_valid(
         .is_some_and(|t| t.is_function_tracer());
     println!("note: {}", valid.self_exclusion.describe(function_tracer));
     if let Some(n) = crate::validate::elsewhere_note(&valid.recipe, &valid.events) {
-        println!("note: {n}");
+        println!("note: {}", n.message);
     }
     if show_plan {
         println!(

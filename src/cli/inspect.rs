@@ -276,11 +276,8 @@ fn print_report(
                     }
                 }
                 Some(k) => {
-                    for rec in file.records() {
-                        let rec = rec?;
-                        if k.keeps(file, &rec) {
-                            printer.write(&rec, &mut out)?;
-                        }
+                    for rec in k.records(file) {
+                        printer.write(&rec?, &mut out)?;
                     }
                 }
             }

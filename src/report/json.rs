@@ -341,7 +341,7 @@ impl JsonReport {
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),
-            latency: scoped_latency(a, run),
+            latency: scoped_latency(a, run, |pid| comm_of(file, &c.learned, pid)),
             stacks: a.stacks.clone(),
             funcgraph_folded: a.funcgraph_folded.clone(),
             profile: a.profile.clone(),
@@ -382,16 +382,37 @@ impl JsonReport {
     }
 }
 
-/// The latency reports of `a`; for a run with a workload, each per-task
-/// analysis leads with its `(scope)` group: the workload and its descendants.
-fn scoped_latency(a: &Analysis, run: Option<&RunInfo>) -> Vec<LatencyReport> {
+/// The latency reports of `a`; for a scoped run, each per-task analysis
+/// leads with its `(scope)` group: the workload and its descendants, the
+/// recipe's `pids` (and theirs), the tasks named by its `comms`. `comm` names
+/// the task of a pid.
+fn scoped_latency(
+    a: &Analysis,
+    run: Option<&RunInfo>,
+    comm: impl Fn(i32) -> String,
+) -> Vec<LatencyReport> {
     let mut latency = a.latencies.clone();
-    let roots: Vec<i32> = run
+    let mut roots: Vec<i32> = run
         .and_then(|r| r.workload.as_ref())
         .and_then(|w| i32::try_from(w.pid).ok())
         .into_iter()
         .collect();
-    for (name, group) in a.scoped(&roots) {
+    let scope = run.map(|r| &r.scope);
+    roots.extend(
+        scope
+            .into_iter()
+            .flat_map(|s| &s.pids)
+            .filter_map(|p| i32::try_from(*p).ok()),
+    );
+    roots.sort_unstable();
+    roots.dedup();
+    let comms = scope.map(|s| s.comms.as_slice()).unwrap_or_default();
+    let named = |pid: i32| comms.contains(&comm(pid));
+    let named: Option<&dyn Fn(i32) -> bool> = match comms.is_empty() {
+        true => None,
+        false => Some(&named),
+    };
+    for (name, group) in a.scoped(&roots, named) {
         if let Some(l) = latency.iter_mut().find(|l| l.analysis == name) {
             l.groups.insert(0, group);
         }

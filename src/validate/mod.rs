@@ -35,6 +35,7 @@ use std::time::Duration;
 
 pub(crate) use filter::{Predicate, Value as FilterValue};
 pub(crate) use probe::ResolvedProbe;
+pub use scope::{ElsewhereEvent, ScopeNote, ScopedBy};
 pub(crate) use scope::{and as and_filters, elsewhere_note, woken_filter};
 use tracedat::{EventFormat, Field};
 pub(crate) use tracer::{MaxLatencyAt, ResolvedStack, ResolvedTracer};

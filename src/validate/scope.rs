@@ -123,28 +123,70 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("rcu:*", "in RCU's threads and softirq"),
 ];
 
-/// A note for `check` when a recipe scoped to some tasks (a workload, `pids`
-/// or `comms`) enables events that mostly fire outside those tasks: they are
-/// recorded only when they happen to interrupt one of them.
-pub(crate) fn elsewhere_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<String> {
+/// What narrows a recipe to some tasks, for [`ScopeNote`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopedBy {
+    /// `[scope] command` (or `run -- COMMAND`) without `system_wide`.
+    Workload,
+    /// `[scope] pids` or `[scope] comms`.
+    PidsOrComms,
+}
+
+/// One enabled event that mostly fires outside the task that caused it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct ElsewhereEvent {
+    /// `system:event`.
+    pub event: String,
+    /// Where it mostly fires ("in the completion interrupt").
+    pub fires: String,
+}
+
+/// The note `check` gives when a recipe scoped to some tasks (a workload,
+/// `pids` or `comms`) enables events that mostly fire outside those tasks:
+/// they are recorded only when they happen to interrupt one of them. In
+/// `check --format json` as `scope_note`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct ScopeNote {
+    /// What scopes the recipe.
+    pub scoped_by: ScopedBy,
+    /// The events concerned, in the recipe's order.
+    pub events: Vec<ElsewhereEvent>,
+    /// The recipe key that records every task instead: `scope.system_wide`
+    /// with a workload; absent for `pids`/`comms` (remove them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix_key: Option<String>,
+    /// The note as `check` prints it (after `note: `).
+    pub message: String,
+}
+
+/// The [`ScopeNote`] of recipe `r` enabling `events`, if it needs one.
+pub(crate) fn elsewhere_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<ScopeNote> {
     let by_workload = !r.scope.command.is_empty() && !r.scope.system_wide;
     if !by_workload && r.scope.pids.is_empty() && r.scope.comms.is_empty() {
         return None;
     }
-    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
-    for ev in events {
-        if let Some((_, place)) = ELSEWHERE
-            .iter()
-            .find(|(glob, _)| crate::kernel::glob_match(glob, &ev.name))
-        {
-            match groups.iter_mut().find(|(p, _)| p == place) {
-                Some((_, names)) => names.push(&ev.name),
-                None => groups.push((place, vec![&ev.name])),
-            }
-        }
-    }
-    if groups.is_empty() {
+    let found: Vec<ElsewhereEvent> = events
+        .iter()
+        .filter_map(|ev| {
+            let (_, place) = ELSEWHERE
+                .iter()
+                .find(|(glob, _)| crate::kernel::glob_match(glob, &ev.name))?;
+            Some(ElsewhereEvent {
+                event: ev.name.clone(),
+                fires: place.to_string(),
+            })
+        })
+        .collect();
+    if found.is_empty() {
         return None;
+    }
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for e in &found {
+        match groups.iter_mut().find(|(p, _)| *p == e.fires) {
+            Some((_, names)) => names.push(&e.event),
+            None => groups.push((&e.fires, vec![&e.event])),
+        }
     }
     let listed: Vec<String> = groups
         .iter()
@@ -162,10 +204,18 @@ pub(crate) fn elsewhere_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<Str
     } else {
         "a recipe without `pids` and `comms` records every task"
     };
-    Some(format!(
-        "this recipe records only the events of its tasks, and {}: they are recorded only when they interrupt one of those tasks; {fix}",
-        listed.join("; ")
-    ))
+    Some(ScopeNote {
+        scoped_by: match by_workload {
+            true => ScopedBy::Workload,
+            false => ScopedBy::PidsOrComms,
+        },
+        message: format!(
+            "this recipe records only the events of its tasks, and {}: they are recorded only when they interrupt one of those tasks; {fix}",
+            listed.join("; ")
+        ),
+        events: found,
+        fix_key: by_workload.then(|| "scope.system_wide".to_string()),
+    })
 }
 
 #[cfg(test)]

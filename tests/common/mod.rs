@@ -169,6 +169,15 @@ pub fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The zstd-compressed file `packed` (a path in the repository) unpacked
+/// into `dir` as `trace.dat`; returns its path.
+pub fn unpacked_trace(packed: &str, dir: &Path) -> std::path::PathBuf {
+    let dat = dir.join("trace.dat");
+    let bytes = std::fs::read(repo().join(packed)).unwrap();
+    std::fs::write(&dat, zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+    dat
+}
+
 /// Writes `body` as a recipe in `dir` and returns its path.
 pub fn write_recipe(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
@@ -207,12 +216,19 @@ pub fn listing_lines(listing: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The record lines of a listing: one per event, without stack lines.
+/// The record lines of a listing: one per event, without stack lines and
+/// without lost-events markers (`CPU:N [N EVENTS DROPPED]`).
 pub fn event_lines(listing: &str) -> Vec<&str> {
     listing_lines(listing)
         .into_iter()
-        .filter(|l| !l.trim_start().starts_with("=>"))
+        .filter(|l| !l.trim_start().starts_with("=>") && !is_lost_marker(l))
         .collect()
+}
+
+/// Whether `line` is the `CPU:N [N EVENTS DROPPED]` (or `[EVENTS DROPPED]`)
+/// line trace-cmd prints before the first record after a loss.
+pub fn is_lost_marker(line: &str) -> bool {
+    line.starts_with("CPU:") && line.ends_with("EVENTS DROPPED]")
 }
 
 /// One event line of a `trace-cmd report` listing (ours or trace-cmd's), split
