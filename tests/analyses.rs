@@ -128,8 +128,13 @@ fn errno_counts_failures_by_name_as_trace_cmds_listing_shows_them() {
     // Each `cat` of the secret is a task of its own, named in its rows.
     assert!(cats >= 3, "one row per cat process: {errno:#}");
 
+    // The summary answers the recipe's question first.
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(summary.contains("errno: failed syscalls"), "{summary}");
+    assert_eq!(report["answer"], "errno");
+    assert!(
+        crate::common::first_section(&summary).starts_with("errno: failed syscalls"),
+        "{summary}"
+    );
     assert!(
         summary.contains(&format!("-13 EACCES x{}", by_ret[&-13])),
         "{summary}"
@@ -243,5 +248,142 @@ fn block_latency_pairs_requests_as_trace_cmds_listing_does() {
         summary.contains(&format!("block: I/O issue to complete ({paired} requests")),
         "{summary}"
     );
+    guard.assert_unchanged();
+}
+
+/// recipes/kmalloc-traffic.toml as shipped (its `ls -lR` workload): report.json's
+/// `kmem` counts allocations and bytes per call site (the function, as
+/// trace-cmd's `call_site=foo+0x12` names it), per size, and what was not
+/// freed, as computed here independently from trace-cmd's listing of the same
+/// trace.dat (each kfree paired with the last kmalloc of its `ptr`).
+#[test]
+fn kmem_counts_call_sites_and_outstanding_bytes_as_trace_cmds_listing_shows_them() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = run_recipe(&repo().join("recipes/kmalloc-traffic.toml"), &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report = json(&out.join("report.json"));
+    let kmem = &report["kmem"];
+    assert_eq!(report["answer"], "kmem", "{:?}", report["analyses"]);
+
+    #[derive(Debug, Default, PartialEq)]
+    struct Site {
+        allocs: u64,
+        bytes_req: u64,
+        bytes_alloc: u64,
+        freed: u64,
+        outstanding: u64,
+        outstanding_bytes: u64,
+    }
+    let field = |fields: &str, name: &str| -> String {
+        fields
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {name} in {fields}"))
+            .to_string()
+    };
+    let hex = |s: String| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or(0);
+    let listing = trace_cmd_report(&out.join("trace.dat"));
+    let mut sites: BTreeMap<String, Site> = BTreeMap::new();
+    let mut sizes: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut live: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+    let (mut frees, mut unpaired) = (0u64, 0u64);
+    for l in event_lines(&listing) {
+        let Some(r) = ReportLine::parse(l) else {
+            continue;
+        };
+        match r.event {
+            "kmalloc" => {
+                let site = field(r.fields, "call_site");
+                let site = site.split('+').next().unwrap().to_string();
+                let req: u64 = field(r.fields, "bytes_req").parse().unwrap();
+                let alloc: u64 = field(r.fields, "bytes_alloc").parse().unwrap();
+                let s = sites.entry(site.clone()).or_default();
+                s.allocs += 1;
+                s.bytes_req += req;
+                s.bytes_alloc += alloc;
+                *sizes.entry(alloc).or_default() += 1;
+                let ptr = hex(field(r.fields, "ptr"));
+                if ptr > 16 {
+                    live.insert(ptr, (site, alloc));
+                }
+            }
+            "kfree" => {
+                let ptr = hex(field(r.fields, "ptr"));
+                if ptr <= 16 {
+                    continue;
+                }
+                frees += 1;
+                match live.remove(&ptr) {
+                    Some((site, _)) => sites.get_mut(&site).unwrap().freed += 1,
+                    None => unpaired += 1,
+                }
+            }
+            _ => {}
+        }
+    }
+    for (site, bytes) in live.values() {
+        let s = sites.get_mut(site).unwrap();
+        s.outstanding += 1;
+        s.outstanding_bytes += bytes;
+    }
+    let allocs: u64 = sites.values().map(|s| s.allocs).sum();
+    assert!(allocs > 1000, "ls -lR allocates: {allocs}");
+    let n = |v: &serde_json::Value, f: &str| v[f].as_u64().unwrap();
+    assert_eq!(n(kmem, "allocs"), allocs, "{kmem:#}");
+    assert_eq!(
+        n(kmem, "bytes_req"),
+        sites.values().map(|s| s.bytes_req).sum::<u64>()
+    );
+    assert_eq!(
+        n(kmem, "bytes_alloc"),
+        sites.values().map(|s| s.bytes_alloc).sum::<u64>()
+    );
+    assert_eq!(
+        (n(kmem, "frees"), n(kmem, "frees_unpaired")),
+        (frees, unpaired)
+    );
+    assert_eq!(n(kmem, "outstanding"), live.len() as u64);
+    assert_eq!(
+        n(kmem, "outstanding_bytes"),
+        live.values().map(|(_, b)| b).sum::<u64>()
+    );
+    assert_eq!((n(kmem, "untracked"), n(kmem, "unfollowed")), (0, 0));
+    assert_eq!(kmem["call_sites_total"], sites.len());
+    let listed = kmem["call_sites"].as_array().unwrap();
+    assert_eq!(listed.len(), sites.len().min(40));
+    for s in listed {
+        let name = s["call_site"].as_str().unwrap();
+        let ours = Site {
+            allocs: n(s, "allocs"),
+            bytes_req: n(s, "bytes_req"),
+            bytes_alloc: n(s, "bytes_alloc"),
+            freed: n(s, "freed"),
+            outstanding: n(s, "outstanding"),
+            outstanding_bytes: n(s, "outstanding_bytes"),
+        };
+        assert_eq!(Some(&ours), sites.get(name), "{name}");
+        assert_eq!(n(s, "waste"), ours.bytes_alloc - ours.bytes_req);
+    }
+    let ours: BTreeMap<u64, u64> = kmem["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| (n(z, "bytes_alloc"), n(z, "allocs")))
+        .collect();
+    if sizes.len() <= 40 {
+        assert_eq!(ours, sizes);
+    }
+
+    // The summary answers the recipe's question first: the call sites.
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let first = crate::common::first_section(&summary);
+    assert!(first.starts_with("kmem: slab allocations"), "{summary}");
+    let top = listed[0]["call_site"].as_str().unwrap();
+    assert!(first.contains(top), "{summary}");
+    let html = crate::common::trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
+    let html = text(&html.stdout);
+    assert!(html.contains("id=\"kmem\"") && html.contains(top), "{html}");
     guard.assert_unchanged();
 }

@@ -782,6 +782,10 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         );
     }
 
+    if kernel == Kernel::Debian612 {
+        assert_lab_answers(out);
+    }
+
     // tracefs in the guest is as the boot left it.
     let after = read(&out.join("after.txt"));
     let fields: BTreeMap<&str, &str> = after
@@ -1039,11 +1043,124 @@ fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency
     assert_rt(&out_rt);
     let out61 = boot(&dir, &payload, "6.1", None, &[]);
     assert_lab(&out61, Kernel::Debian61);
-    let out612 = boot(&dir, &payload, "6.12", Some(&kernel_612()), &["faults"]);
+    let out612 = boot(
+        &dir,
+        &payload,
+        "6.12",
+        Some(&kernel_612()),
+        &["faults", "answers"],
+    );
     assert_lab(&out612, Kernel::Debian612);
     eprintln!(
         "FIGURE kernel lab total: {:.1} s",
         t.elapsed().as_secs_f64()
+    );
+}
+
+/// The run of `dir` (tests/lab/guest.sh) succeeded, its report.json names
+/// `answer` as the analysis that answers the recipe's question, and its
+/// summary's first section is that analysis, starting with `heading` and
+/// holding each of `shows`. Returns the report.
+fn assert_answer(
+    out: &Path,
+    dir: &str,
+    answer: &str,
+    heading: &str,
+    shows: &[&str],
+) -> serde_json::Value {
+    let d = out.join(dir);
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "{dir}: {}",
+        read(&d.join("run.txt"))
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    let summary = read(&d.join("run/summary.txt"));
+    assert_eq!(json["answer"], answer, "{dir}: {summary}");
+    let first = crate::common::first_section(&summary);
+    assert!(
+        first.starts_with(heading) && shows.iter().all(|s| first.contains(s)),
+        "{dir}: the first section is not `{heading}` with {shows:?}:\n{summary}"
+    );
+    eprintln!(
+        "FIGURE kernel lab: {dir}: summary answers with {answer}: {}",
+        first.lines().next().unwrap_or("")
+    );
+    json
+}
+
+/// recipes/call-graph-depth.toml, kretprobe-returns.toml,
+/// irq-handler-time.toml, function-callers.toml and stop-at-fault.toml (run
+/// in the 6.12 boot, guest.sh `answers`): each summary leads with the
+/// analysis that answers the recipe's question.
+fn assert_lab_answers(out: &Path) {
+    let json = assert_answer(
+        out,
+        "answer-call-graph-depth",
+        "funcgraph",
+        "funcgraph: function duration",
+        &["do_sys_openat2", "by total time"],
+    );
+    // Total and self time per function: the graphed function's calls hold
+    // its callees' (depth 3 keeps some), so its self time is less.
+    let functions = json["functions"]["functions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let top = functions
+        .iter()
+        .find(|f| f["function"] == "do_sys_openat2")
+        .unwrap_or_else(|| panic!("no do_sys_openat2 row: {functions:#?}"));
+    let n = |f: &str| top[f].as_u64().unwrap_or(0);
+    assert!(
+        n("count") >= 1 && n("self_ns") < n("total_ns") && n("max_ns") <= n("total_ns"),
+        "{top:#}"
+    );
+    let json = assert_answer(
+        out,
+        "answer-kretprobe-returns",
+        "errno",
+        "errno: failed syscalls",
+        &["open_ret", " -2 ENOENT x"],
+    );
+    let open_ret = &json["errno"]["syscalls"][0];
+    assert!(
+        open_ret["syscall"] == "open_ret"
+            && open_ret["errors"][0]["errno"] == "ENOENT"
+            && open_ret["errors"][0]["count"].as_u64() >= Some(2),
+        "the workload's two failed opens: {:#}",
+        json["errno"]
+    );
+    let json = assert_answer(
+        out,
+        "answer-irq-handler-time",
+        "irq",
+        "irq: interrupt handler time",
+        &["(all)"],
+    );
+    assert_answer(
+        out,
+        "answer-function-callers",
+        "stacks",
+        "top kernel stacks",
+        &["=> ", "read"],
+    );
+    assert_answer(
+        out,
+        "answer-stop-at-fault",
+        "profile",
+        "profile: where each task's time went",
+        &["segv"],
+    );
+    let irq = json["latency"]
+        .as_array()
+        .and_then(|l| l.iter().find(|l| l["analysis"] == "irq"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        irq["groups"].as_array().is_some_and(|g| g.len() >= 2),
+        "(all) and at least one handler: {irq:#}"
     );
 }
 
@@ -1227,6 +1344,8 @@ fn assert_rt(out: &Path) {
 /// boot the guest's whole tracefs (hwlat_detector/ and osnoise/ included) is as
 /// at boot.
 fn assert_noise(out: &Path) {
+    // The recipe's question, answered first in its summary.
+    assert_answer(out, "recipe-timerlat", "timerlat", "timerlat: ", &[]);
     for (name, tracer, dir) in [
         ("hwlat", "hwlat", "hwlat"),
         ("osnoise", "osnoise", "osnoise"),

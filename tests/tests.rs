@@ -3,6 +3,7 @@
 mod common;
 
 mod analyses;
+mod answers;
 
 mod bundle;
 mod capture;

@@ -1,6 +1,8 @@
 //! The `errno` analysis: syscall exit values by errno name, per syscall and
-//! per task. It reads `ret` of `syscalls:sys_exit_X` (the syscall is X) and of
-//! `raw_syscalls:sys_exit` (the syscall is `id` in the file machine's table).
+//! per task. It reads `ret` of `syscalls:sys_exit_X` (the syscall is X), of
+//! `raw_syscalls:sys_exit` (the syscall is `id` in the file machine's table)
+//! and of a kretprobe event with a `ret` field (a recipe's
+//! `fetch = { ret = "$retval..." }`; the "syscall" is the event's name).
 //! A `ret` in -4095..=-1 is a failure with errno `-ret` (the kernel's
 //! `IS_ERR_VALUE` range), named as Linux names it (`-13` → `EACCES`).
 //!
@@ -53,7 +55,8 @@ pub(crate) struct Errno {
 /// One syscall's failures.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct ErrnoSyscall {
-    /// The syscall (`openat`; `NR n` for a raw id the table does not name).
+    /// The syscall (`openat`; `NR n` for a raw id the table does not name),
+    /// or the kretprobe event (`open_ret`).
     pub(crate) syscall: String,
     /// Exits of this syscall.
     pub(crate) calls: u64,
@@ -169,7 +172,7 @@ impl Errors {
             id => file
                 .formats()
                 .find(|f| f.id == id as u16)
-                .and_then(|f| f.name.strip_prefix("sys_exit_"))
+                .map(|f| f.name.strip_prefix("sys_exit_").unwrap_or(&f.name))
                 .unwrap_or("?")
                 .to_string(),
         };
@@ -241,6 +244,7 @@ fn bump<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, u64>, key: K) -> bool {
 fn role(f: &tracedat::EventFormat) -> Role {
     match (f.system.as_str(), f.field("ret")) {
         ("syscalls", Some(ret)) if f.name.starts_with("sys_exit_") => Role::Exit(ret.clone()),
+        (_, Some(ret)) if f.field("__probe_ret_ip").is_some() => Role::Exit(ret.clone()),
         ("raw_syscalls", Some(ret)) if f.name == "sys_exit" => match f.field("id") {
             Some(id) => Role::RawExit(id.clone(), ret.clone()),
             None => Role::None,

@@ -7,12 +7,13 @@
 //! | `syscalls` | `syscalls:sys_enter_X` + `sys_exit_X` (or `raw_syscalls:*`) | syscall latency per syscall, paired per task |
 //! | `wakeup` | `sched:sched_wakeup`/`sched_waking` + `sched:sched_switch` | wakeup-to-run latency per woken comm |
 //! | `kretprobe` | a kprobe (`__probe_ip`) and a kretprobe (`__probe_func`) on one function | entry-to-return latency per function, paired per task |
-//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); with `funcgraph_entry`, self time per call path (`funcgraph.folded`) |
+//! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); total and self time per function (`functions`); with `funcgraph_entry`, self time per call path (`funcgraph.folded`) |
 //! | `stacks` | `ftrace:kernel_stack` (or `user_stack`) | the most frequent kernel stacks and the event that took them; every stack folded (`stacks.folded`) |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
+//! | `kmem` | `kmem:kmalloc`/`kmem_cache_alloc` (+ `kfree`/`kmem_cache_free`) | slab allocations by symbolized call site and size, waste, outstanding bytes (`kmem`) |
 //! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
 //! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
 //! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
@@ -24,7 +25,9 @@
 mod block;
 mod callgraph;
 mod errno;
+mod functime;
 mod histogram;
+mod kmem;
 mod latency;
 mod markers;
 mod noise;
@@ -41,7 +44,9 @@ use tracedat::{Record, TraceFile};
 
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
+pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
+pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use markers::Markers;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
@@ -75,6 +80,8 @@ pub enum AnalysisName {
     Errno,
     /// Block I/O issue-to-complete latency per device and request size.
     Block,
+    /// Slab allocations (kmalloc, kmem_cache_alloc) by call site and size, with outstanding bytes.
+    Kmem,
     /// hwlat's samples: inner and outer gaps, per CPU.
     Hwlat,
     /// osnoise's periods: noise and interference, per CPU.
@@ -85,7 +92,7 @@ pub enum AnalysisName {
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 13] = [
+    pub const ALL: [AnalysisName; 14] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -96,6 +103,7 @@ impl AnalysisName {
         AnalysisName::Profile,
         AnalysisName::Errno,
         AnalysisName::Block,
+        AnalysisName::Kmem,
         AnalysisName::Hwlat,
         AnalysisName::Osnoise,
         AnalysisName::Timerlat,
@@ -114,6 +122,7 @@ impl AnalysisName {
             AnalysisName::Profile => "profile",
             AnalysisName::Errno => "errno",
             AnalysisName::Block => "block",
+            AnalysisName::Kmem => "kmem",
             AnalysisName::Hwlat => "hwlat",
             AnalysisName::Osnoise => "osnoise",
             AnalysisName::Timerlat => "timerlat",
@@ -185,6 +194,9 @@ impl Selection {
         }
         if block::BlockIo::applies(file) {
             v.push(AnalysisName::Block);
+        }
+        if kmem::KmemPass::applies(file) {
+            v.push(AnalysisName::Kmem);
         }
         for (name, event) in [
             (AnalysisName::Hwlat, "hwlat"),
@@ -258,6 +270,10 @@ pub struct Analysis {
     pub(crate) errno: Option<Errno>,
     /// Block I/O latency (`block`).
     pub(crate) block: Option<Block>,
+    /// Slab allocations by call site and size (`kmem`).
+    pub(crate) kmem: Option<Kmem>,
+    /// Total and self time per function (`funcgraph`).
+    pub(crate) functions: Option<FunctionTimes>,
     /// What was written to `trace_marker` (always collected); `None` without markers.
     pub(crate) markers: Option<Markers>,
     /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
@@ -268,7 +284,53 @@ pub struct Analysis {
     forks: FxHashMap<i32, i32>,
 }
 
+/// The order in which [`Analysis::answer`] looks for the analysis that answers
+/// a trace's question: the most specific question first (a noise tracer's
+/// own samples, allocations, block
+/// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
+/// function durations, stacks), then where the time went, then the counts.
+const ANSWER_ORDER: [AnalysisName; 14] = [
+    AnalysisName::Hwlat,
+    AnalysisName::Osnoise,
+    AnalysisName::Timerlat,
+    AnalysisName::Kmem,
+    AnalysisName::Block,
+    AnalysisName::Syscalls,
+    AnalysisName::Errno,
+    AnalysisName::Irq,
+    AnalysisName::Wakeup,
+    AnalysisName::Kretprobe,
+    AnalysisName::Funcgraph,
+    AnalysisName::Stacks,
+    AnalysisName::Profile,
+    AnalysisName::Counts,
+];
+
 impl Analysis {
+    /// The analysis that answers the question the recorded events ask (a
+    /// recipe records the events its question needs): the first in
+    /// [`ANSWER_ORDER`] that ran and has something to show (a latency
+    /// analysis at least one paired sample; the others a result). `counts`
+    /// when none has. The summary shows it first.
+    pub(crate) fn answer(&self) -> AnalysisName {
+        let shows = |n: AnalysisName| match n {
+            AnalysisName::Counts => true,
+            AnalysisName::Stacks => self.stacks.as_ref().is_some_and(|s| s.total > 0),
+            AnalysisName::Profile => self.profile.as_ref().is_some_and(|p| p.tasks_total > 0),
+            AnalysisName::Errno => self.errno.as_ref().is_some_and(|e| e.exits > 0),
+            AnalysisName::Block => self.block.as_ref().is_some_and(|b| b.requests > 0),
+            AnalysisName::Kmem => self.kmem.as_ref().is_some_and(|k| k.allocs > 0),
+            n => self
+                .latencies
+                .iter()
+                .any(|l| l.analysis == n.as_str() && !l.groups.is_empty()),
+        };
+        ANSWER_ORDER
+            .into_iter()
+            .find(|n| self.selected.contains(n) && shows(*n))
+            .unwrap_or(AnalysisName::Counts)
+    }
+
     /// The `(scope)` group of each per-task latency analysis: the samples of
     /// the tasks `roots` and their descendants (as far as the trace's
     /// `sched_process_fork`/`sched_wakeup_new` records tell), and of the tasks
@@ -419,6 +481,12 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
+    let mut function_time = selection
+        .has(AnalysisName::Funcgraph)
+        .then(|| functime::FuncTime::new(file));
+    let mut allocations = selection
+        .has(AnalysisName::Kmem)
+        .then(|| kmem::KmemPass::new(file));
     let mut markers = markers::Collector::default();
     let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
@@ -486,6 +554,12 @@ pub fn analyze_kept(
         if let Some(b) = block_io.as_mut() {
             b.add(&ev);
         }
+        if let Some(k) = allocations.as_mut() {
+            k.add(file, &ev);
+        }
+        if let Some(f) = function_time.as_mut() {
+            f.add(&ev, pid);
+        }
         if let Some(n) = noise.as_mut() {
             n.add(&ev);
         }
@@ -543,6 +617,8 @@ pub fn analyze_kept(
     let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
     let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
     let mut block = block_io.map(block::BlockIo::finish);
+    let mut kmem = allocations.map(kmem::KmemPass::finish);
+    let mut functions = function_time.and_then(|f| f.finish(file));
     let markers = markers.finish(&|pid| comm_of(file, &counts.learned, pid));
     let (noise_latencies, noise) = noise
         .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
@@ -553,6 +629,8 @@ pub fn analyze_kept(
         profile = profile.filter(|p| p.tasks_total > 0);
         errno = errno.filter(|e| e.exits > 0);
         block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
+        kmem = kmem.filter(|k| k.allocs + k.frees > 0);
+        functions = functions.filter(|f| f.calls > 0);
         latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
         stacks = stacks.filter(|s| s.total > 0);
         selected.retain(|n| match n {
@@ -561,6 +639,7 @@ pub fn analyze_kept(
             AnalysisName::Profile => profile.is_some(),
             AnalysisName::Errno => errno.is_some(),
             AnalysisName::Block => block.is_some(),
+            AnalysisName::Kmem => kmem.is_some(),
             n => latencies.iter().any(|l| l.analysis == n.as_str()),
         });
     }
@@ -574,6 +653,8 @@ pub fn analyze_kept(
         profile,
         errno,
         block,
+        kmem,
+        functions,
         markers,
         noise,
         counts,
@@ -590,6 +671,16 @@ pub(crate) fn symbolize(file: &TraceFile, addr: u64) -> String {
     match file.symbol(addr) {
         Some((name, 0)) => name.to_string(),
         Some((name, off)) => format!("{name}+0x{off:x}"),
+        None => format!("0x{addr:x}"),
+    }
+}
+
+/// The function `addr` falls in, through kallsyms (no offset: a call site or
+/// a function_graph `func`, which on kernels with IBT is the function's
+/// address + 4), else `0xADDR`.
+pub(crate) fn function_name(file: &TraceFile, addr: u64) -> String {
+    match file.symbol(addr) {
+        Some((name, _)) => name.to_string(),
         None => format!("0x{addr:x}"),
     }
 }
@@ -639,15 +730,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = 0xffff_ffff_8100_1000u64;
         // pid 7: entry, nested entry, return (inner: 100), return (outer: 400);
-        // pid 8: entry, return (250); a return with no entry; funcgraph 30 and 50 ns.
+        // pid 8: entry, return (250); a return with no entry; funcgraph 30 and 50 ns
+        // in a 1200 ns call of next_fn.
         let events = vec![
             (10, payload(300, 7, &[f])),
             (100, payload(300, 7, &[f])),
-            (100, payload(301, 7, &[f, 0x1234])),
+            (100, payload(301, 7, &[f, 0x1234, (-2i64) as u64])),
             (0, payload(300, 8, &[f])),
-            (200, payload(301, 7, &[f, 0x1234])),
-            (50, payload(301, 8, &[f, 0x1234])),
-            (10, payload(301, 9, &[f, 0x1234])),
+            (200, payload(301, 7, &[f, 0x1234, (-2i64) as u64])),
+            (50, payload(301, 8, &[f, 0x1234, 3])),
+            (10, payload(301, 9, &[f, 0x1234, 4])),
             // function_graph of pid 7: next_fn { do_sys_open (30); do_sys_open (50) } 1200.
             (1, payload(11, 7, &[f + 0x100, 0])),
             (1, payload(11, 7, &[f, 1])),
@@ -690,7 +782,7 @@ mod tests {
                     format(
                         "open_return",
                         301,
-                        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n",
+                        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:s64 ret;\toffset:24;\tsize:8;\tsigned:1;\n",
                     ),
                 ],
             )],
@@ -718,9 +810,24 @@ mod tests {
             [
                 AnalysisName::Counts,
                 AnalysisName::Kretprobe,
-                AnalysisName::Funcgraph
+                AnalysisName::Funcgraph,
+                AnalysisName::Errno
             ]
         );
+        // The kretprobe's `ret` (a `fetch` of `$retval`): pid 7's two -2.
+        let e = a.errno.as_ref().unwrap();
+        assert_eq!((e.exits, e.failed), (4, 2));
+        let s = &e.syscalls[0];
+        assert_eq!(
+            (s.syscall.as_str(), s.calls, s.failed),
+            ("open_return", 4, 2)
+        );
+        assert_eq!(
+            (s.errors[0].errno.as_str(), s.errors[0].count),
+            ("ENOENT", 2)
+        );
+        assert_eq!((e.tasks[0].pid, e.tasks[0].count), (7, 2));
+        assert_eq!(a.answer(), AnalysisName::Errno);
         let kret = &a.latencies[0];
         assert_eq!(kret.analysis, "kretprobe");
         assert_eq!(kret.unpaired, 1);
@@ -740,6 +847,28 @@ mod tests {
             a.funcgraph_folded.unwrap().text(),
             "[unknown];[unknown];do_sys_open 10\nnext_fn 1120\nnext_fn;do_sys_open 80\n"
         );
+        let t = a.functions.as_ref().unwrap();
+        let rows: Vec<(&str, u64, u64, u64, u64)> = t
+            .functions
+            .iter()
+            .map(|f| {
+                (
+                    f.function.as_str(),
+                    f.count,
+                    f.total_ns,
+                    f.self_ns,
+                    f.max_ns,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("next_fn", 1, 1200, 1120, 1200),
+                ("do_sys_open", 3, 90, 90, 50)
+            ]
+        );
+        assert_eq!((t.calls, t.untracked), (4, 0));
         assert_eq!(a.counts.total, 14);
     }
 

@@ -502,6 +502,12 @@ mod tests {
             timerlat: a.noise.timerlat.clone(),
         });
         let summary = crate::recipe::Template::builtin().render(&r).unwrap();
+        // The tracer's own samples answer first (osnoise before timerlat).
+        assert_eq!(a.answer(), AnalysisName::Osnoise);
+        let after = summary.split("\nlost events:").nth(1).unwrap();
+        let first = after.split_once("\n\n").unwrap().1;
+        assert!(first.starts_with("osnoise: "), "{summary}");
+        assert!(first.contains("\ntimerlat: "), "{summary}");
         assert!(
             summary.contains("osnoise per CPU")
                 && summary.contains("cpu1   thread          2")

@@ -143,6 +143,14 @@ pub struct JsonReport {
     /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
     /// `funcgraph`, `stacks`).
     pub(crate) analyses: Vec<String>,
+    /// The analysis that answers the question the recorded events ask, which
+    /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
+    /// `kmem`, `block`, `syscalls`,
+    /// `errno`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
+    /// `profile` that ran and has a result (a latency analysis: a paired
+    /// sample), else `counts`.
+    #[serde(default)]
+    pub(crate) answer: String,
     /// Counts over time (analysis `counts`).
     pub(crate) timeline: Option<Timeline>,
     /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
@@ -160,6 +168,14 @@ pub struct JsonReport {
     pub(crate) errno: Option<crate::analysis::Errno>,
     /// Block I/O issue-to-complete latency per device and request size (analysis `block`).
     pub(crate) block: Option<crate::analysis::Block>,
+    /// Slab allocations by symbolized call site and size, with what was not
+    /// freed in the trace (analysis `kmem`).
+    #[serde(default)]
+    pub(crate) kmem: Option<crate::analysis::Kmem>,
+    /// Per function, calls, total and self time and the longest call, most
+    /// total time first (analysis `funcgraph`).
+    #[serde(default)]
+    pub(crate) functions: Option<crate::analysis::FunctionTimes>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -323,6 +339,7 @@ impl JsonReport {
             lost_total,
             lost_percent: lost_percent(c.total, lost_total),
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
+            answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),
             latency: scoped_latency(a, run, |pid| comm_of(file, &c.learned, pid)),
             stacks: a.stacks.clone(),
@@ -330,6 +347,8 @@ impl JsonReport {
             profile: a.profile.clone(),
             errno: a.errno.clone(),
             block: a.block.clone(),
+            kmem: a.kmem.clone(),
+            functions: a.functions.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),

@@ -303,6 +303,21 @@ pub fn run_bundled(recipe: &Path, out: &Path, cmd: &[&str]) -> Output {
     trace_recipe(&run_args(recipe, out, &["--bundle"], cmd))
 }
 
+/// The first section of a summary.txt: after the run's header (which ends
+/// with the `lost events:` line and a blank line), up to the next blank line.
+/// It is the section of the analysis report.json names `answer`.
+pub fn first_section(summary: &str) -> &str {
+    let rest = summary
+        .find("\nlost events:")
+        .and_then(|i| {
+            summary[i + 1..]
+                .find("\n\n")
+                .map(|j| &summary[i + 1 + j + 2..])
+        })
+        .unwrap_or_else(|| panic!("no header in the summary:\n{summary}"));
+    rest.split("\n\n").next().unwrap_or("")
+}
+
 /// function_graph self time (ns) per call path (`outer;...;inner`), per task,
 /// from trace-cmd's drawing of the graph: `f() {` opens a call, `f();` is a
 /// whole call with its duration, `}` closes one with its duration; a call's

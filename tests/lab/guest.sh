@@ -5,10 +5,11 @@
 cd /payload
 mkdir -p /run
 # Arguments: `faults` (also the fault and kill trials), `rt` (also the recipes
-# of lab/rt/, for the PREEMPT_RT kernel's latency tracers).
-faults= rt=
+# of lab/rt/, for the PREEMPT_RT kernel's latency tracers), `answers` (also
+# the recipes of recipes/ whose summary's answer needs this kernel).
+faults= rt= answers=
 for a in "$@"; do
-  case "$a" in faults) faults=1 ;; rt) rt=1 ;; esac
+  case "$a" in faults) faults=1 ;; rt) rt=1 ;; answers) answers=1 ;; esac
 done
 uname -r > "$KLAB_OUT/release.txt"
 # The kernel's facts first, as freshly booted: the host checks every recipe
@@ -113,6 +114,37 @@ if [ -n "$rt" ]; then
   ./trace-recipe run recipes/timerlat.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
   o="$KLAB_OUT/recipe-stop-at-fault"
+  ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+fi
+# The recipes whose summary's first section needs function_graph, kprobes or
+# the function tracer, run once (6.12 boot, guest.sh answers) with a workload
+# that gives their question an answer: opens (call-graph-depth), failing opens
+# (kretprobe-returns), a read of the payload over virtio plus serial output,
+# whose interrupts the system-wide irq-handler-time records, reads
+# (function-callers) and a fault (stop-at-fault).
+if [ -n "$answers" ]; then
+  o="$KLAB_OUT/answer-call-graph-depth"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/call-graph-depth.toml -o "$o/run" -- cat /payload/lab/marker.txt > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-kretprobe-returns"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/kretprobe-returns.toml -o "$o/run" -- sh -c 'cat /nonexistent-a; cat /nonexistent-b; cat /payload/lab/marker.txt; true' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-irq-handler-time"
+  mkdir -p "$o"
+  (sleep 1; cat /payload/trace-recipe > /dev/null; for i in 1 2 3 4 5; do echo "irq-handler-time $i" > /dev/ttyS0; done) &
+  ./trace-recipe run recipes/irq-handler-time.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  wait
+  o="$KLAB_OUT/answer-function-callers"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
+    -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-stop-at-fault"
+  mkdir -p "$o"
   ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi

@@ -1,0 +1,193 @@
+//! Function time from function_graph, part of the `funcgraph` analysis: per
+//! function, calls, total time, self time (total less the time of the calls
+//! it made) and the longest call, ranked by total time.
+//!
+//! Each `ftrace:funcgraph_exit` gives one call: `func`, `depth` and
+//! `rettime - calltime`. A task's exits come innermost first, so the calls
+//! made by a call at depth d are the exits at depth d + 1 of the same task
+//! since its previous exit at depth d: per task (the idle tasks, all pid 0,
+//! per CPU) the pass adds each exit's duration to its depth's running sum and
+//! takes the sum one level deeper as the call's children. Self time is
+//! therefore exact when every nested exit was recorded (`max_graph_depth`
+//! keeps the deepest calls out, and their time stays in their caller's self
+//! time; a lost event lends its time to its caller too).
+//!
+//! Memory is bounded: [`MAX_KEYS`] functions (more count in `untracked`),
+//! [`MAX_TASKS`] tasks and depths up to [`MAX_DEPTH`] (deeper exits count
+//! their time but no children).
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tracedat::{Event, Field, TraceFile};
+
+use super::errno::MAX_KEYS;
+use super::function_name;
+use super::latency::{MAX_TASKS, uint};
+
+/// Depths followed per task (function_graph's own limit is 50 on 6.x).
+const MAX_DEPTH: usize = 64;
+/// Functions the report lists, most total time first.
+const MAX_FUNCTIONS: usize = 40;
+
+/// The fields of `ftrace:funcgraph_exit`.
+struct Fields {
+    id: u16,
+    func: Field,
+    depth: Field,
+    calltime: Field,
+    rettime: Field,
+}
+
+/// Time per function from function_graph, most total time first.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub(crate) struct FunctionTimes {
+    /// Calls read (funcgraph_exit records).
+    pub(crate) calls: u64,
+    /// Calls of functions past the key limit (4096 functions), in no row.
+    pub(crate) untracked: u64,
+    /// Functions there were in all (only the first 40 are listed).
+    pub(crate) functions_total: usize,
+    /// Per function, most total time first.
+    pub(crate) functions: Vec<FunctionTime>,
+}
+
+/// One function's calls (ns; trace-clock units for non-nanosecond clocks).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub(crate) struct FunctionTime {
+    /// The function `func` falls in, through kallsyms (no offset).
+    pub(crate) function: String,
+    /// Calls.
+    pub(crate) count: u64,
+    /// Time in its calls, callees included.
+    pub(crate) total_ns: u64,
+    /// Time in its calls less the time of the calls they made.
+    pub(crate) self_ns: u64,
+    /// Longest call.
+    pub(crate) max_ns: u64,
+    /// Timestamp of the exit that ended the longest call (trace-clock units).
+    pub(crate) max_at_ns: u64,
+}
+
+#[derive(Default)]
+struct Row {
+    count: u64,
+    total: u64,
+    own: u64,
+    max: u64,
+    max_at: u64,
+}
+
+/// The state of one pass.
+pub(super) struct FuncTime {
+    fields: Option<Fields>,
+    rows: Vec<(u64, Row)>,
+    row_of: FxHashMap<u64, usize>,
+    /// Per task (pid, and the CPU for pid 0): the children's time summed per depth.
+    open: FxHashMap<(i32, u32), Vec<u64>>,
+    calls: u64,
+    untracked: u64,
+}
+
+impl FuncTime {
+    pub(super) fn new(file: &TraceFile) -> FuncTime {
+        let fields = file
+            .formats()
+            .find(|f| f.system == "ftrace" && f.name == "funcgraph_exit")
+            .and_then(|f| {
+                Some(Fields {
+                    id: f.id,
+                    func: f.field("func")?.clone(),
+                    depth: f.field("depth")?.clone(),
+                    calltime: f.field("calltime")?.clone(),
+                    rettime: f.field("rettime")?.clone(),
+                })
+            });
+        FuncTime {
+            fields,
+            rows: Vec::new(),
+            row_of: FxHashMap::default(),
+            open: FxHashMap::default(),
+            calls: 0,
+            untracked: 0,
+        }
+    }
+
+    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
+        let Some(f) = self.fields.as_ref() else {
+            return;
+        };
+        if ev.type_id() != f.id || ev.format.id != f.id {
+            return;
+        }
+        let (Some(func), Some(depth), Some(a), Some(b)) = (
+            uint(&f.func, ev),
+            uint(&f.depth, ev),
+            uint(&f.calltime, ev),
+            uint(&f.rettime, ev),
+        ) else {
+            return;
+        };
+        self.calls += 1;
+        let d = b.saturating_sub(a);
+        let key = (pid, if pid == 0 { ev.cpu } else { 0 });
+        let depth = usize::try_from(depth).unwrap_or(usize::MAX);
+        let children = if depth >= MAX_DEPTH
+            || (self.open.len() >= MAX_TASKS && !self.open.contains_key(&key))
+        {
+            0
+        } else {
+            let sums = self.open.entry(key).or_default();
+            if sums.len() < depth + 2 {
+                sums.resize(depth + 2, 0);
+            }
+            sums[depth] = sums[depth].saturating_add(d);
+            std::mem::take(&mut sums[depth + 1])
+        };
+        let n = self.rows.len();
+        let r = match self.row_of.get(&func) {
+            Some(r) => *r,
+            None if n < MAX_KEYS => {
+                self.rows.push((func, Row::default()));
+                self.row_of.insert(func, n);
+                n
+            }
+            None => {
+                self.untracked += 1;
+                return;
+            }
+        };
+        let row = &mut self.rows[r].1;
+        row.count += 1;
+        row.total = row.total.saturating_add(d);
+        row.own = row.own.saturating_add(d.saturating_sub(children));
+        if d > row.max || row.count == 1 {
+            row.max = d;
+            row.max_at = ev.ts;
+        }
+    }
+
+    /// The table, or `None` when the file has no funcgraph_exit format.
+    pub(super) fn finish(self, file: &TraceFile) -> Option<FunctionTimes> {
+        self.fields.as_ref()?;
+        let mut rows = self.rows;
+        rows.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+        let functions_total = rows.len();
+        Some(FunctionTimes {
+            calls: self.calls,
+            untracked: self.untracked,
+            functions_total,
+            functions: rows
+                .into_iter()
+                .take(MAX_FUNCTIONS)
+                .map(|(func, r)| FunctionTime {
+                    function: function_name(file, func),
+                    count: r.count,
+                    total_ns: r.total,
+                    self_ns: r.own,
+                    max_ns: r.max,
+                    max_at_ns: r.max_at,
+                })
+                .collect(),
+        })
+    }
+}
