@@ -744,3 +744,79 @@ fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(out.join("report.json").exists());
 }
+
+/// The profile of a workload-scoped run lists the workload's tasks first and
+/// marks them: a busy task outside the run, pinned to the workload's CPU, is
+/// in the trace only on the other side of the workload's switches, yet it
+/// runs longer, and used to head the table.
+#[test]
+fn the_profile_of_a_scoped_run_lists_its_own_tasks_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        "name = \"scoped-profile\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"sched:sched_process_fork\"\n",
+    );
+    let out = dir.path().join("out");
+    let mut spinner = Command::new("taskset")
+        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = {
+        let _guard = TracefsGuard::acquire();
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(crate::common::bin())
+            .args(["run", recipe.to_str().unwrap(), "-o"])
+            .arg(&out)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "for n in 1 2 3; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 0.01; done",
+            ])
+            .output()
+            .unwrap()
+    };
+    let spinner_pid = spinner.id() as i64;
+    spinner.kill().unwrap();
+    spinner.wait().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r = report(&out);
+    let workload = r["workload"]["pid"].as_i64().unwrap();
+    let profile = &r["profile"];
+    let tasks = profile["tasks"].as_array().unwrap();
+    let in_scope = |t: &serde_json::Value| t["in_scope"].as_bool().unwrap_or(false);
+    let scoped = tasks.iter().take_while(|t| in_scope(t)).count();
+    assert!(
+        scoped >= 1 && tasks.iter().skip(scoped).all(|t| !in_scope(t)),
+        "the run's tasks are not listed first: {profile:#}"
+    );
+    assert_eq!(
+        profile["tasks_in_scope"].as_u64(),
+        Some(scoped as u64),
+        "{profile:#}"
+    );
+    assert!(
+        tasks
+            .iter()
+            .any(|t| t["pid"].as_i64() == Some(workload) && in_scope(t)),
+        "the workload is not marked: {profile:#}"
+    );
+    let other = tasks
+        .iter()
+        .find(|t| t["pid"].as_i64() == Some(spinner_pid))
+        .unwrap_or_else(|| {
+            panic!("the spinner {spinner_pid} never switched with the workload: {profile:#}")
+        });
+    assert!(!in_scope(other), "{profile:#}");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("of the run's scope, marked *, listed first")
+            && summary
+                .lines()
+                .any(|l| l.starts_with(" *") && l.contains(&workload.to_string())),
+        "{summary}"
+    );
+}

@@ -331,37 +331,28 @@ impl Analysis {
             .unwrap_or(AnalysisName::Counts)
     }
 
-    /// The `(scope)` group of each per-task latency analysis: the samples of
-    /// the tasks `roots` and their descendants (as far as the trace's
-    /// `sched_process_fork`/`sched_wakeup_new` records tell), and of the tasks
-    /// `named` says yes to (`[scope] comms`), by analysis name. Analyses
-    /// without a sample of such a task have none; so has every analysis when
-    /// nothing is scoped (`named` is `None` and `roots` empty).
-    pub(crate) fn scoped(
-        &self,
-        roots: &[i32],
-        named: Option<&dyn Fn(i32) -> bool>,
-    ) -> Vec<(String, LatencyGroup)> {
-        if roots.is_empty() && named.is_none() {
-            return Vec::new();
-        }
-        let in_scope = |pid: i32| {
-            if named.is_some_and(|n| n(pid)) {
+    /// Whether task `pid` is one of `roots` (a run's workload, `[scope] pids`)
+    /// or a descendant of one, as far as the trace's
+    /// `sched_process_fork`/`sched_wakeup_new` records tell.
+    pub(crate) fn in_scope(&self, pid: i32, roots: &[i32]) -> bool {
+        let mut p = pid;
+        // Bounded walk: fork records of a hostile file may form a cycle.
+        for _ in 0..64 {
+            if roots.contains(&p) {
                 return true;
             }
-            let mut p = pid;
-            // Bounded walk: fork records of a hostile file may form a cycle.
-            for _ in 0..64 {
-                if roots.contains(&p) {
-                    return true;
-                }
-                match self.forks.get(&p) {
-                    Some(parent) => p = *parent,
-                    None => return false,
-                }
+            match self.forks.get(&p) {
+                Some(parent) => p = *parent,
+                None => return false,
             }
-            false
-        };
+        }
+        false
+    }
+
+    /// The `(scope)` group of each per-task latency analysis: the samples of
+    /// the tasks `in_scope` says yes to (a run's, see `report::json`), by
+    /// analysis name. Analyses without a sample of such a task have none.
+    pub(crate) fn scoped(&self, in_scope: &dyn Fn(i32) -> bool) -> Vec<(String, LatencyGroup)> {
         self.task_latency
             .iter()
             .filter_map(|(name, tasks)| {

@@ -89,6 +89,11 @@ pub(crate) struct TaskProfile {
     pub(crate) softirq: Span,
     /// `exceptions:page_fault_user`/`page_fault_kernel` records of the task.
     pub(crate) page_faults: u64,
+    /// One of a scoped run's tasks (the workload and its descendants,
+    /// `[scope] pids`, the tasks `[scope] comms` names); false when the run
+    /// was not scoped or the trace is read without its run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) in_scope: bool,
 }
 
 /// Where one CPU's time went (from its first to its last switch).
@@ -116,10 +121,36 @@ pub(crate) struct Profile {
     pub(crate) measures: Vec<String>,
     /// Tasks seen (the idle task aside).
     pub(crate) tasks_total: usize,
-    /// The tasks longest on a CPU (at most 20), longest first.
+    /// Of those, a scoped run's own tasks (see [`TaskProfile::in_scope`]);
+    /// absent when the run was not scoped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tasks_in_scope: Option<usize>,
+    /// The tasks listed (at most 20): a scoped run's own tasks first, then
+    /// the others (seen on the other side of their switches and wakeups),
+    /// each longest on a CPU first.
     pub(crate) tasks: Vec<TaskProfile>,
     /// Per CPU, in CPU order.
     pub(crate) cpus: Vec<CpuProfile>,
+}
+
+impl Profile {
+    /// The profile as a report lists it: with `in_scope` (a scoped run's
+    /// test for its own tasks), those tasks first and marked, then the
+    /// others; at most [`LISTED`] tasks in all, each group longest on a CPU
+    /// first.
+    pub(crate) fn listed(&self, in_scope: Option<&dyn Fn(i32) -> bool>) -> Profile {
+        let mut p = self.clone();
+        if let Some(f) = in_scope {
+            for t in &mut p.tasks {
+                t.in_scope = f(t.pid);
+            }
+            p.tasks_in_scope = Some(p.tasks.iter().filter(|t| t.in_scope).count());
+            // Stable: each group keeps its order by time on a CPU.
+            p.tasks.sort_by_key(|t| !t.in_scope);
+        }
+        p.tasks.truncate(LISTED);
+        p
+    }
 }
 
 #[derive(Clone, Default)]
@@ -394,7 +425,8 @@ impl Profiler {
         }
     }
 
-    /// The profile; `comm` names a pid.
+    /// The profile of every task followed (see [`Profile::listed`] for what
+    /// a report shows); `comm` names a pid.
     pub(super) fn finish(self, comm: &dyn Fn(i32) -> String) -> Profile {
         let mut tasks: Vec<(i32, Task)> = self.tasks.into_iter().collect();
         tasks.sort_by(|a, b| {
@@ -407,9 +439,9 @@ impl Profiler {
         Profile {
             measures: self.measures,
             tasks_total,
+            tasks_in_scope: None,
             tasks: tasks
                 .into_iter()
-                .take(LISTED)
                 .map(|(pid, t)| {
                     let at = t.wakeup.max_at();
                     TaskProfile {
@@ -433,6 +465,7 @@ impl Profiler {
                         irq: t.irq,
                         softirq: t.softirq,
                         page_faults: t.page_faults,
+                        in_scope: false,
                     }
                 })
                 .collect(),

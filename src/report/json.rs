@@ -298,6 +298,8 @@ impl JsonReport {
         for l in lost.values_mut() {
             l.total = l.total();
         }
+        let scope = scope_test(a, run, |pid| comm_of(file, &c.learned, pid));
+        let in_scope = scope.as_deref();
         let lost_total = lost.values().map(|l| l.total).sum();
         JsonReport {
             format_version: JSON_FORMAT_VERSION,
@@ -341,10 +343,10 @@ impl JsonReport {
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),
-            latency: scoped_latency(a, run, |pid| comm_of(file, &c.learned, pid)),
+            latency: scoped_latency(a, in_scope),
             stacks: a.stacks.clone(),
             funcgraph_folded: a.funcgraph_folded.clone(),
-            profile: a.profile.clone(),
+            profile: a.profile.as_ref().map(|p| p.listed(in_scope)),
             errno: a.errno.clone(),
             block: a.block.clone(),
             kmem: a.kmem.clone(),
@@ -382,16 +384,15 @@ impl JsonReport {
     }
 }
 
-/// The latency reports of `a`; for a scoped run, each per-task analysis
-/// leads with its `(scope)` group: the workload and its descendants, the
-/// recipe's `pids` (and theirs), the tasks named by its `comms`. `comm` names
-/// the task of a pid.
-fn scoped_latency(
-    a: &Analysis,
-    run: Option<&RunInfo>,
-    comm: impl Fn(i32) -> String,
-) -> Vec<LatencyReport> {
-    let mut latency = a.latencies.clone();
+/// The tasks a run was scoped to, as a test on a pid: the workload and its
+/// descendants, the recipe's `pids` (and theirs), the tasks named by its
+/// `comms` (`comm` names the task of a pid). `None` for a run that was not
+/// scoped or a trace read without its run.
+fn scope_test<'a>(
+    a: &'a Analysis,
+    run: Option<&'a RunInfo>,
+    comm: impl Fn(i32) -> String + 'a,
+) -> Option<Box<dyn Fn(i32) -> bool + 'a>> {
     let mut roots: Vec<i32> = run
         .and_then(|r| r.workload.as_ref())
         .and_then(|w| i32::try_from(w.pid).ok())
@@ -407,12 +408,17 @@ fn scoped_latency(
     roots.sort_unstable();
     roots.dedup();
     let comms = scope.map(|s| s.comms.as_slice()).unwrap_or_default();
-    let named = |pid: i32| comms.contains(&comm(pid));
-    let named: Option<&dyn Fn(i32) -> bool> = match comms.is_empty() {
-        true => None,
-        false => Some(&named),
-    };
-    for (name, group) in a.scoped(&roots, named) {
+    (!roots.is_empty() || !comms.is_empty()).then(move || {
+        Box::new(move |pid: i32| comms.contains(&comm(pid)) || a.in_scope(pid, &roots))
+            as Box<dyn Fn(i32) -> bool>
+    })
+}
+
+/// The latency reports of `a`; with `in_scope` (a scoped run's tasks, see
+/// [`scope_test`]), each per-task analysis leads with its `(scope)` group.
+fn scoped_latency(a: &Analysis, in_scope: Option<&dyn Fn(i32) -> bool>) -> Vec<LatencyReport> {
+    let mut latency = a.latencies.clone();
+    for (name, group) in in_scope.map(|f| a.scoped(f)).unwrap_or_default() {
         if let Some(l) = latency.iter_mut().find(|l| l.analysis == name) {
             l.groups.insert(0, group);
         }
