@@ -35,8 +35,8 @@ use crate::plan::{Plan, TOP_LEVEL_LOCK};
 use crate::recipe::{Chain, OnAbort, TemplateError};
 use crate::record::{CpuCapture, Readers, RecordError, Recorder};
 use crate::report::JsonReport;
-use crate::tracefs::{Tracefs, TracefsError, WriteMode};
-use crate::validate::ValidRecipe;
+use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
+use crate::validate::{MaxLatencyAt, ValidRecipe};
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
 
 mod output;
@@ -696,6 +696,22 @@ impl Armed {
         })?;
         inst.write("tracing_on", "1", WriteMode::Replace)?;
         self.tracing_on = true;
+        // A latency tracer measures from the moment it is set, whatever the
+        // instance's tracing_on says (kernel/trace/trace_sched_wakeup.c
+        // enables itself on the top level's state): a latency seen before
+        // recording started updated tracing_max_latency and swapped an empty
+        // live buffer into the max buffer, and no smaller latency of the run
+        // would replace that empty trace. Reset the maximum now that the
+        // buffer records, so the run's worst case comes with its trace. The
+        // write was planned before the tracer (and journaled there when the
+        // file is global).
+        if let Some(at) = valid.tracer.as_ref().and_then(|t| t.max_latency) {
+            let file = match at {
+                MaxLatencyAt::Instance => inst.clone(),
+                MaxLatencyAt::TopLevel => Instance::top(inst.tracefs()),
+            };
+            file.write("tracing_max_latency", "0", WriteMode::Replace)?;
+        }
         let t0 = Instant::now();
         let workload_fd = match self.p.workload.as_mut() {
             Some(w) => {
