@@ -614,12 +614,13 @@ fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph(
         "{expect}"
     );
     assert!(rows[1].starts_with(r#""pass""#), "{expect}");
-    // The profile table, with a row of the workload.
+    // The profile table, led by the workload's row, marked as the run's scope.
     let table = dom.split(r#"class="profile""#).nth(1).unwrap();
     let table = table.split("</table>").next().unwrap();
     let pid = report["workload"]["pid"].as_u64().unwrap();
+    let first = table.split("<tr>").nth(2).unwrap_or_default();
     assert!(
-        table.contains(&format!("<tr><td>{pid}</td><td>sh</td>")),
+        first.starts_with(&format!("<td>{pid}</td><td>sh <b>(scope)</b></td>")),
         "{table}"
     );
     // The flame graph: one frame per distinct path prefix, real kernel symbols.
