@@ -304,3 +304,23 @@ fn hostile_bundles_cannot_inject_escapes_or_bypass_the_budgets() {
         assert!(!all.contains('\x1b') && !all.contains('\x07'), "{all:?}");
     }
 }
+
+/// `report` of a FIFO whose name holds an escape character, in every format
+/// (the folded ones included): refused, never read, and the name printed
+/// escaped, never raw.
+#[test]
+fn report_of_a_fifo_with_a_control_character_in_its_name_is_refused_escaped() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("f\u{1b}[31mx.dat");
+    mkfifo(&fifo);
+    for format in ["text", "summary", "json", "folded", "folded-funcgraph"] {
+        let (code, all) = bounded(&["report", fifo.to_str().unwrap(), "--format", format]);
+        assert_eq!(code, Some(3), "{format}: {all}");
+        assert!(
+            !all.contains('\u{1b}')
+                && all.contains("\\u{1b}")
+                && all.contains("not a regular file"),
+            "{format}: {all:?}"
+        );
+    }
+}

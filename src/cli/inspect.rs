@@ -147,7 +147,11 @@ pub(super) fn show(a: ShowArgs) -> Exit {
     let path = find_recipe(&a.recipe).ok_or(Failure::Invalid(None))?;
     let text = std::fs::read_to_string(&path).map_err(|e| {
         Failure::Invalid(Some(
-            Context::new(format!("cannot read {}", path.display()), e).into(),
+            Context::new(
+                format!("cannot read {}", crate::untrusted::escape_path(&path)),
+                e,
+            )
+            .into(),
         ))
     })?;
     println!("# {}", path.display());
@@ -187,8 +191,12 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
     let (path, opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
-    let file = tracedat::TraceFile::open(&path)
-        .map_err(|e| Failure::failed(Context::new(format!("cannot read {}", path.display()), e)))?;
+    let file = tracedat::TraceFile::open(&path).map_err(|e| {
+        Failure::failed(Context::new(
+            format!("cannot read {}", crate::untrusted::escape_path(&path)),
+            e,
+        ))
+    })?;
     let run_json = (opened.is_some() || a.file.is_dir())
         .then(|| path.parent().and_then(run_report))
         .flatten();
