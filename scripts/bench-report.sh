@@ -110,9 +110,9 @@ record_lab() { # MIX... (recorded in the kernel lab, all in one boot)
     mv "$work/out/$mix.dat" "$BENCH_DIR/$mix/trace.dat"
   done
 }
-# Recording touches tracefs (the lab's boot takes both CPUs): hold the lock
-# the test suites hold, so no test sees this bench's instance in its
-# before/after snapshots.
+# Recording here touches tracefs: hold the lock the test suites hold, so no
+# test sees this bench's instance in its before/after snapshots. The lab mixes
+# are recorded in a guest's own tracefs, after the lock is let go.
 exec 9>/tmp/trace-recipe-tracefs.lock
 flock 9
 lab_missing=()
@@ -124,8 +124,8 @@ for mix in $MIXES; do
     record "$mix"
   fi
 done
-record_lab "${lab_missing[@]}"
 flock -u 9
+record_lab "${lab_missing[@]}"
 
 # measure CMD... → "wall user sys maxrss_kb"
 measure() {
