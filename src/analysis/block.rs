@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, IntField, TraceFile};
 
 use super::errno::MAX_KEYS;
 use super::histogram::{Histogram, Seen};
@@ -19,9 +19,9 @@ use super::latency::{LatencyGroup, uint};
 /// The fields a block request event is read by.
 #[derive(Clone)]
 struct Fields {
-    dev: Field,
-    sector: Field,
-    nr_sector: Field,
+    dev: IntField,
+    sector: IntField,
+    nr_sector: IntField,
 }
 
 #[derive(Clone)]
@@ -159,9 +159,9 @@ fn role(f: &tracedat::EventFormat) -> Role {
     }
     let fields = || {
         Some(Fields {
-            dev: f.field("dev")?.clone(),
-            sector: f.field("sector")?.clone(),
-            nr_sector: f.field("nr_sector")?.clone(),
+            dev: f.field("dev")?.int(),
+            sector: f.field("sector")?.int(),
+            nr_sector: f.field("nr_sector")?.int(),
         })
     };
     match (f.name.as_str(), fields()) {

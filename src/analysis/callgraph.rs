@@ -9,7 +9,7 @@
 //! frame), and call paths past [`MAX_STACKS`] as one `[other paths]` frame.
 
 use rustc_hash::FxHashMap;
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::latency::uint;
 use super::stacks::{Folded, MAX_STACKS};
@@ -24,14 +24,14 @@ const MAX_TASKS: usize = 16_384;
 enum Role {
     None,
     Entry {
-        func: Field,
-        depth: Field,
+        func: IntField,
+        depth: IntField,
     },
     Exit {
-        func: Field,
-        depth: Field,
-        calltime: Field,
-        rettime: Field,
+        func: IntField,
+        depth: IntField,
+        calltime: IntField,
+        rettime: IntField,
     },
 }
 
@@ -62,7 +62,7 @@ impl CallPaths {
         let mut roles = vec![Role::None; max_id + 1];
         let (mut entry, mut exit) = (false, false);
         for f in file.formats().filter(|f| f.system == "ftrace") {
-            let field = |n: &str| f.field(n).cloned();
+            let field = |n: &str| f.field(n).map(Field::int);
             let role = match f.name.as_str() {
                 "funcgraph_entry" => match (field("func"), field("depth")) {
                     (Some(func), Some(depth)) => {

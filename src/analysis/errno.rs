@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, IntField, TraceFile};
 
 use super::latency::{SyscallTable, uint};
 
@@ -32,9 +32,9 @@ const RAW: u32 = u32::MAX;
 enum Role {
     None,
     /// `syscalls:sys_exit_X`: its `ret`.
-    Exit(Field),
+    Exit(IntField),
     /// `raw_syscalls:sys_exit`: its `id` and `ret`.
-    RawExit(Field, Field),
+    RawExit(IntField, IntField),
 }
 
 /// Syscall exit values by errno, per syscall and per task.
@@ -243,10 +243,10 @@ fn bump<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, u64>, key: K) -> bool {
 
 fn role(f: &tracedat::EventFormat) -> Role {
     match (f.system.as_str(), f.field("ret")) {
-        ("syscalls", Some(ret)) if f.name.starts_with("sys_exit_") => Role::Exit(ret.clone()),
-        (_, Some(ret)) if f.field("__probe_ret_ip").is_some() => Role::Exit(ret.clone()),
+        ("syscalls", Some(ret)) if f.name.starts_with("sys_exit_") => Role::Exit(ret.int()),
+        (_, Some(ret)) if f.field("__probe_ret_ip").is_some() => Role::Exit(ret.int()),
         ("raw_syscalls", Some(ret)) if f.name == "sys_exit" => match f.field("id") {
-            Some(id) => Role::RawExit(id.clone(), ret.clone()),
+            Some(id) => Role::RawExit(id.int(), ret.int()),
             None => Role::None,
         },
         _ => Role::None,

@@ -18,7 +18,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, IntField, TraceFile};
 
 use super::errno::MAX_KEYS;
 use super::function_name;
@@ -32,10 +32,10 @@ const MAX_FUNCTIONS: usize = 40;
 /// The fields of `ftrace:funcgraph_exit`.
 struct Fields {
     id: u16,
-    func: Field,
-    depth: Field,
-    calltime: Field,
-    rettime: Field,
+    func: IntField,
+    depth: IntField,
+    calltime: IntField,
+    rettime: IntField,
 }
 
 /// Time per function from function_graph, most total time first.
@@ -96,10 +96,10 @@ impl FuncTime {
             .and_then(|f| {
                 Some(Fields {
                     id: f.id,
-                    func: f.field("func")?.clone(),
-                    depth: f.field("depth")?.clone(),
-                    calltime: f.field("calltime")?.clone(),
-                    rettime: f.field("rettime")?.clone(),
+                    func: f.field("func")?.int(),
+                    depth: f.field("depth")?.int(),
+                    calltime: f.field("calltime")?.int(),
+                    rettime: f.field("rettime")?.int(),
                 })
             });
         FuncTime {

@@ -27,7 +27,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::errno::MAX_KEYS;
 use super::function_name;
@@ -45,17 +45,17 @@ const ZERO_OR_NULL: u64 = 16;
 /// The fields of an allocation event.
 #[derive(Clone)]
 struct AllocFields {
-    call_site: Field,
-    ptr: Field,
-    bytes_req: Field,
-    bytes_alloc: Field,
+    call_site: IntField,
+    ptr: IntField,
+    bytes_req: IntField,
+    bytes_alloc: IntField,
 }
 
 #[derive(Clone)]
 enum Role {
     None,
     Alloc(Box<AllocFields>),
-    Free(Field),
+    Free(IntField),
 }
 
 /// Slab allocations by call site and size.
@@ -366,15 +366,18 @@ fn role(f: &tracedat::EventFormat) -> Role {
         "kmalloc" | "kmalloc_node" | "kmem_cache_alloc" | "kmem_cache_alloc_node" => {
             let fields = || {
                 Some(AllocFields {
-                    call_site: f.field("call_site")?.clone(),
-                    ptr: f.field("ptr")?.clone(),
-                    bytes_req: f.field("bytes_req")?.clone(),
-                    bytes_alloc: f.field("bytes_alloc")?.clone(),
+                    call_site: f.field("call_site")?.int(),
+                    ptr: f.field("ptr")?.int(),
+                    bytes_req: f.field("bytes_req")?.int(),
+                    bytes_alloc: f.field("bytes_alloc")?.int(),
                 })
             };
             fields().map_or(Role::None, |f| Role::Alloc(Box::new(f)))
         }
-        "kfree" | "kmem_cache_free" => f.field("ptr").cloned().map_or(Role::None, Role::Free),
+        "kfree" | "kmem_cache_free" => f
+            .field("ptr")
+            .map(Field::int)
+            .map_or(Role::None, Role::Free),
         _ => Role::None,
     }
 }

@@ -23,7 +23,7 @@
 use rustc_hash::FxHashMap;
 
 use serde::Serialize;
-use tracedat::{Event, Field, FieldValue, TraceFile};
+use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
 use super::{AnalysisName, Selection, TOP, symbolize};
@@ -138,33 +138,33 @@ enum Role {
     None,
     SysEnter(usize),
     SysExit(usize),
-    RawEnter(Field),
-    RawExit(Field),
+    RawEnter(IntField),
+    RawExit(IntField),
     Wake {
-        pid: Field,
+        pid: IntField,
         /// `sched_wakeup_new`: the waker (`common_pid`) forked the woken.
         new: bool,
     },
     Fork {
-        parent: Field,
-        child: Field,
+        parent: IntField,
+        child: IntField,
     },
     IrqEntry {
-        irq: Field,
+        irq: IntField,
         name: Field,
     },
-    IrqExit(Field),
+    IrqExit(IntField),
     Switch {
-        prev_pid: Field,
-        next_pid: Field,
+        prev_pid: IntField,
+        next_pid: IntField,
         next_comm: Field,
     },
-    ProbeEntry(Field),
-    ProbeReturn(Field),
+    ProbeEntry(IntField),
+    ProbeReturn(IntField),
     Funcgraph {
-        func: Field,
-        calltime: Field,
-        rettime: Field,
+        func: IntField,
+        calltime: IntField,
+        rettime: IntField,
     },
 }
 
@@ -332,12 +332,10 @@ impl SyscallTable {
     }
 }
 
-pub(super) fn uint(f: &Field, ev: &Event<'_>) -> Option<u64> {
-    match f.decode(&ev.data, ev.big_endian)? {
-        FieldValue::UInt(v) => Some(v),
-        FieldValue::Int(v) => Some(v as u64),
-        _ => None,
-    }
+/// The integer field `f` of `ev` ([`IntField::get`]).
+#[inline]
+pub(super) fn uint(f: &IntField, ev: &Event<'_>) -> Option<u64> {
+    f.get(&ev.data, ev.big_endian)
 }
 
 impl Latencies {
@@ -345,7 +343,8 @@ impl Latencies {
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
         let mut roles = vec![Role::None; max_id + 1];
         let mut syscalls = Groups::default();
-        let field = |f: &tracedat::EventFormat, n: &str| f.field(n).cloned();
+        let field = |f: &tracedat::EventFormat, n: &str| f.field(n).map(Field::int);
+        let text = |f: &tracedat::EventFormat, n: &str| f.field(n).cloned();
         for f in file.formats() {
             let (sys, name) = (f.system.as_str(), f.name.as_str());
             let role = if sel.has(AnalysisName::Syscalls) && sys == "syscalls" {
@@ -368,7 +367,7 @@ impl Latencies {
                     _ => Role::None,
                 }
             } else if sel.has(AnalysisName::Irq) && sys == "irq" && name == "irq_handler_entry" {
-                match (field(f, "irq"), field(f, "name")) {
+                match (field(f, "irq"), text(f, "name")) {
                     (Some(irq), Some(name)) => Role::IrqEntry { irq, name },
                     _ => Role::None,
                 }
@@ -386,7 +385,7 @@ impl Latencies {
                         match (
                             field(f, "prev_pid"),
                             field(f, "next_pid"),
-                            field(f, "next_comm"),
+                            text(f, "next_comm"),
                         ) {
                             (Some(prev_pid), Some(next_pid), Some(next_comm)) => Role::Switch {
                                 prev_pid,

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tracedat::{Event, Field, TraceFile};
+use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::histogram::{Histogram, Seen};
 use super::latency::{Groups, uint};
@@ -127,24 +127,24 @@ pub(crate) struct NoiseTables {
 /// Field offsets of the three entry formats found in the file.
 enum Role {
     Hwlat {
-        inner: Field,
-        outer: Field,
-        nmi: Field,
+        inner: IntField,
+        outer: IntField,
+        nmi: IntField,
     },
     Osnoise(Box<OsnoiseFields>),
     Timerlat {
-        context: Field,
-        latency: Field,
+        context: IntField,
+        latency: IntField,
     },
 }
 
 /// The fields of an osnoise entry.
 struct OsnoiseFields {
-    noise: Field,
-    runtime: Field,
-    max_sample: Field,
+    noise: IntField,
+    runtime: IntField,
+    max_sample: IntField,
     /// hw, nmi, irq, softirq, thread.
-    counts: [Field; 5],
+    counts: [IntField; 5],
 }
 
 /// The pass's state.
@@ -164,7 +164,7 @@ impl Noise {
     pub(super) fn new(file: &TraceFile, sel: &Selection) -> Option<Noise> {
         let mut roles = BTreeMap::new();
         for f in file.formats().filter(|f| f.system == "ftrace") {
-            let field = |n: &str| f.field(n).cloned();
+            let field = |n: &str| f.field(n).map(Field::int);
             let role = match f.name.as_str() {
                 "hwlat" if sel.has(AnalysisName::Hwlat) => (|| {
                     Some(Role::Hwlat {
@@ -232,7 +232,7 @@ impl Noise {
             ts: ev.ts,
             cpu: ev.cpu,
         };
-        let v = |f: &Field| uint(f, ev).unwrap_or(0);
+        let v = |f: &IntField| uint(f, ev).unwrap_or(0);
         match role {
             Role::Hwlat { inner, outer, nmi } => {
                 let (i, o) = (v(inner), v(outer));

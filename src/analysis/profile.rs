@@ -23,7 +23,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, Field, FieldValue, TraceFile};
+use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
 use super::latency::MAX_TASKS;
@@ -158,11 +158,11 @@ enum Role {
     #[default]
     None,
     Switch {
-        prev_pid: Field,
-        prev_state: Field,
-        next_pid: Field,
+        prev_pid: IntField,
+        prev_state: IntField,
+        next_pid: IntField,
     },
-    Wake(Field),
+    Wake(IntField),
     IrqEntry,
     IrqExit,
     SoftEntry,
@@ -218,12 +218,8 @@ pub(super) struct Profiler {
     cpus: Vec<Cpu>,
 }
 
-fn int(f: &Field, ev: &Event<'_>) -> Option<i64> {
-    match f.decode(&ev.data, ev.big_endian)? {
-        FieldValue::Int(v) => Some(v),
-        FieldValue::UInt(v) => Some(v as i64),
-        _ => None,
-    }
+fn int(f: &IntField, ev: &Event<'_>) -> Option<i64> {
+    f.get(&ev.data, ev.big_endian).map(|v| v as i64)
 }
 
 impl Profiler {
@@ -238,7 +234,7 @@ impl Profiler {
         let mut roles = vec![Role::None; max_id + 1];
         let mut has = [false; 5];
         for f in file.formats() {
-            let field = |n: &str| f.field(n).cloned();
+            let field = |n: &str| f.field(n).map(Field::int);
             let role = match (f.system.as_str(), f.name.as_str()) {
                 ("sched", "sched_switch") => {
                     match (field("prev_pid"), field("prev_state"), field("next_pid")) {

@@ -420,7 +420,59 @@ fn scalar<'a>(b: &'a [u8], signed: bool, big: bool) -> FieldValue<'a> {
     }
 }
 
+/// A field read as a plain integer, resolved once per event format (see
+/// [`Field::int`]) so a pass over many records reads it at a fixed offset
+/// instead of looking the field up and decoding it per record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IntField {
+    /// Byte offset in the record.
+    offset: usize,
+    /// 1, 2, 4 or 8; 0 for a field that is not a plain integer.
+    size: u8,
+    /// Sign-extended when read.
+    signed: bool,
+}
+
+impl IntField {
+    /// The value in `data` (a record payload) in the file's byte order:
+    /// sign-extended to 64 bits when the field is signed, so
+    /// `get(..) as i64` is [`FieldValue::Int`] and `get(..)` is
+    /// [`FieldValue::UInt`] of [`Field::decode`]. `None` when the record is
+    /// too short, or the field is not a plain integer (decode gives no
+    /// `Int`/`UInt` for it).
+    #[inline]
+    pub fn get(self, data: &[u8], big_endian: bool) -> Option<u64> {
+        let size = usize::from(self.size);
+        // `new` checked that `offset + size` does not overflow.
+        let v = read_uint(data.get(self.offset..self.offset + size)?, big_endian)?;
+        Some(if self.signed {
+            sign_extend(v, size) as u64
+        } else {
+            v
+        })
+    }
+}
+
 impl Field {
+    /// This field as an [`IntField`]: an inline scalar of 1, 2, 4 or 8
+    /// bytes reads as what [`Field::decode`] gives (`Int` or `UInt`); any
+    /// other field (string, array, dynamic, odd size) reads as `None`.
+    pub fn int(&self) -> IntField {
+        let plain = self.layout == FieldLayout::Inline
+            && self.array_len.is_none()
+            && !self.is_string
+            && matches!(self.size, 1 | 2 | 4 | 8)
+            && self.offset.checked_add(self.size).is_some();
+        if !plain {
+            return IntField::default();
+        }
+        IntField {
+            offset: self.offset,
+            size: self.size as u8,
+            signed: self.signed,
+        }
+    }
+
     /// The bytes of this field inside `data` (a record payload), following
     /// `__data_loc` / `__rel_loc` indirection. `None` when out of bounds.
     pub fn raw<'a>(&self, data: &'a [u8], big_endian: bool) -> Option<&'a [u8]> {
@@ -553,6 +605,37 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
     }
 
     #[test]
+    fn int_fields_read_what_decode_gives() {
+        let f = EventFormat::parse("sched", SWITCH).unwrap();
+        let mut d = vec![0u8; 64];
+        d[4..8].copy_from_slice(&(-5i32).to_le_bytes());
+        d[8..12].copy_from_slice(b"bash");
+        d[24..28].copy_from_slice(&(-1i32).to_le_bytes());
+        d[28..32].copy_from_slice(&(56u32 | (3 << 16)).to_le_bytes());
+        d[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        d[2] = 0x81;
+        for big in [false, true] {
+            for fld in f.fields.iter().chain(&f.common_fields) {
+                let want = match fld.decode(&d, big) {
+                    Some(FieldValue::Int(v)) => Some(v as u64),
+                    Some(FieldValue::UInt(v)) => Some(v),
+                    _ => None,
+                };
+                assert_eq!(fld.int().get(&d, big), want, "{}", fld.name);
+                assert_eq!(fld.int().get(&d[..10], big), None, "{}", fld.name);
+            }
+        }
+        assert_eq!(
+            f.field("prev_pid").unwrap().int().get(&d, false),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            f.field("common_flags").unwrap().int().get(&d, false),
+            Some(0x81)
+        );
+    }
+
+    #[test]
     fn huge_offsets_do_not_overflow() {
         let t = format!(
             "name: x\nID: 1\nformat:\n\tfield:int a;\toffset:{m};\tsize:{m};\tsigned:1;\n\
@@ -565,6 +648,7 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
         for fld in f.fields.iter().chain(&f.common_fields) {
             let _ = fld.decode(&d, false);
             let _ = fld.decode(&d, true);
+            assert_eq!(fld.int().get(&d, false), None);
         }
     }
 

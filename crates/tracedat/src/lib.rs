@@ -27,7 +27,7 @@ mod writer;
 
 pub use comms::{Comms, names_tasks};
 pub use error::Error;
-pub use format::{EventFormat, Field, FieldLayout, FieldValue};
+pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
 pub use records::{Event, EventData, Record, Records};
 pub use report::{Printer, clock_is_nanoseconds, format_record, format_ts};
