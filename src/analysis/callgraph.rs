@@ -101,6 +101,12 @@ impl CallPaths {
         })
     }
 
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
     /// One record of task `pid`.
     pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
         let id = ev.type_id() as usize;

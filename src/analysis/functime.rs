@@ -112,6 +112,12 @@ impl FuncTime {
         }
     }
 
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        self.fields.as_ref().is_some_and(|f| f.id == id)
+    }
+
     pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
         let Some(f) = self.fields.as_ref() else {
             return;

@@ -215,6 +215,12 @@ impl KmemPass {
         Some(s)
     }
 
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
     pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>) {
         let id = ev.type_id() as usize;
         if ev.format.id as usize != id {

@@ -450,6 +450,12 @@ impl Latencies {
         }
     }
 
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
     /// Feeds one event (`pid` is its `common_pid`, `slot` that pid's place in
     /// `analyze`'s pid list).
     pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>, pid: i32, slot: usize) {

@@ -380,6 +380,22 @@ struct Slot {
     names_tasks: bool,
     /// Its records are markers ([`markers::Collector::is_marker`]).
     marker: bool,
+    /// The analyses its records go to.
+    feeds: Feeds,
+}
+
+/// The analyses that records of one format go to, decided once per format
+/// from each analysis's `handles`: the others never see them.
+#[derive(Clone, Copy, Default)]
+struct Feeds {
+    latency: bool,
+    profile: bool,
+    errno: bool,
+    block: bool,
+    kmem: bool,
+    functime: bool,
+    noise: bool,
+    call_paths: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -486,6 +502,19 @@ pub fn analyze_kept(
         .has(AnalysisName::Funcgraph)
         .then(|| callgraph::CallPaths::new(file))
         .flatten();
+    for f in file.formats() {
+        let id = f.id;
+        slots[usize::from(id)].feeds = Feeds {
+            latency: latencies.handles(id),
+            profile: profiler.as_ref().is_some_and(|p| p.handles(id)),
+            errno: errors.as_ref().is_some_and(|e| e.handles(id)),
+            block: block_io.as_ref().is_some_and(|b| b.handles(id)),
+            kmem: allocations.as_ref().is_some_and(|k| k.handles(id)),
+            functime: function_time.as_ref().is_some_and(|f| f.handles(id)),
+            noise: noise.as_ref().is_some_and(|n| n.handles(id)),
+            call_paths: call_paths.as_ref().is_some_and(|c| c.handles(id)),
+        };
+    }
     let mut last_on_cpu: Vec<usize> = Vec::new();
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
@@ -507,6 +536,7 @@ pub fn analyze_kept(
         let id = ev.type_id() as usize;
         let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
         let counted = slot.map_or(0, |s| s.counted);
+        let feeds = slot.map_or(Feeds::default(), |s| s.feeds);
         let pid = ev.pid();
         let cpu = cpu_slots.slot(ev.cpu);
         if cpu >= per_cpu.len() {
@@ -535,29 +565,45 @@ pub fn analyze_kept(
         if let Some(t) = timeline.as_mut() {
             t.add(ev.ts, counted, cpu, pid_slot);
         }
-        latencies.add(file, &ev, pid, pid_slot);
-        if let Some(p) = profiler.as_mut() {
+        if feeds.latency {
+            latencies.add(file, &ev, pid, pid_slot);
+        }
+        if feeds.profile
+            && let Some(p) = profiler.as_mut()
+        {
             p.add(&ev, pid);
         }
-        if let Some(e) = errors.as_mut() {
+        if feeds.errno
+            && let Some(e) = errors.as_mut()
+        {
             e.add(&ev, pid);
         }
-        if let Some(b) = block_io.as_mut() {
+        if feeds.block
+            && let Some(b) = block_io.as_mut()
+        {
             b.add(&ev);
         }
-        if let Some(k) = allocations.as_mut() {
+        if feeds.kmem
+            && let Some(k) = allocations.as_mut()
+        {
             k.add(file, &ev);
         }
-        if let Some(f) = function_time.as_mut() {
+        if feeds.functime
+            && let Some(f) = function_time.as_mut()
+        {
             f.add(&ev, pid);
         }
-        if let Some(n) = noise.as_mut() {
+        if feeds.noise
+            && let Some(n) = noise.as_mut()
+        {
             n.add(&ev);
         }
         if slot.is_some_and(|s| s.names_tasks) {
             counts.learned.learn(file, &ev);
         }
-        if let Some(c) = call_paths.as_mut() {
+        if feeds.call_paths
+            && let Some(c) = call_paths.as_mut()
+        {
             c.add(&ev, pid);
         }
         if slot.is_some_and(|s| s.marker) {

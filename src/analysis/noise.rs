@@ -220,6 +220,12 @@ impl Noise {
         })
     }
 
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        self.roles.contains_key(&id)
+    }
+
     /// Feeds one event.
     pub(super) fn add(&mut self, ev: &Event<'_>) {
         if ev.format.id != ev.type_id() {

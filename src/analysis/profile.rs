@@ -295,12 +295,17 @@ impl Profiler {
         if pid == 0 {
             return None;
         }
-        let n = self.tasks.len();
-        if n < MAX_TASKS || self.tasks.contains_key(&pid) {
+        if self.tasks.len() < MAX_TASKS {
             Some(self.tasks.entry(pid).or_default())
         } else {
-            None
+            self.tasks.get_mut(&pid)
         }
+    }
+
+    /// Whether records of format `id` mean something to this analysis
+    /// (the others need not be fed to it).
+    pub(super) fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
     /// Feeds one event (`pid` is its `common_pid`).

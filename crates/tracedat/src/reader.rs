@@ -13,6 +13,8 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use rustc_hash::FxHashMap;
+
 use crate::bytes::{Cursor, parse_c_integer, text};
 use crate::format::{EventFormat, parse_field_line};
 use crate::records::Records;
@@ -95,8 +97,10 @@ pub struct TraceFile {
     format_index: Vec<u32>,
     pub(crate) unknown_format: EventFormat,
     kallsyms: Vec<(u64, String)>,
-    printk: HashMap<u64, String>,
-    cmdlines: HashMap<i32, String>,
+    /// Looked up per record by the printers: FxHash, not SipHash.
+    printk: FxHashMap<u64, String>,
+    /// Looked up per record (comms): FxHash, not SipHash.
+    cmdlines: FxHashMap<i32, String>,
     cpu_count: u32,
     clock: String,
     uname: Option<String>,
@@ -1191,7 +1195,7 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     v
 }
 
-fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
+fn parse_printk(b: &[u8]) -> FxHashMap<u64, String> {
     let s = String::from_utf8_lossy(b);
     s.lines()
         .filter_map(|l| {
@@ -1207,7 +1211,7 @@ fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
         .collect()
 }
 
-fn parse_cmdlines(b: &[u8]) -> HashMap<i32, String> {
+fn parse_cmdlines(b: &[u8]) -> FxHashMap<i32, String> {
     let s = String::from_utf8_lossy(b);
     s.lines()
         .filter_map(|l| {

@@ -585,6 +585,12 @@ impl<'a> CpuStream<'a> {
 pub struct Records<'a> {
     file: &'a TraceFile,
     streams: Vec<CpuStream<'a>>,
+    /// The stream with the earliest next event, yielded from until its next
+    /// event is later than the heap's top: it stays out of the heap
+    /// meanwhile, so a run of one CPU's events costs no heap operation.
+    current: Option<usize>,
+    /// The other streams with events, by (timestamp of the next event,
+    /// index): ties go to the lower index, as in one heap of all streams.
     heap: BinaryHeap<Reverse<(u64, usize)>>,
     pending: Option<Event<'a>>,
     errors: VecDeque<Error>,
@@ -609,6 +615,7 @@ impl<'a> Records<'a> {
         Records {
             file,
             streams,
+            current: None,
             heap: BinaryHeap::new(),
             pending: None,
             errors,
@@ -667,23 +674,32 @@ impl<'a> Iterator for Records<'a> {
         if let Some(e) = self.errors.pop_front() {
             return Some(Err(e));
         }
-        // The stream with the earliest head: its next item replaces it at the
-        // top of the heap (one sift instead of a pop and a push).
-        let Reverse((_, i)) = *self.heap.peek()?;
+        let i = match self.current {
+            Some(i) => i,
+            None => {
+                let Reverse((_, i)) = self.heap.pop()?;
+                self.current = Some(i);
+                i
+            }
+        };
         let stream = &mut self.streams[i];
         let it = stream.take();
         match stream.fill() {
             Ok(true) => {
-                let ts = stream.head_ts();
-                if let Some(mut top) = self.heap.peek_mut() {
-                    *top = Reverse((ts, i));
+                // Still the earliest unless the heap's top is earlier; else
+                // the top becomes the current stream and this one takes its
+                // place (one sift instead of a pop and a push).
+                let key = (stream.head_ts(), i);
+                if let Some(mut top) = self.heap.peek_mut()
+                    && top.0 < key
+                {
+                    self.current = Some(top.0.1);
+                    *top = Reverse(key);
                 }
             }
-            Ok(false) => {
-                self.heap.pop();
-            }
+            Ok(false) => self.current = None,
             Err(e) => {
-                self.heap.pop();
+                self.current = None;
                 self.errors.push_back(e);
             }
         }
