@@ -269,7 +269,7 @@ pub(super) struct Latencies {
     /// Per pid slot (see `analyze`): the open `sys_enter_X` and raw
     /// `sys_enter` (group, ts).
     sys_pending: Vec<[Option<(usize, u64)>; 2]>,
-    raw_ids: FxHashMap<i64, usize>,
+    raw_ids: RawIds,
     /// Names raw syscall numbers for the file's machine.
     sys_names: SyscallTable,
     wakeup: Groups,
@@ -288,6 +288,46 @@ pub(super) struct Latencies {
     irq_ids: FxHashMap<(u64, Vec<u8>), usize>,
     /// Child pid → parent pid, from `sched_process_fork` and `sched_wakeup_new`.
     pub(super) forks: FxHashMap<i32, i32>,
+}
+
+/// Raw syscall numbers seen in a `sys_enter`, and their group: the numbers
+/// below [`RawIds::DIRECT`] (every table's) in a vector, others in a map.
+#[derive(Default)]
+struct RawIds {
+    /// Group of number `i`, `usize::MAX` for none yet.
+    direct: Vec<usize>,
+    other: FxHashMap<i64, usize>,
+}
+
+impl RawIds {
+    /// Numbers looked up without hashing.
+    const DIRECT: usize = 4096;
+
+    /// The group of `nr`, if seen.
+    #[inline]
+    fn get(&self, nr: i64) -> Option<usize> {
+        match usize::try_from(nr) {
+            Ok(i) if i < Self::DIRECT => self.direct.get(i).copied().filter(|g| *g != usize::MAX),
+            _ => self.other.get(&nr).copied(),
+        }
+    }
+
+    /// The group of `nr`, made by `new` on first sight.
+    #[inline]
+    fn get_or_insert_with(&mut self, nr: i64, new: impl FnOnce() -> usize) -> usize {
+        match usize::try_from(nr) {
+            Ok(i) if i < Self::DIRECT => {
+                if i >= self.direct.len() {
+                    self.direct.resize(i + 1, usize::MAX);
+                }
+                if self.direct[i] == usize::MAX {
+                    self.direct[i] = new();
+                }
+                self.direct[i]
+            }
+            _ => *self.other.entry(nr).or_insert_with(new),
+        }
+    }
 }
 
 /// Which syscall table numbers a raw `id` (`raw_syscalls:sys_enter` and
@@ -431,7 +471,7 @@ impl Latencies {
             selected: sel.names().to_vec(),
             syscalls,
             sys_pending: Vec::new(),
-            raw_ids: FxHashMap::default(),
+            raw_ids: RawIds::default(),
             sys_names: SyscallTable::of(file),
             wakeup,
             wake_all,
@@ -473,10 +513,9 @@ impl Latencies {
             }
             Role::RawEnter(f) => {
                 if let Some(nr) = uint(f, ev) {
-                    let g = *self
-                        .raw_ids
-                        .entry(nr as i64)
-                        .or_insert_with(|| self.syscalls.id(&self.sys_names.name(nr as i64)));
+                    let g = self.raw_ids.get_or_insert_with(nr as i64, || {
+                        self.syscalls.id(&self.sys_names.name(nr as i64))
+                    });
                     pending_syscall(&mut self.sys_pending, slot)[1] = Some((g, ev.ts));
                 }
             }
@@ -485,7 +524,7 @@ impl Latencies {
                 pair_syscall(&mut self.syscalls, open, Some(*g), ev);
             }
             Role::RawExit(f) => {
-                let g = uint(f, ev).and_then(|nr| self.raw_ids.get(&(nr as i64)).copied());
+                let g = uint(f, ev).and_then(|nr| self.raw_ids.get(nr as i64));
                 let g = g.or(Some(usize::MAX));
                 let open = pending_syscall(&mut self.sys_pending, slot)[1].take();
                 pair_syscall(&mut self.syscalls, open, g, ev);

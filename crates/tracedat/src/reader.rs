@@ -97,9 +97,9 @@ pub struct TraceFile {
     format_index: Vec<u32>,
     pub(crate) unknown_format: EventFormat,
     kallsyms: Vec<(u64, String)>,
-    /// Looked up per record by the printers: FxHash, not SipHash.
-    printk: FxHashMap<u64, String>,
-    /// Looked up per record (comms): FxHash, not SipHash.
+    printk: HashMap<u64, String>,
+    /// By pid; FxHash: looked up per record by the listing and the comm
+    /// learner.
     cmdlines: FxHashMap<i32, String>,
     cpu_count: u32,
     clock: String,
@@ -1195,7 +1195,7 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     v
 }
 
-fn parse_printk(b: &[u8]) -> FxHashMap<u64, String> {
+fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
     let s = String::from_utf8_lossy(b);
     s.lines()
         .filter_map(|l| {

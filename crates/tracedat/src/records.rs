@@ -674,35 +674,38 @@ impl<'a> Iterator for Records<'a> {
         if let Some(e) = self.errors.pop_front() {
             return Some(Err(e));
         }
-        let i = match self.current {
-            Some(i) => i,
-            None => {
+        // The current stream (the earliest at the last record) gives the
+        // next record unless the heap's top is now earlier: then the top
+        // becomes current and this one takes its place in the heap (one
+        // sift instead of a pop and a push). A stream is refilled here,
+        // before its record is taken, so nothing is called between taking
+        // a record and returning it.
+        let i = loop {
+            let Some(i) = self.current else {
                 let Reverse((_, i)) = self.heap.pop()?;
                 self.current = Some(i);
-                i
-            }
-        };
-        let stream = &mut self.streams[i];
-        let it = stream.take();
-        match stream.fill() {
-            Ok(true) => {
-                // Still the earliest unless the heap's top is earlier; else
-                // the top becomes the current stream and this one takes its
-                // place (one sift instead of a pop and a push).
-                let key = (stream.head_ts(), i);
-                if let Some(mut top) = self.heap.peek_mut()
-                    && top.0 < key
-                {
-                    self.current = Some(top.0.1);
-                    *top = Reverse(key);
+                continue;
+            };
+            let stream = &mut self.streams[i];
+            match stream.fill() {
+                Ok(true) => {
+                    let key = (stream.head_ts(), i);
+                    match self.heap.peek_mut() {
+                        Some(mut top) if top.0 < key => {
+                            self.current = Some(top.0.1);
+                            *top = Reverse(key);
+                        }
+                        _ => break i,
+                    }
+                }
+                Ok(false) => self.current = None,
+                Err(e) => {
+                    self.current = None;
+                    return Some(Err(e));
                 }
             }
-            Ok(false) => self.current = None,
-            Err(e) => {
-                self.current = None;
-                self.errors.push_back(e);
-            }
-        }
+        };
+        let it = self.streams[i].take();
         let lost = it.lost;
         let ev = self.make_event(i, it);
         if let Some(count) = lost {
