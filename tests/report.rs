@@ -1484,3 +1484,44 @@ fn a_pid_scoped_profile_differs_from_trace_cmd_only_by_sleeps_with_no_recorded_w
     assert!(compared >= 2, "{compared} tasks compared");
     assert_eq!(unwoken, 1, "tasks with a sleep with no recorded wakeup");
 }
+
+/// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
+/// after every event of the instance, ftrace.rst "trace_options"): each
+/// openat of the workload comes with both; trace.dat carries kallsyms, so
+/// trace-cmd names the kernel frames as our summary does; the summary tells
+/// user stacks from kernel ones.
+#[test]
+fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "options.toml",
+        "name = \"stack-options\"\ndescription = \"t\"\nduration = \"30s\"\n[tracer]\noptions = { stacktrace = true, userstacktrace = true }\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n",
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(&recipe, &out, "cat /etc/hostname /etc/passwd > /dev/null");
+    guard.assert_unchanged();
+    assert_eq!(code, Some(0), "{stderr}");
+    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
+    let opens = count("sys_enter_openat:");
+    assert!(
+        opens >= 2,
+        "the workload's opens were not recorded: {listing}"
+    );
+    assert_eq!(count("kernel_stack:"), opens, "{listing}");
+    assert_eq!(count("user_stack:"), opens, "{listing}");
+    // Kernel frames by name (the syscall entry path), not bare addresses.
+    assert!(
+        listing.contains("=> do_syscall_64"),
+        "kernel frames not symbolized: {listing}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("top kernel and user stacks")
+            && summary.contains("(user stack):")
+            && summary.contains("=> do_syscall_64"),
+        "{summary}"
+    );
+}
