@@ -1488,8 +1488,8 @@ fn a_pid_scoped_profile_differs_from_trace_cmd_only_by_sleeps_with_no_recorded_w
 /// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
 /// after every event of the instance, ftrace.rst "trace_options"): each
 /// openat of the workload comes with both; trace.dat carries kallsyms, so
-/// trace-cmd names the kernel frames as our summary does; the summary tells
-/// user stacks from kernel ones.
+/// trace-cmd names the kernel frames as our summary does, and lists the file
+/// as our `report` does; the summary tells user stacks from kernel ones.
 #[test]
 fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
     let guard = TracefsGuard::acquire();
@@ -1517,6 +1517,15 @@ fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
         listing.contains("=> do_syscall_64"),
         "kernel frames not symbolized: {listing}"
     );
+    // Our listing is trace-cmd's, user_stack's print fmt included.
+    let o = trace_recipe(&[
+        "report",
+        out.join("trace.dat").to_str().unwrap(),
+        "--format",
+        "text",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), listing);
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(
         summary.contains("top kernel and user stacks")
