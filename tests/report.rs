@@ -1534,3 +1534,67 @@ fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
         "{summary}"
     );
 }
+
+/// Every event of the kernel (`*:*`, 2,300 on this host): the run applies
+/// and rolls back all of them, records events of many systems, and trace-cmd
+/// lists the file line for line as we do, except for the events
+/// crates/tracedat/tests/differential-intended.txt lists with the reason.
+#[test]
+fn all_events_run_and_list_as_trace_cmd_lists_them() {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "all.toml",
+        "name = \"all-events\"\ndescription = \"t\"\nduration = \"30s\"\n[[events]]\nname = \"*:*\"\n",
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(&recipe, &out, "ls / > /dev/null");
+    guard.assert_unchanged();
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let systems: std::collections::BTreeSet<&str> = report["events"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.split(':').next())
+        .collect();
+    assert!(systems.len() >= 8, "{systems:?}");
+    let theirs = crate::common::trace_cmd_report(&out.join("trace.dat"));
+    let o = trace_recipe(&[
+        "report",
+        out.join("trace.dat").to_str().unwrap(),
+        "--format",
+        "text",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let ours = text(&o.stdout);
+    let intended =
+        std::fs::read_to_string(repo().join("crates/tracedat/tests/differential-intended.txt"))
+            .unwrap();
+    let intended: Vec<&str> = intended
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next()?.split(':').nth(1))
+        .collect();
+    assert_eq!(ours.lines().count(), theirs.lines().count());
+    let mut kept = 0;
+    for (a, b) in ours.lines().zip(theirs.lines()) {
+        if a == b {
+            continue;
+        }
+        let event = ReportLine::parse(b).map(|r| r.event.to_string());
+        assert!(
+            event.as_deref().is_some_and(|e| intended.contains(&e)),
+            "a difference not listed as intended:\nours:   {a}\ntheirs: {b}"
+        );
+        kept += 1;
+    }
+    eprintln!(
+        "FIGURE all events: {} events of {} systems, {} lines, {kept} intended differences",
+        report["total_events"],
+        systems.len(),
+        ours.lines().count()
+    );
+}
