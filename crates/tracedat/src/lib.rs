@@ -25,7 +25,7 @@ mod report;
 pub mod testing;
 mod writer;
 
-pub use comms::{Comms, names_tasks};
+pub use comms::{Comms, Learner, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};

@@ -13,6 +13,8 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use rustc_hash::FxHashMap;
+
 use crate::bytes::{Cursor, parse_c_integer, text};
 use crate::format::{EventFormat, parse_field_line};
 use crate::records::Records;
@@ -96,7 +98,9 @@ pub struct TraceFile {
     pub(crate) unknown_format: EventFormat,
     kallsyms: Vec<(u64, String)>,
     printk: HashMap<u64, String>,
-    cmdlines: HashMap<i32, String>,
+    /// By pid; FxHash: looked up per record by the listing and the comm
+    /// learner.
+    cmdlines: FxHashMap<i32, String>,
     cpu_count: u32,
     clock: String,
     uname: Option<String>,
@@ -1207,7 +1211,7 @@ fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
         .collect()
 }
 
-fn parse_cmdlines(b: &[u8]) -> HashMap<i32, String> {
+fn parse_cmdlines(b: &[u8]) -> FxHashMap<i32, String> {
     let s = String::from_utf8_lossy(b);
     s.lines()
         .filter_map(|l| {
