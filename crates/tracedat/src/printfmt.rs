@@ -217,25 +217,30 @@ enum Piece {
 }
 
 /// A scalar at a fixed place of every record: an inline field, or one
-/// element of an inline array indexed by a constant. Resolved when the format
-/// is parsed.
+/// element of an inline array indexed by a constant, under any casts.
+/// Resolved when the format is parsed.
 #[derive(Debug, Clone, Copy)]
 struct Fixed {
     at: usize,
     /// 1, 2, 4 or 8.
     size: usize,
+    /// What the casts around it keep of the value ([`CType::mask`]; all
+    /// ones without a cast).
+    mask: u64,
 }
 
 impl Fixed {
-    /// The value as [`eval`] gives it: unsigned, 0 when the record is too
-    /// short.
+    /// The value as [`eval`] gives it: unsigned, cast, 0 when the record is
+    /// too short.
     #[inline]
     fn read(self, data: &[u8], big: bool) -> i64 {
-        self.at
+        let v = self
+            .at
             .checked_add(self.size)
             .and_then(|end| data.get(self.at..end))
             .and_then(|b| read_uint(b, big))
-            .unwrap_or(0) as i64
+            .unwrap_or(0);
+        (v & self.mask) as i64
     }
 }
 
@@ -298,9 +303,15 @@ fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
                 Fixed {
                     at: f.offset,
                     size: f.size,
+                    mask: u64::MAX,
                 },
             )
         }
+        // A cast of a number masks it (see `eval`), whatever its type.
+        Expr::Cast(t, a) => fixed(fmt, a).map(|f| Fixed {
+            mask: f.mask & t.mask,
+            ..f
+        }),
         Expr::Index(a, k) => {
             let (Expr::Field(i, es), Expr::Num(k)) = (a.as_ref(), k.as_ref()) else {
                 return None;
@@ -313,6 +324,7 @@ fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
                 .then_some(Fixed {
                     at: f.offset.checked_add(start)?,
                     size: *es,
+                    mask: u64::MAX,
                 })
         }
         _ => None,
@@ -1649,25 +1661,31 @@ fn format_int(c: &Conv, v: i64, size: usize, out: &mut Vec<u8>) {
         (false, truncate(v, size))
     };
     // Digits into a stack buffer (22 octal digits hold any u64): no
-    // allocation per record.
-    let (base, table): (u64, &[u8; 16]) = match c.kind {
-        b'x' => (16, b"0123456789abcdef"),
-        b'X' => (16, b"0123456789ABCDEF"),
-        b'o' => (8, b"0123456789abcdef"),
-        _ => (10, b"0123456789abcdef"),
-    };
+    // allocation per record, and shifts rather than divisions for hex and
+    // octal.
+    let mut ibuf = itoa::Buffer::new();
     let mut buf = [0u8; 24];
-    let mut at = buf.len();
-    let mut m = mag;
-    loop {
-        at -= 1;
-        buf[at] = table[(m % base) as usize];
-        m /= base;
-        if m == 0 {
-            break;
+    let mut digits: &[u8] = match c.kind {
+        b'x' | b'X' | b'o' => {
+            let (shift, table): (u32, &[u8; 16]) = match c.kind {
+                b'x' => (4, b"0123456789abcdef"),
+                b'X' => (4, b"0123456789ABCDEF"),
+                _ => (3, b"0123456789abcdef"),
+            };
+            let mut at = buf.len();
+            let mut m = mag;
+            loop {
+                at -= 1;
+                buf[at] = table[(m & ((1 << shift) - 1)) as usize];
+                m >>= shift;
+                if m == 0 {
+                    break;
+                }
+            }
+            &buf[at..]
         }
-    }
-    let mut digits = &buf[at..];
+        _ => ibuf.format(mag).as_bytes(),
+    };
     if c.prec == Some(0) && mag == 0 {
         digits = &[];
     }
