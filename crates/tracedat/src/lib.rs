@@ -23,6 +23,7 @@ mod records;
 mod report;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod text;
 mod writer;
 
 pub use comms::{Comms, Learner, names_tasks};

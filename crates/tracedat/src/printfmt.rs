@@ -21,6 +21,7 @@
 //! and the conversions.
 
 use crate::format::{EventFormat, Field, FieldLayout, read_uint};
+use crate::text::{Text, push_prefix, rest_from};
 
 /// What the evaluator needs from the file: symbols and kernel strings.
 pub(crate) trait Kernel {
@@ -248,7 +249,7 @@ impl Fixed {
 #[derive(Debug, Clone)]
 enum Step {
     /// Text copied as it is.
-    Lit(Box<[u8]>),
+    Lit(Text),
     /// An integer conversion (`%d %u %x %X %o` with flags, width, precision)
     /// of a [`Fixed`] scalar; `size` is the conversion's integer size and
     /// `plain` says it has no flag, width or precision.
@@ -1066,7 +1067,7 @@ impl PrintFmt {
         let mut ai = 0;
         for pc in pieces {
             match pc {
-                Piece::Lit(s) => steps.push(Step::Lit(s.into_bytes().into_boxed_slice())),
+                Piece::Lit(s) => steps.push(Step::Lit(Text::new(s.as_bytes()))),
                 Piece::Conv(c) => {
                     let arg = ai;
                     ai += 1 + c.width_arg as usize + c.prec_arg as usize;
@@ -1081,7 +1082,7 @@ impl PrintFmt {
     pub(crate) fn write<K: Kernel>(&self, cx: &Ctx<'_, K>, out: &mut Vec<u8>) {
         for step in &self.steps {
             match step {
-                Step::Lit(s) => out.extend_from_slice(s),
+                Step::Lit(s) => s.push_to(out),
                 Step::Int {
                     src,
                     conv,
@@ -1102,7 +1103,11 @@ impl PrintFmt {
                             if let Some(p) = conv.prec {
                                 s = &s[..p.min(s.len())];
                             }
-                            pad(conv, s, out);
+                            if conv.width.is_none() {
+                                push_prefix(out, rest_from(cx.data, b), s.len());
+                            } else {
+                                pad(conv, s, out);
+                            }
                         }
                         None => self.general(cx, conv, *arg, out),
                     }
@@ -1610,16 +1615,8 @@ fn write_plain_int(kind: u8, v: i64, size: usize, out: &mut Vec<u8>) {
         }
         b'u' => out.extend_from_slice(ibuf.format(truncate(v, size)).as_bytes()),
         b'x' | b'X' => {
-            let table: &[u8; 16] = if kind == b'x' {
-                b"0123456789abcdef"
-            } else {
-                b"0123456789ABCDEF"
-            };
-            let u = truncate(v, size);
-            let digits = (64 - u.leading_zeros()).div_ceil(4).max(1);
-            for i in (0..digits).rev() {
-                out.push(table[((u >> (i * 4)) & 0xf) as usize]);
-            }
+            let mut buf = [0u8; 24];
+            out.extend_from_slice(radix_digits(truncate(v, size), kind, &mut buf));
         }
         _ => format_int(&PLAIN_OCTAL, v, size, out),
     }
@@ -1640,6 +1637,29 @@ const PLAIN_OCTAL: Conv = Conv {
     kind: b'o',
     ext: String::new(),
 };
+
+/// The digits of `v` in hex (`kind` `x`: lowercase, `X`: uppercase) or
+/// octal (`o`), written at the end of `buf` (22 octal digits hold any
+/// `u64`), without leading zeros; `0` for 0.
+pub(crate) fn radix_digits(v: u64, kind: u8, buf: &mut [u8; 24]) -> &[u8] {
+    let (shift, table): (u32, &[u8; 16]) = match kind {
+        b'X' => (4, b"0123456789ABCDEF"),
+        b'o' => (3, b"0123456789abcdef"),
+        _ => (4, b"0123456789abcdef"),
+    };
+    let mask = (1u64 << shift) - 1;
+    let mut at = buf.len();
+    let mut m = v;
+    loop {
+        at -= 1;
+        buf[at] = table[(m & mask) as usize];
+        m >>= shift;
+        if m == 0 {
+            break;
+        }
+    }
+    &buf[at..]
+}
 
 /// `v`'s low `size` bytes, unsigned.
 #[inline]
@@ -1666,24 +1686,7 @@ fn format_int(c: &Conv, v: i64, size: usize, out: &mut Vec<u8>) {
     let mut ibuf = itoa::Buffer::new();
     let mut buf = [0u8; 24];
     let mut digits: &[u8] = match c.kind {
-        b'x' | b'X' | b'o' => {
-            let (shift, table): (u32, &[u8; 16]) = match c.kind {
-                b'x' => (4, b"0123456789abcdef"),
-                b'X' => (4, b"0123456789ABCDEF"),
-                _ => (3, b"0123456789abcdef"),
-            };
-            let mut at = buf.len();
-            let mut m = mag;
-            loop {
-                at -= 1;
-                buf[at] = table[(m & ((1 << shift) - 1)) as usize];
-                m >>= shift;
-                if m == 0 {
-                    break;
-                }
-            }
-            &buf[at..]
-        }
+        b'x' | b'X' | b'o' => radix_digits(mag, c.kind, &mut buf),
         _ => ibuf.format(mag).as_bytes(),
     };
     if c.prec == Some(0) && mag == 0 {

@@ -11,7 +11,8 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
-use crate::printfmt::{Ctx, Kernel, PrintFmt, write_bprint};
+use crate::printfmt::{Ctx, Kernel, PrintFmt, radix_digits, write_bprint};
+use crate::text::{Text, push_prefix, rest_from};
 use crate::{Comms, Event, Learner, Record, TraceFile};
 
 impl Kernel for TraceFile {
@@ -226,14 +227,6 @@ fn unum_field(ev: &Event<'_>, name: &str) -> u64 {
     ev.format.field(name).map_or(0, |f| unum_of(f, ev))
 }
 
-/// Field `f` of `ev` as text: its bytes up to the first NUL.
-fn str_of<'e>(f: &Field, ev: &'e Event<'_>) -> &'e [u8] {
-    match f.raw(&ev.data, ev.big_endian) {
-        Some(b) => b.split(|c| *c == 0).next().unwrap_or(&[]),
-        None => &[],
-    }
-}
-
 /// Appends `v` in decimal.
 fn push_num(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
@@ -278,7 +271,10 @@ impl Task {
     /// `COMM:PID [PRIO]`: the pid read unsigned, the prio as an `int`
     /// (`signed_prio`: sched_switch) or unsigned (sched_wakeup).
     fn write(&self, ev: &Event<'_>, out: &mut Vec<u8>, signed_prio: bool) {
-        out.extend_from_slice(str_of(&self.comm, ev));
+        // The comm: its bytes up to the first NUL.
+        let comm = self.comm.raw(&ev.data, ev.big_endian).unwrap_or(&[]);
+        let len = comm.iter().position(|c| *c == 0).unwrap_or(comm.len());
+        push_prefix(out, rest_from(&ev.data, comm), len);
         out.push(b':');
         push_num(out, unum_of(&self.pid, ev));
         out.extend_from_slice(b" [");
@@ -715,7 +711,7 @@ pub struct Printer<'a> {
     file: &'a TraceFile,
     ns_clock: bool,
     /// `{comm:>16}-{pid:<5} [` per pid.
-    heads: FxHashMap<i32, Box<[u8]>>,
+    heads: FxHashMap<i32, Text>,
     /// Per format id, what its records print alike (index = id; the unknown
     /// format at the end).
     slots: Vec<Option<Slot>>,
@@ -735,7 +731,7 @@ pub struct Printer<'a> {
 /// first record.
 struct Slot {
     /// The name column, `: {name}: {pad}`.
-    name: Box<[u8]>,
+    name: Text,
     body: Body,
     /// `Some` when its records name tasks ([`Comms`] learns from them).
     learner: Option<Learner>,
@@ -752,9 +748,7 @@ impl Slot {
         };
         let pad = 20usize.saturating_sub(name.len());
         Slot {
-            name: format!(": {name}: {:pad$}", "")
-                .into_bytes()
-                .into_boxed_slice(),
+            name: Text::new(format!(": {name}: {:pad$}", "").as_bytes()),
             body: match unknown {
                 true => Body::Fields,
                 false => body_for(file, format),
@@ -934,11 +928,9 @@ impl<'a> Printer<'a> {
                 None if pid == 0 => "<idle>",
                 None => "<...>",
             };
-            format!("{comm:>16}-{pid:<5} [")
-                .into_bytes()
-                .into_boxed_slice()
+            Text::new(format!("{comm:>16}-{pid:<5} [").as_bytes())
         });
-        out.extend_from_slice(head);
+        head.push_to(out);
         let mut ibuf = itoa::Buffer::new();
         push_padded(out, ibuf.format(ev.cpu).as_bytes(), 3, b'0');
         out.push(b']');
@@ -947,7 +939,7 @@ impl<'a> Printer<'a> {
         let Some(slot) = &self.slots[i] else {
             return;
         };
-        out.extend_from_slice(&slot.name);
+        slot.name.push_to(out);
         match &slot.body {
             Body::Fmt(p, kmem) => {
                 if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
@@ -1140,11 +1132,7 @@ fn write_hex(line: &mut Vec<u8>, v: u64) {
 
 /// `v` in lowercase hex, no prefix.
 fn write_hex_digits(line: &mut Vec<u8>, v: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (64 - v.leading_zeros()).div_ceil(4).max(1);
-    for i in (0..digits).rev() {
-        line.push(HEX[((v >> (i * 4)) & 0xf) as usize]);
-    }
+    line.extend_from_slice(radix_digits(v, b'x', &mut [0; 24]));
 }
 
 /// Appends one scalar as [`write_value`] prints its [`FieldValue`]; false if
