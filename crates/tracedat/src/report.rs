@@ -709,7 +709,7 @@ pub fn format_record(
 /// [`Slot`] per event format seen.
 pub struct Printer<'a> {
     file: &'a TraceFile,
-    ns_clock: bool,
+    time: TimeColumn,
     /// `{comm:>16}-{pid:<5} [` per pid.
     heads: FxHashMap<i32, Text>,
     /// Per format id, what its records print alike (index = id; the unknown
@@ -778,7 +778,7 @@ impl<'a> Printer<'a> {
     pub fn new(file: &'a TraceFile) -> Printer<'a> {
         Printer {
             file,
-            ns_clock: clock_is_nanoseconds(file.clock()),
+            time: TimeColumn::new(clock_is_nanoseconds(file.clock())),
             heads: FxHashMap::default(),
             slots: Vec::new(),
             calls: FxHashMap::default(),
@@ -934,7 +934,7 @@ impl<'a> Printer<'a> {
         let mut ibuf = itoa::Buffer::new();
         push_padded(out, ibuf.format(ev.cpu).as_bytes(), 3, b'0');
         out.push(b']');
-        write_ts(out, ev.ts, self.ns_clock);
+        self.time.push(out, ev.ts);
         let i = self.slot(ev);
         let Some(slot) = &self.slots[i] else {
             return;
@@ -1106,22 +1106,52 @@ impl Printer<'_> {
     }
 }
 
-/// Appends [`format_ts`]'s text without allocating.
-fn write_ts(line: &mut Vec<u8>, ts: u64, ns_clock: bool) {
-    let mut ibuf = itoa::Buffer::new();
-    if ns_clock {
+/// The time column: [`format_ts`]'s text, appended without allocating,
+/// the seconds formatted again only when they change.
+struct TimeColumn {
+    /// Whether the clock counts nanoseconds (`secs.usecs`).
+    ns_clock: bool,
+    /// The seconds of the last time appended, and ` {secs:5}.` of them.
+    secs: u64,
+    secs_text: Text,
+}
+
+impl TimeColumn {
+    fn new(ns_clock: bool) -> TimeColumn {
+        TimeColumn {
+            ns_clock,
+            secs: 0,
+            secs_text: TimeColumn::secs_text(0),
+        }
+    }
+
+    /// ` {secs:5}.`
+    fn secs_text(secs: u64) -> Text {
+        let mut t = vec![b' '];
+        push_padded(&mut t, itoa::Buffer::new().format(secs).as_bytes(), 5, b' ');
+        t.push(b'.');
+        Text::new(&t)
+    }
+
+    /// Appends the column for timestamp `ts`.
+    fn push(&mut self, out: &mut Vec<u8>, ts: u64) {
+        let mut ibuf = itoa::Buffer::new();
+        if !self.ns_clock {
+            push_padded(out, ibuf.format(ts).as_bytes(), 12, b' ');
+            return;
+        }
         let mut secs = ts / 1_000_000_000;
         let mut usecs = (ts % 1_000_000_000 + 500) / 1000;
         if usecs >= 1_000_000 {
             usecs -= 1_000_000;
             secs += 1;
         }
-        line.push(b' ');
-        push_padded(line, ibuf.format(secs).as_bytes(), 5, b' ');
-        line.push(b'.');
-        push_padded(line, ibuf.format(usecs).as_bytes(), 6, b'0');
-    } else {
-        push_padded(line, ibuf.format(ts).as_bytes(), 12, b' ');
+        if secs != self.secs {
+            self.secs = secs;
+            self.secs_text = TimeColumn::secs_text(secs);
+        }
+        self.secs_text.push_to(out);
+        push_padded(out, ibuf.format(usecs).as_bytes(), 6, b'0');
     }
 }
 
