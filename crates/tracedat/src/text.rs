@@ -64,3 +64,36 @@ impl Text {
         push_prefix(out, &self.bytes, self.len);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_cut_where_asked() {
+        let src: Vec<u8> = (0..40).collect();
+        for len in 0..=40 {
+            for from in [0, 5, 20, 30] {
+                let mut out = vec![7];
+                push_prefix(&mut out, &src[from..], len);
+                let want = &src[from..(from + len).min(40)];
+                assert_eq!(&out[1..], want, "len {len} from {from}");
+            }
+        }
+        for len in [0, 1, 16, 31, 32, 33, 70] {
+            let text: Vec<u8> = (0..len as u8).collect();
+            let mut out = vec![7];
+            Text::new(&text).push_to(&mut out);
+            assert_eq!(&out[1..], &text[..]);
+        }
+    }
+
+    #[test]
+    fn rest_from_reaches_the_end_of_the_data_only_for_a_slice_of_it() {
+        let data = b"abc\0defghijklmnopqrstuvwxyz0123456789";
+        assert_eq!(rest_from(data, &data[4..8]), &data[4..]);
+        assert_eq!(rest_from(data, &data[..0]), &data[..]);
+        let other = *b"defg";
+        assert_eq!(rest_from(data, &other), b"defg");
+    }
+}
