@@ -275,21 +275,11 @@ fn print_report(
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
-            let mut printer = tracedat::Printer::new(file);
             match keep {
                 // No per-record work beyond printing when nothing narrows.
-                None => {
-                    for rec in file.records() {
-                        printer.write(&rec?, &mut out)?;
-                    }
-                }
-                Some(k) => {
-                    for rec in k.records(file) {
-                        printer.write(&rec?, &mut out)?;
-                    }
-                }
+                None => write_text(file, file.records(), &mut out)?,
+                Some(k) => write_text(file, k.records(file), &mut out)?,
             }
-            printer.finish(&mut out)?;
         }
         Format::Folded | Format::FoldedFuncgraph => {
             let name = match format {
@@ -331,6 +321,43 @@ fn print_report(
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Bytes of lines [`write_text`] gathers before writing them.
+const TEXT_CHUNK: usize = 1 << 16;
+
+/// Writes `records` of `file` as `trace-cmd report` lists them. The lines
+/// are formatted in place in one buffer that goes to `out` [`TEXT_CHUNK`]
+/// bytes at a time, never copied one by one; on a record that cannot be read
+/// the lines before it are written, then its error returned.
+fn write_text<'f, E>(
+    file: &'f tracedat::TraceFile,
+    records: impl Iterator<Item = Result<tracedat::Record<'f>, E>>,
+    out: &mut impl Write,
+) -> Result<(), Error>
+where
+    Error: From<E>,
+{
+    let mut printer = tracedat::Printer::new(file);
+    // Room for a chunk and the longest lines that may overrun it.
+    let mut buf = Vec::with_capacity(2 * TEXT_CHUNK);
+    for rec in records {
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                out.write_all(&buf)?;
+                return Err(e.into());
+            }
+        };
+        printer.append(&rec, &mut buf);
+        if buf.len() >= TEXT_CHUNK {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    printer.finish(&mut buf)?;
+    out.write_all(&buf)?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::format::{EventFormat, Field};
 use crate::{Event, FieldValue, Record, TraceFile};
 
 /// The kernel's `TASK_COMM_LEN` less its NUL: the longest comm (bytes).
@@ -23,20 +24,87 @@ pub struct Comms {
     learned: FxHashMap<i32, String>,
 }
 
+/// The `(pid field, comm field)` pairs through which records of
+/// `system:name` name a task, and whether a name they give replaces a learned
+/// one; `None` for events that name no task.
+fn task_fields(
+    system: &str,
+    name: &str,
+) -> Option<(&'static [(&'static str, &'static str)], bool)> {
+    Some(match (system, name) {
+        ("sched", "sched_switch") => (
+            &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")],
+            false,
+        ),
+        ("sched", "sched_wakeup" | "sched_wakeup_new") => (&[("pid", "comm")], false),
+        ("sched", "sched_process_fork") => (&[("child_pid", "child_comm")], false),
+        ("task", "task_newtask") => (&[("pid", "comm")], false),
+        ("task", "task_rename") => (&[("pid", "newcomm")], true),
+        ("sched", "sched_process_exec") => (&[("pid", "filename")], true),
+        _ => return None,
+    })
+}
+
 /// Whether records of `system:name` can name a task (so [`Comms::learn`] is
 /// worth calling). A cheap check to make once per event format.
 pub fn names_tasks(system: &str, name: &str) -> bool {
-    matches!(
-        (system, name),
-        (
-            "sched",
-            "sched_switch"
-                | "sched_wakeup"
-                | "sched_wakeup_new"
-                | "sched_process_fork"
-                | "sched_process_exec"
-        ) | ("task", "task_newtask" | "task_rename")
-    )
+    task_fields(system, name).is_some()
+}
+
+/// Where the records of one event format name tasks: the positions of their
+/// pid and comm fields, found once per format ([`Learner::of`]) so that
+/// [`Comms::learn_with`] looks no field up by name per record.
+#[derive(Debug, Clone, Copy)]
+pub struct Learner {
+    /// At most two tasks per record (sched_switch's prev and next).
+    tasks: [Option<TaskAt>; 2],
+    /// Whether a name replaces a learned one (exec and rename change the
+    /// task's comm).
+    replace: bool,
+}
+
+/// One task a record names: indices of its fields in the format's fields
+/// followed by its common fields ([`field_at`]).
+#[derive(Debug, Clone, Copy)]
+struct TaskAt {
+    pid: usize,
+    comm: usize,
+    /// The comm is the basename of a path (sched_process_exec's `filename`).
+    basename: bool,
+}
+
+/// Field `i` of `format`'s fields followed by its common fields.
+fn field_at(format: &EventFormat, i: usize) -> Option<&Field> {
+    match format.fields.get(i) {
+        Some(f) => Some(f),
+        None => format.common_fields.get(i - format.fields.len()),
+    }
+}
+
+impl Learner {
+    /// The learner for records of `format`; `None` when they name no task
+    /// (see [`names_tasks`]).
+    pub fn of(format: &EventFormat) -> Option<Learner> {
+        let (pairs, replace) = task_fields(&format.system, &format.name)?;
+        let index = |name: &str| {
+            format
+                .fields
+                .iter()
+                .chain(&format.common_fields)
+                .position(|f| f.name == name)
+        };
+        let mut tasks = [None; 2];
+        for (slot, (pid_name, comm_name)) in tasks.iter_mut().zip(pairs) {
+            *slot = index(pid_name)
+                .zip(index(comm_name))
+                .map(|(pid, comm)| TaskAt {
+                    pid,
+                    comm,
+                    basename: *comm_name == "filename",
+                });
+        }
+        Some(Learner { tasks, replace })
+    }
 }
 
 impl Comms {
@@ -49,17 +117,16 @@ impl Comms {
     /// Errors: a corrupt page or chunk.
     pub fn of_file(file: &TraceFile) -> Result<Comms, crate::Error> {
         let mut comms = Comms::new();
-        let mut wanted: Vec<Option<bool>> = Vec::new();
+        // Per format id, its learner once worked out.
+        let mut learners: Vec<Option<Option<Learner>>> = Vec::new();
         for rec in file.records() {
             let Record::Event(ev) = rec? else { continue };
             let id = usize::from(ev.format.id);
-            if id >= wanted.len() {
-                wanted.resize(id + 1, None);
+            if id >= learners.len() {
+                learners.resize(id + 1, None);
             }
-            let w =
-                *wanted[id].get_or_insert_with(|| names_tasks(&ev.format.system, &ev.format.name));
-            if w {
-                comms.learn(file, &ev);
+            if let Some(l) = learners[id].get_or_insert_with(|| Learner::of(ev.format)) {
+                comms.learn_with(l, file, &ev);
             }
         }
         Ok(comms)
@@ -96,39 +163,45 @@ impl Comms {
     /// Learns from one record. Returns the pids whose comm changed (at most
     /// two), so a caller caching per-pid text can drop it.
     pub fn learn(&mut self, file: &TraceFile, ev: &Event<'_>) -> [Option<i32>; 2] {
+        match Learner::of(ev.format) {
+            Some(l) => self.learn_with(&l, file, ev),
+            None => [None, None],
+        }
+    }
+
+    /// [`Comms::learn`] with the learner of `ev`'s format, made once
+    /// ([`Learner::of`]`(ev.format)`; a learner of another format reads
+    /// the wrong fields).
+    pub fn learn_with(
+        &mut self,
+        learner: &Learner,
+        file: &TraceFile,
+        ev: &Event<'_>,
+    ) -> [Option<i32>; 2] {
         let mut changed = [None, None];
-        let (pairs, replace): (&[(&str, &str)], bool) =
-            match (ev.format.system.as_str(), ev.format.name.as_str()) {
-                ("sched", "sched_switch") => (
-                    &[("prev_pid", "prev_comm"), ("next_pid", "next_comm")],
-                    false,
-                ),
-                ("sched", "sched_wakeup" | "sched_wakeup_new") => (&[("pid", "comm")], false),
-                ("sched", "sched_process_fork") => (&[("child_pid", "child_comm")], false),
-                ("task", "task_newtask") => (&[("pid", "comm")], false),
-                ("task", "task_rename") => (&[("pid", "newcomm")], true),
-                ("sched", "sched_process_exec") => (&[("pid", "filename")], true),
-                _ => return changed,
+        let replace = learner.replace;
+        for (slot, task) in changed.iter_mut().zip(&learner.tasks) {
+            let Some(task) = task else { continue };
+            let Some(pid_field) = field_at(ev.format, task.pid) else {
+                continue;
             };
-        for (slot, (pid, comm)) in changed.iter_mut().zip(pairs) {
-            let pid = match ev.field(pid) {
+            let pid = match pid_field.decode(&ev.data, ev.big_endian) {
                 Some(FieldValue::Int(i)) => i as i32,
                 Some(FieldValue::UInt(u)) => u as i32,
                 _ => continue,
             };
-            if pid <= 0 || file.comm(pid).is_some() {
+            // A pid already learned is skipped before the saved cmdlines
+            // are asked: the cheaper test, and either one skips it.
+            if pid <= 0 || (!replace && self.learned.contains_key(&pid)) {
                 continue;
             }
-            if !replace && self.learned.contains_key(&pid) {
+            if file.comm(pid).is_some() {
                 continue;
             }
-            let raw = ev
-                .format
-                .field(comm)
-                .and_then(|f| f.raw(&ev.data, ev.big_endian));
+            let raw = field_at(ev.format, task.comm).and_then(|f| f.raw(&ev.data, ev.big_endian));
             let Some(raw) = raw else { continue };
             let mut name = raw.split(|c| *c == 0).next().unwrap_or(&[]);
-            if *comm == "filename" {
+            if task.basename {
                 name = name.rsplit(|c| *c == b'/').next().unwrap_or(&[]);
                 name = &name[..name.len().min(COMM_MAX)];
             }

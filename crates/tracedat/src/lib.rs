@@ -23,9 +23,10 @@ mod records;
 mod report;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod text;
 mod writer;
 
-pub use comms::{Comms, names_tasks};
+pub use comms::{Comms, Learner, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};

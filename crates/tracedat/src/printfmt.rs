@@ -21,6 +21,7 @@
 //! and the conversions.
 
 use crate::format::{EventFormat, Field, FieldLayout, read_uint};
+use crate::text::{Text, push_prefix, rest_from};
 
 /// What the evaluator needs from the file: symbols and kernel strings.
 pub(crate) trait Kernel {
@@ -217,25 +218,30 @@ enum Piece {
 }
 
 /// A scalar at a fixed place of every record: an inline field, or one
-/// element of an inline array indexed by a constant. Resolved when the format
-/// is parsed.
+/// element of an inline array indexed by a constant, under any casts.
+/// Resolved when the format is parsed.
 #[derive(Debug, Clone, Copy)]
 struct Fixed {
     at: usize,
     /// 1, 2, 4 or 8.
     size: usize,
+    /// What the casts around it keep of the value ([`CType::mask`]; all
+    /// ones without a cast).
+    mask: u64,
 }
 
 impl Fixed {
-    /// The value as [`eval`] gives it: unsigned, 0 when the record is too
-    /// short.
+    /// The value as [`eval`] gives it: unsigned, cast, 0 when the record is
+    /// too short.
     #[inline]
     fn read(self, data: &[u8], big: bool) -> i64 {
-        self.at
+        let v = self
+            .at
             .checked_add(self.size)
             .and_then(|end| data.get(self.at..end))
             .and_then(|b| read_uint(b, big))
-            .unwrap_or(0) as i64
+            .unwrap_or(0);
+        (v & self.mask) as i64
     }
 }
 
@@ -243,7 +249,7 @@ impl Fixed {
 #[derive(Debug, Clone)]
 enum Step {
     /// Text copied as it is.
-    Lit(Box<[u8]>),
+    Lit(Text),
     /// An integer conversion (`%d %u %x %X %o` with flags, width, precision)
     /// of a [`Fixed`] scalar; `size` is the conversion's integer size and
     /// `plain` says it has no flag, width or precision.
@@ -298,9 +304,15 @@ fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
                 Fixed {
                     at: f.offset,
                     size: f.size,
+                    mask: u64::MAX,
                 },
             )
         }
+        // A cast of a number masks it (see `eval`), whatever its type.
+        Expr::Cast(t, a) => fixed(fmt, a).map(|f| Fixed {
+            mask: f.mask & t.mask,
+            ..f
+        }),
         Expr::Index(a, k) => {
             let (Expr::Field(i, es), Expr::Num(k)) = (a.as_ref(), k.as_ref()) else {
                 return None;
@@ -313,6 +325,7 @@ fn fixed(fmt: &EventFormat, e: &Expr) -> Option<Fixed> {
                 .then_some(Fixed {
                     at: f.offset.checked_add(start)?,
                     size: *es,
+                    mask: u64::MAX,
                 })
         }
         _ => None,
@@ -1054,7 +1067,7 @@ impl PrintFmt {
         let mut ai = 0;
         for pc in pieces {
             match pc {
-                Piece::Lit(s) => steps.push(Step::Lit(s.into_bytes().into_boxed_slice())),
+                Piece::Lit(s) => steps.push(Step::Lit(Text::new(s.as_bytes()))),
                 Piece::Conv(c) => {
                     let arg = ai;
                     ai += 1 + c.width_arg as usize + c.prec_arg as usize;
@@ -1065,16 +1078,11 @@ impl PrintFmt {
         Ok(PrintFmt { steps, args })
     }
 
-    /// Renders one record by running the compiled steps. Errors: only
-    /// those of `out`.
-    pub(crate) fn write<K: Kernel>(
-        &self,
-        cx: &Ctx<'_, K>,
-        out: &mut Vec<u8>,
-    ) -> std::io::Result<()> {
+    /// Renders one record by running the compiled steps.
+    pub(crate) fn write<K: Kernel>(&self, cx: &Ctx<'_, K>, out: &mut Vec<u8>) {
         for step in &self.steps {
             match step {
-                Step::Lit(s) => out.extend_from_slice(s),
+                Step::Lit(s) => s.push_to(out),
                 Step::Int {
                     src,
                     conv,
@@ -1095,7 +1103,11 @@ impl PrintFmt {
                             if let Some(p) = conv.prec {
                                 s = &s[..p.min(s.len())];
                             }
-                            pad(conv, s, out);
+                            if conv.width.is_none() {
+                                push_prefix(out, rest_from(cx.data, b), s.len());
+                            } else {
+                                pad(conv, s, out);
+                            }
                         }
                         None => self.general(cx, conv, *arg, out),
                     }
@@ -1144,7 +1156,6 @@ impl PrintFmt {
                 Step::Conv { conv, arg } => self.general(cx, conv, *arg, out),
             }
         }
-        Ok(())
     }
 
     /// A conversion whose arguments are evaluated: `*` width and precision
@@ -1604,16 +1615,8 @@ fn write_plain_int(kind: u8, v: i64, size: usize, out: &mut Vec<u8>) {
         }
         b'u' => out.extend_from_slice(ibuf.format(truncate(v, size)).as_bytes()),
         b'x' | b'X' => {
-            let table: &[u8; 16] = if kind == b'x' {
-                b"0123456789abcdef"
-            } else {
-                b"0123456789ABCDEF"
-            };
-            let u = truncate(v, size);
-            let digits = (64 - u.leading_zeros()).div_ceil(4).max(1);
-            for i in (0..digits).rev() {
-                out.push(table[((u >> (i * 4)) & 0xf) as usize]);
-            }
+            let mut buf = [0u8; 24];
+            out.extend_from_slice(radix_digits(truncate(v, size), kind, &mut buf));
         }
         _ => format_int(&PLAIN_OCTAL, v, size, out),
     }
@@ -1635,6 +1638,29 @@ const PLAIN_OCTAL: Conv = Conv {
     ext: String::new(),
 };
 
+/// The digits of `v` in hex (`kind` `x`: lowercase, `X`: uppercase) or
+/// octal (`o`), written at the end of `buf` (22 octal digits hold any
+/// `u64`), without leading zeros; `0` for 0.
+pub(crate) fn radix_digits(v: u64, kind: u8, buf: &mut [u8; 24]) -> &[u8] {
+    let (shift, table): (u32, &[u8; 16]) = match kind {
+        b'X' => (4, b"0123456789ABCDEF"),
+        b'o' => (3, b"0123456789abcdef"),
+        _ => (4, b"0123456789abcdef"),
+    };
+    let mask = (1u64 << shift) - 1;
+    let mut at = buf.len();
+    let mut m = v;
+    loop {
+        at -= 1;
+        buf[at] = table[(m & mask) as usize];
+        m >>= shift;
+        if m == 0 {
+            break;
+        }
+    }
+    &buf[at..]
+}
+
 /// `v`'s low `size` bytes, unsigned.
 #[inline]
 fn truncate(v: i64, size: usize) -> u64 {
@@ -1655,25 +1681,14 @@ fn format_int(c: &Conv, v: i64, size: usize, out: &mut Vec<u8>) {
         (false, truncate(v, size))
     };
     // Digits into a stack buffer (22 octal digits hold any u64): no
-    // allocation per record.
-    let (base, table): (u64, &[u8; 16]) = match c.kind {
-        b'x' => (16, b"0123456789abcdef"),
-        b'X' => (16, b"0123456789ABCDEF"),
-        b'o' => (8, b"0123456789abcdef"),
-        _ => (10, b"0123456789abcdef"),
-    };
+    // allocation per record, and shifts rather than divisions for hex and
+    // octal.
+    let mut ibuf = itoa::Buffer::new();
     let mut buf = [0u8; 24];
-    let mut at = buf.len();
-    let mut m = mag;
-    loop {
-        at -= 1;
-        buf[at] = table[(m % base) as usize];
-        m /= base;
-        if m == 0 {
-            break;
-        }
-    }
-    let mut digits = &buf[at..];
+    let mut digits: &[u8] = match c.kind {
+        b'x' | b'X' | b'o' => radix_digits(mag, c.kind, &mut buf),
+        _ => ibuf.format(mag).as_bytes(),
+    };
     if c.prec == Some(0) && mag == 0 {
         digits = &[];
     }
@@ -1976,8 +1991,7 @@ mod tests {
                 kernel: &K,
             },
             &mut out,
-        )
-        .unwrap();
+        );
         String::from_utf8(out).unwrap()
     }
 

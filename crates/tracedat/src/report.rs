@@ -11,8 +11,9 @@ use std::io::Write;
 use rustc_hash::FxHashMap;
 
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
-use crate::printfmt::{Ctx, Kernel, PrintFmt, write_bprint};
-use crate::{Comms, Event, Record, TraceFile};
+use crate::printfmt::{Ctx, Kernel, PrintFmt, radix_digits, write_bprint};
+use crate::text::{Text, push_prefix, rest_from};
+use crate::{Comms, Event, Learner, Record, TraceFile};
 
 impl Kernel for TraceFile {
     fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
@@ -34,9 +35,16 @@ enum Body {
     /// Through the event's `print fmt`; `true`: after a `(SYMBOL+0xOFF) `
     /// prefix for `call_site`, as trace-cmd's kmem plugin prints it.
     Fmt(PrintFmt, bool),
-    /// A handler of trace-cmd's plugins (sched_switch, sched_wakeup,
-    /// function), reproduced.
+    /// A handler of trace-cmd's plugins (hrtimer, tlb, stacks, print,
+    /// bprint), reproduced.
     Plugin,
+    /// sched_switch as trace-cmd's sched_switch plugin prints it.
+    Switch(Switch),
+    /// sched_wakeup(_new) as trace-cmd's sched_switch plugin prints it.
+    Wakeup(Wakeup),
+    /// A function tracer event as trace-cmd's function plugin prints it
+    /// ([`Printer::function`]).
+    Function,
     /// `name=value` pairs (an event whose format the file lacks).
     Fields,
     /// The print fmt could not be parsed: `[FAILED TO PARSE]` and every
@@ -121,21 +129,17 @@ impl Graph {
 
 fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
     let plugin = match (f.system.as_str(), f.name.as_str()) {
-        ("sched", "sched_switch") => [
-            "prev_comm",
-            "prev_pid",
-            "prev_prio",
-            "prev_state",
-            "next_comm",
-            "next_pid",
-            "next_prio",
-        ]
-        .iter()
-        .all(|n| f.field(n).is_some()),
-        ("sched", "sched_wakeup" | "sched_wakeup_new") => ["comm", "pid", "prio", "target_cpu"]
-            .iter()
-            .all(|n| f.field(n).is_some()),
-        ("ftrace", "function") => f.field("ip").is_some() && f.field("parent_ip").is_some(),
+        ("sched", "sched_switch") => match Switch::of(f) {
+            Some(s) => return Body::Switch(s),
+            None => false,
+        },
+        ("sched", "sched_wakeup" | "sched_wakeup_new") => match Wakeup::of(f) {
+            Some(w) => return Body::Wakeup(w),
+            None => false,
+        },
+        ("ftrace", "function") if f.field("ip").is_some() && f.field("parent_ip").is_some() => {
+            return Body::Function;
+        }
         ("timer", "hrtimer_start") => ["function", "expires", "softexpires"]
             .iter()
             .all(|n| f.field(n).is_some()),
@@ -194,23 +198,47 @@ fn write_state(out: &mut Vec<u8>, v: u64) {
     }
 }
 
-fn num_field(ev: &Event<'_>, name: &str) -> i64 {
-    match ev.field(name) {
+/// Field `f` of `ev` as a number: signed or not as declared, 0 when it is
+/// not a scalar or the record is too short for it.
+fn num_of(f: &Field, ev: &Event<'_>) -> i64 {
+    match f.decode(&ev.data, ev.big_endian) {
         Some(FieldValue::Int(i)) => i,
         Some(FieldValue::UInt(u)) => u as i64,
         _ => 0,
     }
 }
 
-fn str_field<'e>(ev: &'e Event<'_>, name: &str) -> &'e [u8] {
-    match ev
-        .format
-        .field(name)
-        .and_then(|f| f.raw(&ev.data, ev.big_endian))
-    {
-        Some(b) => b.split(|c| *c == 0).next().unwrap_or(&[]),
-        None => &[],
-    }
+/// [`num_of`] the field named `name` (0 when the format lacks it).
+fn num_field(ev: &Event<'_>, name: &str) -> i64 {
+    ev.format.field(name).map_or(0, |f| num_of(f, ev))
+}
+
+/// Field `f` of `ev` read unsigned, as the plugins' `tep_get_field_val`
+/// reads it (a pid or prio of -1 prints as 4294967295); 0 when it is not 1,
+/// 2, 4 or 8 bytes or the record is too short for it.
+fn unum_of(f: &Field, ev: &Event<'_>) -> u64 {
+    f.raw(&ev.data, ev.big_endian)
+        .and_then(|b| read_uint(b, ev.big_endian))
+        .unwrap_or(0)
+}
+
+/// [`unum_of`] the field named `name` (0 when the format lacks it).
+fn unum_field(ev: &Event<'_>, name: &str) -> u64 {
+    ev.format.field(name).map_or(0, |f| unum_of(f, ev))
+}
+
+/// Appends `v` in decimal.
+fn push_num(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
+/// Appends `digits` right-aligned to `width` columns, `fill` before them.
+fn push_padded(out: &mut Vec<u8>, digits: &[u8], width: usize, fill: u8) {
+    out.extend(std::iter::repeat_n(
+        fill,
+        width.saturating_sub(digits.len()),
+    ));
+    out.extend_from_slice(digits);
 }
 
 /// `NAME/0xOFF` of a code address as trace-cmd's plugins print a function
@@ -223,54 +251,109 @@ fn write_func_field(file: &TraceFile, out: &mut Vec<u8>, addr: u64) -> std::io::
     }
 }
 
-/// A task as the sched plugins print it, `COMM:PID [PRIO]`, from the fields
-/// named `[comm, pid, prio]`: the pid read unsigned, the prio as an `int`
-/// (sched_switch) or unsigned (`signed_prio` false: sched_wakeup).
-fn write_task(
-    ev: &Event<'_>,
-    out: &mut Vec<u8>,
-    [comm, pid, prio]: [&str; 3],
-    signed_prio: bool,
-) -> std::io::Result<()> {
-    out.extend_from_slice(str_field(ev, comm));
-    write!(out, ":{} [", unum_field(ev, pid))?;
-    let prio = unum_field(ev, prio);
-    if signed_prio {
-        write!(out, "{}]", prio as i32)
-    } else {
-        write!(out, "{prio}]")
+/// The three fields the sched plugins print a task from, `COMM:PID [PRIO]`.
+struct Task {
+    comm: Field,
+    pid: Field,
+    prio: Field,
+}
+
+impl Task {
+    /// The fields named `[comm, pid, prio]` of `f`, if it has them all.
+    fn of(f: &EventFormat, [comm, pid, prio]: [&str; 3]) -> Option<Task> {
+        Some(Task {
+            comm: f.field(comm)?.clone(),
+            pid: f.field(pid)?.clone(),
+            prio: f.field(prio)?.clone(),
+        })
+    }
+
+    /// `COMM:PID [PRIO]`: the pid read unsigned, the prio as an `int`
+    /// (`signed_prio`: sched_switch) or unsigned (sched_wakeup).
+    fn write(&self, ev: &Event<'_>, out: &mut Vec<u8>, signed_prio: bool) {
+        // The comm: its bytes up to the first NUL.
+        let comm = self.comm.raw(&ev.data, ev.big_endian).unwrap_or(&[]);
+        let len = comm.iter().position(|c| *c == 0).unwrap_or(comm.len());
+        push_prefix(out, rest_from(&ev.data, comm), len);
+        out.push(b':');
+        push_num(out, unum_of(&self.pid, ev));
+        out.extend_from_slice(b" [");
+        let prio = unum_of(&self.prio, ev);
+        if signed_prio {
+            push_num(out, prio as i32);
+        } else {
+            push_num(out, prio);
+        }
+        out.push(b']');
     }
 }
 
-/// A field's value read unsigned, as the plugins' `tep_get_field_val`
-/// reads it (a pid or prio of -1 prints as 4294967295).
-fn unum_field(ev: &Event<'_>, name: &str) -> u64 {
-    ev.format
-        .field(name)
-        .and_then(|f| f.raw(&ev.data, ev.big_endian))
-        .and_then(|b| read_uint(b, ev.big_endian))
-        .unwrap_or(0)
+/// The fields of sched_switch that trace-cmd's sched_switch plugin prints,
+/// `PREV:PID [PRIO] STATE ==> NEXT:PID [PRIO]`.
+struct Switch {
+    prev: Task,
+    prev_state: Field,
+    next: Task,
 }
 
-/// The sched_switch / sched_wakeup / hrtimer handlers of trace-cmd's
-/// plugins.
+impl Switch {
+    /// `None` when `f` lacks one of the fields (then its print fmt prints
+    /// it).
+    fn of(f: &EventFormat) -> Option<Switch> {
+        Some(Switch {
+            prev: Task::of(f, ["prev_comm", "prev_pid", "prev_prio"])?,
+            prev_state: f.field("prev_state")?.clone(),
+            next: Task::of(f, ["next_comm", "next_pid", "next_prio"])?,
+        })
+    }
+
+    fn write(&self, ev: &Event<'_>, out: &mut Vec<u8>) {
+        self.prev.write(ev, out, true);
+        out.push(b' ');
+        write_state(out, num_of(&self.prev_state, ev) as u64);
+        out.extend_from_slice(b" ==> ");
+        self.next.write(ev, out, true);
+    }
+}
+
+/// The fields of sched_wakeup(_new) that trace-cmd's sched_switch plugin
+/// prints, `COMM:PID [PRIO][ success=N] CPU:NNN`.
+struct Wakeup {
+    task: Task,
+    /// Old kernels' `success` field.
+    success: Option<Field>,
+    target_cpu: Field,
+}
+
+impl Wakeup {
+    /// `None` when `f` lacks one of the fields (then its print fmt prints
+    /// it).
+    fn of(f: &EventFormat) -> Option<Wakeup> {
+        Some(Wakeup {
+            task: Task::of(f, ["comm", "pid", "prio"])?,
+            success: f.field("success").cloned(),
+            target_cpu: f.field("target_cpu")?.clone(),
+        })
+    }
+
+    fn write(&self, ev: &Event<'_>, out: &mut Vec<u8>) {
+        self.task.write(ev, out, false);
+        if let Some(s) = &self.success {
+            out.extend_from_slice(b" success=");
+            push_num(out, num_of(s, ev) as i32);
+        }
+        out.extend_from_slice(b" CPU:");
+        let mut ibuf = itoa::Buffer::new();
+        let cpu = ibuf.format(unum_of(&self.target_cpu, ev));
+        push_padded(out, cpu.as_bytes(), 3, b'0');
+    }
+}
+
+/// The hrtimer and tlb handlers of trace-cmd's plugins; false for other
+/// events.
 fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io::Result<bool> {
     let f = ev.format;
     match f.name.as_str() {
-        "sched_switch" => {
-            write_task(ev, out, ["prev_comm", "prev_pid", "prev_prio"], true)?;
-            out.push(b' ');
-            write_state(out, num_field(ev, "prev_state") as u64);
-            out.extend_from_slice(b" ==> ");
-            write_task(ev, out, ["next_comm", "next_pid", "next_prio"], true)?;
-        }
-        "sched_wakeup" | "sched_wakeup_new" => {
-            write_task(ev, out, ["comm", "pid", "prio"], false)?;
-            if f.field("success").is_some() {
-                write!(out, " success={}", num_field(ev, "success") as i32)?;
-            }
-            write!(out, " CPU:{:03}", unum_field(ev, "target_cpu"))?;
-        }
         "hrtimer_start" | "hrtimer_expire_entry" => {
             let timer = if f.field("timer").is_some() {
                 "timer"
@@ -622,25 +705,59 @@ pub fn format_record(
 
 /// Prints records of one file as [`format_record`] describes, reusing what is
 /// the same for many records. Memory: one cached line head per pid and one
-/// name column per event format seen.
+/// [`Slot`] per event format seen.
 pub struct Printer<'a> {
     file: &'a TraceFile,
-    ns_clock: bool,
+    time: TimeColumn,
     /// `{comm:>16}-{pid:<5} [` per pid.
-    heads: FxHashMap<i32, Box<[u8]>>,
-    /// `: {name}: {pad}` per format id (index = id; the unknown format at the end).
-    names: Vec<Option<Box<[u8]>>>,
-    /// How each format's body is printed (index = id; unknown at the end).
-    bodies: Vec<Option<Body>>,
+    heads: FxHashMap<i32, Text>,
+    /// Per format id, what its records print alike (index = id; the unknown
+    /// format at the end).
+    slots: Vec<Option<Slot>>,
     /// Comms learned from the records printed so far ([`Comms`]).
     comms: Comms,
     /// Per CPU, the call chain the function plugin has seen (for indents).
     calls: FxHashMap<u32, Vec<Option<String>>>,
+    /// The line [`Printer::write`] builds before handing it to its writer.
     line: Vec<u8>,
     /// A funcgraph_entry held back until the next record tells whether it is
     /// a leaf (`held`); one at most, as trace-cmd looks one record ahead.
     entry: HeldEntry,
     held: bool,
+}
+
+/// What the records of one event format print alike, worked out on its
+/// first record.
+struct Slot {
+    /// The name column, `: {name}: {pad}`.
+    name: Text,
+    body: Body,
+    /// `Some` when its records name tasks ([`Comms`] learns from them).
+    learner: Option<Learner>,
+}
+
+impl Slot {
+    /// The slot of `format`, `unknown` for the placeholder format of records
+    /// whose type the file does not describe.
+    fn new(file: &TraceFile, format: &EventFormat, unknown: bool) -> Slot {
+        let name = if unknown {
+            "[UNKNOWN EVENT]"
+        } else {
+            format.name.as_str()
+        };
+        let pad = 20usize.saturating_sub(name.len());
+        Slot {
+            name: Text::new(format!(": {name}: {:pad$}", "").as_bytes()),
+            body: match unknown {
+                true => Body::Fields,
+                false => body_for(file, format),
+            },
+            learner: match unknown {
+                true => None,
+                false => Learner::of(format),
+            },
+        }
+    }
 }
 
 /// A funcgraph_entry whose line waits for the next record.
@@ -660,10 +777,9 @@ impl<'a> Printer<'a> {
     pub fn new(file: &'a TraceFile) -> Printer<'a> {
         Printer {
             file,
-            ns_clock: clock_is_nanoseconds(file.clock()),
+            time: TimeColumn::new(clock_is_nanoseconds(file.clock())),
             heads: FxHashMap::default(),
-            names: Vec::new(),
-            bodies: Vec::new(),
+            slots: Vec::new(),
             calls: FxHashMap::default(),
             comms: Comms::new(),
             line: Vec::with_capacity(256),
@@ -679,36 +795,47 @@ impl<'a> Printer<'a> {
     /// `funcgraph_exit` of the same function, task, CPU and buffer, the two
     /// make one leaf line and the exit writes nothing of its own.
     pub fn write(&mut self, rec: &Record<'_>, out: &mut impl Write) -> std::io::Result<()> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        self.append(rec, &mut line);
+        let written = out.write_all(&line);
+        self.line = line;
+        written
+    }
+
+    /// Appends what [`Printer::write`] writes for `rec` to `out`: for a
+    /// caller that gathers many lines in one buffer before writing them.
+    pub fn append(&mut self, rec: &Record<'_>, out: &mut Vec<u8>) {
         if self.held {
             self.held = false;
             if let Record::Event(ev) = rec
                 && let Some(duration) = self.closes_entry(ev)
             {
                 self.write_leaf(duration);
-                return out.write_all(&self.entry.line);
+                out.extend_from_slice(&self.entry.line);
+                return;
             }
             self.write_nested();
-            out.write_all(&self.entry.line)?;
+            out.extend_from_slice(&self.entry.line);
         }
-        self.line.clear();
         match rec {
             Record::Lost {
                 buffer, cpu, count, ..
             } => {
-                self.line
-                    .extend_from_slice(buffer_prefix(self.file, buffer).as_bytes());
+                out.extend_from_slice(buffer_prefix(self.file, buffer).as_bytes());
+                out.extend_from_slice(b"CPU:");
+                push_num(out, *cpu);
                 match count {
-                    Some(n) => writeln!(self.line, "CPU:{cpu} [{n} EVENTS DROPPED]")?,
-                    None => writeln!(self.line, "CPU:{cpu} [EVENTS DROPPED]")?,
+                    Some(n) => {
+                        out.extend_from_slice(b" [");
+                        push_num(out, *n);
+                        out.extend_from_slice(b" EVENTS DROPPED]\n");
+                    }
+                    None => out.extend_from_slice(b" [EVENTS DROPPED]\n"),
                 }
             }
-            Record::Event(ev) => {
-                if self.event(ev)? {
-                    return Ok(());
-                }
-            }
+            Record::Event(ev) => self.event(ev, out),
         }
-        out.write_all(&self.line)
     }
 
     /// Writes what [`Printer::write`] still holds back: a `funcgraph_entry`
@@ -723,34 +850,25 @@ impl<'a> Printer<'a> {
         Ok(())
     }
 
-    /// The index of `ev`'s format in `names` and `bodies` (the unknown
-    /// format last).
-    fn slot(ev: &Event<'_>) -> usize {
-        if Printer::unknown(ev) {
-            u16::MAX as usize + 1
-        } else {
-            ev.format.id as usize
-        }
-    }
-
     fn unknown(ev: &Event<'_>) -> bool {
         ev.format.id == 0 && ev.format.name == "UNKNOWN"
     }
 
-    /// How `ev`'s format is printed, worked out on its first record.
-    fn body(&mut self, ev: &Event<'_>) -> &Body {
-        let slot = Printer::slot(ev);
-        if slot >= self.bodies.len() {
-            self.bodies.resize_with(slot + 1, || None);
+    /// The index in `slots` of `ev`'s format (the unknown format last),
+    /// its slot made on its first record.
+    fn slot(&mut self, ev: &Event<'_>) -> usize {
+        let unknown = Printer::unknown(ev);
+        let i = match unknown {
+            true => u16::MAX as usize + 1,
+            false => ev.format.id as usize,
+        };
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
         }
-        let file = self.file;
-        self.bodies[slot].get_or_insert_with(|| {
-            if Printer::unknown(ev) {
-                Body::Fields
-            } else {
-                body_for(file, ev.format)
-            }
-        })
+        if self.slots[i].is_none() {
+            self.slots[i] = Some(Slot::new(self.file, ev.format, unknown));
+        }
+        i
     }
 
     /// The duration (ns) of the held entry when `ev` is its
@@ -764,8 +882,9 @@ impl<'a> Printer<'a> {
         if ev.cpu != cpu || pid < 0 || ev.pid() != pid || ev.buffer != self.entry.buffer {
             return None;
         }
-        match self.body(ev) {
-            Body::Graph(g @ Graph { times: Some(_), .. }) if g.func.read(ev) == func => {
+        let i = self.slot(ev);
+        match self.slots[i].as_ref().map(|s| &s.body) {
+            Some(Body::Graph(g @ Graph { times: Some(_), .. })) if g.func.read(ev) == func => {
                 Some(g.duration(ev))
             }
             _ => None,
@@ -792,13 +911,13 @@ impl<'a> Printer<'a> {
         e.line.extend_from_slice(b"() {\n");
     }
 
-    /// Appends `ev`'s line to `line`; true when it is a funcgraph_entry,
-    /// moved to `entry` and held back instead.
-    fn event(&mut self, ev: &Event<'_>) -> std::io::Result<bool> {
+    /// Appends `ev`'s line to `out`, or, for a funcgraph_entry, moves it
+    /// to `entry` and holds it back.
+    fn event(&mut self, ev: &Event<'_>, out: &mut Vec<u8>) {
         let file = self.file;
+        let start = out.len();
         if file.buffers.len() > 1 {
-            self.line
-                .extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
+            out.extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
         }
         let pid = ev.pid();
         let comms = &self.comms;
@@ -808,43 +927,26 @@ impl<'a> Printer<'a> {
                 None if pid == 0 => "<idle>",
                 None => "<...>",
             };
-            format!("{comm:>16}-{pid:<5} [")
-                .into_bytes()
-                .into_boxed_slice()
+            Text::new(format!("{comm:>16}-{pid:<5} [").as_bytes())
         });
-        self.line.extend_from_slice(head);
+        head.push_to(out);
         let mut ibuf = itoa::Buffer::new();
-        let cpu = ibuf.format(ev.cpu).as_bytes();
-        self.line
-            .extend_from_slice(&b"000"[..3usize.saturating_sub(cpu.len())]);
-        self.line.extend_from_slice(cpu);
-        self.line.push(b']');
-        write_ts(&mut self.line, ev.ts, self.ns_clock);
-        let unknown = Printer::unknown(ev);
-        let slot = Printer::slot(ev);
-        if slot >= self.names.len() {
-            self.names.resize(slot + 1, None);
-        }
-        let name = self.names[slot].get_or_insert_with(|| {
-            let name = if unknown {
-                "[UNKNOWN EVENT]"
-            } else {
-                ev.format.name.as_str()
-            };
-            let pad = 20usize.saturating_sub(name.len());
-            format!(": {name}: {:pad$}", "")
-                .into_bytes()
-                .into_boxed_slice()
-        });
-        self.line.extend_from_slice(name);
-        self.body(ev);
-        let Some(body) = &self.bodies[slot] else {
-            return Ok(false);
+        push_padded(out, ibuf.format(ev.cpu).as_bytes(), 3, b'0');
+        out.push(b']');
+        self.time.push(out, ev.ts);
+        let i = self.slot(ev);
+        let Some(slot) = &self.slots[i] else {
+            return;
         };
-        match body {
+        slot.name.push_to(out);
+        match &slot.body {
             Body::Fmt(p, kmem) => {
                 if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
-                    write!(self.line, "({name}+0x{:x}) ", off as u32)?;
+                    out.push(b'(');
+                    out.extend_from_slice(name.as_bytes());
+                    out.extend_from_slice(b"+0x");
+                    write_hex_digits(out, u64::from(off as u32));
+                    out.extend_from_slice(b") ");
                 }
                 p.write(
                     &Ctx {
@@ -853,45 +955,47 @@ impl<'a> Printer<'a> {
                         big: ev.big_endian,
                         kernel: file,
                     },
-                    &mut self.line,
-                )?;
+                    out,
+                );
                 // trace-cmd ends the line itself: a print fmt ending in a
                 // newline (ext4's fsmap events) adds no empty line.
-                if self.line.last() == Some(&b'\n') {
-                    self.line.pop();
+                if out.last() == Some(&b'\n') {
+                    out.pop();
                 }
             }
-            Body::Plugin if ev.format.name == "function" && ev.format.system == "ftrace" => {
-                self.function(ev)
-            }
-            Body::Plugin | Body::Fields => write_fields(file, ev, &mut self.line)?,
-            Body::Failed(text) => write_failed(ev, text, &mut self.line),
+            Body::Switch(s) => s.write(ev, out),
+            Body::Wakeup(w) => w.write(ev, out),
+            Body::Function => self.function(ev, out),
+            // Formatting into a Vec cannot fail.
+            Body::Plugin | Body::Fields => write_fields(file, ev, out).unwrap_or(()),
+            Body::Failed(text) => write_failed(ev, text, out),
             Body::Graph(g) => {
                 let depth = g.depth.read(ev);
                 if g.times.is_none() {
                     let e = &mut self.entry;
-                    std::mem::swap(&mut self.line, &mut e.line);
+                    e.line.clear();
+                    e.line.extend_from_slice(&out[start..]);
+                    out.truncate(start);
                     e.buffer.clear();
                     e.buffer.push_str(ev.buffer);
                     (e.cpu, e.pid) = (ev.cpu, ev.pid());
                     (e.func, e.depth) = (g.func.read(ev), depth);
                     self.held = true;
-                    return Ok(true);
+                    return;
                 }
                 let duration = g.duration(ev);
-                write_overhead(&mut self.line, Some(duration));
-                write_duration(&mut self.line, duration);
-                write_indent(&mut self.line, depth);
-                self.line.push(b'}');
+                write_overhead(out, Some(duration));
+                write_duration(out, duration);
+                write_indent(out, depth);
+                out.push(b'}');
             }
         }
-        if matches!(ev.format.system.as_str(), "sched" | "task") {
-            for pid in self.comms.learn(file, ev).into_iter().flatten() {
+        if let Some(l) = self.slots[i].as_ref().and_then(|s| s.learner.as_ref()) {
+            for pid in self.comms.learn_with(l, file, ev).into_iter().flatten() {
                 self.heads.remove(&pid);
             }
         }
-        self.line.push(b'\n');
-        Ok(false)
+        out.push(b'\n');
     }
 }
 
@@ -962,7 +1066,7 @@ impl Printer<'_> {
     /// the call chain it has seen on this CPU (a function's level is one
     /// more than its caller's when the caller was seen, else 1 below a new
     /// chain root), no parent.
-    fn function(&mut self, ev: &Event<'_>) {
+    fn function(&mut self, ev: &Event<'_>, out: &mut Vec<u8>) {
         let ip = num_field(ev, "ip") as u64;
         let pip = num_field(ev, "parent_ip") as u64;
         let func = self.file.symbol(ip).map(|(n, _)| n);
@@ -993,36 +1097,60 @@ impl Printer<'_> {
                 }
             }
         }
-        self.line.extend(std::iter::repeat_n(b' ', index * 3));
+        out.extend(std::iter::repeat_n(b' ', index * 3));
         match func {
-            Some(f) => self.line.extend_from_slice(f.as_bytes()),
-            None => write_hex(&mut self.line, ip),
+            Some(f) => out.extend_from_slice(f.as_bytes()),
+            None => write_hex(out, ip),
         }
     }
 }
 
-/// Appends [`format_ts`]'s text without allocating.
-fn write_ts(line: &mut Vec<u8>, ts: u64, ns_clock: bool) {
-    let mut ibuf = itoa::Buffer::new();
-    if ns_clock {
+/// The time column: [`format_ts`]'s text, appended without allocating,
+/// the seconds formatted again only when they change.
+struct TimeColumn {
+    /// Whether the clock counts nanoseconds (`secs.usecs`).
+    ns_clock: bool,
+    /// The seconds of the last time appended, and ` {secs:5}.` of them.
+    secs: u64,
+    secs_text: Text,
+}
+
+impl TimeColumn {
+    fn new(ns_clock: bool) -> TimeColumn {
+        TimeColumn {
+            ns_clock,
+            secs: 0,
+            secs_text: TimeColumn::secs_text(0),
+        }
+    }
+
+    /// ` {secs:5}.`
+    fn secs_text(secs: u64) -> Text {
+        let mut t = vec![b' '];
+        push_padded(&mut t, itoa::Buffer::new().format(secs).as_bytes(), 5, b' ');
+        t.push(b'.');
+        Text::new(&t)
+    }
+
+    /// Appends the column for timestamp `ts`.
+    fn push(&mut self, out: &mut Vec<u8>, ts: u64) {
+        let mut ibuf = itoa::Buffer::new();
+        if !self.ns_clock {
+            push_padded(out, ibuf.format(ts).as_bytes(), 12, b' ');
+            return;
+        }
         let mut secs = ts / 1_000_000_000;
         let mut usecs = (ts % 1_000_000_000 + 500) / 1000;
         if usecs >= 1_000_000 {
             usecs -= 1_000_000;
             secs += 1;
         }
-        let s = ibuf.format(secs).as_bytes();
-        line.push(b' ');
-        line.extend(std::iter::repeat_n(b' ', 5usize.saturating_sub(s.len())));
-        line.extend_from_slice(s);
-        line.push(b'.');
-        let u = ibuf.format(usecs).as_bytes();
-        line.extend(std::iter::repeat_n(b'0', 6usize.saturating_sub(u.len())));
-        line.extend_from_slice(u);
-    } else {
-        let s = ibuf.format(ts).as_bytes();
-        line.extend(std::iter::repeat_n(b' ', 12usize.saturating_sub(s.len())));
-        line.extend_from_slice(s);
+        if secs != self.secs {
+            self.secs = secs;
+            self.secs_text = TimeColumn::secs_text(secs);
+        }
+        self.secs_text.push_to(out);
+        push_padded(out, ibuf.format(usecs).as_bytes(), 6, b'0');
     }
 }
 
@@ -1033,11 +1161,7 @@ fn write_hex(line: &mut Vec<u8>, v: u64) {
 
 /// `v` in lowercase hex, no prefix.
 fn write_hex_digits(line: &mut Vec<u8>, v: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (64 - v.leading_zeros()).div_ceil(4).max(1);
-    for i in (0..digits).rev() {
-        line.push(HEX[((v >> (i * 4)) & 0xf) as usize]);
-    }
+    line.extend_from_slice(radix_digits(v, b'x', &mut [0; 24]));
 }
 
 /// Appends one scalar as [`write_value`] prints its [`FieldValue`]; false if
