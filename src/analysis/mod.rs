@@ -376,8 +376,8 @@ struct Slot {
     /// `kernel_stack` / `user_stack`: where `caller` starts, and whether
     /// it is a user stack.
     stack_at: Option<(usize, bool)>,
-    /// Its records can name a task ([`tracedat::names_tasks`]).
-    names_tasks: bool,
+    /// Where its records name tasks, when they do ([`tracedat::Learner`]).
+    learner: Option<tracedat::Learner>,
     /// Its records are markers ([`markers::Collector::is_marker`]).
     marker: bool,
     /// The analyses its records go to.
@@ -461,7 +461,7 @@ pub fn analyze_kept(
                 .field("caller")
                 .map(|c| (c.offset, f.name == "user_stack"));
         }
-        s.names_tasks = tracedat::names_tasks(&f.system, &f.name);
+        s.learner = tracedat::Learner::of(f);
         s.marker = markers::Collector::is_marker(f);
     }
     let big = file.big_endian();
@@ -598,8 +598,8 @@ pub fn analyze_kept(
         {
             n.add(&ev);
         }
-        if slot.is_some_and(|s| s.names_tasks) {
-            counts.learned.learn(file, &ev);
+        if let Some(l) = slot.and_then(|s| s.learner.as_ref()) {
+            counts.learned.learn_with(l, file, &ev);
         }
         if feeds.call_paths
             && let Some(c) = call_paths.as_mut()
