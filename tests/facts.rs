@@ -228,17 +228,17 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         "tests/lab/rt/wakeup.toml",
         "tests/lab/rt/wakeup-rt.toml",
         "tests/lab/rt/wakeup-dl.toml",
-        "tests/lab/rt/stack.toml",
-        "tests/lab/rt/stack-filter.toml",
+        "tests/lab/stack.toml",
+        "tests/lab/stack-filter.toml",
     ] {
         assert_eq!(verdict("debian-6.1-rt", recipe), Ok(()), "{recipe} on RT");
     }
     // Debian's stock kernels have the stack tracer, not the wakeup tracers;
     // this host has neither.
-    assert_eq!(verdict("debian-6.12", "tests/lab/rt/stack.toml"), Ok(()));
+    assert_eq!(verdict("debian-6.12", "tests/lab/stack.toml"), Ok(()));
     let e = verdict("debian-6.1", "tests/lab/rt/wakeup-rt.toml").unwrap_err();
     assert!(e.contains("CONFIG_SCHED_TRACER"), "{e}");
-    let e = verdict("host", "tests/lab/rt/stack.toml").unwrap_err();
+    let e = verdict("host", "tests/lab/stack.toml").unwrap_err();
     assert!(e.contains("no stack tracer"), "{e}");
 
     // irqsoff is in no Debian kernel: the RT facts with irqsoff offered at the
