@@ -898,6 +898,53 @@ mod tests {
     }
 
     #[test]
+    fn a_functions_traceoff_is_written_first_and_its_traceon_last() {
+        let mut v = valid();
+        v.probes.clear();
+        let trigger = |event: Option<&str>, action: &str| ResolvedTrigger {
+            event: event.map(str::to_string),
+            on_probe: false,
+            command: format!("{}:{action}", event.unwrap_or("force_sig_fault")),
+            removal: String::new(),
+            target: None,
+            action: action.into(),
+            span: None,
+        };
+        v.triggers = vec![
+            trigger(None, "traceon"),
+            trigger(None, "stacktrace"),
+            trigger(Some("sched:sched_process_exec"), "traceoff"),
+            trigger(None, "traceoff"),
+            trigger(None, "snapshot"),
+        ];
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        let written: Vec<&str> = p
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Write { file, value, .. }
+                    if file.ends_with("trigger") || file.ends_with("set_ftrace_filter") =>
+                {
+                    Some(value.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        // The kernel runs a function's commands last written first: traceon
+        // acts first, traceoff last; event triggers keep the recipe's order.
+        assert_eq!(
+            written,
+            [
+                "force_sig_fault:traceoff",
+                "force_sig_fault:stacktrace",
+                "sched:sched_process_exec:traceoff",
+                "force_sig_fault:snapshot",
+                "force_sig_fault:traceon"
+            ]
+        );
+    }
+
+    #[test]
     fn a_probe_is_defined_before_it_is_enabled_and_removed_exactly() {
         let p = plan(
             &valid(),

@@ -555,3 +555,35 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
         );
     }
 }
+
+#[test]
+fn a_raw_address_as_kprobe_target_is_refused_as_a_recipe_mistake() {
+    let facts = facts_file("debian-6.1");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write_recipe(
+        dir.path(),
+        "raw.toml",
+        "name = \"raw\"\n[[kprobes]]\nevent = \"at\"\nkind = \"kprobe\"\ntarget = \"0xffffffff81234567\"\n[[kprobes]]\nevent = \"modat\"\nkind = \"kprobe\"\ntarget = \"ext4:0x10+4\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    for (place, target) in [("5:10", "0xffffffff81234567"), ("9:10", "ext4:0x10+4")] {
+        assert!(
+            out.lines().any(|l| l.contains(&format!("raw.toml:{place}: error (recipe)"))
+                && l.contains(&format!(
+                    "kprobe target `{target}` is a raw address: raw addresses are not supported as targets"
+                ))),
+            "{place}:\n{out}"
+        );
+    }
+    assert!(
+        !out.contains("this kernel has no function") && out.contains("\"SYMBOL+OFFS\""),
+        "{out}"
+    );
+}
