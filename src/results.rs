@@ -198,14 +198,25 @@ pub(crate) fn tracer_report(
     // `tracing_max_latency` shows them divided by 1000 (kernel/trace/trace_hwlat.c,
     // `get_sample`; trace.c prints the file with `nsecs_to_usecs`): the
     // largest inner or outer gap of its entries is the exact figure.
-    if t.name == "hwlat" {
-        let entries = noise
+    // osnoise and timerlat keep the file in ns as it expects, but kernels
+    // older than 6.3 and its stable updates of April 2023 ("tracing/osnoise:
+    // Fix notify new tracing_max_latency", "tracing/timerlat: Notify new max
+    // thread latency") leave it alone: their entries give the same figure,
+    // the noisiest period and the largest thread latency.
+    let from_entries = match t.name.as_str() {
+        "hwlat" => noise
             .hwlat
             .iter()
             .map(|c| c.max_inner_us.max(c.max_outer_us))
-            .max();
-        max_latency_us = entries.or(max_latency_us.map(|ms| ms.saturating_mul(1000)));
+            .max(),
+        "osnoise" => noise.osnoise.iter().map(|c| c.max_noise_us).max(),
+        "timerlat" => noise.timerlat.iter().map(|c| c.thread.max_ns / 1000).max(),
+        _ => None,
+    };
+    if t.name == "hwlat" {
+        max_latency_us = max_latency_us.map(|ms| ms.saturating_mul(1000));
     }
+    max_latency_us = from_entries.or(max_latency_us);
     let trace = read_small(&dir.join(MAX_TRACE_FILE));
     let (task, cpu) = trace.as_deref().map(max_trace_header).unwrap_or_default();
     // The kernel prints the latency header only over a max buffer with

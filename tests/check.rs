@@ -109,4 +109,14 @@ fn set_overrides_params_and_rejects_unknown_ones() {
         "{}",
         text(&unknown.stdout)
     );
+    // A recipe key that `run` has an option for: the help names the option.
+    let duration = trace_recipe(&["check", r, "--set", "duration=2s"]);
+    assert_eq!(duration.status.code(), Some(1));
+    assert!(
+        text(&duration.stdout).contains(
+            "help: its `[params]` are: event; to replace the recipe's `duration`, use `--duration 2s`"
+        ),
+        "{}",
+        text(&duration.stdout)
+    );
 }

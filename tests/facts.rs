@@ -274,6 +274,36 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         ) && out.contains("offers tracer `irqsoff` only at the top level"),
         "{out}"
     );
+    // timerlat keeps its largest thread latency in the same file: where the
+    // instance lacks it (the RT facts with timerlat taken out of the
+    // instance's tracers) it runs at the top level, and the global file is
+    // reset and restored like irqsoff's.
+    facts["instance"]["tracers"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t != "timerlat");
+    let top_timerlat = dir.path().join("timerlat-facts.json");
+    std::fs::write(&top_timerlat, facts.to_string()).unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "timerlat.toml",
+        "name = \"t\"\n[tracer]\nname = \"timerlat\"\n[[expect]]\nthat = \"max_latency < 1ms\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--plan",
+        "--facts",
+        top_timerlat.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
+        ) && out.contains("offers tracer `timerlat` only at the top level"),
+        "{out}"
+    );
     // The same expectation with a tracer that measures no latency is the recipe's mistake.
     let recipe = write_recipe(
         dir.path(),

@@ -1530,6 +1530,21 @@ fn assert_noise(out: &Path) {
                 }
             }
         }
+        // Every sampling tracer's maximum is its entries' largest gap, noise or
+        // thread latency (µs), whatever the kernel's tracing_max_latency says.
+        let largest = cpus
+            .iter()
+            .map(|c| match tracer {
+                "hwlat" => n(c, "max_inner_us").max(n(c, "max_outer_us")),
+                "osnoise" => n(c, "max_noise_us"),
+                _ => n(&c["thread"], "max_ns") / 1000,
+            })
+            .max();
+        assert_eq!(
+            t["max_latency_us"].as_u64(),
+            largest,
+            "6.1-rt: {name}: max_latency_us: {t:#}"
+        );
         // Only CPU 0 was sampled by osnoise (`cpus = "0"`).
         if tracer == "osnoise" {
             assert!(

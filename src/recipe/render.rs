@@ -246,20 +246,36 @@ pub(crate) fn merge_params(
         };
         let key = key.trim();
         match params.get_mut(key) {
-            None => diagnostics.push(
-                Diagnostic::recipe(
-                    None,
-                    format!("`--set {key}=...` names no parameter of this recipe"),
-                )
-                .with_help(if params.is_empty() {
+            None => {
+                let declared = if params.is_empty() {
                     "the recipe has no `[params]` table".to_string()
                 } else {
                     format!(
                         "its `[params]` are: {}",
                         params.keys().cloned().collect::<Vec<_>>().join(", ")
                     )
-                }),
-            ),
+                };
+                // Recipe keys that `run` replaces with an option of its own.
+                let option = match key {
+                    "duration" => Some("--duration"),
+                    "size_kb" | "buffer.size_kb" | "buffer_size_kb" => Some("--buffer-size-kb"),
+                    _ => None,
+                };
+                let help = match option {
+                    Some(o) => format!(
+                        "{declared}; to replace the recipe's `{key}`, use `{o} {}`",
+                        value.trim()
+                    ),
+                    None => declared,
+                };
+                diagnostics.push(
+                    Diagnostic::recipe(
+                        None,
+                        format!("`--set {key}=...` names no parameter of this recipe"),
+                    )
+                    .with_help(help),
+                )
+            }
             Some(def) => match set_value(def, value) {
                 Ok(v) => def.value = Some(v),
                 Err(msg) => diagnostics.push(

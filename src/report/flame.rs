@@ -1,7 +1,9 @@
 //! Flame graphs of report.html, drawn by the `inferno` crate from folded
 //! stacks ([`Folded`]), made fit to sit inline in the page: no XML prolog, no
 //! script (inferno's zoom and search need one; the page has none), no
-//! references (`url(#...)`). Frame names come from the trace (kallsyms of a
+//! references (`url(#...)`), and its element ids and their style rules
+//! prefixed with the graph's anchor, so that two graphs of one page keep
+//! distinct ids. Frame names come from the trace (kallsyms of a
 //! possibly hostile file): inferno escapes every text and attribute it
 //! writes, and the test `hostile_symbols_are_escaped` holds it to that.
 
@@ -14,9 +16,11 @@ use crate::results::StackTracerReport;
 const WIDTH: usize = 1000;
 
 /// The flame graph of `folded` as an inline `<svg>` element, each frame's
-/// width its weight in `unit` (`records`, `ns`, `bytes`); `None` when there
-/// is nothing to draw or inferno refuses the input.
+/// width its weight in `unit` (`records`, `ns`, `bytes`), its element ids
+/// prefixed with `anchor-` (`stacks-frames`, ...); `None` when there is
+/// nothing to draw or inferno refuses the input.
 pub(crate) fn svg(
+    anchor: &str,
     folded: &Folded,
     title: &str,
     unit: &str,
@@ -37,24 +41,79 @@ pub(crate) fn svg(
     let mut out = Vec::new();
     from_lines(&mut opt, text.lines(), &mut out).ok()?;
     let s = String::from_utf8(out).ok()?;
-    Some(inline(&s))
+    Some(inline(&s, anchor))
 }
 
 /// inferno's document as an element of the page: from `<svg` on, without
 /// its `<script>` element, `onload` handler, search button and the
-/// background gradient (a `url(#...)` reference, a flat colour instead).
-fn inline(doc: &str) -> String {
+/// background gradient (a `url(#...)` reference, a flat colour instead),
+/// with its ids prefixed by `anchor` ([`prefix_ids`]).
+fn inline(doc: &str, anchor: &str) -> String {
     let mut s = doc[doc.find("<svg").unwrap_or(0)..].to_string();
     cut(&mut s, "<script", "</script>");
     cut(&mut s, "<text id=\"search\"", "</text>");
     cut(&mut s, "<text id=\"unzoom\"", "</text>");
-    s.replacen(" onload=\"init(evt)\"", "", 1)
+    let s = s
+        .replacen(" onload=\"init(evt)\"", "", 1)
         .replacen(
             "fill=\"url(#background)\"",
             "fill=\"#f8f8f4\" class=\"flame-bg\"",
             1,
         )
-        .replacen("<svg ", "<svg class=\"flamegraph\" ", 1)
+        .replacen("<svg ", "<svg class=\"flamegraph\" ", 1);
+    prefix_ids(&s, anchor)
+}
+
+/// The ids inferno gives its elements and names in its style rules.
+const INFERNO_IDS: [&str; 8] = [
+    "background",
+    "title",
+    "subtitle",
+    "details",
+    "matched",
+    "search",
+    "unzoom",
+    "frames",
+];
+
+/// `svg` with each of inferno's ids, `id="X"`, renamed `anchor-X`, and so in
+/// its `<style>` element's `#X` selectors (only there: a frame name may hold
+/// `#X`, but never a `"`, which inferno escapes).
+fn prefix_ids(svg: &str, anchor: &str) -> String {
+    let mut out = svg.to_string();
+    for id in INFERNO_IDS {
+        out = out.replace(&format!("id=\"{id}\""), &format!("id=\"{anchor}-{id}\""));
+    }
+    if let Some(a) = out.find("<style")
+        && let Some(b) = out[a..].find("</style>")
+    {
+        let mut style = out[a..a + b].to_string();
+        for id in INFERNO_IDS {
+            style = rename_selector(&style, id, anchor);
+        }
+        out.replace_range(a..a + b, &style);
+    }
+    out
+}
+
+/// `css` with every `#id` selector not followed by a name character renamed
+/// `#anchor-id` (so `#search` does not also rename `#searchbox`).
+fn rename_selector(css: &str, id: &str, anchor: &str) -> String {
+    let pat = format!("#{id}");
+    let mut out = String::with_capacity(css.len());
+    let mut rest = css;
+    while let Some(i) = rest.find(&pat) {
+        let after = &rest[i + pat.len()..];
+        out.push_str(&rest[..i]);
+        if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            out.push_str(&pat);
+        } else {
+            out.push_str(&format!("#{anchor}-{id}"));
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Removes the first `start` .. `end` span of `s` (both included), if any.
@@ -103,13 +162,33 @@ mod tests {
             3,
         );
         f.add(["sched:sched_switch", "schedule"], 1);
-        let s = svg(&f, "t", "records", BasicPalette::Hot).unwrap();
+        let s = svg("stacks", &f, "t", "records", BasicPalette::Hot).unwrap();
         assert!(s.starts_with("<svg class=\"flamegraph\" "), "{s}");
         for bad in ["<script", "<img", "onload", "url(", "<?xml", "<!DOCTYPE"] {
             assert!(!s.contains(bad), "`{bad}` in {s}");
         }
         assert!(s.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{s}");
         assert!(s.contains("schedule (1 records, 25.00%)"), "{s}");
+    }
+
+    #[test]
+    fn two_graphs_of_one_page_share_no_id() {
+        let mut f = Folded::default();
+        f.add(["#title", "#frames x"], 2);
+        let ids = |s: &str| -> Vec<String> {
+            s.match_indices(" id=\"")
+                .map(|(i, _)| s[i + 5..].split('"').next().unwrap_or("").to_string())
+                .collect()
+        };
+        let a = svg("stacks", &f, "t", "records", BasicPalette::Hot).unwrap();
+        let b = svg("funcgraph", &f, "t", "ns", BasicPalette::Aqua).unwrap();
+        let (ia, ib) = (ids(&a), ids(&b));
+        assert!(ia.contains(&"stacks-frames".to_string()), "{ia:?}");
+        assert!(ia.iter().all(|i| !ib.contains(i)), "{ia:?} {ib:?}");
+        assert!(a.contains("#stacks-title {"), "{a}");
+        assert!(!a.contains("#title {"), "{a}");
+        // A frame named like a selector is text, left as it is.
+        assert!(a.contains("<title>#title ("), "{a}");
     }
 
     #[test]

@@ -64,7 +64,13 @@ struct Flame {
 fn flames(r: &JsonReport) -> Vec<Flame> {
     let mut v = Vec::new();
     if let Some(s) = &r.stacks
-        && let Some(svg) = flame::svg(&s.folded, "Recorded stacks", "records", BasicPalette::Hot)
+        && let Some(svg) = flame::svg(
+            "stacks",
+            &s.folded,
+            "Recorded stacks",
+            "records",
+            BasicPalette::Hot,
+        )
     {
         v.push(Flame {
             id: "stacks",
@@ -77,7 +83,7 @@ fn flames(r: &JsonReport) -> Vec<Flame> {
         });
     }
     if let Some(f) = &r.funcgraph_folded
-        && let Some(svg) = flame::svg(f, "function_graph", "ns", BasicPalette::Aqua)
+        && let Some(svg) = flame::svg("funcgraph", f, "function_graph", "ns", BasicPalette::Aqua)
     {
         v.push(Flame {
             id: "funcgraph",
@@ -88,6 +94,7 @@ fn flames(r: &JsonReport) -> Vec<Flame> {
     }
     if let Some(s) = &r.stack_tracer
         && let Some(svg) = flame::svg(
+            "stack-tracer",
             &flame::stack_tracer_folded(s),
             "Deepest kernel stack",
             "bytes",

@@ -228,8 +228,10 @@ pub(super) fn save_tables(
 }
 
 /// Whether trace.dat needs /proc/kallsyms: when the trace holds kernel code
-/// addresses a reader turns into symbols, that is stack traces, a tracer other
-/// than nop, probes, or an event whose print format prints a code pointer
+/// addresses a reader turns into symbols, that is stack traces (a trigger, an
+/// event's `stacktrace`, or the `stacktrace` option that takes one after every
+/// event), a tracer other than nop, probes, or an event whose print format
+/// prints a code pointer
 /// (`%ps`, `%pS`, `%pB`, `%pf`, `%pF`). Without them the kernel's symbol list
 /// (megabytes) is left out.
 fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>) -> bool {
@@ -239,7 +241,9 @@ fn needs_kallsyms(valid: &ValidRecipe, formats: &BTreeMap<String, Vec<Vec<u8>>>)
     };
     valid.events.iter().any(|e| e.stacktrace)
         || valid.triggers.iter().any(|t| t.action == "stacktrace")
-        || valid.tracer.as_ref().is_some_and(|t| t.name != "nop")
+        || valid.tracer.as_ref().is_some_and(|t| {
+            t.name != "nop" || t.options.iter().any(|(o, on)| *on && o == "stacktrace")
+        })
         || !valid.probes.is_empty()
         || formats.values().flatten().any(|f| code_pointer(f))
 }

@@ -20,9 +20,12 @@ pub(crate) const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
 
 /// Tracers that keep the largest latency they saw in `tracing_max_latency`
 /// (µs): the latency tracers, which also keep the trace of that worst case in
-/// their max buffer (what `trace` then shows, in the latency format), and hwlat,
-/// which only updates the number (kernel/trace/trace_irqsoff.c,
-/// trace_sched_wakeup.c, trace_hwlat.c; Documentation/trace/ftrace.rst "irqsoff").
+/// their max buffer (what `trace` then shows, in the latency format), and
+/// hwlat, osnoise (a period's noise) and timerlat (a thread's latency), which
+/// only update the number (kernel/trace/trace_irqsoff.c, trace_sched_wakeup.c,
+/// trace_hwlat.c, trace_osnoise.c `notify_new_max_latency`;
+/// Documentation/trace/ftrace.rst "irqsoff"). A run resets the file and, where
+/// it is the global one, restores it.
 pub(crate) const MAX_LATENCY_TRACERS: &[&str] = &[
     "irqsoff",
     "preemptoff",
@@ -31,6 +34,8 @@ pub(crate) const MAX_LATENCY_TRACERS: &[&str] = &[
     "wakeup_rt",
     "wakeup_dl",
     "hwlat",
+    "osnoise",
+    "timerlat",
 ];
 
 /// Where a run's `tracing_max_latency` is.

@@ -143,7 +143,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
             ["function", "now"].iter().all(|n| f.field(n).is_some())
         }
         ("tlb", "tlb_flush") => ["pages", "reason"].iter().all(|n| f.field(n).is_some()),
-        ("ftrace", "kernel_stack" | "user_stack" | "print") => true,
+        ("ftrace", "kernel_stack" | "print") => true,
         ("ftrace", "bprint") => ["ip", "fmt", "buf"].iter().all(|n| f.field(n).is_some()),
         _ => false,
     };
@@ -398,7 +398,8 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
     }
     if f.system == "ftrace" {
         match f.name.as_str() {
-            "kernel_stack" | "user_stack" => {
+            // user_stack prints through its print fmt, as trace-cmd does.
+            "kernel_stack" => {
                 out.write_all(b"<stack trace >")?;
                 let long = ev.format.field("caller").map(|c| {
                     c.size
@@ -419,11 +420,9 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                         if addr == 0 {
                             continue;
                         }
-                        match (f.name.as_str(), file.symbol(addr)) {
-                            ("kernel_stack", Some((name, _))) => {
-                                write!(out, "\n=> {name} ({addr:x})")?
-                            }
-                            _ => write!(out, "\n=> {addr:x}")?,
+                        match file.symbol(addr) {
+                            Some((name, _)) => write!(out, "\n=> {name} ({addr:x})")?,
+                            None => write!(out, "\n=> {addr:x}")?,
                         }
                     }
                 }
