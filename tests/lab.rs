@@ -1297,9 +1297,9 @@ fn assert_answer(
 }
 
 /// recipes/call-graph-depth.toml, kretprobe-returns.toml,
-/// irq-handler-time.toml, function-callers.toml and stop-at-fault.toml (run
-/// in the 6.12 boot, guest.sh `answers`): each summary leads with the
-/// analysis that answers the recipe's question.
+/// irq-handler-time.toml and function-callers.toml (run in the 6.12 boot,
+/// guest.sh `answers`) and stop-at-fault.toml (run in every boot): each
+/// summary leads with the analysis that answers the recipe's question.
 fn assert_lab_answers(out: &Path) {
     let json = assert_answer(
         out,
@@ -1352,12 +1352,25 @@ fn assert_lab_answers(out: &Path) {
         "top kernel stacks",
         &["=> ", "read"],
     );
-    assert_answer(
+    // The fault's stack answers where it happened; what each task did until
+    // then (profile) follows.
+    let json_fault = assert_answer(
         out,
         "recipe-stop-at-fault",
-        "profile",
-        "profile: where each task's time went",
-        &["segv"],
+        "stacks",
+        "top kernel stacks (1 recorded",
+        &["=> force_sig_fault+", "exc_page_fault+"],
+    );
+    let summary = read(&out.join("recipe-stop-at-fault/run/summary.txt"));
+    assert!(
+        json_fault["analyses"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a == "profile"))
+            && summary
+                .split("profile: where each task's time went")
+                .nth(1)
+                .is_some_and(|p| p.contains(" segv ")),
+        "{summary}"
     );
     let irq = json["latency"]
         .as_array()
