@@ -21,7 +21,7 @@ use std::fmt;
 
 use crate::tracefs::{INSTANCE_PREFIX, Irreversible, Sysctl, WriteMode, instance_file};
 use crate::validate::{
-    MaxLatencyAt, ResolvedTracer, SelfExclusion, Span, ValidRecipe, woken_filter,
+    MaxLatencyAt, ResolvedTracer, ResolvedTrigger, SelfExclusion, Span, ValidRecipe, woken_filter,
 };
 
 /// One tracefs change.
@@ -538,7 +538,9 @@ fn event_steps(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u32]) 
 /// The recipe's triggers, appended to an event's `trigger` file (a probe's in
 /// group `group`) or to `set_ftrace_filter`.
 fn trigger_steps(b: &mut Builder, valid: &ValidRecipe, group: &str) {
-    for t in &valid.triggers {
+    let mut triggers: Vec<&ResolvedTrigger> = valid.triggers.iter().collect();
+    triggers.sort_by_key(|t| function_trigger_rank(t));
+    for t in triggers {
         let file = match &t.event {
             Some(event) => {
                 let (system, event) = event.split_once(':').unwrap_or((event, ""));
@@ -554,6 +556,21 @@ fn trigger_steps(b: &mut Builder, valid: &ValidRecipe, group: &str) {
             Undo::Append(t.removal.clone()),
             t.span.clone(),
         );
+    }
+}
+
+/// Where function trigger `t` is written among the others: the kernel runs
+/// the commands on one function in the reverse order they were written (each
+/// command is a probe with an ftrace_ops of its own, added at the head of
+/// ftrace's list: kernel/trace/ftrace.c, `add_ftrace_ops`). A `traceoff` is
+/// written first so that it acts last, a `traceon` last so that it acts first:
+/// a `stacktrace`, `snapshot` or `enable_event` on the same call then records
+/// while tracing is on, whatever the recipe's order. Event triggers keep theirs.
+fn function_trigger_rank(t: &ResolvedTrigger) -> u8 {
+    match (&t.event, t.action.as_str()) {
+        (None, "traceoff") => 0,
+        (None, "traceon") => 2,
+        _ => 1,
     }
 }
 
@@ -878,6 +895,53 @@ mod tests {
             })
         );
         assert_eq!(write_of(&p, "stack_max_size"), Some("0"));
+    }
+
+    #[test]
+    fn a_functions_traceoff_is_written_first_and_its_traceon_last() {
+        let mut v = valid();
+        v.probes.clear();
+        let trigger = |event: Option<&str>, action: &str| ResolvedTrigger {
+            event: event.map(str::to_string),
+            on_probe: false,
+            command: format!("{}:{action}", event.unwrap_or("force_sig_fault")),
+            removal: String::new(),
+            target: None,
+            action: action.into(),
+            span: None,
+        };
+        v.triggers = vec![
+            trigger(None, "traceon"),
+            trigger(None, "stacktrace"),
+            trigger(Some("sched:sched_process_exec"), "traceoff"),
+            trigger(None, "traceoff"),
+            trigger(None, "snapshot"),
+        ];
+        let p = plan(&v, "i", "g", &[], &[], &[]);
+        let written: Vec<&str> = p
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Op::Write { file, value, .. }
+                    if file.ends_with("trigger") || file.ends_with("set_ftrace_filter") =>
+                {
+                    Some(value.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        // The kernel runs a function's commands last written first: traceon
+        // acts first, traceoff last; event triggers keep the recipe's order.
+        assert_eq!(
+            written,
+            [
+                "force_sig_fault:traceoff",
+                "force_sig_fault:stacktrace",
+                "sched:sched_process_exec:traceoff",
+                "force_sig_fault:snapshot",
+                "force_sig_fault:traceon"
+            ]
+        );
     }
 
     #[test]

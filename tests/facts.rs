@@ -228,17 +228,17 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         "tests/lab/rt/wakeup.toml",
         "tests/lab/rt/wakeup-rt.toml",
         "tests/lab/rt/wakeup-dl.toml",
-        "tests/lab/rt/stack.toml",
-        "tests/lab/rt/stack-filter.toml",
+        "tests/lab/stack.toml",
+        "tests/lab/stack-filter.toml",
     ] {
         assert_eq!(verdict("debian-6.1-rt", recipe), Ok(()), "{recipe} on RT");
     }
     // Debian's stock kernels have the stack tracer, not the wakeup tracers;
     // this host has neither.
-    assert_eq!(verdict("debian-6.12", "tests/lab/rt/stack.toml"), Ok(()));
+    assert_eq!(verdict("debian-6.12", "tests/lab/stack.toml"), Ok(()));
     let e = verdict("debian-6.1", "tests/lab/rt/wakeup-rt.toml").unwrap_err();
     assert!(e.contains("CONFIG_SCHED_TRACER"), "{e}");
-    let e = verdict("host", "tests/lab/rt/stack.toml").unwrap_err();
+    let e = verdict("host", "tests/lab/stack.toml").unwrap_err();
     assert!(e.contains("no stack tracer"), "{e}");
 
     // irqsoff is in no Debian kernel: the RT facts with irqsoff offered at the
@@ -584,4 +584,36 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
             "{place} {msg}:\n{out}"
         );
     }
+}
+
+#[test]
+fn a_raw_address_as_kprobe_target_is_refused_as_a_recipe_mistake() {
+    let facts = facts_file("debian-6.1");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write_recipe(
+        dir.path(),
+        "raw.toml",
+        "name = \"raw\"\n[[kprobes]]\nevent = \"at\"\nkind = \"kprobe\"\ntarget = \"0xffffffff81234567\"\n[[kprobes]]\nevent = \"modat\"\nkind = \"kprobe\"\ntarget = \"ext4:0x10+4\"\n",
+    );
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    for (place, target) in [("5:10", "0xffffffff81234567"), ("9:10", "ext4:0x10+4")] {
+        assert!(
+            out.lines().any(|l| l.contains(&format!("raw.toml:{place}: error (recipe)"))
+                && l.contains(&format!(
+                    "kprobe target `{target}` is a raw address: raw addresses are not supported as targets"
+                ))),
+            "{place}:\n{out}"
+        );
+    }
+    assert!(
+        !out.contains("this kernel has no function") && out.contains("\"SYMBOL+OFFS\""),
+        "{out}"
+    );
 }

@@ -210,8 +210,10 @@ fn read(p: &Path) -> String {
 }
 
 /// The records of event `event` in the trace.dat of lab recipe `name`, each as
-/// its decoded fields (`pid` and `ts`, in ns, too; numbers as decimal text, strings as text, and
-/// for `ip`/`func` fields also `ip_sym`/`func_sym`, the kallsyms name), read
+/// its decoded fields (`pid` and `ts`, in ns, too; numbers as decimal text, strings as text,
+/// arrays as their elements joined by `,`, and
+/// for `ip`/`func` fields also `ip_sym`/`func_sym`, the kallsyms name, for a
+/// stack's `caller` array `caller_sym`, its frames' names joined by `,`), read
 /// with our own reader's field decoder, independent of how a line is printed.
 fn records_of(
     out: &Path,
@@ -243,9 +245,31 @@ fn records_of(
                 FieldValue::Str(s) | FieldValue::Bytes(s) => {
                     String::from_utf8_lossy(s).into_owned()
                 }
-                FieldValue::Array(_) => continue,
+                FieldValue::Array(items) => items
+                    .iter()
+                    .map(|i| match i {
+                        FieldValue::Int(n) => n.to_string(),
+                        FieldValue::UInt(n) => n.to_string(),
+                        _ => "?".into(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
             };
             m.insert(k.to_string(), text);
+        }
+        // A stack's `caller` holds as many 64-bit addresses as the record is
+        // long (its format declares a fixed length), up to an all-ones end mark.
+        if let Some(c) = e.format.field("caller").filter(|_| event == "kernel_stack") {
+            let syms: Vec<&str> = e
+                .data
+                .get(c.offset..)
+                .unwrap_or_default()
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .take_while(|a| *a != u64::MAX)
+                .filter_map(|a| file.symbol(a).map(|(sym, _)| sym))
+                .collect();
+            m.insert("caller_sym".into(), syms.join(","));
         }
         v.push(m);
     }
@@ -782,6 +806,80 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         );
     }
 
+    // The stack tracer: the deepest stack of the run, each frame with its size,
+    // the first frame's depth the maximum; with a filter, a stack through it.
+    for (name, through) in [("stack", None), ("stack-filter", Some("vfs_read+"))] {
+        ran(out, name);
+        let dir = out.join(name).join("run");
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
+        let st = &json["stack_tracer"];
+        let max = st["max_stack_bytes"].as_u64().unwrap_or(0);
+        let frames = st["frames"].as_array().cloned().unwrap_or_default();
+        assert!(
+            max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
+            "{tag}: {name}: {st:#}"
+        );
+        // Each frame's size, and a location (`SYMBOL+OFF/LEN`, or a bare address
+        // for code without a symbol, e.g. an ftrace trampoline).
+        assert!(
+            frames.iter().all(|f| f["size_bytes"].as_u64().is_some()
+                && f["location"].as_str().is_some_and(|l| !l.is_empty())),
+            "{tag}: {name}: {st:#}"
+        );
+        assert!(
+            frames
+                .iter()
+                .any(|f| f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
+            "{tag}: {name}: {st:#}"
+        );
+        if let Some(f) = through {
+            assert!(
+                frames
+                    .iter()
+                    .any(|fr| fr["location"].as_str().is_some_and(|l| l.starts_with(f))),
+                "{tag}: {name}: no frame {f}: {st:#}"
+            );
+        }
+        assert_held(&json, &format!("{tag}: {name}"));
+        let summary = read(&dir.join("summary.txt"));
+        assert!(
+            summary.contains(&format!(
+                "deepest kernel stack: {max} bytes, {} frames",
+                frames.len()
+            )),
+            "{tag}: {name}: {summary}"
+        );
+        eprintln!(
+            "FIGURE kernel lab {tag}: {name}: deepest stack {max} bytes in {} frames",
+            frames.len()
+        );
+    }
+    // The stack tracer's global files are as the boot left them after its runs.
+    let (boot, fin) = (
+        read(&out.join("boot-state.txt")),
+        read(&out.join("final-state.txt")),
+    );
+    for file in [
+        "stack_max_size:",
+        "stack_trace_filter:",
+        "stack_tracer_enabled:",
+    ] {
+        let of = |state: &str| -> Vec<String> {
+            state
+                .lines()
+                .filter(|l| l.starts_with(file))
+                .map(str::to_string)
+                .collect()
+        };
+        assert!(
+            !of(&boot).is_empty() && of(&boot) == of(&fin),
+            "{tag}: {file} at boot {:?}, after the runs {:?}",
+            of(&boot),
+            of(&fin)
+        );
+    }
+
     if kernel == Kernel::Debian612 {
         assert_lab_answers(out);
     }
@@ -866,8 +964,21 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
         .max()
         .unwrap_or(0);
     let first_exit = exits.iter().map(|r| num(r, "ts")).min().unwrap_or(0);
+    // The recorder moves full sub-buffers only while tracing (splice), so the
+    // few forks before the sync were still in the live buffer when the
+    // snapshot trigger swapped it out: snapshot.txt holds them (the two
+    // subshells' at least), by the workload's shell.
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&out.join("function-event/run/report.json"))).unwrap();
+    let shell = format!("-{} ", json["workload"]["pid"]);
     assert!(
-        forks.len() + snapped.len() >= 2 && exits.len() >= 2 && last_fork < first_exit,
+        snapped.len() >= 2
+            && snapshot
+                .lines()
+                .filter(|l| l.contains(" sched_process_fork: "))
+                .all(|l| l.contains(&shell))
+            && exits.len() >= 2
+            && last_fork < first_exit,
         "{tag}: function-event: forks {forks:?}\nexits {exits:?}\nsnapshot.txt:\n{snapshot}"
     );
     eprintln!(
@@ -990,6 +1101,101 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
         "{tag}: event-triggers: stacktrace:1"
     );
 
+    // recipes/stop-at-fault.toml: the function traceoff trigger on
+    // force_sig_fault ends the run at the fault, well before its 60 s, and
+    // the stacktrace trigger on the same call records the fault's stack in the
+    // run's instance first (the plan writes a traceoff before the function's
+    // other triggers, and the kernel runs them in the reverse order).
+    let d = out.join("recipe-stop-at-fault");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "{tag}: {}",
+        read(&d.join("run.txt"))
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    assert_eq!(
+        json["stop_reason"], "traceoff (tracing_on dropped to 0)",
+        "{tag}: {json:#}"
+    );
+    let stacks = records_of(out, "recipe-stop-at-fault", "kernel_stack");
+    assert!(
+        json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
+            && stacks.len() == 1
+            && stacks[0].get("caller_sym").is_some_and(|c| {
+                c.split(',').any(|f| f == "force_sig_fault")
+                    && c.split(',').any(|f| f.ends_with("exc_page_fault"))
+            }),
+        "{tag}: stop-at-fault: the fault's stack {stacks:?}\n{json:#}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: stop-at-fault ended after {:.1} s with the fault's stack {}",
+        json["duration_s"].as_f64().unwrap_or(0.0),
+        stacks[0]["caller_sym"]
+    );
+
+    // Function triggers traceoff at the workload's sync and traceon at its
+    // fault: the exec between them (/payload/segv's) is not recorded, the
+    // fault's SIGSEGV and the exec after it are. The event trigger
+    // enable_event on that SIGSEGV switched signal_deliver on: every delivery
+    // recorded comes after it, the first is the SIGSEGV's.
+    ran(out, "function-traceon");
+    let of = |event: &str| records_of(out, "function-traceon", event);
+    let execs = of("sched_process_exec");
+    let segv = of("signal_generate")
+        .into_iter()
+        .find(|r| r["sig"] == "11")
+        .unwrap_or_else(|| panic!("{tag}: function-traceon: no SIGSEGV: {execs:?}"));
+    let at = num(&segv, "ts");
+    let ours: Vec<u64> = execs
+        .iter()
+        .filter(|r| r["filename"] == "/payload/trace-recipe")
+        .map(|r| num(r, "ts"))
+        .collect();
+    assert!(
+        !execs.iter().any(|r| r["filename"] == "/payload/segv")
+            && ours.len() == 2
+            && ours[0] < at
+            && ours[1] > at,
+        "{tag}: function-traceon: paused from the sync to the fault at {at}: {execs:?}"
+    );
+    let delivered = of("signal_deliver");
+    assert!(
+        delivered.first().is_some_and(|r| r["sig"] == "11")
+            && delivered.iter().all(|r| num(r, "ts") > at),
+        "{tag}: function-traceon: enable_event at the SIGSEGV {at}: {delivered:?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: function traceoff/traceon: {} execs recorded, none between the sync and the fault; {} signal deliveries from the SIGSEGV on",
+        execs.len(),
+        delivered.len()
+    );
+
+    // Nested dereferences, a u8 array and bitfields (kprobe-deref): the path
+    // through `struct filename` (its kernel copy and the caller's pointer),
+    // its first 4 bytes "/pay", the second byte of its first 32-bit word
+    // ('p', 112) and that word's low 4 bits ('/' is 0x2f: 15).
+    // The kernel declares the array `u8 head[]` with size 4; its print format
+    // shows the elements, which the report line carries.
+    let report = ran(out, "kprobe-deref");
+    let opens = records_of(out, "kprobe-deref", "filp_open");
+    let lines = lines_of(&report, "filp_open");
+    assert!(
+        !opens.is_empty()
+            && opens.iter().all(|r| r["kname"] == "/payload/lab/marker.txt"
+                && r["uname"] == "/payload/lab/marker.txt"
+                && r["second"] == "112"
+                && r["low"] == "15")
+            && lines.len() == opens.len()
+            && lines.iter().all(|l| l.contains(" head={47,112,97,121} ")),
+        "{tag}: kprobe-deref: {opens:?}\n{report}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: kprobe-deref: {} opens read through struct filename: {}",
+        opens.len(),
+        lines[0].trim()
+    );
+
     // kprobes at do_sys_openat2+OFFSET and on 9p:v9fs_file_open.
     ran(out, "kprobe-where");
     let offset = read(&out.join("kprobe-where/offset.txt"));
@@ -1091,9 +1297,9 @@ fn assert_answer(
 }
 
 /// recipes/call-graph-depth.toml, kretprobe-returns.toml,
-/// irq-handler-time.toml, function-callers.toml and stop-at-fault.toml (run
-/// in the 6.12 boot, guest.sh `answers`): each summary leads with the
-/// analysis that answers the recipe's question.
+/// irq-handler-time.toml and function-callers.toml (run in the 6.12 boot,
+/// guest.sh `answers`) and stop-at-fault.toml (run in every boot): each
+/// summary leads with the analysis that answers the recipe's question.
 fn assert_lab_answers(out: &Path) {
     let json = assert_answer(
         out,
@@ -1146,12 +1352,25 @@ fn assert_lab_answers(out: &Path) {
         "top kernel stacks",
         &["=> ", "read"],
     );
-    assert_answer(
+    // The fault's stack answers where it happened; what each task did until
+    // then (profile) follows.
+    let json_fault = assert_answer(
         out,
-        "answer-stop-at-fault",
-        "profile",
-        "profile: where each task's time went",
-        &["segv"],
+        "recipe-stop-at-fault",
+        "stacks",
+        "top kernel stacks (1 recorded",
+        &["=> force_sig_fault+", "exc_page_fault+"],
+    );
+    let summary = read(&out.join("recipe-stop-at-fault/run/summary.txt"));
+    assert!(
+        json_fault["analyses"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a == "profile"))
+            && summary
+                .split("profile: where each task's time went")
+                .nth(1)
+                .is_some_and(|p| p.contains(" segv ")),
+        "{summary}"
     );
     let irq = json["latency"]
         .as_array()
@@ -1212,7 +1431,7 @@ fn assert_rt(out: &Path) {
             events > 0,
             "6.1-rt: {name}: the max trace holds no event:\n{trace}"
         );
-        assert_held(&json, name);
+        assert_held(&json, &format!("6.1-rt: {name}"));
         let summary = read(&dir.join("summary.txt"));
         assert!(
             summary.contains(&format!("tracer:   {tracer}: max latency {max} us")),
@@ -1221,55 +1440,6 @@ fn assert_rt(out: &Path) {
         eprintln!(
             "FIGURE kernel lab 6.1-rt: {tracer}: max latency {max} us on {} (cpu {})",
             t["task"], t["cpu"]
-        );
-    }
-    // The stack tracer: the deepest stack of the run, each frame with its size,
-    // the first frame's depth the maximum; with a filter, a stack through it.
-    for (name, through) in [("stack", None), ("stack-filter", Some("vfs_read+"))] {
-        ran(out, name);
-        let dir = out.join(name).join("run");
-        let json: serde_json::Value =
-            serde_json::from_str(&read(&dir.join("report.json"))).unwrap();
-        let st = &json["stack_tracer"];
-        let max = st["max_stack_bytes"].as_u64().unwrap_or(0);
-        let frames = st["frames"].as_array().cloned().unwrap_or_default();
-        assert!(
-            max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
-            "6.1-rt: {name}: {st:#}"
-        );
-        // Each frame's size, and a location (`SYMBOL+OFF/LEN`, or a bare address
-        // for code without a symbol, e.g. an ftrace trampoline).
-        assert!(
-            frames.iter().all(|f| f["size_bytes"].as_u64().is_some()
-                && f["location"].as_str().is_some_and(|l| !l.is_empty())),
-            "6.1-rt: {name}: {st:#}"
-        );
-        assert!(
-            frames
-                .iter()
-                .any(|f| f["location"].as_str().is_some_and(|l| l.contains("+0x"))),
-            "6.1-rt: {name}: {st:#}"
-        );
-        if let Some(f) = through {
-            assert!(
-                frames
-                    .iter()
-                    .any(|fr| fr["location"].as_str().is_some_and(|l| l.starts_with(f))),
-                "6.1-rt: {name}: no frame {f}: {st:#}"
-            );
-        }
-        assert_held(&json, name);
-        let summary = read(&dir.join("summary.txt"));
-        assert!(
-            summary.contains(&format!(
-                "deepest kernel stack: {max} bytes, {} frames",
-                frames.len()
-            )),
-            "6.1-rt: {name}: {summary}"
-        );
-        eprintln!(
-            "FIGURE kernel lab 6.1-rt: {name}: deepest stack {max} bytes in {} frames",
-            frames.len()
         );
     }
     // recipes/function-callers.toml: each call of the one function, and a
@@ -1293,32 +1463,10 @@ fn assert_rt(out: &Path) {
         calls.len(),
         stacks.len()
     );
-    // recipes/stop-at-fault.toml: the function traceoff trigger on
-    // force_sig_fault ends the run at the fault, well before its 60 s, with the
-    // faulting task's signal recorded. (Its stacktrace trigger on the same
-    // function recorded no stack in the lab: the traceoff went first.)
-    let d = out.join("recipe-stop-at-fault");
-    assert_eq!(
-        read(&d.join("run.rc")).trim(),
-        "0",
-        "6.1-rt: {}",
-        read(&d.join("run.txt"))
-    );
-    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
-    assert_eq!(
-        json["stop_reason"], "traceoff (tracing_on dropped to 0)",
-        "6.1-rt: {json:#}"
-    );
-    assert!(
-        json["duration_s"].as_f64().is_some_and(|s| s < 45.0)
-            && json["events"]["signal:signal_generate"].as_u64() >= Some(1),
-        "6.1-rt: stop-at-fault: {json:#}"
-    );
     eprintln!(
-        "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks; stop-at-fault ended after {:.1} s",
+        "FIGURE kernel lab 6.1-rt: function-callers {} calls of vfs_read with {} stacks",
         calls.len(),
-        stacks.len(),
-        json["duration_s"].as_f64().unwrap_or(0.0)
+        stacks.len()
     );
     assert_noise(out);
     let after = read(&out.join("after.txt"));
@@ -1424,7 +1572,7 @@ fn assert_noise(out: &Path) {
             "6.1-rt: {name}: no `{tracer}` latency analysis: {:#}",
             json["latency"]
         );
-        assert_held(&json, name);
+        assert_held(&json, &format!("6.1-rt: {name}"));
         let summary = read(&run.join("summary.txt"));
         assert!(
             summary.contains(&format!("{tracer} per CPU")),
@@ -1482,13 +1630,13 @@ fn assert_noise(out: &Path) {
     );
 }
 
-/// Run `name`'s report.json has expectations and each held.
-fn assert_held(json: &serde_json::Value, name: &str) {
+/// Run `what`'s report.json has expectations and each held (`what`: `KERNEL: NAME`).
+fn assert_held(json: &serde_json::Value, what: &str) {
     assert!(
         json["expectations"]
             .as_array()
             .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["passed"] == true)),
-        "6.1-rt: {name}: {:#}",
+        "{what}: {:#}",
         json["expectations"]
     );
 }

@@ -460,6 +460,19 @@ fn kernel_target(
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'$'))
     };
+    // A C symbol never starts with a digit: `0xffffffff81234567` (or a
+    // decimal number) is an address, which kprobe_events would take but which
+    // moves with every boot (KASLR) and is checked against nothing here.
+    if symbol.starts_with(|c: char| c.is_ascii_digit()) {
+        cx.recipe(
+            span,
+            format!(
+                "kprobe target `{target}` is a raw address: raw addresses are not supported as targets (they change with every boot and cannot be checked)"
+            ),
+            Some("name the function: target = \"SYMBOL\" or \"SYMBOL+OFFS\" (see /proc/kallsyms for the symbol at that address)".into()),
+        );
+        return None;
+    }
     if !sym_ok(symbol) || module.is_some_and(|m| !sym_ok(m)) {
         cx.recipe(
             span,

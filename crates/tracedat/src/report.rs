@@ -32,9 +32,9 @@ impl Kernel for TraceFile {
 
 /// How the body of an event is printed.
 enum Body {
-    /// Through the event's `print fmt`; `true`: after a `(SYMBOL+0xOFF) `
-    /// prefix for `call_site`, as trace-cmd's kmem plugin prints it.
-    Fmt(PrintFmt, bool),
+    /// Through the event's `print fmt`, after or instead of what a plugin of
+    /// trace-cmd's prints first ([`Lead`]).
+    Fmt(PrintFmt, Lead),
     /// A handler of trace-cmd's plugins (hrtimer, tlb, stacks, print,
     /// bprint), reproduced.
     Plugin,
@@ -56,6 +56,18 @@ enum Body {
     /// A function_graph entry or exit, drawn as trace-cmd's function graph
     /// handlers draw it ([`Graph`]).
     Graph(Graph),
+}
+
+/// What trace-cmd's plugins print before, or instead of, an event's print fmt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    /// Nothing: the print fmt alone.
+    None,
+    /// A `(SYMBOL+0xOFF) ` prefix for `call_site` (the kmem plugin).
+    CallSite,
+    /// The futex plugin's text instead of the print fmt, for the operations
+    /// it knows ([`write_futex`]).
+    Futex,
 }
 
 /// The fields trace-cmd's function graph handlers read: `func` and `depth`
@@ -157,7 +169,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
     if let Some(g) = Graph::of(file, f) {
         return Body::Graph(g);
     }
-    let kmem = f.system == "kmem"
+    let call_site = f.system == "kmem"
         && matches!(
             f.name.as_str(),
             "kfree"
@@ -168,8 +180,17 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
                 | "kmem_cache_free"
         )
         && f.field("call_site").is_some();
+    let futex = (f.system == "syscalls" && f.name == "sys_enter_futex")
+        && ["uaddr", "op", "val", "utime", "uaddr2", "val3"]
+            .iter()
+            .all(|n| f.field(n).is_some());
+    let lead = match (call_site, futex) {
+        (true, _) => Lead::CallSite,
+        (_, true) => Lead::Futex,
+        _ => Lead::None,
+    };
     match PrintFmt::parse(f, Kernel::long_size(file)) {
-        Ok(p) => Body::Fmt(p, kmem),
+        Ok(p) => Body::Fmt(p, lead),
         Err(e) => {
             eprintln!(
                 "trace-recipe: note: event {}:{}: print fmt not understood ({e}); printed as trace-cmd prints an event it cannot parse: [FAILED TO PARSE] and the raw fields",
@@ -393,6 +414,79 @@ fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// `syscalls:sys_enter_futex` as trace-cmd's futex plugin prints it:
+/// `op=NAME[|FUTEX_PRIVATE_FLAG][|FUTEX_CLOCK_REALTIME] uaddr=0x%08x`, then
+/// the arguments that operation uses (include/uapi/linux/futex.h: `op`'s low
+/// bits name the operation, 128 and 256 are flags). `false` (nothing written)
+/// for an operation the plugin does not know, which trace-cmd then prints
+/// through the print fmt (libtraceevent's plugin_futex.c, as 1.7.1 ships it).
+fn write_futex(ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
+    /// How an argument is printed: not at all, in decimal, or as
+    /// `0x` and at least eight hex digits.
+    #[derive(Clone, Copy)]
+    enum Arg {
+        No,
+        Dec,
+        Hex,
+    }
+    use Arg::{Dec, Hex, No};
+    /// Per operation, by number: its name and how `val`, `utime` (`val2`
+    /// when decimal), `uaddr2` and `val3` are printed.
+    const OPS: [(&str, [Arg; 4]); 13] = [
+        ("FUTEX_WAIT", [Hex, Hex, No, No]),
+        ("FUTEX_WAKE", [Dec, No, No, No]),
+        ("FUTEX_FD", [Dec, No, No, No]),
+        ("FUTEX_REQUEUE", [Dec, Dec, Hex, No]),
+        ("FUTEX_CMP_REQUEUE", [Dec, Dec, Hex, Hex]),
+        ("FUTEX_WAKE_OP", [Dec, Dec, Hex, Hex]),
+        ("FUTEX_LOCK_PI", [No, Hex, No, No]),
+        ("FUTEX_UNLOCK_PI", [No, No, No, No]),
+        ("FUTEX_TRYLOCK_PI", [No, No, No, No]),
+        ("FUTEX_WAIT_BITSET", [Hex, Hex, No, Hex]),
+        ("FUTEX_WAKE_BITSET", [Dec, No, No, Hex]),
+        ("FUTEX_WAIT_REQUEUE_PI", [Hex, Hex, Hex, Hex]),
+        ("FUTEX_CMP_REQUEUE_PI", [Dec, Dec, Hex, Hex]),
+    ];
+    const PRIVATE: u64 = 128;
+    const CLOCK_REALTIME: u64 = 256;
+    let op = unum_field(ev, "op");
+    let Some((name, args)) = usize::try_from(op & !(PRIVATE | CLOCK_REALTIME))
+        .ok()
+        .and_then(|cmd| OPS.get(cmd))
+    else {
+        return false;
+    };
+    out.extend_from_slice(b"op=");
+    out.extend_from_slice(name.as_bytes());
+    if op & PRIVATE != 0 {
+        out.extend_from_slice(b"|FUTEX_PRIVATE_FLAG");
+    }
+    if op & CLOCK_REALTIME != 0 {
+        out.extend_from_slice(b"|FUTEX_CLOCK_REALTIME");
+    }
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, " uaddr=0x{:08x}", unum_field(ev, "uaddr"));
+    let labels = [
+        ("val", "val"),
+        ("utime", "val2"),
+        ("uaddr2", "uaddr2"),
+        ("val3", "val3"),
+    ];
+    for (arg, (field, dec_label)) in args.iter().zip(labels) {
+        let v = unum_field(ev, field);
+        match arg {
+            No => {}
+            Dec => {
+                let _ = write!(out, " {dec_label}={v}");
+            }
+            Hex => {
+                let _ = write!(out, " {field}=0x{v:08x}");
+            }
+        }
+    }
+    true
 }
 
 /// Whether trace-cmd prints timestamps of this clock as `secs.usecs`
@@ -940,8 +1034,11 @@ impl<'a> Printer<'a> {
         };
         slot.name.push_to(out);
         match &slot.body {
-            Body::Fmt(p, kmem) => {
-                if *kmem && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64) {
+            Body::Fmt(_, Lead::Futex) if write_futex(ev, out) => {}
+            Body::Fmt(p, lead) => {
+                if *lead == Lead::CallSite
+                    && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64)
+                {
                     out.push(b'(');
                     out.extend_from_slice(name.as_bytes());
                     out.extend_from_slice(b"+0x");
