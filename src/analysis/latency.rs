@@ -497,8 +497,16 @@ impl Latencies {
     }
 
     /// Feeds one event (`pid` is its `common_pid`, `slot` that pid's place in
-    /// `analyze`'s pid list).
-    pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>, pid: i32, slot: usize) {
+    /// `analyze`'s pid list, `cpu` its CPU's dense slot: a file may claim any
+    /// CPU id, and per-CPU state is sized by the CPUs seen).
+    pub(super) fn add(
+        &mut self,
+        file: &TraceFile,
+        ev: &Event<'_>,
+        pid: i32,
+        slot: usize,
+        cpu: usize,
+    ) {
         let id = ev.type_id() as usize;
         if ev.format.id as usize != id {
             return;
@@ -556,17 +564,13 @@ impl Latencies {
                         g
                     }
                 };
-                let cpu = ev.cpu as usize;
                 if cpu >= self.irq_pending.len() {
                     self.irq_pending.resize(cpu + 1, None);
                 }
                 self.irq_pending[cpu] = Some((n, g, ev.ts, pid));
             }
             Role::IrqExit(irq) => {
-                let open = self
-                    .irq_pending
-                    .get_mut(ev.cpu as usize)
-                    .and_then(Option::take);
+                let open = self.irq_pending.get_mut(cpu).and_then(Option::take);
                 match (open, uint(irq, ev)) {
                     (Some((n, g, t, task)), Some(m)) if n == m => {
                         let d = ev.ts.saturating_sub(t);

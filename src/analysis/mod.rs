@@ -566,12 +566,12 @@ pub fn analyze_kept(
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         if feeds.latency {
-            latencies.add(file, &ev, pid, pid_slot);
+            latencies.add(file, &ev, pid, pid_slot, cpu);
         }
         if feeds.profile
             && let Some(p) = profiler.as_mut()
         {
-            p.add(&ev, pid);
+            p.add(&ev, pid, cpu);
         }
         if feeds.errno
             && let Some(e) = errors.as_mut()
@@ -760,6 +760,53 @@ mod tests {
         assert_eq!(s.slot(0xFFFF_FFF0), 0);
         assert_eq!(s.ids, [0xFFFF_FFF0, 3]);
         assert!(s.direct.len() <= 4);
+    }
+
+    /// The profile keeps per-CPU state by dense slot and reports each CPU by
+    /// its id: a switch on CPU 8999 (past the directly indexed ids) and one
+    /// on CPU 1 give two rows, CPU 1 first.
+    #[test]
+    fn the_profile_reports_cpus_by_id_whatever_their_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let switch = |prev: u64, next: u64| payload(20, prev as i32, &[prev, 1, next]);
+        let mut cpus = Vec::new();
+        for (cpu, ts) in [(8999u32, 1_000_000u64), (1, 2_000_000)] {
+            let raw = dir.path().join(format!("cpu{cpu}.raw"));
+            let mut page = Page::new(E, 4096, ts);
+            page.event(10, &switch(7, 8));
+            page.event(100, &switch(8, 7));
+            std::fs::write(&raw, page.finish(None)).unwrap();
+            cpus.push(CpuData { cpu, path: raw });
+        }
+        let meta = CaptureMeta {
+            header_page: E.header_page(4096).into_bytes(),
+            header_event: Vec::new(),
+            ftrace_formats: Vec::new(),
+            event_formats: vec![(
+                "sched".into(),
+                vec![format(
+                    "sched_switch",
+                    20,
+                    "\tfield:int prev_pid;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:16;\tsize:8;\tsigned:1;\n\tfield:int next_pid;\toffset:24;\tsize:4;\tsigned:1;\n",
+                )],
+            )],
+            kallsyms: Vec::new(),
+            printk_formats: Vec::new(),
+            cmdlines: b"7 a\n8 b\n".to_vec(),
+            cpu_count: 9000,
+            trace_clock: "[local] global".into(),
+            uname: "Linux t 6.0 x86_64".into(),
+            version: "test".into(),
+            cpu_stats: vec![String::new(); 9000],
+        };
+        let dat = dir.path().join("t.dat");
+        tracedat::write_v6(std::fs::File::create(&dat).unwrap(), &meta, &cpus).unwrap();
+        let file = TraceFile::open(&dat).unwrap();
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        let p = a.profile.as_ref().expect("a profile from sched_switch");
+        let ids: Vec<u32> = p.cpus.iter().map(|c| c.cpu).collect();
+        assert_eq!(ids, [1, 8999]);
+        assert!(p.cpus.iter().all(|c| c.switches == 2), "{:?}", p.cpus);
     }
 
     #[test]

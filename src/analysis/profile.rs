@@ -198,6 +198,8 @@ struct Task {
 
 #[derive(Clone, Default)]
 struct Cpu {
+    /// The CPU's id (its slot is its place among the CPUs seen).
+    id: u32,
     /// The current task and since when (from the last switch).
     current: Option<(i32, u64)>,
     busy: u64,
@@ -309,7 +311,10 @@ impl Profiler {
     }
 
     /// Feeds one event (`pid` is its `common_pid`).
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
+    /// Feeds one event (`pid` is its `common_pid`, `cpu` its CPU's dense
+    /// slot: a file may claim any CPU id, and per-CPU state is sized by the
+    /// CPUs seen).
+    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32, cpu: usize) {
         let id = ev.type_id() as usize;
         if ev.format.id as usize != id {
             return;
@@ -317,10 +322,13 @@ impl Profiler {
         let Some(role) = self.roles.get(id) else {
             return;
         };
-        let (ts, cpu) = (ev.ts, ev.cpu as usize);
+        let ts = ev.ts;
         let at = Seen { ts, cpu: ev.cpu };
-        if cpu >= self.cpus.len() && !matches!(role, Role::None | Role::Wake(_) | Role::Fault) {
-            self.cpus.resize(cpu + 1, Cpu::default());
+        if !matches!(role, Role::None | Role::Wake(_) | Role::Fault) {
+            if cpu >= self.cpus.len() {
+                self.cpus.resize(cpu + 1, Cpu::default());
+            }
+            self.cpus[cpu].id = ev.cpu;
         }
         match role {
             Role::None => {}
@@ -470,20 +478,25 @@ impl Profiler {
                     }
                 })
                 .collect(),
-            cpus: self
-                .cpus
-                .into_iter()
-                .enumerate()
-                .filter(|(_, c)| c.switches > 0 || c.irq.count > 0 || c.softirq.count > 0)
-                .map(|(cpu, c)| CpuProfile {
-                    cpu: cpu as u32,
-                    busy_ns: c.busy,
-                    idle_ns: c.idle,
-                    switches: c.switches,
-                    irq: c.irq,
-                    softirq: c.softirq,
-                })
-                .collect(),
+            cpus: {
+                let mut cpus: Vec<Cpu> = self
+                    .cpus
+                    .into_iter()
+                    .filter(|c| c.switches > 0 || c.irq.count > 0 || c.softirq.count > 0)
+                    .collect();
+                cpus.sort_by_key(|c| c.id);
+                cpus
+            }
+            .into_iter()
+            .map(|c| CpuProfile {
+                cpu: c.id,
+                busy_ns: c.busy,
+                idle_ns: c.idle,
+                switches: c.switches,
+                irq: c.irq,
+                softirq: c.softirq,
+            })
+            .collect(),
         }
     }
 }
