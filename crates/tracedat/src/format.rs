@@ -503,7 +503,15 @@ impl Field {
         }
         match (self.layout, self.array_len) {
             (FieldLayout::Inline, Some(n)) if n > 0 || self.size > 0 => {
-                let n = if n == 0 { 1 } else { n };
+                // `[]` with a size (a kprobe's `u8 head[]`, size 4): as many
+                // elements as the type's width goes into the size; one when
+                // the type does not say its width.
+                let n = match n {
+                    0 => fixed_width(&self.type_name)
+                        .filter(|w| self.size >= *w)
+                        .map_or(1, |w| self.size / w),
+                    n => n,
+                };
                 let elem = self.size / n;
                 if elem == 0 || !matches!(elem, 1 | 2 | 4 | 8) || elem * n != self.size {
                     return Some(FieldValue::Bytes(raw));
@@ -517,6 +525,19 @@ impl Field {
             (FieldLayout::Inline, None) => Some(scalar(raw, self.signed, big_endian)),
             _ => Some(FieldValue::Bytes(raw)),
         }
+    }
+}
+
+/// The width in bytes of a fixed-width integer type (`u8`, `s16`, `u32`,
+/// `s64`, ...) or of `char`; `None` for any other type, whose width depends
+/// on the machine (`long`) or is not an integer's.
+fn fixed_width(type_name: &str) -> Option<usize> {
+    match type_name.trim() {
+        "u8" | "s8" | "char" | "unsigned char" | "signed char" => Some(1),
+        "u16" | "s16" => Some(2),
+        "u32" | "s32" => Some(4),
+        "u64" | "s64" => Some(8),
+        _ => None,
     }
 }
 
@@ -538,6 +559,27 @@ mod tests {
 \tfield:char buf[];\toffset:56;\tsize:0;\tsigned:0;\n\
 \n\
 print fmt: \"prev_comm=%s\", REC->prev_comm\n";
+
+    #[test]
+    fn a_kprobe_array_without_a_length_is_split_by_its_type() {
+        // kprobe_events' `+0(%si):u8[4]` is declared `u8 head[]`, size 4.
+        let f = parse_decl("u8 head[]", 8, 4, false).unwrap();
+        assert_eq!(
+            f.decode(&[0, 0, 0, 0, 0, 0, 0, 0, 47, 112, 97, 121], false),
+            Some(FieldValue::Array(vec![
+                FieldValue::UInt(47),
+                FieldValue::UInt(112),
+                FieldValue::UInt(97),
+                FieldValue::UInt(121)
+            ]))
+        );
+        // A type of no fixed width, or one wider than the size: one element.
+        let f = parse_decl("u64 odd[]", 8, 4, false).unwrap();
+        assert_eq!(
+            f.decode(&[0; 12], false),
+            Some(FieldValue::Array(vec![FieldValue::UInt(0)]))
+        );
+    }
 
     #[test]
     fn parses_fields() {
