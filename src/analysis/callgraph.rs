@@ -49,6 +49,9 @@ pub(super) struct CallPaths {
     roles: Vec<Role>,
     tasks: FxHashMap<i32, Vec<Frame>>,
     paths: FxHashMap<Vec<u64>, u64>,
+    /// The path of the return being counted, reused from one return to the
+    /// next (a map lookup by slice allocates only for a new path).
+    path: Vec<u64>,
     /// Time of the paths past [`MAX_STACKS`].
     other: u64,
     /// Time of the returns not followed (depth or task limits).
@@ -96,6 +99,7 @@ impl CallPaths {
             roles,
             tasks: FxHashMap::default(),
             paths: FxHashMap::default(),
+            path: Vec::new(),
             other: 0,
             skipped: 0,
         })
@@ -158,16 +162,18 @@ impl CallPaths {
                     _ => 0,
                 };
                 stack.resize(d, Frame::default());
-                let mut path: Vec<u64> = stack.iter().map(|f| f.func).collect();
+                let path = &mut self.path;
+                path.clear();
+                path.extend(stack.iter().map(|f| f.func));
                 path.push(func);
                 if let Some(parent) = stack.last_mut() {
                     parent.callees = parent.callees.saturating_add(time);
                 }
                 let own = time.saturating_sub(callees);
-                if let Some(n) = self.paths.get_mut(&path) {
+                if let Some(n) = self.paths.get_mut(path.as_slice()) {
                     *n = n.saturating_add(own);
                 } else if self.paths.len() < MAX_STACKS {
-                    self.paths.insert(path, own);
+                    self.paths.insert(path.clone(), own);
                 } else {
                     self.other = self.other.saturating_add(own);
                 }
