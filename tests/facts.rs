@@ -254,26 +254,33 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         .push("irqsoff".into());
     let with_irqsoff = dir.path().join("irqsoff-facts.json");
     std::fs::write(&with_irqsoff, facts.to_string()).unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "irqsoff.toml",
-        "name = \"irqsoff\"\n[tracer]\nname = \"irqsoff\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n",
-    );
-    let o = trace_recipe(&[
-        "check",
-        "--plan",
-        "--facts",
-        with_irqsoff.to_str().unwrap(),
-        recipe.to_str().unwrap(),
-    ]);
-    assert_exit(&o, 0);
-    let out = text(&o.stdout);
-    assert!(
-        out.contains(
-            "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
-        ) && out.contains("offers tracer `irqsoff` only at the top level"),
-        "{out}"
-    );
+    // `check --plan` of a recipe of `tracer` (expecting a max_latency) with
+    // the facts `facts` resets and restores the global file.
+    let top_level_plan = |facts: &Path, tracer: &str| {
+        let recipe = write_recipe(
+            dir.path(),
+            &format!("{tracer}.toml"),
+            &format!(
+                "name = \"t\"\n[tracer]\nname = \"{tracer}\"\n[[expect]]\nthat = \"max_latency < 10ms\"\n"
+            ),
+        );
+        let o = trace_recipe(&[
+            "check",
+            "--plan",
+            "--facts",
+            facts.to_str().unwrap(),
+            recipe.to_str().unwrap(),
+        ]);
+        assert_exit(&o, 0);
+        let out = text(&o.stdout);
+        assert!(
+            out.contains(
+                "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
+            ) && out.contains(&format!("offers tracer `{tracer}` only at the top level")),
+            "{out}"
+        );
+    };
+    top_level_plan(&with_irqsoff, "irqsoff");
     // timerlat keeps its largest thread latency in the same file: where the
     // instance lacks it (the RT facts with timerlat taken out of the
     // instance's tracers) it runs at the top level, and the global file is
@@ -284,26 +291,7 @@ fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_k
         .retain(|t| t != "timerlat");
     let top_timerlat = dir.path().join("timerlat-facts.json");
     std::fs::write(&top_timerlat, facts.to_string()).unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "timerlat.toml",
-        "name = \"t\"\n[tracer]\nname = \"timerlat\"\n[[expect]]\nthat = \"max_latency < 1ms\"\n",
-    );
-    let o = trace_recipe(&[
-        "check",
-        "--plan",
-        "--facts",
-        top_timerlat.to_str().unwrap(),
-        recipe.to_str().unwrap(),
-    ]);
-    assert_exit(&o, 0);
-    let out = text(&o.stdout);
-    assert!(
-        out.contains(
-            "echo \"0\" > tracing_max_latency    (undo: write back the value read before)"
-        ) && out.contains("offers tracer `timerlat` only at the top level"),
-        "{out}"
-    );
+    top_level_plan(&top_timerlat, "timerlat");
     // The same expectation with a tracer that measures no latency is the recipe's mistake.
     let recipe = write_recipe(
         dir.path(),

@@ -1485,6 +1485,24 @@ fn a_pid_scoped_profile_differs_from_trace_cmd_only_by_sleeps_with_no_recorded_w
     assert_eq!(unwoken, 1, "tasks with a sleep with no recorded wakeup");
 }
 
+/// Runs a recipe of `body` (after its name, description and duration)
+/// around `sh -c WORKLOAD` under the tracefs lock, asserts exit 0 and tracefs
+/// as before; returns the temporary folder and the output folder in it.
+fn run_ok(body: &str, workload: &str) -> (tempfile::TempDir, PathBuf) {
+    let guard = TracefsGuard::acquire();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!("name = \"r\"\ndescription = \"t\"\nduration = \"30s\"\n{body}"),
+    );
+    let out = dir.path().join("out");
+    let (code, stderr) = run(&recipe, &out, workload);
+    guard.assert_unchanged();
+    assert_eq!(code, Some(0), "{stderr}");
+    (dir, out)
+}
+
 /// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
 /// after every event of the instance, ftrace.rst "trace_options"): each
 /// openat of the workload comes with both; trace.dat carries kallsyms, so
@@ -1492,17 +1510,10 @@ fn a_pid_scoped_profile_differs_from_trace_cmd_only_by_sleeps_with_no_recorded_w
 /// as our `report` does; the summary tells user stacks from kernel ones.
 #[test]
 fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "options.toml",
-        "name = \"stack-options\"\ndescription = \"t\"\nduration = \"30s\"\n[tracer]\noptions = { stacktrace = true, userstacktrace = true }\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n",
+    let (_dir, out) = run_ok(
+        "[tracer]\noptions = { stacktrace = true, userstacktrace = true }\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n",
+        "cat /etc/hostname /etc/passwd > /dev/null",
     );
-    let out = dir.path().join("out");
-    let (code, stderr) = run(&recipe, &out, "cat /etc/hostname /etc/passwd > /dev/null");
-    guard.assert_unchanged();
-    assert_eq!(code, Some(0), "{stderr}");
     let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
     let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
     let opens = count("sys_enter_openat:");
@@ -1541,17 +1552,7 @@ fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
 /// crates/tracedat/tests/differential-intended.txt lists with the reason.
 #[test]
 fn all_events_run_and_list_as_trace_cmd_lists_them() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "all.toml",
-        "name = \"all-events\"\ndescription = \"t\"\nduration = \"30s\"\n[[events]]\nname = \"*:*\"\n",
-    );
-    let out = dir.path().join("out");
-    let (code, stderr) = run(&recipe, &out, "ls / > /dev/null");
-    guard.assert_unchanged();
-    assert_eq!(code, Some(0), "{stderr}");
+    let (_dir, out) = run_ok("[[events]]\nname = \"*:*\"\n", "ls / > /dev/null");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     let systems: std::collections::BTreeSet<&str> = report["events"]
