@@ -541,20 +541,11 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
             "{command}:\n{plan}"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    let bad = write_recipe(
-        dir.path(),
+    let out = check_refused(
+        &facts,
         "bad.toml",
         "name = \"bad\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"enable_event\"\ntarget = \"sched:sched_nope\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"disable_event\"\n[[triggers]]\nfunction = \"ksys_sync\"\naction = \"cpudump\"\n",
     );
-    let o = trace_recipe(&[
-        "check",
-        "--facts",
-        facts.to_str().unwrap(),
-        bad.to_str().unwrap(),
-    ]);
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}");
     for (place, msg) in [
         (
             "5:10",
@@ -577,20 +568,11 @@ fn function_event_triggers_are_planned_with_their_removal_and_dump_is_refused() 
 #[test]
 fn a_raw_address_as_kprobe_target_is_refused_as_a_recipe_mistake() {
     let facts = facts_file("debian-6.1");
-    let dir = tempfile::tempdir().unwrap();
-    let bad = write_recipe(
-        dir.path(),
+    let out = check_refused(
+        &facts,
         "raw.toml",
         "name = \"raw\"\n[[kprobes]]\nevent = \"at\"\nkind = \"kprobe\"\ntarget = \"0xffffffff81234567\"\n[[kprobes]]\nevent = \"modat\"\nkind = \"kprobe\"\ntarget = \"ext4:0x10+4\"\n",
     );
-    let o = trace_recipe(&[
-        "check",
-        "--facts",
-        facts.to_str().unwrap(),
-        bad.to_str().unwrap(),
-    ]);
-    let out = text(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{out}");
     for (place, target) in [("5:10", "0xffffffff81234567"), ("9:10", "ext4:0x10+4")] {
         assert!(
             out.lines().any(|l| l.contains(&format!("raw.toml:{place}: error (recipe)"))
@@ -604,4 +586,20 @@ fn a_raw_address_as_kprobe_target_is_refused_as_a_recipe_mistake() {
         !out.contains("this kernel has no function") && out.contains("\"SYMBOL+OFFS\""),
         "{out}"
     );
+}
+
+/// `check --facts FACTS` of a recipe `text` written as `name`: it must be
+/// refused (exit 1); returns what it printed.
+fn check_refused(facts: &Path, name: &str, text_of_recipe: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = write_recipe(dir.path(), name, text_of_recipe);
+    let o = trace_recipe(&[
+        "check",
+        "--facts",
+        facts.to_str().unwrap(),
+        recipe.to_str().unwrap(),
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    out
 }

@@ -1503,6 +1503,13 @@ fn run_ok(body: &str, workload: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, out)
 }
 
+/// `report DAT --format text`, which must succeed.
+fn our_listing(dat: &Path) -> String {
+    let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "text"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
 /// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
 /// after every event of the instance, ftrace.rst "trace_options"): each
 /// openat of the workload comes with both; trace.dat carries kallsyms, so
@@ -1529,14 +1536,7 @@ fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
         "kernel frames not symbolized: {listing}"
     );
     // Our listing is trace-cmd's, user_stack's print fmt included.
-    let o = trace_recipe(&[
-        "report",
-        out.join("trace.dat").to_str().unwrap(),
-        "--format",
-        "text",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), listing);
+    assert_eq!(our_listing(&out.join("trace.dat")), listing);
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(
         summary.contains("top kernel and user stacks")
@@ -1563,14 +1563,7 @@ fn all_events_run_and_list_as_trace_cmd_lists_them() {
         .collect();
     assert!(systems.len() >= 8, "{systems:?}");
     let theirs = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let o = trace_recipe(&[
-        "report",
-        out.join("trace.dat").to_str().unwrap(),
-        "--format",
-        "text",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let ours = text(&o.stdout);
+    let ours = our_listing(&out.join("trace.dat"));
     let intended =
         std::fs::read_to_string(repo().join("crates/tracedat/tests/differential-intended.txt"))
             .unwrap();
