@@ -66,8 +66,9 @@ enum Lead {
     /// A `(SYMBOL+0xOFF) ` prefix for `call_site` (the kmem plugin).
     CallSite,
     /// The futex plugin's text instead of the print fmt, for the operations
-    /// it knows ([`write_futex`]).
-    Futex,
+    /// it knows ([`write_futex`]): the places in the format's fields of
+    /// `uaddr`, `op`, `val`, `utime`, `uaddr2` and `val3`.
+    Futex([usize; 6]),
 }
 
 /// The fields trace-cmd's function graph handlers read: `func` and `depth`
@@ -181,12 +182,21 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
         )
         && f.field("call_site").is_some();
     let futex = (f.system == "syscalls" && f.name == "sys_enter_futex")
-        && ["uaddr", "op", "val", "utime", "uaddr2", "val3"]
-            .iter()
-            .all(|n| f.field(n).is_some());
+        .then(|| {
+            let at = |n: &str| f.fields.iter().position(|x| x.name == n);
+            Some([
+                at("uaddr")?,
+                at("op")?,
+                at("val")?,
+                at("utime")?,
+                at("uaddr2")?,
+                at("val3")?,
+            ])
+        })
+        .flatten();
     let lead = match (call_site, futex) {
         (true, _) => Lead::CallSite,
-        (_, true) => Lead::Futex,
+        (_, Some(at)) => Lead::Futex(at),
         _ => Lead::None,
     };
     match PrintFmt::parse(f, Kernel::long_size(file)) {
@@ -422,7 +432,7 @@ fn write_plugin(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
 /// bits name the operation, 128 and 256 are flags). `false` (nothing written)
 /// for an operation the plugin does not know, which trace-cmd then prints
 /// through the print fmt (libtraceevent's plugin_futex.c, as 1.7.1 ships it).
-fn write_futex(ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
+fn write_futex(ev: &Event<'_>, at: [usize; 6], out: &mut Vec<u8>) -> bool {
     /// How an argument is printed: not at all, in decimal, or as
     /// `0x` and at least eight hex digits.
     #[derive(Clone, Copy)]
@@ -451,7 +461,8 @@ fn write_futex(ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
     ];
     const PRIVATE: u64 = 128;
     const CLOCK_REALTIME: u64 = 256;
-    let op = unum_field(ev, "op");
+    let field = |i: usize| ev.format.fields.get(at[i]).map_or(0, |f| unum_of(f, ev));
+    let op = field(1);
     let Some((name, args)) = usize::try_from(op & !(PRIVATE | CLOCK_REALTIME))
         .ok()
         .and_then(|cmd| OPS.get(cmd))
@@ -467,24 +478,20 @@ fn write_futex(ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
         out.extend_from_slice(b"|FUTEX_CLOCK_REALTIME");
     }
     // Writing into a Vec cannot fail.
-    let _ = write!(out, " uaddr=0x{:08x}", unum_field(ev, "uaddr"));
+    let _ = write!(out, " uaddr=0x{:08x}", field(0));
     let labels = [
-        ("val", "val"),
-        ("utime", "val2"),
-        ("uaddr2", "uaddr2"),
-        ("val3", "val3"),
+        (2, "val", "val"),
+        (3, "utime", "val2"),
+        (4, "uaddr2", "uaddr2"),
+        (5, "val3", "val3"),
     ];
-    for (arg, (field, dec_label)) in args.iter().zip(labels) {
-        let v = unum_field(ev, field);
-        match arg {
-            No => {}
-            Dec => {
-                let _ = write!(out, " {dec_label}={v}");
-            }
-            Hex => {
-                let _ = write!(out, " {field}=0x{v:08x}");
-            }
-        }
+    for (arg, (i, name, dec_label)) in args.iter().zip(labels) {
+        let v = field(i);
+        let _ = match arg {
+            No => Ok(()),
+            Dec => write!(out, " {dec_label}={v}"),
+            Hex => write!(out, " {name}=0x{v:08x}"),
+        };
     }
     true
 }
@@ -1034,7 +1041,7 @@ impl<'a> Printer<'a> {
         };
         slot.name.push_to(out);
         match &slot.body {
-            Body::Fmt(_, Lead::Futex) if write_futex(ev, out) => {}
+            Body::Fmt(_, Lead::Futex(at)) if write_futex(ev, *at, out) => {}
             Body::Fmt(p, lead) => {
                 if *lead == Lead::CallSite
                     && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64)
