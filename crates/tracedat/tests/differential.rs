@@ -134,7 +134,17 @@ fn record(e: Endian, f: &EventFormat, pid: i32, rng: &mut Rng) -> Vec<u8> {
         use tracedat::FieldLayout as L;
         match fld.layout {
             L::Inline if fld.array_len.is_none() && matches!(fld.size, 1 | 2 | 4 | 8) => {
-                let v = scalar(rng, fld.size, fld.signed);
+                let mut v = scalar(rng, fld.size, fld.signed);
+                // The futex plugin names `op`'s low bits (13 operations) and
+                // its flags 128 and 256: below 512, most values are known
+                // operations, with and without flags, the rest unknown ones.
+                // (The same draw as any field, so other records stay as they were.)
+                if f.name == "sys_enter_futex" && fld.name == "op" {
+                    v %= 512;
+                    if v & 127 >= 16 {
+                        v &= !127 | 15;
+                    }
+                }
                 put(e, &mut d, fld.offset, fld.size, v);
             }
             L::Inline if fld.is_string => {
