@@ -519,18 +519,12 @@ pub fn analyze_kept(
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
-    let mut kept = keep.map(|k| k.records(file));
-    let mut all = file.records();
-    while let Some(rec) = match &mut kept {
-        Some(kept) => kept.next(),
-        None => all.next(),
-    } {
-        let rec = rec?;
+    let mut on_record = |rec: &Record<'_>| -> Result<(), tracedat::Error> {
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
-                *counts.lost_records.entry(cpu).or_default() += count.unwrap_or(0);
-                continue;
+                *counts.lost_records.entry(*cpu).or_default() += count.unwrap_or(0);
+                return Ok(());
             }
         };
         let id = ev.type_id() as usize;
@@ -616,6 +610,11 @@ pub fn analyze_kept(
                 last_on_cpu[cpu] = counted;
             }
         }
+        Ok(())
+    };
+    match keep {
+        Some(k) => k.records(file).try_for_each_record(&mut on_record)?,
+        None => file.records().try_for_each_record(&mut on_record)?,
     }
 
     for (i, n) in per_event.iter().enumerate() {

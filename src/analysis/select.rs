@@ -253,6 +253,52 @@ impl<'a> Iterator for Kept<'_, 'a> {
     }
 }
 
+impl Kept<'_, '_> {
+    /// Calls `f` with each kept record, in the order the iterator yields
+    /// them, through [`Records::try_for_each_record`] (no record is moved
+    /// through a return value). Stops at the first error, of the file or of
+    /// `f`, and returns it.
+    pub fn try_for_each_record<E: From<tracedat::Error>>(
+        self,
+        mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Kept {
+            file,
+            records,
+            keep,
+            after_lost,
+        } = self;
+        if let Some(rec) = &after_lost {
+            f(rec)?;
+        }
+        // A loss marker waits for the event after it: (buffer, CPU, count).
+        let mut lost: Option<(String, u32, Option<u64>)> = None;
+        records.try_for_each_record(|rec| match rec {
+            Record::Lost {
+                buffer, cpu, count, ..
+            } => {
+                lost = Some((buffer.to_string(), *cpu, *count));
+                Ok(())
+            }
+            Record::Event(ev) => {
+                let marker = lost.take();
+                if !keep.keeps(file, ev) {
+                    return Ok(());
+                }
+                if let Some((buffer, cpu, count)) = marker {
+                    f(&Record::Lost {
+                        buffer: &buffer,
+                        cpu,
+                        count,
+                        ts: ev.ts,
+                    })?;
+                }
+                f(rec)
+            }
+        })
+    }
+}
+
 /// The name the listing prints for `pid`.
 fn task_name(learned: &Comms, file: &TraceFile, pid: i32) -> String {
     match learned.get(file, pid) {

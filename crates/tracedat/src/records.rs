@@ -631,6 +631,101 @@ impl<'a> Records<'a> {
         }
     }
 
+    /// The stream that holds the next record in merged order (its event
+    /// ready in `entries[pos]`); `None` when every stream is done, `Err`
+    /// when the chosen stream failed (it ends there).
+    #[inline(always)]
+    fn next_stream(&mut self) -> Option<Result<usize, Error>> {
+        // The current stream (the earliest at the last record) gives the
+        // next record unless the heap's top is now earlier: then the top
+        // becomes current and this one takes its place in the heap (one
+        // sift instead of a pop and a push). A stream is refilled here,
+        // before its record is taken, so nothing is called between taking
+        // a record and returning it.
+        let i = loop {
+            let Some(i) = self.current else {
+                let Reverse((_, i)) = self.heap.pop()?;
+                self.current = Some(i);
+                continue;
+            };
+            let stream = &mut self.streams[i];
+            match stream.fill() {
+                Ok(true) => {
+                    let key = (stream.head_ts(), i);
+                    match self.heap.peek_mut() {
+                        Some(mut top) if top.0 < key => {
+                            self.current = Some(top.0.1);
+                            *top = Reverse(key);
+                        }
+                        _ => break i,
+                    }
+                }
+                Ok(false) => self.current = None,
+                Err(e) => {
+                    self.current = None;
+                    return Some(Err(e));
+                }
+            }
+        };
+        Some(Ok(i))
+    }
+
+    /// Calls `f` with each record in the order the iterator yields them,
+    /// building each record in place rather than returning it: in a loop
+    /// over millions of records the copy of a returned record costs more
+    /// than its decoding. The record borrows the page being read, so it
+    /// lives for the call only (its payload is never copied, even from a
+    /// compressed chunk).
+    ///
+    /// Stops at the first error, of the file (a corrupt page or chunk, as
+    /// the iterator would yield it) or of `f`, and returns it.
+    pub fn try_for_each_record<E: From<Error>>(
+        mut self,
+        mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.started = true;
+        for i in 0..self.streams.len() {
+            self.refill(i);
+        }
+        if let Some(e) = self.errors.pop_front() {
+            return Err(e.into());
+        }
+        let big = self.file.big_endian;
+        while let Some(i) = self.next_stream() {
+            let s = &mut self.streams[i?];
+            let (ts, start, end) = s.entries.get(s.pos).copied().unwrap_or((0, 0, 0));
+            s.pos += 1;
+            let lost = s.lost.take();
+            let page = match &s.page {
+                Some(p) => p.bytes(s.layout.page_size),
+                None => &[],
+            };
+            let data = page.get(start as usize..end as usize).unwrap_or(&[]);
+            let id = data.get(0..2).and_then(|b| read_uint(b, big)).map(|v| v as u16);
+            if let Some(count) = lost {
+                f(&Record::Lost {
+                    buffer: s.buffer,
+                    cpu: s.cpu,
+                    count,
+                    ts,
+                })?;
+            }
+            // Built where `f` reads it: a record moved after it is built
+            // costs a stall per field copied.
+            f(&Record::Event(Event {
+                buffer: s.buffer,
+                cpu: s.cpu,
+                ts,
+                format: id
+                    .and_then(|id| self.file.format_by_id(id))
+                    .unwrap_or(&self.file.unknown_format),
+                data: EventData(DataRef::Mapped(data)),
+                big_endian: big,
+            }))?;
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn make_event(&self, i: usize, it: Item<'a>) -> Event<'a> {
         let s = &self.streams[i];
@@ -674,36 +769,9 @@ impl<'a> Iterator for Records<'a> {
         if let Some(e) = self.errors.pop_front() {
             return Some(Err(e));
         }
-        // The current stream (the earliest at the last record) gives the
-        // next record unless the heap's top is now earlier: then the top
-        // becomes current and this one takes its place in the heap (one
-        // sift instead of a pop and a push). A stream is refilled here,
-        // before its record is taken, so nothing is called between taking
-        // a record and returning it.
-        let i = loop {
-            let Some(i) = self.current else {
-                let Reverse((_, i)) = self.heap.pop()?;
-                self.current = Some(i);
-                continue;
-            };
-            let stream = &mut self.streams[i];
-            match stream.fill() {
-                Ok(true) => {
-                    let key = (stream.head_ts(), i);
-                    match self.heap.peek_mut() {
-                        Some(mut top) if top.0 < key => {
-                            self.current = Some(top.0.1);
-                            *top = Reverse(key);
-                        }
-                        _ => break i,
-                    }
-                }
-                Ok(false) => self.current = None,
-                Err(e) => {
-                    self.current = None;
-                    return Some(Err(e));
-                }
-            }
+        let i = match self.next_stream()? {
+            Ok(i) => i,
+            Err(e) => return Some(Err(e)),
         };
         let it = self.streams[i].take();
         let lost = it.lost;
