@@ -13,6 +13,7 @@ use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::latency::uint;
 use super::stacks::{Folded, MAX_STACKS};
+use super::tasks::TaskSlots;
 
 /// The deepest call followed (the kernel's own limit, FTRACE_RETFUNC_DEPTH, is 50).
 const MAX_DEPTH: usize = 128;
@@ -36,22 +37,104 @@ enum Role {
 }
 
 /// One open call of a task.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Frame {
     /// Function address; 0 when its entry was not seen.
     func: u64,
     /// Time of the callees that returned so far.
     callees: u64,
+    /// The node of the call's path (its callers' functions and its own) in
+    /// [`PathTree`], or [`NO_NODE`].
+    node: u32,
+}
+
+/// Nodes a [`PathTree`] makes at most: past them a return's path is looked
+/// up by its functions instead (slower, same result).
+const MAX_NODES: usize = 65_536;
+/// No node: the tree was full when the path was first met.
+const NO_NODE: u32 = u32::MAX;
+/// The empty path.
+const ROOT: u32 = 0;
+
+/// The call paths met so far as a tree, so that a return finds its path in
+/// the node its entry made (one lookup per entry, none per return, instead
+/// of hashing the whole path per return).
+struct PathTree {
+    /// Per node: its parent and its function (the root's are unused).
+    nodes: Vec<(u32, u64)>,
+    /// (parent, function) → node.
+    children: FxHashMap<(u32, u64), u32>,
+    /// Per node: the self time of its returns, once its path has a row.
+    time: Vec<Option<u64>>,
+}
+
+impl PathTree {
+    fn new() -> PathTree {
+        PathTree {
+            nodes: vec![(NO_NODE, 0)],
+            children: FxHashMap::default(),
+            time: vec![None],
+        }
+    }
+
+    /// The node of `parent`'s path followed by `func`; [`NO_NODE`] when
+    /// `parent` is none or the tree is full.
+    fn child(&mut self, parent: u32, func: u64) -> u32 {
+        if parent == NO_NODE {
+            return NO_NODE;
+        }
+        if let Some(n) = self.children.get(&(parent, func)) {
+            return *n;
+        }
+        if self.nodes.len() >= MAX_NODES {
+            return NO_NODE;
+        }
+        let n = self.nodes.len() as u32;
+        self.nodes.push((parent, func));
+        self.time.push(None);
+        self.children.insert((parent, func), n);
+        n
+    }
+
+    /// The functions of node `n`'s path, outermost first.
+    fn path(&self, mut n: u32) -> Vec<u64> {
+        let mut path = Vec::new();
+        while n != ROOT {
+            let Some(&(parent, func)) = self.nodes.get(n as usize) else {
+                break;
+            };
+            path.push(func);
+            n = parent;
+        }
+        path.reverse();
+        path
+    }
+}
+
+/// Cuts or pads `stack` to `depth` calls: padding calls are unknown (their
+/// entries were not seen, function 0).
+fn set_depth(stack: &mut Vec<Frame>, depth: usize, tree: &mut PathTree) {
+    stack.truncate(depth);
+    while stack.len() < depth {
+        let parent = stack.last().map_or(ROOT, |f| f.node);
+        stack.push(Frame {
+            func: 0,
+            callees: 0,
+            node: tree.child(parent, 0),
+        });
+    }
 }
 
 /// Rebuilds call paths over one pass.
 pub(super) struct CallPaths {
     roles: Vec<Role>,
-    tasks: FxHashMap<i32, Vec<Frame>>,
-    paths: FxHashMap<Vec<u64>, u64>,
-    /// The path of the return being counted, reused from one return to the
-    /// next (a map lookup by slice allocates only for a new path).
-    path: Vec<u64>,
+    /// Per pid slot, the open calls.
+    tasks: TaskSlots<Vec<Frame>>,
+    tree: PathTree,
+    /// Paths with a row: nodes with a time, and the paths of `overflow`.
+    rows: usize,
+    /// Self time of the paths met after the tree was full, by their functions.
+    overflow: FxHashMap<Vec<u64>, u64>,
     /// Time of the paths past [`MAX_STACKS`].
     other: u64,
     /// Time of the returns not followed (depth or task limits).
@@ -97,9 +180,10 @@ impl CallPaths {
         }
         (entry && exit).then(|| CallPaths {
             roles,
-            tasks: FxHashMap::default(),
-            paths: FxHashMap::default(),
-            path: Vec::new(),
+            tasks: TaskSlots::new(MAX_TASKS),
+            tree: PathTree::new(),
+            rows: 0,
+            overflow: FxHashMap::default(),
             other: 0,
             skipped: 0,
         })
@@ -111,8 +195,8 @@ impl CallPaths {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
-    /// One record of task `pid`.
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
+    /// One record of the task in pid slot `task`.
+    pub(super) fn add(&mut self, ev: &Event<'_>, task: usize) {
         let id = ev.type_id() as usize;
         let Some(role) = self.roles.get(id).filter(|_| ev.format.id as usize == id) else {
             return;
@@ -124,14 +208,19 @@ impl CallPaths {
                     return;
                 };
                 let d = d as usize;
-                if d >= MAX_DEPTH
-                    || (self.tasks.len() >= MAX_TASKS && !self.tasks.contains_key(&pid))
-                {
+                if d >= MAX_DEPTH {
                     return;
                 }
-                let stack = self.tasks.entry(pid).or_default();
-                stack.resize(d, Frame::default());
-                stack.push(Frame { func, callees: 0 });
+                let Some(stack) = self.tasks.get(task) else {
+                    return;
+                };
+                set_depth(stack, d, &mut self.tree);
+                let parent = stack.last().map_or(ROOT, |f| f.node);
+                stack.push(Frame {
+                    func,
+                    callees: 0,
+                    node: self.tree.child(parent, func),
+                });
             }
             Role::Exit {
                 func,
@@ -148,34 +237,51 @@ impl CallPaths {
                     return;
                 };
                 let (d, time) = (d as usize, b.saturating_sub(a));
-                if d >= MAX_DEPTH
-                    || (self.tasks.len() >= MAX_TASKS && !self.tasks.contains_key(&pid))
-                {
+                let stack = if d < MAX_DEPTH {
+                    self.tasks.get(task)
+                } else {
+                    None
+                };
+                let Some(stack) = stack else {
                     self.skipped = self.skipped.saturating_add(time);
                     return;
-                }
-                let stack = self.tasks.entry(pid).or_default();
+                };
                 // The callees' time counts only when this return closes the call
                 // whose entry was seen; otherwise the entry was lost.
-                let callees = match stack.get(d) {
-                    Some(f) if f.func == func => f.callees,
-                    _ => 0,
+                let opened = match stack.get(d) {
+                    Some(f) if f.func == func => Some((f.callees, f.node)),
+                    _ => None,
                 };
-                stack.resize(d, Frame::default());
-                let path = &mut self.path;
-                path.clear();
-                path.extend(stack.iter().map(|f| f.func));
-                path.push(func);
+                set_depth(stack, d, &mut self.tree);
+                let (callees, node) = opened.unwrap_or_else(|| {
+                    let parent = stack.last().map_or(ROOT, |f| f.node);
+                    (0, self.tree.child(parent, func))
+                });
                 if let Some(parent) = stack.last_mut() {
                     parent.callees = parent.callees.saturating_add(time);
                 }
                 let own = time.saturating_sub(callees);
-                if let Some(n) = self.paths.get_mut(path.as_slice()) {
-                    *n = n.saturating_add(own);
-                } else if self.paths.len() < MAX_STACKS {
-                    self.paths.insert(path.clone(), own);
-                } else {
-                    self.other = self.other.saturating_add(own);
+                let counted = match self.tree.time.get_mut(node as usize) {
+                    Some(Some(n)) => Some(n),
+                    Some(n) if self.rows < MAX_STACKS => {
+                        self.rows += 1;
+                        Some(n.insert(0))
+                    }
+                    Some(_) => None,
+                    None => {
+                        let path: Vec<u64> = stack.iter().map(|f| f.func).chain([func]).collect();
+                        let new = !self.overflow.contains_key(&path);
+                        if new && self.rows >= MAX_STACKS {
+                            None
+                        } else {
+                            self.rows += usize::from(new);
+                            Some(self.overflow.entry(path).or_default())
+                        }
+                    }
+                };
+                match counted {
+                    Some(n) => *n = n.saturating_add(own),
+                    None => self.other = self.other.saturating_add(own),
                 }
             }
         }
@@ -185,7 +291,9 @@ impl CallPaths {
     /// (`[unknown]` where an entry was not seen).
     pub(super) fn finish(self, file: &TraceFile) -> Folded {
         let mut folded = Folded::default();
-        for (path, n) in &self.paths {
+        let nodes = (self.tree.time.iter().enumerate())
+            .filter_map(|(node, n)| Some((self.tree.path(node as u32), (*n)?)));
+        for (path, n) in nodes.chain(self.overflow) {
             let names: Vec<String> = path
                 .iter()
                 .map(|a| match (*a, file.symbol(*a)) {
@@ -194,7 +302,7 @@ impl CallPaths {
                     (a, None) => format!("0x{a:x}"),
                 })
                 .collect();
-            folded.add(names.iter().map(String::as_str), *n);
+            folded.add(names.iter().map(String::as_str), n);
         }
         if self.other > 0 {
             folded.add(["[other paths]"], self.other);

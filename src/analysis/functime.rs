@@ -13,7 +13,7 @@
 //! time; a lost event lends its time to its caller too).
 //!
 //! Memory is bounded: [`MAX_KEYS`] functions (more count in `untracked`),
-//! [`MAX_TASKS`] tasks and depths up to [`MAX_DEPTH`] (deeper exits count
+//! [`MAX_TASKS`] tasks and as many idle CPUs, and depths up to [`MAX_DEPTH`] (deeper exits count
 //! their time but no children).
 
 use rustc_hash::FxHashMap;
@@ -23,6 +23,7 @@ use tracedat::{Event, IntField, TraceFile};
 use super::errno::MAX_KEYS;
 use super::function_name;
 use super::latency::{MAX_TASKS, uint};
+use super::tasks::TaskSlots;
 
 /// Depths followed per task (function_graph's own limit is 50 on 6.x).
 const MAX_DEPTH: usize = 64;
@@ -82,8 +83,10 @@ pub(super) struct FuncTime {
     fields: Option<Fields>,
     rows: Vec<(u64, Row)>,
     row_of: FxHashMap<u64, usize>,
-    /// Per task (pid, and the CPU for pid 0): the children's time summed per depth.
-    open: FxHashMap<(i32, u32), Vec<u64>>,
+    /// Per task (by pid slot; the idle tasks, pid 0, by CPU slot): the
+    /// children's time summed per depth.
+    open: TaskSlots<Vec<u64>>,
+    idle: TaskSlots<Vec<u64>>,
     calls: u64,
     untracked: u64,
 }
@@ -106,7 +109,8 @@ impl FuncTime {
             fields,
             rows: Vec::new(),
             row_of: FxHashMap::default(),
-            open: FxHashMap::default(),
+            open: TaskSlots::new(MAX_TASKS),
+            idle: TaskSlots::new(MAX_TASKS),
             calls: 0,
             untracked: 0,
         }
@@ -118,7 +122,8 @@ impl FuncTime {
         self.fields.as_ref().is_some_and(|f| f.id == id)
     }
 
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
+    /// One record of task `pid`, in pid slot `task`, on CPU slot `cpu`.
+    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32, task: usize, cpu: usize) {
         let Some(f) = self.fields.as_ref() else {
             return;
         };
@@ -135,19 +140,23 @@ impl FuncTime {
         };
         self.calls += 1;
         let d = b.saturating_sub(a);
-        let key = (pid, if pid == 0 { ev.cpu } else { 0 });
         let depth = usize::try_from(depth).unwrap_or(usize::MAX);
-        let children = if depth >= MAX_DEPTH
-            || (self.open.len() >= MAX_TASKS && !self.open.contains_key(&key))
-        {
-            0
+        let sums = if depth >= MAX_DEPTH {
+            None
+        } else if pid == 0 {
+            self.idle.get(cpu)
         } else {
-            let sums = self.open.entry(key).or_default();
-            if sums.len() < depth + 2 {
-                sums.resize(depth + 2, 0);
+            self.open.get(task)
+        };
+        let children = match sums {
+            None => 0,
+            Some(sums) => {
+                if sums.len() < depth + 2 {
+                    sums.resize(depth + 2, 0);
+                }
+                sums[depth] = sums[depth].saturating_add(d);
+                std::mem::take(&mut sums[depth + 1])
             }
-            sums[depth] = sums[depth].saturating_add(d);
-            std::mem::take(&mut sums[depth + 1])
         };
         let n = self.rows.len();
         let r = match self.row_of.get(&func) {

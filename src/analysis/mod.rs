@@ -34,6 +34,7 @@ mod noise;
 mod profile;
 mod select;
 mod stacks;
+mod tasks;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -585,7 +586,7 @@ pub fn analyze_kept(
         if feeds.functime
             && let Some(f) = function_time.as_mut()
         {
-            f.add(&ev, pid);
+            f.add(ev, pid, pid_slot, cpu);
         }
         if feeds.noise
             && let Some(n) = noise.as_mut()
@@ -598,7 +599,7 @@ pub fn analyze_kept(
         if feeds.call_paths
             && let Some(c) = call_paths.as_mut()
         {
-            c.add(&ev, pid);
+            c.add(ev, pid_slot);
         }
         if slot.is_some_and(|s| s.marker) {
             markers.add(&ev);
