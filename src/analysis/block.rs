@@ -90,10 +90,9 @@ impl BlockIo {
     }
 
     pub(super) fn add(&mut self, ev: &Event<'_>) {
-        let id = ev.type_id() as usize;
-        if ev.format.id as usize != id {
-            return;
-        }
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let id = usize::from(ev.format.id);
         let (issue, f) = match self.roles.get(id) {
             Some(Role::Issue(f)) => (true, f),
             Some(Role::Complete(f)) => (false, f),

@@ -197,8 +197,9 @@ impl CallPaths {
 
     /// One record of the task in pid slot `task`.
     pub(super) fn add(&mut self, ev: &Event<'_>, task: usize) {
-        let id = ev.type_id() as usize;
-        let Some(role) = self.roles.get(id).filter(|_| ev.format.id as usize == id) else {
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let Some(role) = self.roles.get(usize::from(ev.format.id)) else {
             return;
         };
         match role {

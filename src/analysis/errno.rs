@@ -138,10 +138,9 @@ impl Errors {
     }
 
     pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
-        let id = ev.type_id() as usize;
-        if ev.format.id as usize != id {
-            return;
-        }
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let id = usize::from(ev.format.id);
         let (sys, ret) = match self.roles.get(id) {
             Some(Role::Exit(ret)) => ((id as u32, 0), uint(ret, ev)),
             Some(Role::RawExit(nr, ret)) => match uint(nr, ev) {

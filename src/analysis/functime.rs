@@ -127,7 +127,8 @@ impl FuncTime {
         let Some(f) = self.fields.as_ref() else {
             return;
         };
-        if ev.type_id() != f.id || ev.format.id != f.id {
+        // The reader gives each record its own format: the id is the format's.
+        if ev.format.id != f.id {
             return;
         }
         let (Some(func), Some(depth), Some(a), Some(b)) = (

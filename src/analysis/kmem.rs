@@ -222,10 +222,9 @@ impl KmemPass {
     }
 
     pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>) {
-        let id = ev.type_id() as usize;
-        if ev.format.id as usize != id {
-            return;
-        }
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let id = usize::from(ev.format.id);
         let (site, req, alloc, ptr) = match self.roles.get(id) {
             Some(Role::Alloc(f)) => (
                 uint(&f.call_site, ev),

@@ -507,10 +507,9 @@ impl Latencies {
         slot: usize,
         cpu: usize,
     ) {
-        let id = ev.type_id() as usize;
-        if ev.format.id as usize != id {
-            return;
-        }
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let id = usize::from(ev.format.id);
         let Some(role) = self.roles.get(id) else {
             return;
         };

@@ -315,10 +315,9 @@ impl Profiler {
     /// slot: a file may claim any CPU id, and per-CPU state is sized by the
     /// CPUs seen).
     pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32, cpu: usize) {
-        let id = ev.type_id() as usize;
-        if ev.format.id as usize != id {
-            return;
-        }
+        // The reader gives each record its own format (`analyze_kept` feeds
+        // no record of an unknown one): the id is the format's.
+        let id = usize::from(ev.format.id);
         let Some(role) = self.roles.get(id) else {
             return;
         };

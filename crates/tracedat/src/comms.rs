@@ -3,8 +3,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::format::{EventFormat, Field};
-use crate::{Event, FieldValue, Record, TraceFile};
+use crate::format::{EventFormat, Field, IntField};
+use crate::{Event, Record, TraceFile};
 
 /// The kernel's `TASK_COMM_LEN` less its NUL: the longest comm (bytes).
 const COMM_MAX: usize = 15;
@@ -67,7 +67,8 @@ pub struct Learner {
 /// followed by its common fields ([`field_at`]).
 #[derive(Debug, Clone, Copy)]
 struct TaskAt {
-    pid: usize,
+    /// The pid field, read as an integer.
+    pid: IntField,
     comm: usize,
     /// The comm is the basename of a path (sched_process_exec's `filename`).
     basename: bool,
@@ -98,7 +99,7 @@ impl Learner {
             *slot = index(pid_name)
                 .zip(index(comm_name))
                 .map(|(pid, comm)| TaskAt {
-                    pid,
+                    pid: field_at(format, pid).map_or(IntField::default(), Field::int),
                     comm,
                     basename: *comm_name == "filename",
                 });
@@ -182,14 +183,11 @@ impl Comms {
         let replace = learner.replace;
         for (slot, task) in changed.iter_mut().zip(&learner.tasks) {
             let Some(task) = task else { continue };
-            let Some(pid_field) = field_at(ev.format, task.pid) else {
+            // An integer pid field reads as decode's Int or UInt would.
+            let Some(pid) = task.pid.get(&ev.data, ev.big_endian) else {
                 continue;
             };
-            let pid = match pid_field.decode(&ev.data, ev.big_endian) {
-                Some(FieldValue::Int(i)) => i as i32,
-                Some(FieldValue::UInt(u)) => u as i32,
-                _ => continue,
-            };
+            let pid = pid as i32;
             // A pid already learned is skipped before the saved cmdlines
             // are asked: the cheaper test, and either one skips it.
             if pid <= 0 || (!replace && self.learned.contains_key(&pid)) {

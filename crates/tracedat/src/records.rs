@@ -129,11 +129,11 @@ impl Event<'_> {
     #[inline]
     pub fn pid(&self) -> i32 {
         if let Some(at) = self.format.pid_offset() {
-            return self
-                .data
-                .get(at..at + 4)
-                .and_then(|b| read_uint(b, self.big_endian))
-                .map_or(-1, |v| v as u32 as i32);
+            return match self.data.get(at..).and_then(|b| b.first_chunk::<4>()) {
+                Some(b) if self.big_endian => i32::from_be_bytes(*b),
+                Some(b) => i32::from_le_bytes(*b),
+                None => -1,
+            };
         }
         match self.field("common_pid") {
             Some(FieldValue::Int(v)) => v as i32,
@@ -443,7 +443,12 @@ impl<'a> CpuStream<'a> {
             if o + 4 > end {
                 return None;
             }
-            p.get(o..o + 4).and_then(|b| read_uint(b, big))
+            let b = *p.get(o..)?.first_chunk::<4>()?;
+            Some(u64::from(if big {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }))
         };
         let mut pos = self.layout.data_offset;
         loop {
