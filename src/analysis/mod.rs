@@ -561,27 +561,27 @@ pub fn analyze_kept(
             t.add(ev.ts, counted, cpu, pid_slot);
         }
         if feeds.latency {
-            latencies.add(file, &ev, pid, pid_slot, cpu);
+            latencies.add(file, ev, pid, pid_slot, cpu);
         }
         if feeds.profile
             && let Some(p) = profiler.as_mut()
         {
-            p.add(&ev, pid, cpu);
+            p.add(ev, pid, cpu);
         }
         if feeds.errno
             && let Some(e) = errors.as_mut()
         {
-            e.add(&ev, pid);
+            e.add(ev, pid);
         }
         if feeds.block
             && let Some(b) = block_io.as_mut()
         {
-            b.add(&ev);
+            b.add(ev);
         }
         if feeds.kmem
             && let Some(k) = allocations.as_mut()
         {
-            k.add(file, &ev);
+            k.add(file, ev);
         }
         if feeds.functime
             && let Some(f) = function_time.as_mut()
@@ -591,10 +591,10 @@ pub fn analyze_kept(
         if feeds.noise
             && let Some(n) = noise.as_mut()
         {
-            n.add(&ev);
+            n.add(ev);
         }
         if let Some(l) = slot.and_then(|s| s.learner.as_ref()) {
-            counts.learned.learn_with(l, file, &ev);
+            counts.learned.learn_with(l, file, ev);
         }
         if feeds.call_paths
             && let Some(c) = call_paths.as_mut()
@@ -602,7 +602,7 @@ pub fn analyze_kept(
             c.add(ev, pid_slot);
         }
         if slot.is_some_and(|s| s.marker) {
-            markers.add(&ev);
+            markers.add(ev);
         }
         if want_stacks {
             if let Some((at, user)) = slot.and_then(|s| s.stack_at) {

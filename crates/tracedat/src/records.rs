@@ -706,7 +706,10 @@ impl<'a> Records<'a> {
                 None => &[],
             };
             let data = page.get(start as usize..end as usize).unwrap_or(&[]);
-            let id = data.get(0..2).and_then(|b| read_uint(b, big)).map(|v| v as u16);
+            let id = data
+                .get(0..2)
+                .and_then(|b| read_uint(b, big))
+                .map(|v| v as u16);
             if let Some(count) = lost {
                 f(&Record::Lost {
                     buffer: s.buffer,
