@@ -26,6 +26,7 @@ use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
+use super::tasks::PidIndex;
 use super::{AnalysisName, Selection, TOP, symbolize};
 
 /// Groups a report keeps (most samples first); the rest are counted in `groups_total`.
@@ -274,7 +275,10 @@ pub(super) struct Latencies {
     sys_names: SyscallTable,
     wakeup: Groups,
     wake_all: usize,
-    wake_pending: FxHashMap<i32, u64>,
+    /// Per task woken (by its index in `wake_index`): the time of the
+    /// wakeup not yet followed by its switch in.
+    wake_pending: Vec<Option<u64>>,
+    wake_index: PidIndex,
     comm_ids: FxHashMap<Vec<u8>, usize>,
     kretprobe: Groups,
     probe_pending: FxHashMap<(i32, u64), Vec<u64>>,
@@ -475,7 +479,8 @@ impl Latencies {
             sys_names: SyscallTable::of(file),
             wakeup,
             wake_all,
-            wake_pending: FxHashMap::default(),
+            wake_pending: Vec::new(),
+            wake_index: PidIndex::new(),
             comm_ids: FxHashMap::default(),
             kretprobe: Groups::default(),
             probe_pending: FxHashMap::default(),
@@ -538,7 +543,12 @@ impl Latencies {
             }
             Role::Wake { pid: f, new } => {
                 if let Some(p) = uint(f, ev) {
-                    self.wake_pending.entry(p as i32).or_insert(ev.ts);
+                    if let Some(i) = self.wake_index.get_or_insert(p as i32, usize::MAX) {
+                        if i >= self.wake_pending.len() {
+                            self.wake_pending.resize(i + 1, None);
+                        }
+                        self.wake_pending[i].get_or_insert(ev.ts);
+                    }
                     if *new && pid > 0 {
                         self.forks.insert(p as i32, pid);
                     }
@@ -585,13 +595,17 @@ impl Latencies {
                 next_pid,
                 next_comm,
             } => {
+                let mut pending = |p: u64| {
+                    let i = self.wake_index.get(p as i32)?;
+                    self.wake_pending.get_mut(i)?.take()
+                };
                 if let Some(p) = uint(prev_pid, ev) {
-                    self.wake_pending.remove(&(p as i32));
+                    pending(p);
                 }
                 let Some(next) = uint(next_pid, ev) else {
                     return;
                 };
-                if let Some(t) = self.wake_pending.remove(&(next as i32)) {
+                if let Some(t) = pending(next) {
                     let d = ev.ts.saturating_sub(t);
                     let at = seen(ev);
                     self.wakeup.add(self.wake_all, d, at, Some(next as i32));

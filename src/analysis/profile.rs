@@ -21,12 +21,12 @@
 //! task (at most [`MAX_TASKS`], later tasks count in the CPUs only) and one
 //! per CPU.
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
 use super::latency::MAX_TASKS;
+use super::tasks::PidIndex;
 
 /// Tasks a profile lists (by time on CPU).
 const LISTED: usize = 20;
@@ -216,7 +216,10 @@ struct Cpu {
 pub(super) struct Profiler {
     roles: Vec<Role>,
     measures: Vec<String>,
-    tasks: FxHashMap<i32, Task>,
+    /// Per task followed, in order of first event: its pid and profile.
+    tasks: Vec<(i32, Task)>,
+    /// The index of a pid in `tasks`.
+    task_index: PidIndex,
     cpus: Vec<Cpu>,
 }
 
@@ -288,7 +291,8 @@ impl Profiler {
         Profiler {
             roles,
             measures,
-            tasks: FxHashMap::default(),
+            tasks: Vec::new(),
+            task_index: PidIndex::new(),
             cpus: Vec::new(),
         }
     }
@@ -297,11 +301,11 @@ impl Profiler {
         if pid == 0 {
             return None;
         }
-        if self.tasks.len() < MAX_TASKS {
-            Some(self.tasks.entry(pid).or_default())
-        } else {
-            self.tasks.get_mut(&pid)
+        let i = self.task_index.get_or_insert(pid, MAX_TASKS)?;
+        if i == self.tasks.len() {
+            self.tasks.push((pid, Task::default()));
         }
+        self.tasks.get_mut(i).map(|(_, t)| t)
     }
 
     /// Whether records of format `id` mean something to this analysis
@@ -436,7 +440,7 @@ impl Profiler {
     /// The profile of every task followed (see [`Profile::listed`] for what
     /// a report shows); `comm` names a pid.
     pub(super) fn finish(self, comm: &dyn Fn(i32) -> String) -> Profile {
-        let mut tasks: Vec<(i32, Task)> = self.tasks.into_iter().collect();
+        let mut tasks = self.tasks;
         tasks.sort_by(|a, b| {
             b.1.running
                 .total_ns

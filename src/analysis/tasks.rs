@@ -42,3 +42,68 @@ impl<T: Default> TaskSlots<T> {
         s.as_mut()
     }
 }
+
+/// Pids below this (the kernel's PID_MAX_LIMIT on 64-bit, 4 Mi; see
+/// include/linux/threads.h) are found through a table, others (from a
+/// 32-bit pid space or a hostile file) through a map.
+const DIRECT_PIDS: usize = 1 << 22;
+
+/// Dense indices of pids in order of first use, for per-task state kept in
+/// a vector: a pid is found by one table load instead of hashing it.
+///
+/// Memory: the table is 16 MiB of address space, allocated zeroed, so only
+/// the pages of the pids met are ever touched (4 KiB per 1024 pids).
+pub(super) struct PidIndex {
+    /// Per pid: its index + 1, or 0 for none.
+    table: Vec<u32>,
+    other: rustc_hash::FxHashMap<i32, u32>,
+    len: usize,
+}
+
+impl PidIndex {
+    pub(super) fn new() -> PidIndex {
+        PidIndex {
+            table: Vec::new(),
+            other: rustc_hash::FxHashMap::default(),
+            len: 0,
+        }
+    }
+
+    /// The index of `pid`, if it has one.
+    #[inline]
+    pub(super) fn get(&self, pid: i32) -> Option<usize> {
+        match usize::try_from(pid) {
+            Ok(p) if p < DIRECT_PIDS => match self.table.get(p) {
+                Some(&i) if i > 0 => Some(i as usize - 1),
+                _ => None,
+            },
+            _ => self.other.get(&pid).map(|&i| i as usize),
+        }
+    }
+
+    /// The index of `pid`, the next free one on first use; `None` when it
+    /// has none and `limit` indices are taken.
+    #[inline]
+    pub(super) fn get_or_insert(&mut self, pid: i32, limit: usize) -> Option<usize> {
+        if let Some(i) = self.get(pid) {
+            return Some(i);
+        }
+        if self.len >= limit || self.len >= u32::MAX as usize - 1 {
+            return None;
+        }
+        let i = self.len;
+        match usize::try_from(pid) {
+            Ok(p) if p < DIRECT_PIDS => {
+                if self.table.is_empty() {
+                    self.table = vec![0; DIRECT_PIDS];
+                }
+                self.table[p] = i as u32 + 1;
+            }
+            _ => {
+                self.other.insert(pid, i as u32);
+            }
+        }
+        self.len += 1;
+        Some(i)
+    }
+}
