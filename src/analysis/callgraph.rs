@@ -66,6 +66,8 @@ struct PathTree {
     children: FxHashMap<(u32, u64), u32>,
     /// Per node: the self time of its returns, once its path has a row.
     time: Vec<Option<u64>>,
+    /// Most nodes ([`MAX_NODES`]).
+    limit: usize,
 }
 
 impl PathTree {
@@ -74,6 +76,7 @@ impl PathTree {
             nodes: vec![(NO_NODE, 0)],
             children: FxHashMap::default(),
             time: vec![None],
+            limit: MAX_NODES,
         }
     }
 
@@ -86,7 +89,7 @@ impl PathTree {
         if let Some(n) = self.children.get(&(parent, func)) {
             return *n;
         }
-        if self.nodes.len() >= MAX_NODES {
+        if self.nodes.len() >= self.limit {
             return NO_NODE;
         }
         let n = self.nodes.len() as u32;
@@ -187,6 +190,14 @@ impl CallPaths {
             other: 0,
             skipped: 0,
         })
+    }
+
+    /// The same with a tree of at most `nodes` nodes (the root included),
+    /// so that a test meets the paths past a full tree.
+    #[cfg(test)]
+    pub(super) fn with_node_limit(mut self, nodes: usize) -> CallPaths {
+        self.tree.limit = nodes;
+        self
     }
 
     /// Whether records of format `id` mean something to this analysis

@@ -889,6 +889,29 @@ mod tests {
         .unwrap();
         let file = TraceFile::open(&dat).unwrap();
         let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        // The call paths come out the same when the path tree fills up at
+        // once (only the root, or one node): the paths it has no node for
+        // are found by their functions. The pids (7, 8) serve as pid slots.
+        for nodes in [1, 2] {
+            let mut c = callgraph::CallPaths::new(&file)
+                .unwrap()
+                .with_node_limit(nodes);
+            file.records()
+                .try_for_each_record(|r| -> Result<(), tracedat::Error> {
+                    if let Record::Event(ev) = r
+                        && c.handles(ev.format.id)
+                    {
+                        c.add(ev, ev.pid() as usize);
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(
+                c.finish(&file).text(),
+                "[unknown];[unknown];do_sys_open 10\nnext_fn 1120\nnext_fn;do_sys_open 80\n",
+                "a tree of {nodes} nodes"
+            );
+        }
         assert_eq!(
             a.selected,
             [

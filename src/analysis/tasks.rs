@@ -107,3 +107,32 @@ impl PidIndex {
         Some(i)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{PidIndex, TaskSlots};
+
+    #[test]
+    fn pids_get_dense_indices_in_order_of_first_use_up_to_the_limit() {
+        let mut p = PidIndex::new();
+        // Through the table, past it (a 32-bit pid space), and negative
+        // (a hostile file): each gets the next index, once.
+        for (pid, want) in [(7, 0), (1 << 22, 1), (-5, 2), (7, 0), (i32::MAX, 3)] {
+            assert_eq!(p.get_or_insert(pid, 4), Some(want), "pid {pid}");
+        }
+        assert_eq!(p.get_or_insert(8, 4), None, "the limit is reached");
+        assert_eq!(
+            (p.get(-5), p.get(1 << 22), p.get(8)),
+            (Some(2), Some(1), None)
+        );
+    }
+
+    #[test]
+    fn a_task_past_the_limit_is_not_followed() {
+        let mut t: TaskSlots<Vec<u8>> = TaskSlots::new(2);
+        t.get(5).unwrap().push(1);
+        t.get(0).unwrap().push(2);
+        assert!(t.get(1).is_none(), "a third task");
+        assert_eq!(t.get(5).map(|v| v.clone()), Some(vec![1]));
+    }
+}
