@@ -706,10 +706,13 @@ impl<'a> Records<'a> {
                 None => &[],
             };
             let data = page.get(start as usize..end as usize).unwrap_or(&[]);
-            let id = data
-                .get(0..2)
-                .and_then(|b| read_uint(b, big))
-                .map(|v| v as u16);
+            let id = data.first_chunk::<2>().map(|b| {
+                if big {
+                    u16::from_be_bytes(*b)
+                } else {
+                    u16::from_le_bytes(*b)
+                }
+            });
             if let Some(count) = lost {
                 f(&Record::Lost {
                     buffer: s.buffer,
