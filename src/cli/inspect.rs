@@ -275,11 +275,7 @@ fn print_report(
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
-            match keep {
-                // No per-record work beyond printing when nothing narrows.
-                None => write_text(file, file.records(), &mut out)?,
-                Some(k) => write_text(file, k.records(file), &mut out)?,
-            }
+            write_text(file, keep.as_mut(), &mut out)?;
         }
         Format::Folded | Format::FoldedFuncgraph => {
             let name = match format {
@@ -327,34 +323,40 @@ fn print_report(
 /// Bytes of lines [`write_text`] gathers before writing them.
 const TEXT_CHUNK: usize = 1 << 16;
 
-/// Writes `records` of `file` as `trace-cmd report` lists them. The lines
+/// Writes the records of `file` (those `keep` keeps, when given) as
+/// `trace-cmd report` lists them. The lines
 /// are formatted in place in one buffer that goes to `out` [`TEXT_CHUNK`]
 /// bytes at a time, never copied one by one; on a record that cannot be read
 /// the lines before it are written, then its error returned.
-fn write_text<'f, E>(
-    file: &'f tracedat::TraceFile,
-    records: impl Iterator<Item = Result<tracedat::Record<'f>, E>>,
+fn write_text(
+    file: &tracedat::TraceFile,
+    keep: Option<&mut Select>,
     out: &mut impl Write,
-) -> Result<(), Error>
-where
-    Error: From<E>,
-{
+) -> Result<(), Error> {
     let mut printer = tracedat::Printer::new(file);
     // Room for a chunk and the longest lines that may overrun it.
     let mut buf = Vec::with_capacity(2 * TEXT_CHUNK);
-    for rec in records {
-        let rec = match rec {
-            Ok(rec) => rec,
-            Err(e) => {
-                out.write_all(&buf)?;
-                return Err(e.into());
-            }
-        };
-        printer.append(&rec, &mut buf);
+    let mut write_failed = false;
+    let mut on_record = |rec: &tracedat::Record<'_>| -> Result<(), Error> {
+        printer.append(rec, &mut buf);
         if buf.len() >= TEXT_CHUNK {
-            out.write_all(&buf)?;
+            out.write_all(&buf).inspect_err(|_| write_failed = true)?;
             buf.clear();
         }
+        Ok(())
+    };
+    let walked = match keep {
+        Some(k) => k.records(file).try_for_each_record(&mut on_record),
+        // No per-record work beyond printing when nothing narrows.
+        None => file.records().try_for_each_record(&mut on_record),
+    };
+    if let Err(e) = walked {
+        // What was read before a record that cannot be read is printed,
+        // then its error.
+        if !write_failed {
+            out.write_all(&buf)?;
+        }
+        return Err(e);
     }
     printer.finish(&mut buf)?;
     out.write_all(&buf)?;
