@@ -161,7 +161,6 @@ impl Select {
             file,
             records: file.records(),
             keep: self,
-            after_lost: None,
         }
     }
 
@@ -206,58 +205,23 @@ impl Select {
     }
 }
 
-/// The records of a file that a [`Select`] keeps, in order. A lost-events
-/// marker goes with the event after it (the first after the loss, on its CPU,
-/// which the reader yields next): both are kept or neither, as trace-cmd
-/// prints `CPU:N [N EVENTS DROPPED]` on the record that carries the loss,
-/// when its filters keep that record.
+/// The records of a file that a [`Select`] keeps, in order, walked with
+/// [`Kept::try_for_each_record`].
 pub struct Kept<'s, 'a> {
     file: &'a TraceFile,
     records: Records<'a>,
     keep: &'s mut Select,
-    /// The event after a kept marker, yielded next.
-    after_lost: Option<Record<'a>>,
-}
-
-impl<'a> Iterator for Kept<'_, 'a> {
-    type Item = Result<Record<'a>, tracedat::Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(ev) = self.after_lost.take() {
-            return Some(Ok(ev));
-        }
-        loop {
-            let rec = match self.records.next()? {
-                Ok(r) => r,
-                Err(e) => return Some(Err(e)),
-            };
-            let after = match &rec {
-                Record::Event(ev) => {
-                    if self.keep.keeps(self.file, ev) {
-                        return Some(Ok(rec));
-                    }
-                    continue;
-                }
-                Record::Lost { .. } => match self.records.next()? {
-                    Ok(r) => r,
-                    Err(e) => return Some(Err(e)),
-                },
-            };
-            if let Record::Event(ev) = &after
-                && self.keep.keeps(self.file, ev)
-            {
-                self.after_lost = Some(after);
-                return Some(Ok(rec));
-            }
-        }
-    }
 }
 
 impl Kept<'_, '_> {
-    /// Calls `f` with each kept record, in the order the iterator yields
-    /// them, through [`Records::try_for_each_record`] (no record is moved
-    /// through a return value). Stops at the first error, of the file or of
-    /// `f`, and returns it.
+    /// Calls `f` with each kept record, in order, through
+    /// [`Records::try_for_each_record`] (no record is moved through a return
+    /// value). A lost-events marker goes with the event after it (the first
+    /// after the loss, on its CPU, which the reader gives next): both are
+    /// kept or neither, as trace-cmd prints `CPU:N [N EVENTS DROPPED]` on the
+    /// record that carries the loss, when its filters keep that record.
+    ///
+    /// Stops at the first error, of the file or of `f`, and returns it.
     pub fn try_for_each_record<E: From<tracedat::Error>>(
         self,
         mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
@@ -266,11 +230,7 @@ impl Kept<'_, '_> {
             file,
             records,
             keep,
-            after_lost,
         } = self;
-        if let Some(rec) = &after_lost {
-            f(rec)?;
-        }
         // A loss marker waits for the event after it: (buffer, CPU, count).
         let mut lost: Option<(String, u32, Option<u64>)> = None;
         records.try_for_each_record(|rec| match rec {
