@@ -8,7 +8,8 @@
 //!   A task switched out after the wakeup (it was running) drops the wakeup.
 //!   Groups: `(all)`, then the woken `next_comm`.
 //! * `kretprobe`: a kprobe hit (`__probe_ip` = F) then a kretprobe hit
-//!   (`__probe_func` = F) of the same task, nested calls paired innermost first.
+//!   (`__probe_func` = F) of the same task, nested calls paired innermost first
+//!   (up to 64 deep, and 256 probed functions per task).
 //!   Group: F's symbol.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
 //! * `irq`: `irq:irq_handler_entry` then `irq_handler_exit` of the same `irq`
@@ -26,13 +27,17 @@ use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
-use super::tasks::PidIndex;
+use super::tasks::{PidIndex, TaskSlots};
 use super::{AnalysisName, Selection, TOP, symbolize};
 
 /// Groups a report keeps (most samples first); the rest are counted in `groups_total`.
 const MAX_GROUPS: usize = 40;
 /// Deepest nesting of one function per task that `kretprobe` tracks.
 const MAX_NESTING: usize = 64;
+/// Probed functions per task that `kretprobe` tracks: a task's functions
+/// are searched one by one (a task meets a few; past this many, the calls of
+/// the others count as unpaired).
+const MAX_PROBED_PER_TASK: usize = 256;
 /// Tasks a per-task distribution is kept for (see the module text).
 pub(crate) const MAX_TASKS: usize = 4096;
 
@@ -281,7 +286,10 @@ pub(super) struct Latencies {
     wake_index: PidIndex,
     comm_ids: FxHashMap<Vec<u8>, usize>,
     kretprobe: Groups,
-    probe_pending: FxHashMap<(i32, u64), Vec<u64>>,
+    /// Per task (pid slot): the probed functions it entered, each with its
+    /// `kretprobe` group once a return was paired, and the times of its
+    /// open calls, innermost last.
+    probe_pending: TaskSlots<Vec<ProbedFunction>>,
     probe_ids: FxHashMap<u64, usize>,
     funcgraph: Groups,
     func_ids: FxHashMap<u64, usize>,
@@ -292,6 +300,16 @@ pub(super) struct Latencies {
     irq_ids: FxHashMap<(u64, Vec<u8>), usize>,
     /// Child pid → parent pid, from `sched_process_fork` and `sched_wakeup_new`.
     pub(super) forks: FxHashMap<i32, i32>,
+}
+
+/// A probed function a task entered (`kretprobe`).
+struct ProbedFunction {
+    /// `__probe_ip` of its kprobe (`__probe_func` of its kretprobe).
+    func: u64,
+    /// Its group, found at its first paired return.
+    group: Option<usize>,
+    /// Times of its open calls, innermost last.
+    calls: Vec<u64>,
 }
 
 /// Raw syscall numbers seen in a `sys_enter`, and their group: the numbers
@@ -483,7 +501,7 @@ impl Latencies {
             wake_index: PidIndex::new(),
             comm_ids: FxHashMap::default(),
             kretprobe: Groups::default(),
-            probe_pending: FxHashMap::default(),
+            probe_pending: TaskSlots::new(usize::MAX),
             probe_ids: FxHashMap::default(),
             funcgraph: Groups::default(),
             func_ids: FxHashMap::default(),
@@ -625,25 +643,36 @@ impl Latencies {
                 }
             }
             Role::ProbeEntry(f) => {
-                if let Some(ip) = uint(f, ev) {
-                    let stack = self.probe_pending.entry((pid, ip)).or_default();
-                    if stack.len() < MAX_NESTING {
-                        stack.push(ev.ts);
+                let open = self.probe_pending.get(slot);
+                if let (Some(ip), Some(open)) = (uint(f, ev), open) {
+                    match open.iter().position(|p| p.func == ip) {
+                        Some(i) => {
+                            let calls = &mut open[i].calls;
+                            if calls.len() < MAX_NESTING {
+                                calls.push(ev.ts);
+                            }
+                        }
+                        None if open.len() < MAX_PROBED_PER_TASK => open.push(ProbedFunction {
+                            func: ip,
+                            group: None,
+                            calls: vec![ev.ts],
+                        }),
+                        None => {}
                     }
                 }
             }
             Role::ProbeReturn(f) => {
                 let Some(func) = uint(f, ev) else { return };
-                match self
-                    .probe_pending
-                    .get_mut(&(pid, func))
-                    .and_then(|s| s.pop())
-                {
-                    Some(t) => {
-                        let g = *self
-                            .probe_ids
-                            .entry(func)
-                            .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)));
+                let open = self.probe_pending.get(slot);
+                let p = open.and_then(|o| o.iter_mut().find(|p| p.func == func));
+                match p.and_then(|p| Some((p.calls.pop()?, &mut p.group))) {
+                    Some((t, group)) => {
+                        let g = *group.get_or_insert_with(|| {
+                            *self
+                                .probe_ids
+                                .entry(func)
+                                .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)))
+                        });
                         self.kretprobe
                             .add(g, ev.ts.saturating_sub(t), seen(ev), None);
                     }
