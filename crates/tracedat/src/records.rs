@@ -22,7 +22,8 @@ const MISSING_STORED: u64 = 1 << 30;
 ///
 /// For uncompressed files it borrows the memory-mapped file; for compressed
 /// files it shares the decompressed chunk the record came from (kept alive
-/// only as long as some `EventData` of it exists).
+/// only as long as some `EventData` of it exists). A record given to a
+/// [`Records::try_for_each_record`] callback borrows its page either way.
 #[derive(Clone)]
 pub struct EventData<'a>(DataRef<'a>);
 

@@ -30,9 +30,19 @@ fn exercise(bytes: Vec<u8>) -> bool {
     let mut sink = Vec::new();
     let mut ok = true;
     let mut n = 0usize;
+    // What the iterator gives up to its first error, and that error: the
+    // callback walk must give the same, then stop there.
+    let mut given = Vec::new();
+    let mut first_error = None;
     for r in f.records() {
         n += 1;
         assert!(n < 10_000_000, "record iteration does not end");
+        if first_error.is_none() {
+            match &r {
+                Ok(r) => given.push(shape(r)),
+                Err(e) => first_error = Some(e.to_string()),
+            }
+        }
         match r {
             Ok(r) => {
                 sink.clear();
@@ -48,7 +58,28 @@ fn exercise(bytes: Vec<u8>) -> bool {
             }
         }
     }
+    let mut walked = Vec::new();
+    let end = f
+        .records()
+        .try_for_each_record(|r| -> Result<(), tracedat::Error> {
+            walked.push(shape(r));
+            Ok(())
+        });
+    assert_eq!(
+        walked, given,
+        "the callback walk gives the iterator's records"
+    );
+    assert_eq!(end.err().map(|e| e.to_string()), first_error);
     ok
+}
+
+/// What tells records apart: kind, CPU, timestamp, format id, payload and
+/// lost count.
+fn shape(r: &tracedat::Record<'_>) -> (u32, u64, u16, Vec<u8>, Option<Option<u64>>) {
+    match r {
+        tracedat::Record::Event(e) => (e.cpu, e.ts, e.format.id, e.data.to_vec(), None),
+        tracedat::Record::Lost { cpu, count, ts, .. } => (*cpu, *ts, 0, Vec::new(), Some(*count)),
+    }
 }
 
 /// Offsets to try: every one in `dense` bytes from the start, then `sparse`
