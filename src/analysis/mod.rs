@@ -552,14 +552,19 @@ pub fn analyze_kept(
                 s
             }
         };
+        if let Some(t) = timeline.as_mut() {
+            let totals = timeline::Totals {
+                events: &per_event,
+                cpus: &per_cpu,
+                pids: &pids,
+            };
+            t.add(ev.ts, counted, cpu, pid_slot, totals);
+        }
         pids[pid_slot].1 += 1;
         counts.total += 1;
         per_event[counted] += 1;
         per_cpu[cpu] += 1;
         counts.span = Some(counts.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
-        if let Some(t) = timeline.as_mut() {
-            t.add(ev.ts, counted, cpu, pid_slot);
-        }
         if feeds.latency {
             latencies.add(file, ev, pid, pid_slot, cpu);
         }
@@ -682,8 +687,14 @@ pub fn analyze_kept(
     }
     Ok(Analysis {
         selected,
-        timeline: timeline
-            .map(|t| t.finish(file, &counts.learned, &event_names, &pids, &cpu_slots.ids)),
+        timeline: timeline.map(|t| {
+            let totals = timeline::Totals {
+                events: &per_event,
+                cpus: &per_cpu,
+                pids: &pids,
+            };
+            t.finish(totals, file, &counts.learned, &event_names, &cpu_slots.ids)
+        }),
         latencies,
         stacks,
         funcgraph_folded,

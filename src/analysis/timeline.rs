@@ -45,6 +45,23 @@ pub(crate) struct Series {
     pub(crate) counts: Vec<u64>,
 }
 
+/// The running totals of `analyze`'s pass, by counted event index, CPU slot
+/// and pid slot (pid, count): the timeline reads its counts from them.
+#[derive(Clone, Copy)]
+pub(super) struct Totals<'a> {
+    pub(super) events: &'a [u64],
+    pub(super) cpus: &'a [u64],
+    pub(super) pids: &'a [(i32, u64)],
+}
+
+/// Builds a [`Timeline`] without a count per record: while records stay in
+/// one bucket the pass's own running totals grow, and when a record falls in
+/// another bucket what each key's total grew by since the last switch is
+/// added to the bucket left. A switch costs one look at every key, so a file
+/// whose timestamps jump back and forth (a hostile one: records are merged in
+/// time order) would make that quadratic: once switches have cost more than
+/// [`SWITCH_BUDGET`] looks plus 8 per record, each record is counted in its
+/// bucket as it comes instead.
 pub(super) struct Builder {
     start: Option<u64>,
     width: u64,
@@ -52,23 +69,55 @@ pub(super) struct Builder {
     cpus: Vec<Vec<u64>>,
     /// By pid slot (see `analyze`).
     pids: Vec<Vec<u64>>,
-    /// The bucket of the last timestamp and its range `lo..hi` (empty at
-    /// first): most timestamps fall into the bucket of the one before.
+    /// The bucket of the last timestamp and its range `lo..hi` (empty when
+    /// the next record must switch): most timestamps fall into the bucket of
+    /// the one before.
     cur: usize,
     lo: u64,
     hi: u64,
+    /// Per key, its total at the last switch.
+    seen_events: Vec<u64>,
+    seen_cpus: Vec<u64>,
+    seen_pids: Vec<u64>,
+    /// Keys looked at by switches so far.
+    switch_cost: u64,
+    /// Counting each record as it comes (see [`Builder`]).
+    per_record: bool,
 }
 
-fn bump(v: &mut Vec<u64>, i: usize) {
+/// Keys switches may look at before the per-record budget applies.
+const SWITCH_BUDGET: u64 = 1 << 20;
+
+fn bump(v: &mut Vec<u64>, i: usize, n: u64) {
     if i >= v.len() {
         v.resize(i + 1, 0);
     }
-    v[i] += 1;
+    v[i] += n;
 }
 
 fn halve(v: &mut Vec<u64>) {
     let merged: Vec<u64> = v.chunks(2).map(|c| c.iter().sum()).collect();
     *v = merged;
+}
+
+/// Adds to bucket `i` of each key's series what its total grew by since
+/// `seen`, and records the totals as seen.
+fn settle(
+    series: &mut Vec<Vec<u64>>,
+    seen: &mut Vec<u64>,
+    totals: impl ExactSizeIterator<Item = u64>,
+    i: usize,
+) {
+    if series.len() < totals.len() {
+        series.resize(totals.len(), Vec::new());
+        seen.resize(totals.len(), 0);
+    }
+    for ((v, seen), total) in series.iter_mut().zip(seen.iter_mut()).zip(totals) {
+        if total > *seen {
+            bump(v, i, total - *seen);
+            *seen = total;
+        }
+    }
 }
 
 impl Builder {
@@ -82,6 +131,11 @@ impl Builder {
             cur: 0,
             lo: 1,
             hi: 0,
+            seen_events: vec![0; events],
+            seen_cpus: Vec::new(),
+            seen_pids: Vec::new(),
+            switch_cost: 0,
+            per_record: false,
         }
     }
 
@@ -96,42 +150,97 @@ impl Builder {
             self.pids.iter_mut().for_each(halve);
             i = (ts.saturating_sub(start) / self.width) as usize;
         }
-        if ts >= start {
-            self.cur = i;
-            self.lo = start + i as u64 * self.width;
-            self.hi = self.lo.saturating_add(self.width);
-        }
+        self.cur = i;
+        (self.lo, self.hi) = if ts >= start {
+            let lo = start + i as u64 * self.width;
+            (lo, lo.saturating_add(self.width))
+        } else {
+            (1, 0)
+        };
         i
     }
 
-    /// Counts one event; `cpu` and `pid` are slots in `analyze`'s CPU and pid lists.
-    pub(super) fn add(&mut self, ts: u64, event: usize, cpu: usize, pid: usize) {
-        let i = if self.lo <= ts && ts < self.hi {
-            self.cur
-        } else {
-            self.bucket(ts)
-        };
-        bump(&mut self.events[event], i);
-        if cpu >= self.cpus.len() {
-            self.cpus.resize(cpu + 1, Vec::new());
-        }
-        bump(&mut self.cpus[cpu], i);
-        if pid >= self.pids.len() {
-            self.pids.resize(pid + 1, Vec::new());
-        }
-        bump(&mut self.pids[pid], i);
+    /// Adds what the totals grew by since the last switch to the current bucket.
+    fn settle(&mut self, totals: Totals<'_>) {
+        let i = self.cur;
+        settle(
+            &mut self.events,
+            &mut self.seen_events,
+            totals.events.iter().copied(),
+            i,
+        );
+        settle(
+            &mut self.cpus,
+            &mut self.seen_cpus,
+            totals.cpus.iter().copied(),
+            i,
+        );
+        settle(
+            &mut self.pids,
+            &mut self.seen_pids,
+            totals.pids.iter().map(|p| p.1),
+            i,
+        );
+        let keys = totals.events.len() + totals.cpus.len() + totals.pids.len();
+        self.switch_cost = self.switch_cost.saturating_add(keys as u64);
     }
 
-    /// The timeline; `pids` is `analyze`'s pid list (pid, events) by slot,
-    /// `cpu_ids` the CPU id of each CPU slot.
+    /// One record at `ts`, of counted event `event` on CPU slot `cpu` by pid
+    /// slot `pid`; `totals` are the pass's totals before it is counted.
+    #[inline]
+    pub(super) fn add(
+        &mut self,
+        ts: u64,
+        event: usize,
+        cpu: usize,
+        pid: usize,
+        totals: Totals<'_>,
+    ) {
+        if self.lo <= ts && ts < self.hi && !self.per_record {
+            return;
+        }
+        self.switch(ts, event, cpu, pid, totals);
+    }
+
+    fn switch(&mut self, ts: u64, event: usize, cpu: usize, pid: usize, totals: Totals<'_>) {
+        if !self.per_record {
+            self.settle(totals);
+            let records: u64 = totals.cpus.iter().sum();
+            self.per_record =
+                self.switch_cost > SWITCH_BUDGET.saturating_add(records.saturating_mul(8));
+        }
+        let i = self.bucket(ts);
+        if self.per_record {
+            if self.events.len() <= event {
+                self.events.resize(event + 1, Vec::new());
+            }
+            bump(&mut self.events[event], i, 1);
+            if cpu >= self.cpus.len() {
+                self.cpus.resize(cpu + 1, Vec::new());
+            }
+            bump(&mut self.cpus[cpu], i, 1);
+            if pid >= self.pids.len() {
+                self.pids.resize(pid + 1, Vec::new());
+            }
+            bump(&mut self.pids[pid], i, 1);
+        }
+    }
+
+    /// The timeline; `totals` are the pass's final totals (`pids` is
+    /// `analyze`'s pid list, (pid, events) by slot), `cpu_ids` the CPU id of
+    /// each CPU slot.
     pub(super) fn finish(
-        self,
+        mut self,
+        totals: Totals<'_>,
         file: &TraceFile,
         learned: &tracedat::Comms,
         event_names: &[String],
-        pids: &[(i32, u64)],
         cpu_ids: &[u32],
     ) -> Timeline {
+        if !self.per_record {
+            self.settle(totals);
+        }
+        let pids = totals.pids;
         // The buckets actually filled: never more than MAX_BUCKETS, whatever
         // the first and last timestamps are (a file may run backwards).
         let n = self
@@ -213,15 +322,99 @@ impl Builder {
 mod tests {
     use super::*;
 
+    /// Feeds `records` (ts, event, cpu, pid slot) as `analyze` does and
+    /// settles the end; `per_record` counts each record from the start.
+    fn run(records: &[(u64, usize, usize, usize)], per_record: bool) -> Builder {
+        let mut b = Builder::new(4);
+        b.per_record = per_record;
+        let (mut events, mut cpus, mut pids) = (vec![0u64; 4], Vec::new(), Vec::new());
+        for &(ts, e, c, p) in records {
+            if c >= cpus.len() {
+                cpus.resize(c + 1, 0);
+            }
+            if p >= pids.len() {
+                pids.resize(p + 1, (0, 0));
+            }
+            let totals = Totals {
+                events: &events,
+                cpus: &cpus,
+                pids: &pids,
+            };
+            b.add(ts, e, c, p, totals);
+            events[e] += 1;
+            cpus[c] += 1;
+            pids[p].1 += 1;
+        }
+        if !b.per_record {
+            b.settle(Totals {
+                events: &events,
+                cpus: &cpus,
+                pids: &pids,
+            });
+        }
+        b
+    }
+
+    fn series(b: &Builder) -> Vec<Vec<u64>> {
+        let trim = |v: &Vec<u64>| {
+            let mut v = v.clone();
+            while v.last() == Some(&0) {
+                v.pop();
+            }
+            v
+        };
+        b.events
+            .iter()
+            .chain(&b.cpus)
+            .chain(&b.pids)
+            .map(trim)
+            .collect()
+    }
+
     #[test]
     fn buckets_stay_bounded_for_wild_and_backward_timestamps() {
-        let mut b = Builder::new(2);
-        for ts in [10, u64::MAX, 0, 1 << 40, 3, u64::MAX - 5] {
-            b.add(ts, 1, 0, 0);
+        let ts = [10, u64::MAX, 0, 1 << 40, 3, u64::MAX - 5];
+        let records: Vec<_> = ts.iter().map(|t| (*t, 1, 0, 0)).collect();
+        for per_record in [false, true] {
+            let b = run(&records, per_record);
+            assert!(b.width > FIRST_WIDTH_NS);
+            let lens: Vec<usize> = b.events.iter().chain(&b.cpus).map(Vec::len).collect();
+            assert!(lens.iter().all(|l| *l <= MAX_BUCKETS), "{lens:?}");
+            assert_eq!(b.events[1].iter().sum::<u64>(), 6);
         }
-        assert!(b.width > FIRST_WIDTH_NS);
-        let lens: Vec<usize> = b.events.iter().chain(&b.cpus).map(Vec::len).collect();
-        assert!(lens.iter().all(|l| *l <= MAX_BUCKETS), "{lens:?}");
-        assert_eq!(b.events[1].iter().sum::<u64>(), 6);
+    }
+
+    #[test]
+    fn counts_read_from_the_totals_are_the_counts_of_each_record() {
+        // Several keys over 200 ms, so that the buckets double twice.
+        let records: Vec<_> = (0..20_000u64)
+            .map(|i| {
+                let ts = 5_000 + i * 10_000 + (i % 7) * 300;
+                (
+                    ts,
+                    (i % 3) as usize + 1,
+                    (i % 2) as usize,
+                    (i % 5 + i / 4000) as usize,
+                )
+            })
+            .collect();
+        let by_total = run(&records, false);
+        assert!(!by_total.per_record);
+        assert!(by_total.width > 2 * FIRST_WIDTH_NS);
+        assert_eq!(series(&by_total), series(&run(&records, true)));
+    }
+
+    #[test]
+    fn timestamps_that_jump_back_and_forth_are_counted_per_record() {
+        // Every record in another bucket than the one before, over many pids:
+        // switches would look at every key per record.
+        let records: Vec<_> = (0..40_000u64)
+            .map(|i| ((i % 2) * 50_000_000 + i, 1, 0, (i % 2_000) as usize))
+            .collect();
+        let b = run(&records, false);
+        assert!(b.per_record, "switch cost {}", b.switch_cost);
+        assert!(b.switch_cost < SWITCH_BUDGET + 8 * 40_000 + 4_000);
+        assert_eq!(series(&b), series(&run(&records, true)));
+        assert_eq!(b.events[1].iter().sum::<u64>(), 40_000);
     }
 }

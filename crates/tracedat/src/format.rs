@@ -440,30 +440,47 @@ impl IntField {
     /// [`FieldValue::UInt`] of [`Field::decode`]. `None` when the record is
     /// too short, or the field is not a plain integer (decode gives no
     /// `Int`/`UInt` for it).
-    #[inline]
+    #[inline(always)]
     pub fn get(self, data: &[u8], big_endian: bool) -> Option<u64> {
         if self.size == 0 {
             return None;
         }
-        let size = usize::from(self.size);
-        // With 8 bytes from the offset on, one load and two shifts read any
-        // size: the field's bytes are moved to the top of the word (they are
-        // its low bytes in little-endian order, its high ones in big-endian)
-        // and shifted down, with the sign when signed.
-        if let Some(word) = data.get(self.offset..).and_then(|b| b.first_chunk::<8>()) {
-            let rest = 64 - 8 * u32::from(self.size);
-            let top = if big_endian {
+        // One 8-byte load and two shifts read any size: the field's bytes
+        // are moved to the top of the word and shifted down, with the sign
+        // when signed. The word starts at the field when 8 bytes follow it
+        // there (the field is then its low bytes in little-endian order, its
+        // high ones in big-endian), else it ends where the field ends (the
+        // other way round).
+        let rest = 64 - 8 * u32::from(self.size);
+        let end = self.offset + usize::from(self.size);
+        let top = if let Some(word) = data.get(self.offset..).and_then(|b| b.first_chunk::<8>()) {
+            if big_endian {
                 u64::from_be_bytes(*word)
             } else {
                 u64::from_le_bytes(*word) << rest
-            };
-            return Some(if self.signed {
-                ((top as i64) >> rest) as u64
+            }
+        } else if let Some(word) = data.get(..end).and_then(|b| b.last_chunk::<8>()) {
+            if big_endian {
+                u64::from_be_bytes(*word) << rest
             } else {
-                top >> rest
-            });
-        }
-        // `new` checked that `offset + size` does not overflow.
+                u64::from_le_bytes(*word)
+            }
+        } else {
+            return self.get_short(data, big_endian);
+        };
+        Some(if self.signed {
+            ((top as i64) >> rest) as u64
+        } else {
+            top >> rest
+        })
+    }
+
+    /// [`IntField::get`] in a record shorter than 8 bytes.
+    #[cold]
+    #[inline(never)]
+    fn get_short(self, data: &[u8], big_endian: bool) -> Option<u64> {
+        let size = usize::from(self.size);
+        // `Field::int` checked that `offset + size` does not overflow.
         let v = read_uint(data.get(self.offset..self.offset + size)?, big_endian)?;
         Some(if self.signed {
             sign_extend(v, size) as u64
@@ -669,7 +686,11 @@ print fmt: \"prev_comm=%s\", REC->prev_comm\n";
     #[test]
     fn int_fields_read_what_decode_gives() {
         let f = EventFormat::parse("sched", SWITCH).unwrap();
-        let mut d = vec![0u8; 64];
+        // No two neighbouring bytes alike: a read that takes a byte of the
+        // field before or after shows.
+        let mut d: Vec<u8> = (0..64u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect();
         d[4..8].copy_from_slice(&(-5i32).to_le_bytes());
         d[8..12].copy_from_slice(b"bash");
         d[24..28].copy_from_slice(&(-1i32).to_le_bytes());
