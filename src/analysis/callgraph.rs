@@ -9,9 +9,9 @@
 //! frame), and call paths past [`MAX_STACKS`] as one `[other paths]` frame.
 
 use rustc_hash::FxHashMap;
-use tracedat::{Event, Field, IntField, TraceFile};
+use tracedat::TraceFile;
 
-use super::latency::uint;
+use super::funcgraph::{Call, Decoder, Entry, Return};
 use super::stacks::{Folded, MAX_STACKS};
 use super::tasks::TaskSlots;
 
@@ -19,22 +19,6 @@ use super::tasks::TaskSlots;
 const MAX_DEPTH: usize = 128;
 /// Tasks whose call stacks are followed at once.
 const MAX_TASKS: usize = 16_384;
-
-/// What a format id is to the call paths.
-#[derive(Clone)]
-enum Role {
-    None,
-    Entry {
-        func: IntField,
-        depth: IntField,
-    },
-    Exit {
-        func: IntField,
-        depth: IntField,
-        calltime: IntField,
-        rettime: IntField,
-    },
-}
 
 /// One open call of a task.
 #[derive(Clone, Copy)]
@@ -130,7 +114,6 @@ fn set_depth(stack: &mut Vec<Frame>, depth: usize, tree: &mut PathTree) {
 
 /// Rebuilds call paths over one pass.
 pub(super) struct CallPaths {
-    roles: Vec<Role>,
     /// Per pid slot, the open calls.
     tasks: TaskSlots<Vec<Frame>>,
     tree: PathTree,
@@ -145,44 +128,9 @@ pub(super) struct CallPaths {
 }
 
 impl CallPaths {
-    /// `None` unless `file` has both funcgraph formats with their fields.
-    pub(super) fn new(file: &TraceFile) -> Option<CallPaths> {
-        let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
-        let mut roles = vec![Role::None; max_id + 1];
-        let (mut entry, mut exit) = (false, false);
-        for f in file.formats().filter(|f| f.system == "ftrace") {
-            let field = |n: &str| f.field(n).map(Field::int);
-            let role = match f.name.as_str() {
-                "funcgraph_entry" => match (field("func"), field("depth")) {
-                    (Some(func), Some(depth)) => {
-                        entry = true;
-                        Role::Entry { func, depth }
-                    }
-                    _ => Role::None,
-                },
-                "funcgraph_exit" => match (
-                    field("func"),
-                    field("depth"),
-                    field("calltime"),
-                    field("rettime"),
-                ) {
-                    (Some(func), Some(depth), Some(calltime), Some(rettime)) => {
-                        exit = true;
-                        Role::Exit {
-                            func,
-                            depth,
-                            calltime,
-                            rettime,
-                        }
-                    }
-                    _ => Role::None,
-                },
-                _ => Role::None,
-            };
-            roles[f.id as usize] = role;
-        }
-        (entry && exit).then(|| CallPaths {
-            roles,
+    /// `None` unless the file has both funcgraph formats with their fields.
+    pub(super) fn new(calls: &Decoder) -> Option<CallPaths> {
+        (calls.has_entry() && calls.has_exit()).then(|| CallPaths {
             tasks: TaskSlots::new(MAX_TASKS),
             tree: PathTree::new(),
             rows: 0,
@@ -200,26 +148,11 @@ impl CallPaths {
         self
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
-    }
-
-    /// One record of the task in pid slot `task`.
-    pub(super) fn add(&mut self, ev: &Event<'_>, task: usize) {
-        // The reader gives each record its own format (`analyze_kept` feeds
-        // no record of an unknown one): the id is the format's.
-        let Some(role) = self.roles.get(usize::from(ev.format.id)) else {
-            return;
-        };
-        match role {
-            Role::None => {}
-            Role::Entry { func, depth } => {
-                let (Some(func), Some(d)) = (uint(func, ev), uint(depth, ev)) else {
-                    return;
-                };
-                let d = d as usize;
+    /// One call of the task in pid slot `task`.
+    pub(super) fn add(&mut self, call: &Call, task: usize) {
+        match *call {
+            Call::Entry(Entry { func, depth }) => {
+                let d = depth as usize;
                 if d >= MAX_DEPTH {
                     return;
                 }
@@ -234,21 +167,8 @@ impl CallPaths {
                     node: self.tree.child(parent, func),
                 });
             }
-            Role::Exit {
-                func,
-                depth,
-                calltime,
-                rettime,
-            } => {
-                let (Some(func), Some(d), Some(a), Some(b)) = (
-                    uint(func, ev),
-                    uint(depth, ev),
-                    uint(calltime, ev),
-                    uint(rettime, ev),
-                ) else {
-                    return;
-                };
-                let (d, time) = (d as usize, b.saturating_sub(a));
+            Call::Return(Return { func, depth, time }) => {
+                let d = depth as usize;
                 let stack = if d < MAX_DEPTH {
                     self.tasks.get(task)
                 } else {

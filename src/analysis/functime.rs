@@ -18,26 +18,18 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tracedat::{Event, IntField, TraceFile};
+use tracedat::TraceFile;
 
 use super::errno::MAX_KEYS;
+use super::funcgraph::{Decoder, Return};
 use super::function_name;
-use super::latency::{MAX_TASKS, uint};
+use super::latency::MAX_TASKS;
 use super::tasks::TaskSlots;
 
 /// Depths followed per task (function_graph's own limit is 50 on 6.x).
 const MAX_DEPTH: usize = 64;
 /// Functions the report lists, most total time first.
 const MAX_FUNCTIONS: usize = 40;
-
-/// The fields of `ftrace:funcgraph_exit`.
-struct Fields {
-    id: u16,
-    func: IntField,
-    depth: IntField,
-    calltime: IntField,
-    rettime: IntField,
-}
 
 /// Time per function from function_graph, most total time first.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
@@ -80,7 +72,8 @@ struct Row {
 
 /// The state of one pass.
 pub(super) struct FuncTime {
-    fields: Option<Fields>,
+    /// Whether the file has funcgraph_exit records to read.
+    present: bool,
     rows: Vec<(u64, Row)>,
     row_of: FxHashMap<u64, usize>,
     /// Per task (by pid slot; the idle tasks, pid 0, by CPU slot): the
@@ -92,21 +85,9 @@ pub(super) struct FuncTime {
 }
 
 impl FuncTime {
-    pub(super) fn new(file: &TraceFile) -> FuncTime {
-        let fields = file
-            .formats()
-            .find(|f| f.system == "ftrace" && f.name == "funcgraph_exit")
-            .and_then(|f| {
-                Some(Fields {
-                    id: f.id,
-                    func: f.field("func")?.int(),
-                    depth: f.field("depth")?.int(),
-                    calltime: f.field("calltime")?.int(),
-                    rettime: f.field("rettime")?.int(),
-                })
-            });
+    pub(super) fn new(calls: &Decoder) -> FuncTime {
         FuncTime {
-            fields,
+            present: calls.has_exit(),
             rows: Vec::new(),
             row_of: FxHashMap::default(),
             open: TaskSlots::new(MAX_TASKS),
@@ -116,31 +97,14 @@ impl FuncTime {
         }
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        self.fields.as_ref().is_some_and(|f| f.id == id)
-    }
-
-    /// One record of task `pid`, in pid slot `task`, on CPU slot `cpu`.
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32, task: usize, cpu: usize) {
-        let Some(f) = self.fields.as_ref() else {
-            return;
-        };
-        // The reader gives each record its own format: the id is the format's.
-        if ev.format.id != f.id {
-            return;
-        }
-        let (Some(func), Some(depth), Some(a), Some(b)) = (
-            uint(&f.func, ev),
-            uint(&f.depth, ev),
-            uint(&f.calltime, ev),
-            uint(&f.rettime, ev),
-        ) else {
-            return;
-        };
+    /// One return at `ts` of task `pid`, in pid slot `task`, on CPU slot `cpu`.
+    pub(super) fn add(&mut self, ret: &Return, ts: u64, pid: i32, task: usize, cpu: usize) {
+        let Return {
+            func,
+            depth,
+            time: d,
+        } = *ret;
         self.calls += 1;
-        let d = b.saturating_sub(a);
         let depth = usize::try_from(depth).unwrap_or(usize::MAX);
         let sums = if depth >= MAX_DEPTH {
             None
@@ -178,13 +142,15 @@ impl FuncTime {
         row.own = row.own.saturating_add(d.saturating_sub(children));
         if d > row.max || row.count == 1 {
             row.max = d;
-            row.max_at = ev.ts;
+            row.max_at = ts;
         }
     }
 
     /// The table, or `None` when the file has no funcgraph_exit format.
     pub(super) fn finish(self, file: &TraceFile) -> Option<FunctionTimes> {
-        self.fields.as_ref()?;
+        if !self.present {
+            return None;
+        }
         let mut rows = self.rows;
         rows.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
         let functions_total = rows.len();

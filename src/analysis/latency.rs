@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
+use super::funcgraph::Return;
 use super::histogram::{HistRow, Histogram, Seen};
 use super::tasks::{PidIndex, TaskSlots};
 use super::{AnalysisName, Selection, TOP, symbolize};
@@ -167,11 +168,6 @@ enum Role {
     },
     ProbeEntry(IntField),
     ProbeReturn(IntField),
-    Funcgraph {
-        func: IntField,
-        calltime: IntField,
-        rettime: IntField,
-    },
 }
 
 /// Histograms by key.
@@ -459,18 +455,6 @@ impl Latencies {
                     }
                     _ => Role::None,
                 }
-            } else if sel.has(AnalysisName::Funcgraph)
-                && sys == "ftrace"
-                && name == "funcgraph_exit"
-            {
-                match (field(f, "func"), field(f, "calltime"), field(f, "rettime")) {
-                    (Some(func), Some(calltime), Some(rettime)) => Role::Funcgraph {
-                        func,
-                        calltime,
-                        rettime,
-                    },
-                    _ => Role::None,
-                }
             } else if sel.has(AnalysisName::Kretprobe) {
                 match (field(f, "__probe_ip"), field(f, "__probe_func")) {
                     (Some(ip), _) => Role::ProbeEntry(ip),
@@ -679,22 +663,17 @@ impl Latencies {
                     None => self.kretprobe.unpaired += 1,
                 }
             }
-            Role::Funcgraph {
-                func,
-                calltime,
-                rettime,
-            } => {
-                if let (Some(fun), Some(a), Some(b)) =
-                    (uint(func, ev), uint(calltime, ev), uint(rettime, ev))
-                {
-                    let g = *self
-                        .func_ids
-                        .entry(fun)
-                        .or_insert_with(|| self.funcgraph.id(&symbolize(file, fun)));
-                    self.funcgraph.add(g, b.saturating_sub(a), seen(ev), None);
-                }
-            }
         }
+    }
+
+    /// One function_graph return (the per-function latency of `funcgraph`;
+    /// `file` names the function), seen `at`.
+    pub(super) fn funcgraph_return(&mut self, file: &TraceFile, ret: &Return, at: Seen) {
+        let g = *self
+            .func_ids
+            .entry(ret.func)
+            .or_insert_with(|| self.funcgraph.id(&symbolize(file, ret.func)));
+        self.funcgraph.add(g, ret.time, at, None);
     }
 
     /// The reports of the selected latency analyses, and the per-task

@@ -25,6 +25,7 @@
 mod block;
 mod callgraph;
 mod errno;
+mod funcgraph;
 mod functime;
 mod histogram;
 mod kmem;
@@ -46,7 +47,7 @@ use tracedat::{Record, TraceFile};
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 pub(crate) use functime::FunctionTimes;
-use histogram::Histogram;
+use histogram::{Histogram, Seen};
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use markers::Markers;
@@ -394,9 +395,9 @@ struct Feeds {
     errno: bool,
     block: bool,
     kmem: bool,
-    functime: bool,
+    /// A function_graph record, for the `funcgraph` analysis.
+    funcgraph: bool,
     noise: bool,
-    call_paths: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -489,9 +490,12 @@ pub fn analyze_kept(
     let mut block_io = selection
         .has(AnalysisName::Block)
         .then(|| block::BlockIo::new(file));
-    let mut function_time = selection
+    // function_graph records, decoded once for the three parts of
+    // `funcgraph`: latency, function time and call paths.
+    let calls = selection
         .has(AnalysisName::Funcgraph)
-        .then(|| functime::FuncTime::new(file));
+        .then(|| funcgraph::Decoder::new(file));
+    let mut function_time = calls.as_ref().map(functime::FuncTime::new);
     let mut allocations = selection
         .has(AnalysisName::Kmem)
         .then(|| kmem::KmemPass::new(file));
@@ -499,10 +503,7 @@ pub fn analyze_kept(
     let mut noise = noise::Noise::new(file, selection);
     let want_stacks = selection.has(AnalysisName::Stacks);
     let mut stacks = stacks::Collector::default();
-    let mut call_paths = selection
-        .has(AnalysisName::Funcgraph)
-        .then(|| callgraph::CallPaths::new(file))
-        .flatten();
+    let mut call_paths = calls.as_ref().and_then(callgraph::CallPaths::new);
     for f in file.formats() {
         let id = f.id;
         slots[usize::from(id)].feeds = Feeds {
@@ -511,9 +512,8 @@ pub fn analyze_kept(
             errno: errors.as_ref().is_some_and(|e| e.handles(id)),
             block: block_io.as_ref().is_some_and(|b| b.handles(id)),
             kmem: allocations.as_ref().is_some_and(|k| k.handles(id)),
-            functime: function_time.as_ref().is_some_and(|f| f.handles(id)),
+            funcgraph: calls.as_ref().is_some_and(|c| c.handles(id)),
             noise: noise.as_ref().is_some_and(|n| n.handles(id)),
-            call_paths: call_paths.as_ref().is_some_and(|c| c.handles(id)),
         };
     }
     let mut last_on_cpu: Vec<usize> = Vec::new();
@@ -588,10 +588,25 @@ pub fn analyze_kept(
         {
             k.add(file, ev);
         }
-        if feeds.functime
-            && let Some(f) = function_time.as_mut()
+        if feeds.funcgraph
+            && let Some(call) = calls.as_ref().and_then(|c| c.decode(ev))
         {
-            f.add(ev, pid, pid_slot, cpu);
+            if let funcgraph::Call::Return(ret) = &call {
+                latencies.funcgraph_return(
+                    file,
+                    ret,
+                    Seen {
+                        ts: ev.ts,
+                        cpu: ev.cpu,
+                    },
+                );
+                if let Some(f) = function_time.as_mut() {
+                    f.add(ret, ev.ts, pid, pid_slot, cpu);
+                }
+            }
+            if let Some(c) = call_paths.as_mut() {
+                c.add(&call, pid_slot);
+            }
         }
         if feeds.noise
             && let Some(n) = noise.as_mut()
@@ -600,11 +615,6 @@ pub fn analyze_kept(
         }
         if let Some(l) = slot.and_then(|s| s.learner.as_ref()) {
             counts.learned.learn_with(l, file, ev);
-        }
-        if feeds.call_paths
-            && let Some(c) = call_paths.as_mut()
-        {
-            c.add(ev, pid_slot);
         }
         if slot.is_some_and(|s| s.marker) {
             markers.add(ev);
@@ -904,15 +914,16 @@ mod tests {
         // once (only the root, or one node): the paths it has no node for
         // are found by their functions. The pids (7, 8) serve as pid slots.
         for nodes in [1, 2] {
-            let mut c = callgraph::CallPaths::new(&file)
+            let calls = funcgraph::Decoder::new(&file);
+            let mut c = callgraph::CallPaths::new(&calls)
                 .unwrap()
                 .with_node_limit(nodes);
             file.records()
                 .try_for_each_record(|r| -> Result<(), tracedat::Error> {
                     if let Record::Event(ev) = r
-                        && c.handles(ev.format.id)
+                        && let Some(call) = calls.decode(ev)
                     {
-                        c.add(ev, ev.pid() as usize);
+                        c.add(&call, ev.pid() as usize);
                     }
                     Ok(())
                 })

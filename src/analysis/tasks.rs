@@ -28,6 +28,17 @@ impl<T: Default> TaskSlots<T> {
     /// not followed (the limit was reached before its first use).
     #[inline]
     pub(super) fn get(&mut self, slot: usize) -> Option<&mut T> {
+        // Checked twice so that the common case, a task followed already,
+        // takes one branch (the borrow checker refuses a single lookup).
+        if matches!(self.slots.get(slot), Some(Some(_))) {
+            return self.slots[slot].as_mut();
+        }
+        self.start(slot)
+    }
+
+    /// [`TaskSlots::get`] for a slot with no state yet.
+    #[cold]
+    fn start(&mut self, slot: usize) -> Option<&mut T> {
         if slot >= self.slots.len() {
             self.slots.resize_with(slot + 1, || None);
         }
