@@ -1021,6 +1021,15 @@ mod tests {
         rename.extend(comm("newkid"));
         rename.extend(comm("renamed"));
         rename.resize(48, 0);
+        // A task_newtask by `parent` naming `child`.
+        let named = |parent: i32, child: i32, name: &str| {
+            let mut p = payload(20, parent, &[]);
+            p.extend(child.to_le_bytes());
+            p.extend(comm(name));
+            p.resize(32, 0);
+            p
+        };
+        let big = 5_000_000; // past the pids settled by a bit
         let events = vec![
             (10, payload(22, 42, &[0])),
             (10, newtask),
@@ -1028,6 +1037,14 @@ mod tests {
             (10, rename),
             (10, payload(22, 42, &[0])),
             (10, payload(22, 42, &[0])),
+            // Names that change nothing: the saved cmdlines' pid 7, a pid
+            // learned already; a big pid keeps its first name too.
+            (10, named(7, 7, "imposter")),
+            (10, named(42, 42, "again")),
+            (10, named(42, big, "big")),
+            (10, named(42, big, "bigger")),
+            (10, payload(22, big, &[0])),
+            (10, payload(22, 7, &[0])),
         ];
         let raw = dir.path().join("cpu0.raw");
         let mut page = Page::new(E, 4096, 1_000_000);
@@ -1095,16 +1112,24 @@ mod tests {
                 "newkid-42",
                 "newkid-42",
                 "renamed-42",
-                "renamed-42"
+                "renamed-42",
+                "worker-7",
+                "renamed-42",
+                "renamed-42",
+                "renamed-42",
+                "big-5000000",
+                "worker-7"
             ]
         );
         let a = analyze(&file, &Selection::for_file(&file)).unwrap();
-        assert_eq!(a.counts.comms.get("renamed"), Some(&5));
+        assert_eq!(a.counts.comms.get("renamed"), Some(&8));
+        assert_eq!(a.counts.comms.get("worker"), Some(&3));
+        assert_eq!(a.counts.comms.get("big"), Some(&1));
         assert_eq!(a.counts.comms.get("<...>"), None);
 
         let learned = tracedat::Comms::of_file(&file).unwrap();
         let cmdlines = learned.extend_cmdlines(&meta.cmdlines);
-        assert_eq!(cmdlines, b"7 worker\n42 renamed\n");
+        assert_eq!(cmdlines, b"7 worker\n42 renamed\n5000000 big\n");
         // The recorder's trace.dat writer adds them to the cmdlines section.
         let out = crate::output::OutputDir::create(
             &dir.path().join("out"),
@@ -1118,6 +1143,7 @@ mod tests {
             .output()
             .expect("trace-cmd is installed");
         let out = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.matches("renamed-42").count(), 5, "{out}");
+        assert_eq!(out.matches("renamed-42").count(), 8, "{out}");
+        assert_eq!(out.matches("big-5000000").count(), 1, "{out}");
     }
 }

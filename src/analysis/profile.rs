@@ -223,6 +223,7 @@ pub(super) struct Profiler {
     cpus: Vec<Cpu>,
 }
 
+#[inline]
 fn int(f: &IntField, ev: &Event<'_>) -> Option<i64> {
     f.get(&ev.data, ev.big_endian).map(|v| v as i64)
 }
@@ -314,7 +315,6 @@ impl Profiler {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
-    /// Feeds one event (`pid` is its `common_pid`).
     /// Feeds one event (`pid` is its `common_pid`, `cpu` its CPU's dense
     /// slot: a file may claim any CPU id, and per-CPU state is sized by the
     /// CPUs seen).

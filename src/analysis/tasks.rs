@@ -88,17 +88,29 @@ impl PidIndex {
                 Some(&i) if i > 0 => Some(i as usize - 1),
                 _ => None,
             },
-            _ => self.other.get(&pid).map(|&i| i as usize),
+            _ => self.get_other(pid),
         }
+    }
+
+    /// [`PidIndex::get`] of a pid outside the table.
+    #[cold]
+    fn get_other(&self, pid: i32) -> Option<usize> {
+        self.other.get(&pid).map(|&i| i as usize)
     }
 
     /// The index of `pid`, the next free one on first use; `None` when it
     /// has none and `limit` indices are taken.
     #[inline]
     pub(super) fn get_or_insert(&mut self, pid: i32, limit: usize) -> Option<usize> {
-        if let Some(i) = self.get(pid) {
-            return Some(i);
+        match self.get(pid) {
+            Some(i) => Some(i),
+            None => self.insert(pid, limit),
         }
+    }
+
+    /// [`PidIndex::get_or_insert`] of a pid with no index yet.
+    #[cold]
+    fn insert(&mut self, pid: i32, limit: usize) -> Option<usize> {
         if self.len >= limit || self.len >= u32::MAX as usize - 1 {
             return None;
         }

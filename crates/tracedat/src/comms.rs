@@ -19,10 +19,22 @@ const COMM_MAX: usize = 15;
 /// The saved cmdlines win: a pid they name is never learned. A learned pid
 /// keeps its first name from sched_switch/wakeup/fork/newtask; exec and
 /// rename replace it, because they change the task's comm.
+///
+/// One `Comms` learns from the records of one file (the saved cmdlines it
+/// asks are that file's).
 #[derive(Debug, Default, Clone)]
 pub struct Comms {
     learned: FxHashMap<i32, String>,
+    /// One bit per pid below [`SETTLED_PIDS`]: learned, or named by the
+    /// saved cmdlines, so that a record naming it again is skipped by one
+    /// load (most records name a task met before). Grows to the highest
+    /// pid settled: at most 512 KiB.
+    settled: Vec<u64>,
 }
+
+/// Pids below this (the kernel's PID_MAX_LIMIT on 64-bit, 4 Mi; see
+/// include/linux/threads.h) are settled by a bit, others by the map.
+const SETTLED_PIDS: usize = 1 << 22;
 
 /// The `(pid field, comm field)` pairs through which records of
 /// `system:name` name a task, and whether a name they give replaces a learned
@@ -190,10 +202,11 @@ impl Comms {
             let pid = pid as i32;
             // A pid already learned is skipped before the saved cmdlines
             // are asked: the cheaper test, and either one skips it.
-            if pid <= 0 || (!replace && self.learned.contains_key(&pid)) {
+            if pid <= 0 || (!replace && self.is_settled(pid)) {
                 continue;
             }
             if file.comm(pid).is_some() {
+                self.settle(pid);
                 continue;
             }
             let raw = field_at(ev.format, task.comm).and_then(|f| f.raw(&ev.data, ev.big_endian));
@@ -211,8 +224,33 @@ impl Comms {
                 continue;
             }
             self.learned.insert(pid, name.into_owned());
+            self.settle(pid);
             *slot = Some(pid);
         }
         changed
+    }
+
+    /// Whether `pid` (above 0) was learned or found in the saved cmdlines.
+    #[inline]
+    fn is_settled(&self, pid: i32) -> bool {
+        match usize::try_from(pid) {
+            Ok(p) if p < SETTLED_PIDS => self
+                .settled
+                .get(p / 64)
+                .is_some_and(|w| w >> (p % 64) & 1 == 1),
+            _ => self.learned.contains_key(&pid),
+        }
+    }
+
+    /// Marks `pid` (above 0) as learned or found in the saved cmdlines.
+    fn settle(&mut self, pid: i32) {
+        if let Ok(p) = usize::try_from(pid)
+            && p < SETTLED_PIDS
+        {
+            if self.settled.len() <= p / 64 {
+                self.settled.resize(p / 64 + 1, 0);
+            }
+            self.settled[p / 64] |= 1 << (p % 64);
+        }
     }
 }
