@@ -170,6 +170,10 @@ enum Role {
     ProbeReturn(IntField),
 }
 
+/// The longest raw comm kept per task to group its wakeups (`char[16]` in
+/// every kernel; a format with a longer one is decoded each time).
+const MAX_CACHED_COMM: usize = 64;
+
 /// Histograms by key.
 #[derive(Default)]
 pub(super) struct Groups {
@@ -281,6 +285,10 @@ pub(super) struct Latencies {
     wake_pending: Vec<Option<u64>>,
     wake_index: PidIndex,
     comm_ids: FxHashMap<Vec<u8>, usize>,
+    /// Per task woken (as `wake_pending`): the raw `next_comm` of its last
+    /// switch in and that comm's group, so that a task switched in under
+    /// the same comm again is grouped without decoding and hashing it.
+    wake_comm: Vec<Option<(Vec<u8>, usize)>>,
     kretprobe: Groups,
     /// Per task (pid slot): the probed functions it entered, each with its
     /// `kretprobe` group once a return was paired, and the times of its
@@ -484,6 +492,7 @@ impl Latencies {
             wake_pending: Vec::new(),
             wake_index: PidIndex::new(),
             comm_ids: FxHashMap::default(),
+            wake_comm: Vec::new(),
             kretprobe: Groups::default(),
             probe_pending: TaskSlots::new(usize::MAX),
             probe_ids: FxHashMap::default(),
@@ -597,34 +606,54 @@ impl Latencies {
                 next_pid,
                 next_comm,
             } => {
-                let mut pending = |p: u64| {
-                    let i = self.wake_index.get(p as i32)?;
-                    self.wake_pending.get_mut(i)?.take()
-                };
-                if let Some(p) = uint(prev_pid, ev) {
-                    pending(p);
+                // The task switched out is no longer waiting for a CPU.
+                if let Some(i) = uint(prev_pid, ev).and_then(|p| self.wake_index.get(p as i32)) {
+                    self.wake_pending.get_mut(i).map(Option::take);
                 }
                 let Some(next) = uint(next_pid, ev) else {
                     return;
                 };
-                if let Some(t) = pending(next) {
-                    let d = ev.ts.saturating_sub(t);
-                    let at = seen(ev);
-                    self.wakeup.add(self.wake_all, d, at, Some(next as i32));
-                    let comm = match next_comm.decode(&ev.data, ev.big_endian) {
-                        Some(FieldValue::Str(s)) => s,
-                        _ => b"?",
-                    };
-                    let g = match self.comm_ids.get(comm) {
-                        Some(g) => *g,
-                        None => {
-                            let g = self.wakeup.id(&String::from_utf8_lossy(comm));
-                            self.comm_ids.insert(comm.to_vec(), g);
-                            g
+                let Some(i) = self.wake_index.get(next as i32) else {
+                    return;
+                };
+                let Some(t) = self.wake_pending.get_mut(i).and_then(Option::take) else {
+                    return;
+                };
+                let d = ev.ts.saturating_sub(t);
+                let at = seen(ev);
+                self.wakeup.add(self.wake_all, d, at, Some(next as i32));
+                // The group is a function of the comm's raw bytes: the same
+                // bytes as last time give the same group.
+                let raw = next_comm.raw(&ev.data, ev.big_endian);
+                let cached = match (raw, self.wake_comm.get(i)) {
+                    (Some(raw), Some(Some((last, g)))) if last == raw => Some(*g),
+                    _ => None,
+                };
+                let g = match cached {
+                    Some(g) => g,
+                    None => {
+                        let comm = match next_comm.decode(&ev.data, ev.big_endian) {
+                            Some(FieldValue::Str(s)) => s,
+                            _ => b"?",
+                        };
+                        let g = match self.comm_ids.get(comm) {
+                            Some(g) => *g,
+                            None => {
+                                let g = self.wakeup.id(&String::from_utf8_lossy(comm));
+                                self.comm_ids.insert(comm.to_vec(), g);
+                                g
+                            }
+                        };
+                        if let Some(raw) = raw.filter(|r| r.len() <= MAX_CACHED_COMM) {
+                            if i >= self.wake_comm.len() {
+                                self.wake_comm.resize(i + 1, None);
+                            }
+                            self.wake_comm[i] = Some((raw.to_vec(), g));
                         }
-                    };
-                    self.wakeup.add(g, d, at, None);
-                }
+                        g
+                    }
+                };
+                self.wakeup.add(g, d, at, None);
             }
             Role::ProbeEntry(f) => {
                 let open = self.probe_pending.get(slot);

@@ -185,7 +185,31 @@ impl Comms {
     /// [`Comms::learn`] with the learner of `ev`'s format, made once
     /// ([`Learner::of`]`(ev.format)`; a learner of another format reads
     /// the wrong fields).
+    #[inline]
     pub fn learn_with(
+        &mut self,
+        learner: &Learner,
+        file: &TraceFile,
+        ev: &Event<'_>,
+    ) -> [Option<i32>; 2] {
+        // Most records name tasks settled already: that is checked here,
+        // inline, and the rest read out of line.
+        let settled = |task: &Option<TaskAt>| match task {
+            None => true,
+            Some(t) => t
+                .pid
+                .get(&ev.data, ev.big_endian)
+                .is_none_or(|p| p as i32 <= 0 || self.is_settled(p as i32)),
+        };
+        if !learner.replace && learner.tasks.iter().all(settled) {
+            return [None, None];
+        }
+        self.learn_names(learner, file, ev)
+    }
+
+    /// [`Comms::learn_with`] of a record that may name a task not settled.
+    #[inline(never)]
+    fn learn_names(
         &mut self,
         learner: &Learner,
         file: &TraceFile,

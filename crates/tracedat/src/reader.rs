@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
@@ -96,7 +97,10 @@ pub struct TraceFile {
     /// Index into `formats` by id (`u32::MAX`: none); as long as the highest id + 1.
     format_index: Vec<u32>,
     pub(crate) unknown_format: EventFormat,
-    kallsyms: Vec<(u64, String)>,
+    /// The kallsyms section's text, parsed into `kallsyms` on the first
+    /// symbol lookup (most reports look none up).
+    kallsyms_text: Vec<u8>,
+    kallsyms: OnceLock<Vec<(u64, String)>>,
     printk: HashMap<u64, String>,
     /// By pid; FxHash: looked up per record by the listing and the comm
     /// learner.
@@ -380,7 +384,6 @@ impl TraceFile {
             format_index[f.id as usize] = i as u32;
         }
 
-        let kallsyms = parse_kallsyms(&meta.kallsyms);
         let printk = parse_printk(&meta.printk);
         let cmdlines = parse_cmdlines(&meta.cmdlines);
 
@@ -393,7 +396,8 @@ impl TraceFile {
             formats: meta.formats,
             format_index,
             unknown_format: EventFormat::unknown(),
-            kallsyms,
+            kallsyms_text: meta.kallsyms,
+            kallsyms: OnceLock::new(),
             printk,
             cmdlines,
             cpu_count,
@@ -539,7 +543,9 @@ impl TraceFile {
     /// it. Addresses beyond the last symbol are not resolved. Returns the
     /// name and the offset of `addr` from the symbol.
     pub fn symbol(&self, addr: u64) -> Option<(&str, u64)> {
-        let k = &self.kallsyms;
+        let k = self
+            .kallsyms
+            .get_or_init(|| parse_kallsyms(&self.kallsyms_text));
         let (mut lo, mut hi) = (0usize, k.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -1176,15 +1182,21 @@ fn read_v6_flyrecord(
     })
 }
 
+/// `ADDR TYPE NAME [MODULE]` lines (as /proc/kallsyms), by address; lines
+/// that do not parse and address 0 are left out.
 fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     let s = String::from_utf8_lossy(b);
     let mut v: Vec<(u64, String)> = s
         .lines()
         .filter_map(|l| {
-            let mut it = l.split_whitespace();
-            let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-            let _ty = it.next()?;
-            let name = it.next()?;
+            // Words split at whitespace; at ASCII whitespace only (the
+            // faster split) in a line that has no other kind, as
+            // /proc/kallsyms never does.
+            let (addr, name) = if l.is_ascii() && !l.contains('\x0B') {
+                symbol_line(l.split_ascii_whitespace())
+            } else {
+                symbol_line(l.split_whitespace())
+            }?;
             (addr != 0).then(|| (addr, name.to_string()))
         })
         .collect();
@@ -1193,6 +1205,13 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     v.reverse();
     v.sort_by_key(|(a, _)| *a);
     v
+}
+
+/// The address and name of a kallsyms line split into its words.
+fn symbol_line<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<(u64, &'a str)> {
+    let addr = u64::from_str_radix(words.next()?, 16).ok()?;
+    let _ty = words.next()?;
+    Some((addr, words.next()?))
 }
 
 fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
@@ -1260,6 +1279,16 @@ mod tests {
         let k = parse_kallsyms(b"ffffffff81000000 T _stext\nffffffff81000100 t foo\t[mod]\nzz\n0000000000000000 A zero\n");
         assert_eq!(k.len(), 2);
         assert_eq!(k[1].1, "foo");
+        // Lines split at other whitespace (no-break space, vertical tab)
+        // split as before; a name that is not UTF-8 is read lossily.
+        let k = parse_kallsyms(
+            "ffffffff81000200\u{A0}T\u{A0}nbsp\nffffffff81000300 T\x0Bvt\nffffffff81000400 T b\u{e9}\n"
+                .as_bytes(),
+        );
+        let names: Vec<&str> = k.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(names, ["nbsp", "vt", "b\u{e9}"]);
+        let k = parse_kallsyms(b"ffffffff81000200 T a\xffb\n");
+        assert_eq!(k[0].1, "a\u{FFFD}b");
         let c = parse_cmdlines(b"12 bash\n1 init\nbad\n");
         assert_eq!(c.get(&12).map(|s| s.as_str()), Some("bash"));
         let p = parse_printk(b"0xffffffff8281a5a4 : \"Start context switch\"\n");
