@@ -185,15 +185,14 @@ impl Comms {
     /// [`Comms::learn`] with the learner of `ev`'s format, made once
     /// ([`Learner::of`]`(ev.format)`; a learner of another format reads
     /// the wrong fields).
-    #[inline]
     pub fn learn_with(
         &mut self,
         learner: &Learner,
         file: &TraceFile,
         ev: &Event<'_>,
     ) -> [Option<i32>; 2] {
-        // Most records name tasks settled already: that is checked here,
-        // inline, and the rest read out of line.
+        // Most records name tasks settled already: that is checked first,
+        // and the rest read out of line.
         let settled = |task: &Option<TaskAt>| match task {
             None => true,
             Some(t) => t
