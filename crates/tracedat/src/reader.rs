@@ -1189,14 +1189,7 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     let mut v: Vec<(u64, String)> = s
         .lines()
         .filter_map(|l| {
-            // Words split at whitespace; at ASCII whitespace only (the
-            // faster split) in a line that has no other kind, as
-            // /proc/kallsyms never does.
-            let (addr, name) = if l.is_ascii() && !l.contains('\x0B') {
-                symbol_line(l.split_ascii_whitespace())
-            } else {
-                symbol_line(l.split_whitespace())
-            }?;
+            let (addr, name) = canonical_symbol_line(l).or_else(|| symbol_line(l))?;
             (addr != 0).then(|| (addr, name.to_string()))
         })
         .collect();
@@ -1207,11 +1200,56 @@ fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
     v
 }
 
-/// The address and name of a kallsyms line split into its words.
-fn symbol_line<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<(u64, &'a str)> {
+/// The address (hex) and name of a kallsyms line: its first and third
+/// words, split at whitespace.
+fn symbol_line(line: &str) -> Option<(u64, &str)> {
+    let mut words = line.split_whitespace();
     let addr = u64::from_str_radix(words.next()?, 16).ok()?;
     let _ty = words.next()?;
     Some((addr, words.next()?))
+}
+
+/// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
+/// with single spaces (then anything), read byte by byte; `None` for any
+/// other line, which `symbol_line` then reads: both give the same for the
+/// lines this one reads.
+fn canonical_symbol_line(line: &str) -> Option<(u64, &str)> {
+    let b = line.as_bytes();
+    // Whitespace as `split_whitespace` has it, in the ASCII range.
+    let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
+    let mut addr = 0u64;
+    let mut digits = 0;
+    for &c in b {
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            b' ' => break,
+            _ => return None,
+        };
+        addr = (addr << 4) | u64::from(v);
+        digits += 1;
+    }
+    if !(1..=16).contains(&digits) {
+        return None;
+    }
+    // `ADDR T NAME`: one type byte between single spaces, then the name up
+    // to the next whitespace or the end; only ASCII (multi-byte whitespace
+    // is whitespace to `split_whitespace`).
+    let (&ty, rest) = b.get(digits + 1..)?.split_first()?;
+    let (&gap, rest) = rest.split_first()?;
+    if !ty.is_ascii() || space(ty) || gap != b' ' {
+        return None;
+    }
+    let len = rest
+        .iter()
+        .position(|&c| space(c) || !c.is_ascii())
+        .unwrap_or(rest.len());
+    match rest.get(len) {
+        Some(&c) if !space(c) => None,
+        _ if len == 0 => None,
+        _ => Some((addr, line.get(digits + 3..digits + 3 + len)?)),
+    }
 }
 
 fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
@@ -1289,6 +1327,34 @@ mod tests {
         assert_eq!(names, ["nbsp", "vt", "b\u{e9}"]);
         let k = parse_kallsyms(b"ffffffff81000200 T a\xffb\n");
         assert_eq!(k[0].1, "a\u{FFFD}b");
+        // The byte-by-byte reading of canonical lines reads what the split
+        // at whitespace reads, or leaves the line to it.
+        let lines = [
+            "ffffffff81000000 T _stext",
+            "ffffffff81000100 t foo\t[mod]",
+            "FFFFFFFF81000000 t Upper",
+            "ffffffff81000000 T  double",
+            "ffffffff81000000 TT two",
+            "ffffffff81000000\tT tab",
+            "+ff T plus",
+            "11111111111111111 T toolong",
+            "ffffffff81000000 T na\u{A0}me",
+            "ffffffff81000000 T nam\u{e9}",
+            "ffffffff81000000 T end\x0Bvt",
+            "ffffffff81000000 T",
+            "ffffffff81000000 \u{e9} x",
+            " ffffffff81000000 T lead",
+            "0 T zero",
+            "",
+        ];
+        let mut read = 0;
+        for l in lines {
+            if let Some(got) = canonical_symbol_line(l) {
+                assert_eq!(Some(got), symbol_line(l), "{l:?}");
+                read += 1;
+            }
+        }
+        assert_eq!(read, 5, "the canonical lines are read byte by byte");
         let c = parse_cmdlines(b"12 bash\n1 init\nbad\n");
         assert_eq!(c.get(&12).map(|s| s.as_str()), Some("bash"));
         let p = parse_printk(b"0xffffffff8281a5a4 : \"Start context switch\"\n");
