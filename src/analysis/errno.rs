@@ -8,9 +8,8 @@
 //!
 //! Memory is bounded: at most [`MAX_KEYS`] (syscall, errno) pairs and as many
 //! (task, syscall, errno) triples are tracked; failures past either cap count
-//! in `untracked`. Per event, the pass reads one or two fields and counts
-//! the exit in hash maps keyed by numbers (a run of alike exits at once);
-//! names are made at the end.
+//! in `untracked`. Per event, the pass reads one or two fields and bumps
+//! counters in hash maps keyed by numbers; names are made at the end.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -106,13 +105,6 @@ pub(super) struct Errors {
     calls: FxHashMap<Sys, (u64, u64)>,
     by_errno: FxHashMap<(Sys, i64), u64>,
     by_task: FxHashMap<(i32, Sys, i64), u64>,
-    /// The last exits in a row that were alike, not yet counted in the
-    /// maps: their (task, syscall, failure: the return value; pid and value
-    /// 0 for a success) and their number. A task failing (or succeeding)
-    /// the same way over and over, the common case, costs one compare per
-    /// exit instead of three map lookups; the maps get the same keys in the
-    /// same order.
-    run: Option<((i32, Sys, i64), u64)>,
 }
 
 impl Errors {
@@ -136,7 +128,6 @@ impl Errors {
             calls: FxHashMap::default(),
             by_errno: FxHashMap::default(),
             by_task: FxHashMap::default(),
-            run: None,
         }
     }
 
@@ -158,53 +149,29 @@ impl Errors {
             },
             _ => return,
         };
-        if let Some(ret) = ret {
-            self.exit(pid, sys, ret as i64);
-        }
-    }
-
-    /// One exit of task `pid` from `sys` returning `ret`.
-    fn exit(&mut self, pid: i32, sys: Sys, ret: i64) {
+        let Some(ret) = ret.map(|r| r as i64) else {
+            return;
+        };
         self.exits += 1;
         let failed = (-4095..=-1).contains(&ret);
         self.failed += u64::from(failed);
-        let key = if failed { (pid, sys, ret) } else { (0, sys, 0) };
-        match &mut self.run {
-            Some((k, n)) if *k == key => *n += 1,
-            _ => {
-                self.count_run();
-                self.run = Some((key, 1));
-            }
-        }
-    }
-
-    /// Counts the run of alike exits in the maps.
-    fn count_run(&mut self) {
-        let Some(((pid, sys, ret), n)) = self.run.take() else {
-            return;
-        };
-        let failed = (-4095..=-1).contains(&ret);
         let calls = self.calls.len();
-        let failures = if failed { n } else { 0 };
         match self.calls.get_mut(&sys) {
-            Some(c) => *c = (c.0 + n, c.1 + failures),
+            Some(c) => *c = (c.0 + 1, c.1 + u64::from(failed)),
             None if calls < MAX_KEYS => {
-                self.calls.insert(sys, (n, failures));
+                self.calls.insert(sys, (1, u64::from(failed)));
             }
             None => {}
         }
         if !failed {
             return;
         }
-        let by_errno = bump(&mut self.by_errno, (sys, ret), n);
-        let by_task = bump(&mut self.by_task, (pid, sys, ret), n);
-        if !(by_errno && by_task) {
-            self.untracked += n;
-        }
+        let mut tracked = bump(&mut self.by_errno, (sys, ret));
+        tracked &= bump(&mut self.by_task, (pid, sys, ret));
+        self.untracked += u64::from(!tracked);
     }
 
-    pub(super) fn finish(mut self, file: &TraceFile, comm: &dyn Fn(i32) -> String) -> Errno {
-        self.count_run();
+    pub(super) fn finish(self, file: &TraceFile, comm: &dyn Fn(i32) -> String) -> Errno {
         let name = |(id, nr): Sys| match id {
             RAW => self.table.name(nr),
             id => file
@@ -266,13 +233,13 @@ impl Errors {
     }
 }
 
-/// Adds `n` to `key`'s count when it is tracked or there is room; whether it was.
-fn bump<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, u64>, key: K, n: u64) -> bool {
-    let keys = map.len();
+/// Adds one to `key`'s count when it is tracked or there is room; whether it was.
+fn bump<K: std::hash::Hash + Eq>(map: &mut FxHashMap<K, u64>, key: K) -> bool {
+    let n = map.len();
     match map.get_mut(&key) {
-        Some(c) => *c += n,
-        None if keys < MAX_KEYS => {
-            map.insert(key, n);
+        Some(c) => *c += 1,
+        None if n < MAX_KEYS => {
+            map.insert(key, 1);
         }
         None => return false,
     }
@@ -288,73 +255,5 @@ fn role(f: &tracedat::EventFormat) -> Role {
             None => Role::None,
         },
         _ => Role::None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn errors() -> Errors {
-        Errors {
-            roles: Vec::new(),
-            table: SyscallTable::Unknown,
-            exits: 0,
-            failed: 0,
-            untracked: 0,
-            calls: FxHashMap::default(),
-            by_errno: FxHashMap::default(),
-            by_task: FxHashMap::default(),
-            run: None,
-        }
-    }
-
-    #[test]
-    fn runs_of_alike_exits_count_as_each_exit_would() {
-        // Runs, interleavings, successes with changing values, and more
-        // failure kinds than are tracked.
-        let mut exits: Vec<(i32, Sys, i64)> = Vec::new();
-        for i in 0..(MAX_KEYS as i64 + 300) {
-            let n = 1 + (i % 4) as usize;
-            let pid = 7 + (i % 3) as i32;
-            exits.extend(std::iter::repeat_n((pid, (RAW, 2), -2), n));
-            exits.push((pid, (RAW, 0), i));
-            exits.push((8, (RAW, 1), -(i % 4095) - 1));
-            exits.extend(std::iter::repeat_n((pid, (5, 0), -13), n));
-            // The same syscall next, by another task, then failing otherwise.
-            exits.push((pid + 100, (5, 0), -13));
-            exits.push((pid + 100, (5, 0), -2));
-            exits.push((pid + 101, (5, 0), 3));
-        }
-        let mut e = errors();
-        for &(pid, sys, ret) in &exits {
-            e.exit(pid, sys, ret);
-        }
-        e.count_run();
-        // Each exit counted on its own, as before runs.
-        let mut calls: FxHashMap<Sys, (u64, u64)> = FxHashMap::default();
-        let mut by_errno: FxHashMap<(Sys, i64), u64> = FxHashMap::default();
-        let mut by_task: FxHashMap<(i32, Sys, i64), u64> = FxHashMap::default();
-        let mut untracked = 0;
-        for &(pid, sys, ret) in &exits {
-            let failed = (-4095..=-1).contains(&ret);
-            let n = calls.len();
-            match calls.get_mut(&sys) {
-                Some(c) => *c = (c.0 + 1, c.1 + u64::from(failed)),
-                None if n < MAX_KEYS => {
-                    calls.insert(sys, (1, u64::from(failed)));
-                }
-                None => {}
-            }
-            if failed {
-                let a = bump(&mut by_errno, (sys, ret), 1);
-                let b = bump(&mut by_task, (pid, sys, ret), 1);
-                untracked += u64::from(!(a && b));
-            }
-        }
-        assert!(untracked > 0, "the test goes past the key limit");
-        assert_eq!(e.exits, exits.len() as u64);
-        assert_eq!((e.calls, e.by_errno, e.by_task), (calls, by_errno, by_task));
-        assert_eq!(e.untracked, untracked);
     }
 }
