@@ -520,6 +520,9 @@ pub fn analyze_kept(
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
+    // The timestamps of the first and last events (`counts.span`).
+    let (mut first_ts, mut last_ts) = (None, 0);
+
     let mut on_record = |rec: &Record<'_>| -> Result<(), tracedat::Error> {
         let ev = match rec {
             Record::Event(ev) => ev,
@@ -561,10 +564,10 @@ pub fn analyze_kept(
             t.add(ev.ts, counted, cpu, pid_slot, totals);
         }
         pids[pid_slot].1 += 1;
-        counts.total += 1;
         per_event[counted] += 1;
         per_cpu[cpu] += 1;
-        counts.span = Some(counts.span.map_or((ev.ts, ev.ts), |(a, _)| (a, ev.ts)));
+        first_ts.get_or_insert(ev.ts);
+        last_ts = ev.ts;
         if feeds.latency {
             latencies.add(file, ev, pid, pid_slot, cpu);
         }
@@ -633,6 +636,8 @@ pub fn analyze_kept(
         None => file.records().try_for_each_record(&mut on_record)?,
     }
 
+    counts.span = first_ts.map(|first| (first, last_ts));
+    counts.total = per_cpu.iter().sum();
     for (i, n) in per_event.iter().enumerate() {
         if *n > 0 {
             let name = if i == 0 {

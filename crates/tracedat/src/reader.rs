@@ -100,7 +100,7 @@ pub struct TraceFile {
     /// The kallsyms section's text, parsed into `kallsyms` on the first
     /// symbol lookup (most reports look none up).
     kallsyms_text: Vec<u8>,
-    kallsyms: OnceLock<Vec<(u64, String)>>,
+    kallsyms: OnceLock<Kallsyms>,
     printk: HashMap<u64, String>,
     /// By pid; FxHash: looked up per record by the listing and the comm
     /// learner.
@@ -546,13 +546,13 @@ impl TraceFile {
         let k = self
             .kallsyms
             .get_or_init(|| parse_kallsyms(&self.kallsyms_text));
-        let (mut lo, mut hi) = (0usize, k.len());
+        let (mut lo, mut hi) = (0usize, k.symbols.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let a = k[mid].0;
-            let inside = addr > a && k.get(mid + 1).is_some_and(|(b, _)| addr < *b);
+            let (a, name) = k.get(mid)?;
+            let inside = addr > a && k.symbols.get(mid + 1).is_some_and(|(b, _, _)| addr < *b);
             if addr == a || inside {
-                return Some((k[mid].1.as_str(), addr - a));
+                return Some((name, addr - a));
             }
             if addr < a {
                 hi = mid;
@@ -1184,20 +1184,40 @@ fn read_v6_flyrecord(
 
 /// `ADDR TYPE NAME [MODULE]` lines (as /proc/kallsyms), by address; lines
 /// that do not parse and address 0 are left out.
-fn parse_kallsyms(b: &[u8]) -> Vec<(u64, String)> {
+/// Kernel symbols: per symbol, its address and where its name lies in
+/// `names` (one string for all, not one allocation each).
+struct Kallsyms {
+    names: String,
+    /// (address, start, end), by address.
+    symbols: Vec<(u64, usize, usize)>,
+}
+
+impl Kallsyms {
+    /// The address and name of symbol `i`.
+    fn get(&self, i: usize) -> Option<(u64, &str)> {
+        let &(addr, start, end) = self.symbols.get(i)?;
+        Some((addr, self.names.get(start..end)?))
+    }
+}
+
+fn parse_kallsyms(b: &[u8]) -> Kallsyms {
     let s = String::from_utf8_lossy(b);
-    let mut v: Vec<(u64, String)> = s
+    let mut names = String::new();
+    let mut symbols: Vec<(u64, usize, usize)> = s
         .lines()
         .filter_map(|l| {
             let (addr, name) = canonical_symbol_line(l).or_else(|| symbol_line(l))?;
-            (addr != 0).then(|| (addr, name.to_string()))
+            (addr != 0).then(|| {
+                names.push_str(name);
+                (addr, names.len() - name.len(), names.len())
+            })
         })
         .collect();
     // libtraceevent keeps registered symbols in a list (newest first) and
     // sorts them stably by address: aliases end up in reverse file order.
-    v.reverse();
-    v.sort_by_key(|(a, _)| *a);
-    v
+    symbols.reverse();
+    symbols.sort_by_key(|(a, _, _)| *a);
+    Kallsyms { names, symbols }
 }
 
 /// The address (hex) and name of a kallsyms line: its first and third
@@ -1315,18 +1335,22 @@ mod tests {
     #[test]
     fn kallsyms_lookup_tables() {
         let k = parse_kallsyms(b"ffffffff81000000 T _stext\nffffffff81000100 t foo\t[mod]\nzz\n0000000000000000 A zero\n");
-        assert_eq!(k.len(), 2);
-        assert_eq!(k[1].1, "foo");
+        let names = |k: &Kallsyms| -> Vec<String> {
+            (0..k.symbols.len())
+                .map(|i| k.get(i).unwrap().1.to_string())
+                .collect()
+        };
+        assert_eq!(names(&k), ["_stext", "foo"]);
+        assert_eq!(k.get(1).map(|s| s.0), Some(0xffffffff81000100));
         // Lines split at other whitespace (no-break space, vertical tab)
         // split as before; a name that is not UTF-8 is read lossily.
         let k = parse_kallsyms(
             "ffffffff81000200\u{A0}T\u{A0}nbsp\nffffffff81000300 T\x0Bvt\nffffffff81000400 T b\u{e9}\n"
                 .as_bytes(),
         );
-        let names: Vec<&str> = k.iter().map(|(_, n)| n.as_str()).collect();
-        assert_eq!(names, ["nbsp", "vt", "b\u{e9}"]);
+        assert_eq!(names(&k), ["nbsp", "vt", "b\u{e9}"]);
         let k = parse_kallsyms(b"ffffffff81000200 T a\xffb\n");
-        assert_eq!(k[0].1, "a\u{FFFD}b");
+        assert_eq!(names(&k), ["a\u{FFFD}b"]);
         // The byte-by-byte reading of canonical lines reads what the split
         // at whitespace reads, or leaves the line to it.
         let lines = [
