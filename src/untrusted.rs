@@ -317,17 +317,31 @@ pub(crate) fn read_optional_in(
 /// untrusted string printed to a terminal cannot move the cursor, clear the
 /// screen, set the title or fake a line. Borrowed when there is nothing to escape.
 pub(crate) fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() || c == '\\') {
+    escape_where(s, |c| c.is_control() || c == '\\')
+}
+
+/// [`escape`] for a value set into text laid out in lines and columns (a
+/// summary): control characters other than newline and tab are written as
+/// `\u{..}` escapes, backslashes left as they are. A terminal showing the text
+/// cannot be driven by the value (no ESC, CR, BEL, ...).
+pub(crate) fn escape_in_text(s: &str) -> Cow<'_, str> {
+    escape_where(s, |c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// `s` with the characters `escaped` picks written as escapes (a backslash
+/// as two, others as `\u{..}`).
+fn escape_where(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&escaped) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c == '\\' {
-            out.push_str("\\\\");
-        } else if c.is_control() {
-            out.extend(c.escape_unicode());
-        } else {
+        if !escaped(c) {
             out.push(c);
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.extend(c.escape_unicode());
         }
     }
     Cow::Owned(out)

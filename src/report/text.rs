@@ -58,6 +58,13 @@ pub(super) fn environment<'s>() -> Environment<'s> {
     });
     env.add_filter("bar", bar);
     env.add_filter("spark", spark);
+    // A value may come from the trace.dat (comms, symbols, event names):
+    // each one is written with its control characters escaped, so a summary
+    // shown on a terminal cannot be driven by a hostile file.
+    env.set_formatter(|out, state, value| match value.as_str() {
+        Some(s) => Ok(out.write_str(&crate::untrusted::escape_in_text(s))?),
+        None => minijinja::escape_formatter(out, state, value),
+    });
     env
 }
 
@@ -103,6 +110,19 @@ mod tests {
         assert_eq!(bar(1, 1000, 20), "#");
         assert_eq!(bar(0, 0, 20), "");
         assert_eq!(spark(vec![0, 1, 8]), " ▁█");
+    }
+
+    /// A string from a hostile file (a comm, a kallsyms name) is set into
+    /// the summary with its control characters escaped; lines, tabs,
+    /// backslashes and numbers as they are.
+    #[test]
+    fn values_cannot_drive_the_terminal() {
+        let ctx = minijinja::context! { name => "r\x1b[31mzer\r\x07\\x\ty", n => 5 };
+        let out = environment()
+            .render_str("{{ name }}|{{ name | ljust(3) }}|{{ n }}", ctx)
+            .unwrap();
+        let want = "r\\u{1b}[31mzer\\u{d}\\u{7}\\x\ty";
+        assert_eq!(out, format!("{want}|{want}|5"));
     }
 
     /// `Template::check` (recipe side, a plain environment) accepts and
