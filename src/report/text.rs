@@ -8,6 +8,7 @@
 //! `fixed(n)` (n decimals), `ljust(w)`/`rjust(w)` (pad to w characters),
 //! `bar(max, w)` (`#` × w·value/max) and `spark` (a list of counts as ▁▂▃▄▅▆▇█).
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use minijinja::{Environment, Value};
@@ -59,11 +60,19 @@ pub(super) fn environment<'s>() -> Environment<'s> {
     env.add_filter("bar", bar);
     env.add_filter("spark", spark);
     // A value may come from the trace.dat (comms, symbols, event names):
-    // each one is written with its control characters escaped, so a summary
-    // shown on a terminal cannot be driven by a hostile file.
-    env.set_formatter(|out, state, value| match value.as_str() {
-        Some(s) => Ok(out.write_str(&crate::untrusted::escape_in_text(s))?),
-        None => minijinja::escape_formatter(out, state, value),
+    // each string is written with its control characters escaped, so a
+    // summary shown on a terminal cannot be driven by a hostile file; then
+    // as minijinja writes it (HTML-escaped in the HTML page, where markup
+    // marked safe, the flame graph's, is left alone).
+    env.set_formatter(|out, state, value| {
+        let escaped = match value.as_str() {
+            Some(s) if !value.is_safe() => crate::untrusted::escape_in_text(s),
+            _ => return minijinja::escape_formatter(out, state, value),
+        };
+        match escaped {
+            Cow::Borrowed(_) => minijinja::escape_formatter(out, state, value),
+            Cow::Owned(s) => minijinja::escape_formatter(out, state, &Value::from(s)),
+        }
     });
     env
 }
