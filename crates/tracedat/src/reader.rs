@@ -549,10 +549,10 @@ impl TraceFile {
         let (mut lo, mut hi) = (0usize, k.symbols.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let (a, name) = k.get(mid)?;
+            let a = k.symbols.get(mid)?.0;
             let inside = addr > a && k.symbols.get(mid + 1).is_some_and(|(b, _, _)| addr < *b);
             if addr == a || inside {
-                return Some((name, addr - a));
+                return Some((k.get(mid)?.1, addr - a));
             }
             if addr < a {
                 hi = mid;
@@ -1182,12 +1182,11 @@ fn read_v6_flyrecord(
     })
 }
 
-/// `ADDR TYPE NAME [MODULE]` lines (as /proc/kallsyms), by address; lines
-/// that do not parse and address 0 are left out.
 /// Kernel symbols: per symbol, its address and where its name lies in
-/// `names` (one string for all, not one allocation each).
+/// `names` (one buffer for all, not one allocation each; every name in it is
+/// UTF-8).
 struct Kallsyms {
-    names: String,
+    names: Vec<u8>,
     /// (address, start, end), by address.
     symbols: Vec<(u64, usize, usize)>,
 }
@@ -1196,27 +1195,46 @@ impl Kallsyms {
     /// The address and name of symbol `i`.
     fn get(&self, i: usize) -> Option<(u64, &str)> {
         let &(addr, start, end) = self.symbols.get(i)?;
-        Some((addr, self.names.get(start..end)?))
+        Some((addr, std::str::from_utf8(self.names.get(start..end)?).ok()?))
     }
 }
 
+/// `ADDR TYPE NAME [MODULE]` lines (as /proc/kallsyms), by address; lines
+/// that do not parse and address 0 are left out. A line that is not UTF-8 is
+/// read lossily (U+FFFD for each bad sequence), as if the whole text were:
+/// no bad sequence spans a newline.
 fn parse_kallsyms(b: &[u8]) -> Kallsyms {
-    let s = String::from_utf8_lossy(b);
-    let mut names = String::new();
-    let mut symbols: Vec<(u64, usize, usize)> = s
-        .lines()
-        .filter_map(|l| {
-            let (addr, name) = canonical_symbol_line(l).or_else(|| symbol_line(l))?;
-            (addr != 0).then(|| {
-                names.push_str(name);
-                (addr, names.len() - name.len(), names.len())
-            })
+    let mut names = Vec::new();
+    let mut symbols = Vec::new();
+    let mut add = |addr: u64, name: &[u8]| {
+        if addr != 0 {
+            names.extend_from_slice(name);
+            symbols.push((addr, names.len() - name.len(), names.len()));
+        }
+    };
+    for line in memchr::memchr_iter(b'\n', b)
+        .chain([b.len()])
+        .scan(0, |start, end| {
+            let line = b.get(*start..end);
+            *start = end + 1;
+            line
         })
-        .collect();
+    {
+        if let Some((addr, name)) = canonical_symbol_line(line) {
+            add(addr, name);
+        } else if let Some((addr, name)) = symbol_line(&String::from_utf8_lossy(line)) {
+            add(addr, name.as_bytes());
+        }
+    }
     // libtraceevent keeps registered symbols in a list (newest first) and
     // sorts them stably by address: aliases end up in reverse file order.
-    symbols.reverse();
+    // The same order from a stable sort of the file order (one pass when
+    // the file is sorted already, as /proc/kallsyms mostly is) with each
+    // run of aliases then reversed.
     symbols.sort_by_key(|(a, _, _)| *a);
+    for aliases in symbols.chunk_by_mut(|x, y| x.0 == y.0) {
+        aliases.reverse();
+    }
     Kallsyms { names, symbols }
 }
 
@@ -1232,9 +1250,8 @@ fn symbol_line(line: &str) -> Option<(u64, &str)> {
 /// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
 /// with single spaces (then anything), read byte by byte; `None` for any
 /// other line, which `symbol_line` then reads: both give the same for the
-/// lines this one reads.
-fn canonical_symbol_line(line: &str) -> Option<(u64, &str)> {
-    let b = line.as_bytes();
+/// lines this one reads. The name it gives is ASCII.
+fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &[u8])> {
     // Whitespace as `split_whitespace` has it, in the ASCII range.
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
     let mut addr = 0u64;
@@ -1268,7 +1285,7 @@ fn canonical_symbol_line(line: &str) -> Option<(u64, &str)> {
     match rest.get(len) {
         Some(&c) if !space(c) => None,
         _ if len == 0 => None,
-        _ => Some((addr, line.get(digits + 3..digits + 3 + len)?)),
+        _ => Some((addr, rest.get(..len)?)),
     }
 }
 
@@ -1342,6 +1359,12 @@ mod tests {
         };
         assert_eq!(names(&k), ["_stext", "foo"]);
         assert_eq!(k.get(1).map(|s| s.0), Some(0xffffffff81000100));
+        // By address, aliases in reverse file order (as libtraceevent's
+        // stable sort of its newest-first list); CRLF line ends read too.
+        let k = parse_kallsyms(
+            b"ffffffff81000300 T c1\nffffffff81000100 T a1\nffffffff81000300 T c2\r\nffffffff81000100 t a2\nffffffff81000200 T b\nffffffff81000300 T c3",
+        );
+        assert_eq!(names(&k), ["a2", "a1", "b", "c3", "c2", "c1"]);
         // Lines split at other whitespace (no-break space, vertical tab)
         // split as before; a name that is not UTF-8 is read lossily.
         let k = parse_kallsyms(
@@ -1373,8 +1396,12 @@ mod tests {
         ];
         let mut read = 0;
         for l in lines {
-            if let Some(got) = canonical_symbol_line(l) {
-                assert_eq!(Some(got), symbol_line(l), "{l:?}");
+            if let Some((addr, name)) = canonical_symbol_line(l.as_bytes()) {
+                assert_eq!(
+                    Some((addr, name)),
+                    symbol_line(l).map(|(a, n)| (a, n.as_bytes())),
+                    "{l:?}"
+                );
                 read += 1;
             }
         }
