@@ -531,8 +531,13 @@ pub fn analyze_kept(
                 return Ok(());
             }
         };
-        let id = ev.type_id() as usize;
-        let slot = slots.get(id).filter(|_| ev.format.id as usize == id);
+        // An event's format is the one of its `common_type`, or the
+        // placeholder of an unknown one.
+        let slot = if file.is_unknown(ev.format) {
+            None
+        } else {
+            slots.get(usize::from(ev.format.id))
+        };
         let counted = slot.map_or(0, |s| s.counted);
         let feeds = slot.map_or(Feeds::default(), |s| s.feeds);
         let pid = ev.pid();

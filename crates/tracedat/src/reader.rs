@@ -503,6 +503,15 @@ impl TraceFile {
             .and_then(|&i| self.formats.get(i as usize))
     }
 
+    /// Whether `format` is the placeholder an [`Event`](crate::Event) of this
+    /// file carries when the file has no format for its `common_type` (or
+    /// the record is too short to hold one); any other format of an event
+    /// is [`TraceFile::format_by_id`] of its `common_type`.
+    #[inline]
+    pub fn is_unknown(&self, format: &EventFormat) -> bool {
+        std::ptr::eq(format, &self.unknown_format)
+    }
+
     /// The format `system`/`name`, if stored.
     pub fn format_by_name(&self, system: &str, name: &str) -> Option<&EventFormat> {
         self.formats
