@@ -8,8 +8,11 @@
 //!
 //! Memory is bounded: at most [`MAX_KEYS`] (syscall, errno) pairs and as many
 //! (task, syscall, errno) triples are tracked; failures past either cap count
-//! in `untracked`. Per event, the pass reads one or two fields and bumps
-//! counters in hash maps keyed by numbers; names are made at the end.
+//! in `untracked`, and at most [`MAX_KEYS`] syscalls get a row. Per event,
+//! the pass reads one or two fields and bumps the syscall's counters, found
+//! by index (by format id, or by a raw `id` below [`DENSE_NR`]) or in a hash
+//! map; failures are counted in hash maps keyed by numbers; names are made at
+//! the end.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -24,8 +27,14 @@ pub(crate) const MAX_KEYS: usize = 4096;
 const TOP_TASKS: usize = 20;
 
 /// A syscall: the format id of its `sys_exit_X`, or `RAW` and the raw `id`.
-type Sys = (u32, i64);
+pub(super) type Sys = (u32, i64);
 const RAW: u32 = u32::MAX;
+
+/// Raw syscall numbers below this find their row by index (x86_64 has about
+/// 460); others (and negative ones) in a hash map.
+const DENSE_NR: usize = 1024;
+/// No row yet.
+const NO_ROW: u32 = u32::MAX;
 
 /// What a format id means to the analysis.
 #[derive(Clone)]
@@ -101,8 +110,14 @@ pub(super) struct Errors {
     exits: u64,
     failed: u64,
     untracked: u64,
-    /// Per syscall: exits and failures.
-    calls: FxHashMap<Sys, (u64, u64)>,
+    /// Per syscall, in the order of their first exits: exits and failures.
+    calls: Vec<(Sys, u64, u64)>,
+    /// The row in `calls` of a `sys_exit_X` (or kretprobe) by format id, of
+    /// a raw syscall by `id` below [`DENSE_NR`]; [`NO_ROW`] when it has none.
+    row_by_id: Vec<u32>,
+    row_by_nr: Vec<u32>,
+    /// The row of any other raw syscall.
+    row_of: FxHashMap<Sys, u32>,
     by_errno: FxHashMap<(Sys, i64), u64>,
     by_task: FxHashMap<(i32, Sys, i64), u64>,
 }
@@ -125,7 +140,10 @@ impl Errors {
             exits: 0,
             failed: 0,
             untracked: 0,
-            calls: FxHashMap::default(),
+            calls: Vec::new(),
+            row_by_id: vec![NO_ROW; max_id + 1],
+            row_by_nr: vec![NO_ROW; DENSE_NR],
+            row_of: FxHashMap::default(),
             by_errno: FxHashMap::default(),
             by_task: FxHashMap::default(),
         }
@@ -155,13 +173,9 @@ impl Errors {
         self.exits += 1;
         let failed = (-4095..=-1).contains(&ret);
         self.failed += u64::from(failed);
-        let calls = self.calls.len();
-        match self.calls.get_mut(&sys) {
-            Some(c) => *c = (c.0 + 1, c.1 + u64::from(failed)),
-            None if calls < MAX_KEYS => {
-                self.calls.insert(sys, (1, u64::from(failed)));
-            }
-            None => {}
+        if let Some(row) = self.row(sys) {
+            row.1 += 1;
+            row.2 += u64::from(failed);
         }
         if !failed {
             return;
@@ -169,6 +183,35 @@ impl Errors {
         let mut tracked = bump(&mut self.by_errno, (sys, ret));
         tracked &= bump(&mut self.by_task, (pid, sys, ret));
         self.untracked += u64::from(!tracked);
+    }
+
+    /// The row of `sys`, made if there is room.
+    #[inline]
+    pub(super) fn row(&mut self, sys: Sys) -> Option<&mut (Sys, u64, u64)> {
+        let n = self.calls.len();
+        let slot = match sys {
+            (RAW, nr) => match usize::try_from(nr).ok().filter(|&nr| nr < DENSE_NR) {
+                Some(nr) => self.row_by_nr.get_mut(nr)?,
+                None => match self.row_of.get(&sys) {
+                    Some(&r) => return self.calls.get_mut(r as usize),
+                    None if n < MAX_KEYS => {
+                        self.row_of.insert(sys, n as u32);
+                        self.calls.push((sys, 0, 0));
+                        return self.calls.last_mut();
+                    }
+                    None => return None,
+                },
+            },
+            (id, _) => self.row_by_id.get_mut(id as usize)?,
+        };
+        if *slot == NO_ROW {
+            if n >= MAX_KEYS {
+                return None;
+            }
+            *slot = n as u32;
+            self.calls.push((sys, 0, 0));
+        }
+        self.calls.get_mut(*slot as usize)
     }
 
     pub(super) fn finish(self, file: &TraceFile, comm: &dyn Fn(i32) -> String) -> Errno {
@@ -193,8 +236,8 @@ impl Errors {
         let mut syscalls: Vec<ErrnoSyscall> = self
             .calls
             .iter()
-            .filter(|(_, (_, failed))| *failed > 0)
-            .map(|(sys, (calls, failed))| {
+            .filter(|(_, _, failed)| *failed > 0)
+            .map(|(sys, calls, failed)| {
                 let mut errors = errors.remove(sys).unwrap_or_default();
                 errors.sort_by(|a, b| b.count.cmp(&a.count).then(b.value.cmp(&a.value)));
                 ErrnoSyscall {
@@ -205,6 +248,8 @@ impl Errors {
                 }
             })
             .collect();
+        // Rows of one name (a raw id and a `sys_exit_X`, say) keep the
+        // order of their first exits.
         syscalls.sort_by(|a, b| {
             b.failed
                 .cmp(&a.failed)

@@ -840,6 +840,87 @@ mod tests {
         assert!(p.cpus.iter().all(|c| c.switches == 2), "{:?}", p.cpus);
     }
 
+    /// A file of `raw_syscalls:sys_exit` records (id 21: `long id`, `long
+    /// ret`) of pid 7 on CPU 0, one per (id, ret), 10 ns apart.
+    fn raw_exits(dir: &std::path::Path, exits: &[(i64, i64)]) -> TraceFile {
+        let raw = dir.join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (nr, ret) in exits {
+            page.event(10, &payload(21, 7, &[*nr as u64, *ret as u64]));
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let meta = CaptureMeta {
+            header_page: E.header_page(4096).into_bytes(),
+            header_event: Vec::new(),
+            ftrace_formats: Vec::new(),
+            event_formats: vec![(
+                "raw_syscalls".into(),
+                vec![format(
+                    "sys_exit",
+                    21,
+                    "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n",
+                )],
+            )],
+            kallsyms: Vec::new(),
+            printk_formats: Vec::new(),
+            cmdlines: b"7 worker\n".to_vec(),
+            cpu_count: 1,
+            trace_clock: "[local] global".into(),
+            uname: "Linux t 6.0 x86_64".into(),
+            version: "test".into(),
+            cpu_stats: vec![String::new()],
+        };
+        let dat = dir.join("t.dat");
+        tracedat::write_v6(
+            std::fs::File::create(&dat).unwrap(),
+            &meta,
+            &[CpuData { cpu: 0, path: raw }],
+        )
+        .unwrap();
+        TraceFile::open(&dat).unwrap()
+    }
+
+    /// Raw syscall ids find their rows by index below 1024 and in a map
+    /// otherwise (negative ones too); either way a syscall's exits and
+    /// failures add up in one row, and at most `MAX_KEYS` syscalls get one.
+    #[test]
+    fn errno_rows_by_raw_syscall_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let exits = [
+            (2, -2),
+            (5000, -13),
+            (2, 3),
+            (-1, -1),
+            (2, -2),
+            (5000, 0),
+            (-1, -1),
+        ];
+        let file = raw_exits(dir.path(), &exits);
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        let e = a.errno.expect("errno from raw_syscalls:sys_exit");
+        assert_eq!((e.exits, e.failed, e.untracked), (7, 5, 0));
+        let rows: Vec<(&str, u64, u64)> = (e.syscalls.iter())
+            .map(|s| (s.syscall.as_str(), s.calls, s.failed))
+            .collect();
+        assert_eq!(rows, [("NR -1", 2, 2), ("open", 3, 2), ("NR 5000", 2, 1)]);
+
+        let mut errors = errno::Errors::new(&file);
+        let raw = |nr: usize| if nr % 2 == 0 { nr as i64 } else { -(nr as i64) };
+        for nr in 0..errno::MAX_KEYS + 10 {
+            let row = errors.row((u32::MAX, raw(nr))).map(|r| r.0);
+            let want = (nr < errno::MAX_KEYS).then_some((u32::MAX, raw(nr)));
+            assert_eq!(row, want, "{nr}");
+        }
+        assert!(
+            errors.row((u32::MAX, raw(1))).is_some(),
+            "a row once made stays"
+        );
+        assert!(
+            errors.row((21, 0)).is_none(),
+            "no room for a sys_exit_X either"
+        );
+    }
+
     #[test]
     fn kretprobe_and_funcgraph_durations_pair_per_task_and_function() {
         let dir = tempfile::tempdir().unwrap();
