@@ -905,7 +905,13 @@ mod tests {
         assert_eq!(rows, [("NR -1", 2, 2), ("open", 3, 2), ("NR 5000", 2, 1)]);
 
         let mut errors = errno::Errors::new(&file);
-        let raw = |nr: usize| if nr % 2 == 0 { nr as i64 } else { -(nr as i64) };
+        let raw = |nr: usize| {
+            if nr.is_multiple_of(2) {
+                nr as i64
+            } else {
+                -(nr as i64)
+            }
+        };
         for nr in 0..errno::MAX_KEYS + 10 {
             let row = errors.row((u32::MAX, raw(nr))).map(|r| r.0);
             let want = (nr < errno::MAX_KEYS).then_some((u32::MAX, raw(nr)));
