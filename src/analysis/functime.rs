@@ -23,6 +23,7 @@ use tracedat::TraceFile;
 use super::errno::MAX_KEYS;
 use super::funcgraph::{Decoder, Return};
 use super::function_name;
+use super::histogram::{Histogram, Seen};
 use super::latency::MAX_TASKS;
 use super::tasks::TaskSlots;
 
@@ -63,11 +64,10 @@ pub(crate) struct FunctionTime {
 
 #[derive(Default)]
 struct Row {
-    count: u64,
-    total: u64,
+    /// The durations of its calls (count, total, longest and where).
+    calls: Histogram,
+    /// Self time.
     own: u64,
-    max: u64,
-    max_at: u64,
 }
 
 /// The state of one pass.
@@ -97,8 +97,8 @@ impl FuncTime {
         }
     }
 
-    /// One return at `ts` of task `pid`, in pid slot `task`, on CPU slot `cpu`.
-    pub(super) fn add(&mut self, ret: &Return, ts: u64, pid: i32, task: usize, cpu: usize) {
+    /// One return seen `at` of task `pid`, in pid slot `task`, on CPU slot `cpu`.
+    pub(super) fn add(&mut self, ret: &Return, at: Seen, pid: i32, task: usize, cpu: usize) {
         let Return {
             func,
             depth,
@@ -137,13 +137,14 @@ impl FuncTime {
             }
         };
         let row = &mut self.rows[r].1;
-        row.count += 1;
-        row.total = row.total.saturating_add(d);
+        row.calls.add(d, at);
         row.own = row.own.saturating_add(d.saturating_sub(children));
-        if d > row.max || row.count == 1 {
-            row.max = d;
-            row.max_at = ts;
-        }
+    }
+
+    /// Per function with a row (in the order of their first returns), its
+    /// address and the durations of its calls.
+    pub(super) fn durations(&self) -> impl Iterator<Item = (u64, &Histogram)> {
+        self.rows.iter().map(|(func, row)| (*func, &row.calls))
     }
 
     /// The table, or `None` when the file has no funcgraph_exit format.
@@ -151,8 +152,9 @@ impl FuncTime {
         if !self.present {
             return None;
         }
+        let total = |r: &Row| u64::try_from(r.calls.sum()).unwrap_or(u64::MAX);
         let mut rows = self.rows;
-        rows.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+        rows.sort_by(|a, b| total(&b.1).cmp(&total(&a.1)).then(a.0.cmp(&b.0)));
         let functions_total = rows.len();
         Some(FunctionTimes {
             calls: self.calls,
@@ -163,11 +165,11 @@ impl FuncTime {
                 .take(MAX_FUNCTIONS)
                 .map(|(func, r)| FunctionTime {
                     function: function_name(file, func),
-                    count: r.count,
-                    total_ns: r.total,
+                    count: r.calls.count(),
+                    total_ns: total(&r),
                     self_ns: r.own,
-                    max_ns: r.max,
-                    max_at_ns: r.max_at,
+                    max_ns: r.calls.max(),
+                    max_at_ns: r.calls.max_at().ts,
                 })
                 .collect(),
         })

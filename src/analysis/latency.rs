@@ -12,6 +12,9 @@
 //!   (up to 64 deep, and 256 probed functions per task).
 //!   Group: F's symbol.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
+//!   The durations are those function time (`functime`) keeps per function
+//!   address, so the functions past its first 4096 are in no group (they
+//!   count in its `untracked`).
 //! * `irq`: `irq:irq_handler_entry` then `irq_handler_exit` of the same `irq`
 //!   on the same CPU. Groups: `(all)`, then the handler's `name`.
 //!
@@ -26,7 +29,6 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
-use super::funcgraph::Return;
 use super::histogram::{HistRow, Histogram, Seen};
 use super::tasks::{PidIndex, TaskSlots};
 use super::{AnalysisName, Selection, TOP, symbolize};
@@ -296,7 +298,6 @@ pub(super) struct Latencies {
     probe_pending: TaskSlots<Vec<ProbedFunction>>,
     probe_ids: FxHashMap<u64, usize>,
     funcgraph: Groups,
-    func_ids: FxHashMap<u64, usize>,
     irq: Groups,
     irq_all: usize,
     /// Per CPU: the open handler (irq number, group, ts, interrupted pid).
@@ -497,7 +498,6 @@ impl Latencies {
             probe_pending: TaskSlots::new(usize::MAX),
             probe_ids: FxHashMap::default(),
             funcgraph: Groups::default(),
-            func_ids: FxHashMap::default(),
             irq,
             irq_all,
             irq_pending: Vec::new(),
@@ -695,14 +695,18 @@ impl Latencies {
         }
     }
 
-    /// One function_graph return (the per-function latency of `funcgraph`;
-    /// `file` names the function), seen `at`.
-    pub(super) fn funcgraph_return(&mut self, file: &TraceFile, ret: &Return, at: Seen) {
-        let g = *self
-            .func_ids
-            .entry(ret.func)
-            .or_insert_with(|| self.funcgraph.id(&symbolize(file, ret.func)));
-        self.funcgraph.add(g, ret.time, at, None);
+    /// The per-function latency of `funcgraph`: per function address, the
+    /// durations of its calls (function time's rows, which the pass fills
+    /// from each `funcgraph_exit`), grouped by the symbol `file` names it.
+    pub(super) fn funcgraph_durations<'h>(
+        &mut self,
+        file: &TraceFile,
+        durations: impl Iterator<Item = (u64, &'h Histogram)>,
+    ) {
+        for (func, calls) in durations {
+            let g = self.funcgraph.id(&symbolize(file, func));
+            self.funcgraph.hists[g].merge(calls);
+        }
     }
 
     /// The reports of the selected latency analyses, and the per-task

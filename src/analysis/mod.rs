@@ -599,18 +599,14 @@ pub fn analyze_kept(
         if feeds.funcgraph
             && let Some(call) = calls.as_ref().and_then(|c| c.decode(ev))
         {
-            if let funcgraph::Call::Return(ret) = &call {
-                latencies.funcgraph_return(
-                    file,
-                    ret,
-                    Seen {
-                        ts: ev.ts,
-                        cpu: ev.cpu,
-                    },
-                );
-                if let Some(f) = function_time.as_mut() {
-                    f.add(ret, ev.ts, pid, pid_slot, cpu);
-                }
+            if let funcgraph::Call::Return(ret) = &call
+                && let Some(f) = function_time.as_mut()
+            {
+                let at = Seen {
+                    ts: ev.ts,
+                    cpu: ev.cpu,
+                };
+                f.add(ret, at, pid, pid_slot, cpu);
             }
             if let Some(c) = call_paths.as_mut() {
                 c.add(&call, pid_slot);
@@ -667,6 +663,9 @@ pub fn analyze_kept(
     }
     let mut stacks = want_stacks.then(|| stacks.finish(file, &event_names));
     let funcgraph_folded = call_paths.map(|c| c.finish(file)).filter(|f| !f.is_empty());
+    if let Some(f) = &function_time {
+        latencies.funcgraph_durations(file, f.durations());
+    }
     let forks = std::mem::take(&mut latencies.forks);
     let (mut latencies, task_latency): (Vec<LatencyReport>, Vec<_>) = latencies
         .finish(&|pid| comm_of(file, &counts.learned, pid))
