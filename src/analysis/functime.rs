@@ -31,6 +31,8 @@ use super::tasks::TaskSlots;
 const MAX_DEPTH: usize = 64;
 /// Functions the report lists, most total time first.
 const MAX_FUNCTIONS: usize = 40;
+/// Entries of the cache of recent functions' rows (a power of two).
+const RECENT: usize = 256;
 
 /// Time per function from function_graph, most total time first.
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
@@ -76,6 +78,9 @@ pub(super) struct FuncTime {
     present: bool,
     rows: Vec<(u64, Row)>,
     row_of: FxHashMap<u64, usize>,
+    /// Recently met functions and their rows, by a hash of the address:
+    /// most returns find their row here rather than in `row_of`.
+    recent: Box<[(u64, usize); RECENT]>,
     /// Per task (by pid slot; the idle tasks, pid 0, by CPU slot): the
     /// children's time summed per depth.
     open: TaskSlots<Vec<u64>>,
@@ -90,6 +95,7 @@ impl FuncTime {
             present: calls.has_exit(),
             rows: Vec::new(),
             row_of: FxHashMap::default(),
+            recent: Box::new([(0, usize::MAX); RECENT]),
             open: TaskSlots::new(MAX_TASKS),
             idle: TaskSlots::new(MAX_TASKS),
             calls: 0,
@@ -123,20 +129,29 @@ impl FuncTime {
                 std::mem::take(&mut sums[depth + 1])
             }
         };
-        let n = self.rows.len();
-        let r = match self.row_of.get(&func) {
-            Some(r) => *r,
-            None if n < MAX_KEYS => {
-                self.rows.push((func, Row::default()));
-                self.row_of.insert(func, n);
-                n
-            }
-            None => {
-                self.untracked += 1;
-                return;
-            }
+        let recent = &mut self.recent[((func >> 4) ^ (func >> 12)) as usize % RECENT];
+        let r = if recent.0 == func && recent.1 != usize::MAX {
+            recent.1
+        } else {
+            let n = self.rows.len();
+            let r = match self.row_of.get(&func) {
+                Some(r) => *r,
+                None if n < MAX_KEYS => {
+                    self.rows.push((func, Row::default()));
+                    self.row_of.insert(func, n);
+                    n
+                }
+                None => {
+                    self.untracked += 1;
+                    return;
+                }
+            };
+            *recent = (func, r);
+            r
         };
-        let row = &mut self.rows[r].1;
+        let Some((_, row)) = self.rows.get_mut(r) else {
+            return;
+        };
         row.calls.add(d, at);
         row.own = row.own.saturating_add(d.saturating_sub(children));
     }
@@ -173,5 +188,48 @@ impl FuncTime {
                 })
                 .collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Functions that share an entry of the cache of recent rows, returning
+    /// in turn, each keep their own row.
+    #[test]
+    fn functions_sharing_a_recent_entry_keep_their_rows() {
+        let slot = |f: u64| ((f >> 4) ^ (f >> 12)) as usize % RECENT;
+        let a = 0xffff_ffff_8100_1000u64;
+        let b = (a + 16..)
+            .step_by(16)
+            .find(|&f| slot(f) == slot(a))
+            .unwrap();
+        let mut t = FuncTime {
+            present: true,
+            rows: Vec::new(),
+            row_of: FxHashMap::default(),
+            recent: Box::new([(0, usize::MAX); RECENT]),
+            open: TaskSlots::new(MAX_TASKS),
+            idle: TaskSlots::new(MAX_TASKS),
+            calls: 0,
+            untracked: 0,
+        };
+        let at = |ts: u64| Seen { ts, cpu: 0 };
+        for (i, (func, time)) in [(a, 10), (b, 20), (a, 30), (b, 40), (b, 50), (0, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let ret = Return {
+                func,
+                depth: 0,
+                time,
+            };
+            t.add(&ret, at(i as u64), 7, 0, 0);
+        }
+        let rows: Vec<(u64, u64, u128)> = (t.durations())
+            .map(|(f, h)| (f, h.count(), h.sum()))
+            .collect();
+        assert_eq!(rows, [(a, 2, 40), (b, 3, 110), (0, 1, 1)]);
     }
 }
