@@ -223,18 +223,25 @@ impl CallPaths {
     /// (`[unknown]` where an entry was not seen).
     pub(super) fn finish(self, file: &TraceFile) -> Folded {
         let mut folded = Folded::default();
+        // Only the nodes with a time are rows; each function is named once.
         let nodes = (self.tree.time.iter().enumerate())
-            .filter_map(|(node, n)| Some((self.tree.path(node as u32), (*n)?)));
+            .filter_map(|(node, n)| Some((n.as_ref()?, node)))
+            .map(|(n, node)| (self.tree.path(node as u32), *n));
+        let mut names: FxHashMap<u64, String> = FxHashMap::default();
         for (path, n) in nodes.chain(self.overflow) {
-            let names: Vec<String> = path
-                .iter()
-                .map(|a| match (*a, file.symbol(*a)) {
-                    (0, _) => "[unknown]".to_string(),
-                    (_, Some((name, _))) => name.to_string(),
-                    (a, None) => format!("0x{a:x}"),
-                })
-                .collect();
-            folded.add(names.iter().map(String::as_str), n);
+            for a in &path {
+                names
+                    .entry(*a)
+                    .or_insert_with(|| match (*a, file.symbol(*a)) {
+                        (0, _) => "[unknown]".to_string(),
+                        (_, Some((name, _))) => name.to_string(),
+                        (a, None) => format!("0x{a:x}"),
+                    });
+            }
+            folded.add(
+                path.iter().map(|a| names.get(a).map_or("", String::as_str)),
+                n,
+            );
         }
         if self.other > 0 {
             folded.add(["[other paths]"], self.other);
