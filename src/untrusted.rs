@@ -347,6 +347,78 @@ fn escape_where(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A writer to a terminal of text that may carry someone else's bytes (a
+/// trace.dat's comms, symbols and strings in `report --format text`, which
+/// prints them as `trace-cmd report` does): what it is given goes on with
+/// [`escape_in_text`] applied, and each byte that is not UTF-8 written as
+/// `\x..`, so no ESC, CR, BEL or C1 control reaches the terminal. A UTF-8
+/// sequence split between two writes is held until the next one (or the
+/// flush) completes it.
+pub(crate) struct TerminalSafe<W: std::io::Write> {
+    inner: W,
+    /// The start of a UTF-8 sequence the last write ended in.
+    held: Vec<u8>,
+}
+
+impl<W: std::io::Write> TerminalSafe<W> {
+    pub(crate) fn new(inner: W) -> TerminalSafe<W> {
+        TerminalSafe {
+            inner,
+            held: Vec::new(),
+        }
+    }
+
+    /// Writes `bytes` escaped; with `last`, an incomplete UTF-8 sequence at
+    /// the end is written as bytes that are not UTF-8, else it is held.
+    fn write_escaped(&mut self, mut bytes: &[u8], last: bool) -> std::io::Result<()> {
+        loop {
+            let (valid, bad) = match std::str::from_utf8(bytes) {
+                Ok(s) => (s, None),
+                Err(e) => {
+                    let (ok, rest) = bytes.split_at(e.valid_up_to());
+                    let s = std::str::from_utf8(ok).unwrap_or_default();
+                    (s, Some((e.error_len(), rest)))
+                }
+            };
+            self.inner.write_all(escape_in_text(valid).as_bytes())?;
+            let Some((len, rest)) = bad else {
+                return Ok(());
+            };
+            let len = match len {
+                Some(n) => n,
+                None if last => rest.len(),
+                None => {
+                    self.held = rest.to_vec();
+                    return Ok(());
+                }
+            };
+            for b in &rest[..len] {
+                write!(self.inner, "\\x{b:02x}")?;
+            }
+            bytes = &rest[len..];
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.held.is_empty() {
+            self.write_escaped(buf, false)?;
+        } else {
+            let mut joined = std::mem::take(&mut self.held);
+            joined.extend_from_slice(buf);
+            self.write_escaped(&joined, false)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let held = std::mem::take(&mut self.held);
+        self.write_escaped(&held, true)?;
+        self.inner.flush()
+    }
+}
+
 /// [`escape`] of a path shown lossily as UTF-8.
 pub(crate) fn escape_path(p: &Path) -> String {
     escape(&p.to_string_lossy()).into_owned()
@@ -355,6 +427,32 @@ pub(crate) fn escape_path(p: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Control characters and bytes that are not UTF-8 reach a terminal
+    /// escaped, however the text is split between writes; newlines, tabs
+    /// and other characters pass as they are.
+    #[test]
+    fn terminal_safe_text_escapes_controls_across_writes() {
+        use std::io::Write;
+        let mut t = TerminalSafe::new(Vec::new());
+        let pieces: [&[u8]; 7] = [
+            b"comm=a\x1b[31mb\tc\r\n",
+            b"csi=\xc2",
+            b"\x9b2J caf\xc3",
+            b"\xa9 bad=\xff\x07",
+            b"",
+            b"\n",
+            b"end\xe2\x82",
+        ];
+        for p in pieces {
+            assert_eq!(t.write(p).unwrap(), p.len());
+        }
+        t.flush().unwrap();
+        assert_eq!(
+            String::from_utf8(t.inner).unwrap(),
+            "comm=a\\u{1b}[31mb\tc\\u{d}\ncsi=\\u{9b}2J caf\u{e9} bad=\\xff\\u{7}\nend\\xe2\\x82"
+        );
+    }
 
     #[test]
     fn fifos_devices_and_folders_are_refused_without_blocking() {

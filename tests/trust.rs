@@ -324,3 +324,69 @@ fn report_of_a_fifo_with_a_control_character_in_its_name_is_refused_escaped() {
         );
     }
 }
+
+/// A trace.dat whose comm (saved cmdlines) and string field carry escape
+/// sequences: `report` piped writes them as trace-cmd does, byte for byte,
+/// but on a terminal (a pty from `script`) they arrive escaped, so the file
+/// cannot retitle, clear or recolour the terminal of whoever reads it.
+#[test]
+fn a_trace_dat_cannot_drive_the_terminal_through_the_text_listing() {
+    use tracedat::testing::{Endian, Page, small, small_format};
+    let d = tempfile::tempdir().unwrap();
+    let e = Endian::LITTLE64;
+    let mut page = Page::new(e, 4096, 1_000_000);
+    page.event(10, &small(e, 7, 1, b"\x1b[31mX\0"));
+    let raw = d.path().join("cpu0.raw");
+    std::fs::write(&raw, page.finish(None)).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![("synth".into(), vec![small_format().into_bytes()])],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 a\x1b]0;pwned\x07b\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux t 6.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = d.path().join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    let dat = dat.to_str().unwrap();
+
+    let (code, piped) = bounded(&["report", dat]);
+    assert_eq!(code, Some(0), "{piped}");
+    assert!(
+        piped.contains("a\x1b]0;pwned\x07b-7") && piped.contains("name=\x1b[31mX"),
+        "piped, the listing is trace-cmd's, bytes as they are: {piped:?}"
+    );
+
+    for format in ["text", "summary"] {
+        let o = std::process::Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} report --format {format} {dat}",
+                crate::common::bin().display()
+            ))
+            .arg("/dev/null")
+            .output()
+            .unwrap();
+        let shown = text(&o.stdout);
+        assert!(o.status.success(), "{format}: {shown}");
+        assert!(
+            !shown.contains('\x1b') && !shown.contains('\x07'),
+            "{format}: {shown:?}"
+        );
+        assert!(
+            shown.contains("a\\u{1b}]0;pwned\\u{7}b"),
+            "{format}: {shown:?}"
+        );
+    }
+}

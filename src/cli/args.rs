@@ -173,6 +173,9 @@ pub(crate) struct ReportArgs {
     /// recorded stacks as folded stacks (`stacks.folded`: `EVENT;outer;...;inner
     /// COUNT`), for flamegraph.pl, inferno or speedscope; `folded-funcgraph`:
     /// function_graph's call paths weighted by self time in ns (`funcgraph.folded`).
+    /// On a terminal, control characters in the file's strings are shown
+    /// escaped (`\u{1b}`); piped or written with `-o`, the text listing is
+    /// byte for byte trace-cmd's.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
     /// Analyses to run (repeatable or comma-separated); default: every one

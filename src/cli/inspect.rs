@@ -1,7 +1,7 @@
 //! What a user looks up: `list`, `show`, `events`, `functions`, `report`,
 //! `schema`, `completions` and `__man`. Read-only.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use super::args::{
@@ -230,6 +230,18 @@ pub(super) fn report(a: ReportArgs) -> Exit {
                     f,
                 )
             }),
+        // A terminal gets a trace.dat's strings with their control
+        // characters escaped; a pipe or file gets them as trace-cmd writes
+        // them.
+        None if std::io::stdout().is_terminal() => print_report(
+            &file,
+            run.as_ref(),
+            &mut keep,
+            a.format,
+            &a.analysis,
+            &template,
+            crate::untrusted::TerminalSafe::new(std::io::stdout().lock()),
+        ),
         None => print_report(
             &file,
             run.as_ref(),
