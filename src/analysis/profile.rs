@@ -298,6 +298,7 @@ impl Profiler {
         }
     }
 
+    #[inline(always)]
     fn task(&mut self, pid: i32) -> Option<&mut Task> {
         if pid == 0 {
             return None;
