@@ -91,8 +91,14 @@ pub(super) struct FuncTime {
 
 impl FuncTime {
     pub(super) fn new(calls: &Decoder) -> FuncTime {
+        FuncTime::with(calls.has_exit())
+    }
+
+    /// A pass with no return seen yet; `present`: whether the file has
+    /// funcgraph_exit records to read.
+    fn with(present: bool) -> FuncTime {
         FuncTime {
-            present: calls.has_exit(),
+            present,
             rows: Vec::new(),
             row_of: FxHashMap::default(),
             recent: Box::new([(0, usize::MAX); RECENT]),
@@ -205,16 +211,7 @@ mod tests {
             .step_by(16)
             .find(|&f| slot(f) == slot(a))
             .unwrap();
-        let mut t = FuncTime {
-            present: true,
-            rows: Vec::new(),
-            row_of: FxHashMap::default(),
-            recent: Box::new([(0, usize::MAX); RECENT]),
-            open: TaskSlots::new(MAX_TASKS),
-            idle: TaskSlots::new(MAX_TASKS),
-            calls: 0,
-            untracked: 0,
-        };
+        let mut t = FuncTime::with(true);
         let at = |ts: u64| Seen { ts, cpu: 0 };
         for (i, (func, time)) in [(a, 10), (b, 20), (a, 30), (b, 40), (b, 50), (0, 1)]
             .into_iter()

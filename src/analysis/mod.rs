@@ -782,6 +782,23 @@ mod tests {
         tracedat::testing::payload(E, id, pid, words)
     }
 
+    /// Capture facts of a test file of `cpus` CPUs: `event_formats` by
+    /// system and the saved `cmdlines`; no kallsyms, printk formats or
+    /// ftrace formats.
+    fn meta(event_formats: Vec<(String, Vec<Vec<u8>>)>, cmdlines: &[u8], cpus: u32) -> CaptureMeta {
+        CaptureMeta {
+            header_page: E.header_page(4096).into_bytes(),
+            event_formats,
+            cmdlines: cmdlines.to_vec(),
+            cpu_count: cpus,
+            trace_clock: "[local] global".into(),
+            uname: "Linux t 6.0 x86_64".into(),
+            version: "test".into(),
+            cpu_stats: vec![String::new(); cpus as usize],
+            ..CaptureMeta::default()
+        }
+    }
+
     #[test]
     fn per_cpu_state_is_sized_by_the_cpus_that_have_events() {
         let mut s = super::CpuSlots::default();
@@ -808,11 +825,8 @@ mod tests {
             std::fs::write(&raw, page.finish(None)).unwrap();
             cpus.push(CpuData { cpu, path: raw });
         }
-        let meta = CaptureMeta {
-            header_page: E.header_page(4096).into_bytes(),
-            header_event: Vec::new(),
-            ftrace_formats: Vec::new(),
-            event_formats: vec![(
+        let meta = meta(
+            vec![(
                 "sched".into(),
                 vec![format(
                     "sched_switch",
@@ -820,15 +834,9 @@ mod tests {
                     "\tfield:int prev_pid;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:16;\tsize:8;\tsigned:1;\n\tfield:int next_pid;\toffset:24;\tsize:4;\tsigned:1;\n",
                 )],
             )],
-            kallsyms: Vec::new(),
-            printk_formats: Vec::new(),
-            cmdlines: b"7 a\n8 b\n".to_vec(),
-            cpu_count: 9000,
-            trace_clock: "[local] global".into(),
-            uname: "Linux t 6.0 x86_64".into(),
-            version: "test".into(),
-            cpu_stats: vec![String::new(); 9000],
-        };
+            b"7 a\n8 b\n",
+            9000,
+        );
         let dat = dir.path().join("t.dat");
         tracedat::write_v6(std::fs::File::create(&dat).unwrap(), &meta, &cpus).unwrap();
         let file = TraceFile::open(&dat).unwrap();
@@ -848,11 +856,8 @@ mod tests {
             page.event(10, &payload(21, 7, &[*nr as u64, *ret as u64]));
         }
         std::fs::write(&raw, page.finish(None)).unwrap();
-        let meta = CaptureMeta {
-            header_page: E.header_page(4096).into_bytes(),
-            header_event: Vec::new(),
-            ftrace_formats: Vec::new(),
-            event_formats: vec![(
+        let meta = meta(
+            vec![(
                 "raw_syscalls".into(),
                 vec![format(
                     "sys_exit",
@@ -860,15 +865,9 @@ mod tests {
                     "\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n",
                 )],
             )],
-            kallsyms: Vec::new(),
-            printk_formats: Vec::new(),
-            cmdlines: b"7 worker\n".to_vec(),
-            cpu_count: 1,
-            trace_clock: "[local] global".into(),
-            uname: "Linux t 6.0 x86_64".into(),
-            version: "test".into(),
-            cpu_stats: vec![String::new()],
-        };
+            b"7 worker\n",
+            1,
+        );
         let dat = dir.join("t.dat");
         tracedat::write_v6(
             std::fs::File::create(&dat).unwrap(),
@@ -958,8 +957,6 @@ mod tests {
         }
         std::fs::write(&raw, page.finish(None)).unwrap();
         let meta = CaptureMeta {
-            header_page: E.header_page(4096).into_bytes(),
-            header_event: Vec::new(),
             ftrace_formats: vec![
                 format(
                     "funcgraph_exit",
@@ -972,30 +969,27 @@ mod tests {
                     "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n",
                 ),
             ],
-            event_formats: vec![(
-                "kprobes".into(),
-                vec![
-                    format(
-                        "open_entry",
-                        300,
-                        "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n",
-                    ),
-                    format(
-                        "open_return",
-                        301,
-                        "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:s64 ret;\toffset:24;\tsize:8;\tsigned:1;\n",
-                    ),
-                ],
-            )],
             kallsyms: format!("{f:016x} T do_sys_open\n{:016x} T next_fn\n", f + 0x100)
                 .into_bytes(),
-            printk_formats: Vec::new(),
-            cmdlines: b"7 worker\n8 other\n".to_vec(),
-            cpu_count: 1,
-            trace_clock: "[local] global".into(),
-            uname: "Linux t 6.0 x86_64".into(),
-            version: "test".into(),
-            cpu_stats: vec![String::new()],
+            ..meta(
+                vec![(
+                    "kprobes".into(),
+                    vec![
+                        format(
+                            "open_entry",
+                            300,
+                            "\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n",
+                        ),
+                        format(
+                            "open_return",
+                            301,
+                            "\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:s64 ret;\toffset:24;\tsize:8;\tsigned:1;\n",
+                        ),
+                    ],
+                )],
+                b"7 worker\n8 other\n",
+                1,
+            )
         };
         let dat = dir.path().join("t.dat");
         tracedat::write_v6(
@@ -1148,9 +1142,8 @@ mod tests {
             page.event(*delta, p);
         }
         std::fs::write(&raw, page.finish(None)).unwrap();
-        let meta = CaptureMeta {
-            header_page: E.header_page(4096).into_bytes(),
-            event_formats: vec![
+        let meta = meta(
+            vec![
                 (
                     "task".into(),
                     vec![
@@ -1175,14 +1168,9 @@ mod tests {
                     )],
                 ),
             ],
-            cmdlines: b"7 worker\n".to_vec(),
-            cpu_count: 1,
-            trace_clock: "[local] global".into(),
-            uname: "Linux t 6.0 x86_64".into(),
-            version: "test".into(),
-            cpu_stats: vec![String::new()],
-            ..CaptureMeta::default()
-        };
+            b"7 worker\n",
+            1,
+        );
         let cpus = [CpuData { cpu: 0, path: raw }];
         let write = |path: &std::path::Path, meta: &CaptureMeta| {
             tracedat::write_v6(std::fs::File::create(path).unwrap(), meta, &cpus).unwrap();

@@ -230,27 +230,26 @@ pub(super) fn report(a: ReportArgs) -> Exit {
                     f,
                 )
             }),
-        // A terminal gets a trace.dat's strings with their control
-        // characters escaped; a pipe or file gets them as trace-cmd writes
-        // them.
-        None if std::io::stdout().is_terminal() => print_report(
-            &file,
-            run.as_ref(),
-            &mut keep,
-            a.format,
-            &a.analysis,
-            &template,
-            crate::untrusted::TerminalSafe::new(std::io::stdout().lock()),
-        ),
-        None => print_report(
-            &file,
-            run.as_ref(),
-            &mut keep,
-            a.format,
-            &a.analysis,
-            &template,
-            std::io::stdout().lock(),
-        ),
+        None => {
+            // A terminal gets a trace.dat's strings with their control
+            // characters escaped; a pipe gets them as trace-cmd writes them.
+            // (Written through a 64 KiB buffer: one dynamic call per chunk.)
+            let stdout = std::io::stdout();
+            let to: Box<dyn Write> = if stdout.is_terminal() {
+                Box::new(crate::untrusted::TerminalSafe::new(stdout.lock()))
+            } else {
+                Box::new(stdout.lock())
+            };
+            print_report(
+                &file,
+                run.as_ref(),
+                &mut keep,
+                a.format,
+                &a.analysis,
+                &template,
+                to,
+            )
+        }
     };
     match result {
         Ok(()) => Ok(()),
