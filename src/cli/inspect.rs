@@ -216,41 +216,30 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         SelectError::Syntax(m) => Failure::Usage(Some(m.into())),
         SelectError::Unknown(m) => Failure::Invalid(Some(m.into())),
     })?;
-    let result = match &a.output {
+    // `-o FILE` and a pipe get the report as it is (the text listing as
+    // trace-cmd writes it); a terminal gets a trace.dat's strings with their
+    // control characters escaped. Written through a 64 KiB buffer: one
+    // dynamic call per chunk.
+    let to: Result<Box<dyn Write>, Error> = match &a.output {
         Some(o) => std::fs::File::create(o)
-            .map_err(|e| Context::new(format!("cannot write {}", o.display()), e).into())
-            .and_then(|f| {
-                print_report(
-                    &file,
-                    run.as_ref(),
-                    &mut keep,
-                    a.format,
-                    &a.analysis,
-                    &template,
-                    f,
-                )
-            }),
-        None => {
-            // A terminal gets a trace.dat's strings with their control
-            // characters escaped; a pipe gets them as trace-cmd writes them.
-            // (Written through a 64 KiB buffer: one dynamic call per chunk.)
-            let stdout = std::io::stdout();
-            let to: Box<dyn Write> = if stdout.is_terminal() {
-                Box::new(crate::untrusted::TerminalSafe::new(stdout.lock()))
-            } else {
-                Box::new(stdout.lock())
-            };
-            print_report(
-                &file,
-                run.as_ref(),
-                &mut keep,
-                a.format,
-                &a.analysis,
-                &template,
-                to,
-            )
-        }
+            .map(|f| Box::new(f) as Box<dyn Write>)
+            .map_err(|e| Context::new(format!("cannot write {}", o.display()), e).into()),
+        None if std::io::stdout().is_terminal() => Ok(Box::new(
+            crate::untrusted::TerminalSafe::new(std::io::stdout().lock()),
+        )),
+        None => Ok(Box::new(std::io::stdout().lock())),
     };
+    let result = to.and_then(|to| {
+        print_report(
+            &file,
+            run.as_ref(),
+            &mut keep,
+            a.format,
+            &a.analysis,
+            &template,
+            to,
+        )
+    });
     match result {
         Ok(()) => Ok(()),
         Err(e) if is_broken_pipe(e.as_ref()) => Ok(()),
