@@ -1192,10 +1192,9 @@ fn read_v6_flyrecord(
 }
 
 /// Kernel symbols: per symbol, its address and where its name lies in
-/// `names` (one buffer for all, not one allocation each; every name in it is
-/// UTF-8).
+/// `names` (one string for all, not one allocation each).
 struct Kallsyms {
-    names: Vec<u8>,
+    names: String,
     /// (address, start, end), by address.
     symbols: Vec<(u64, usize, usize)>,
 }
@@ -1204,7 +1203,7 @@ impl Kallsyms {
     /// The address and name of symbol `i`.
     fn get(&self, i: usize) -> Option<(u64, &str)> {
         let &(addr, start, end) = self.symbols.get(i)?;
-        Some((addr, std::str::from_utf8(self.names.get(start..end)?).ok()?))
+        Some((addr, self.names.get(start..end)?))
     }
 }
 
@@ -1213,11 +1212,11 @@ impl Kallsyms {
 /// read lossily (U+FFFD for each bad sequence), as if the whole text were:
 /// no bad sequence spans a newline.
 fn parse_kallsyms(b: &[u8]) -> Kallsyms {
-    let mut names = Vec::new();
+    let mut names = String::new();
     let mut symbols = Vec::new();
-    let mut add = |addr: u64, name: &[u8]| {
+    let mut add = |addr: u64, name: &str| {
         if addr != 0 {
-            names.extend_from_slice(name);
+            names.push_str(name);
             symbols.push((addr, names.len() - name.len(), names.len()));
         }
     };
@@ -1232,7 +1231,7 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
         if let Some((addr, name)) = canonical_symbol_line(line) {
             add(addr, name);
         } else if let Some((addr, name)) = symbol_line(&String::from_utf8_lossy(line)) {
-            add(addr, name.as_bytes());
+            add(addr, name);
         }
     }
     // libtraceevent keeps registered symbols in a list (newest first) and
@@ -1259,8 +1258,8 @@ fn symbol_line(line: &str) -> Option<(u64, &str)> {
 /// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
 /// with single spaces (then anything), read byte by byte; `None` for any
 /// other line, which `symbol_line` then reads: both give the same for the
-/// lines this one reads. The name it gives is ASCII.
-fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &[u8])> {
+/// lines this one reads.
+fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &str)> {
     // Whitespace as `split_whitespace` has it, in the ASCII range.
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
     let mut addr = 0u64;
@@ -1294,7 +1293,8 @@ fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &[u8])> {
     match rest.get(len) {
         Some(&c) if !space(c) => None,
         _ if len == 0 => None,
-        _ => Some((addr, rest.get(..len)?)),
+        // ASCII, so UTF-8.
+        _ => Some((addr, std::str::from_utf8(rest.get(..len)?).ok()?)),
     }
 }
 
@@ -1405,12 +1405,8 @@ mod tests {
         ];
         let mut read = 0;
         for l in lines {
-            if let Some((addr, name)) = canonical_symbol_line(l.as_bytes()) {
-                assert_eq!(
-                    Some((addr, name)),
-                    symbol_line(l).map(|(a, n)| (a, n.as_bytes())),
-                    "{l:?}"
-                );
+            if let Some(got) = canonical_symbol_line(l.as_bytes()) {
+                assert_eq!(Some(got), symbol_line(l), "{l:?}");
                 read += 1;
             }
         }
