@@ -73,6 +73,10 @@ pub struct Learner {
     /// Whether a name replaces a learned one (exec and rename change the
     /// task's comm).
     replace: bool,
+    /// Whether trace-cmd registers the tasks these records name (its
+    /// sched_switch plugin handles sched_switch, sched_wakeup and
+    /// sched_wakeup_new; see [`TaskTable`]).
+    registers: bool,
 }
 
 /// One task a record names: indices of its fields in the format's fields
@@ -116,7 +120,26 @@ impl Learner {
                     basename: *comm_name == "filename",
                 });
         }
-        Some(Learner { tasks, replace })
+        let registers = format.system == "sched"
+            && matches!(
+                format.name.as_str(),
+                "sched_switch" | "sched_wakeup" | "sched_wakeup_new"
+            );
+        Some(Learner {
+            tasks,
+            replace,
+            registers,
+        })
+    }
+
+    /// The `(pid, comm)` of each task `ev` names, the comm's bytes up to
+    /// its first NUL; a task whose fields do not read is left out.
+    fn named<'e>(&self, ev: &'e Event<'_>) -> impl Iterator<Item = (i32, &'e [u8])> {
+        self.tasks.iter().flatten().filter_map(move |task| {
+            let pid = task.pid.get(&ev.data, ev.big_endian)? as i32;
+            let raw = field_at(ev.format, task.comm)?.raw(&ev.data, ev.big_endian)?;
+            Some((pid, raw.split(|c| *c == 0).next().unwrap_or(&[])))
+        })
     }
 }
 
@@ -275,5 +298,152 @@ impl Comms {
             }
             self.settled[p / 64] |= 1 << (p % 64);
         }
+    }
+}
+
+/// trace-cmd's pid → comm table (libtraceevent's `cmdlines`, see
+/// `tep_register_comm` and `find_cmdline` in its event-parse.c), kept only
+/// where it names a task otherwise than [`Comms`] does.
+///
+/// trace-cmd registers the saved cmdlines in file order, then, while it
+/// prints, each task a sched_switch, sched_wakeup or sched_wakeup_new record
+/// names (its sched_switch plugin). Registrations go to a list until a
+/// record of a task other than pid 0 (`<idle>`) is printed; then the list
+/// becomes an array sorted by pid (glibc's stable `qsort`, the list read
+/// newest first), and a registration of a pid already in it is dropped.
+/// So only the pid-0 records printed first (wakeups from an idle CPU, a
+/// switch from the idle task) can register a pid a second time: its task
+/// column then shows whichever of its names glibc's `bsearch` meets, which
+/// can change as later pids are inserted. Without such a pid the table says
+/// what the saved cmdlines and [`Comms`] say, and this keeps nothing.
+#[derive(Debug)]
+pub struct TaskTable {
+    state: TableState,
+}
+
+#[derive(Debug)]
+enum TableState {
+    /// No task other than pid 0 printed yet: the tasks the printed records
+    /// registered, in order.
+    Listing(Vec<(i32, String)>),
+    /// No pid twice in the table.
+    Plain,
+    /// Some pid twice: the table's pids in order, and the names of each
+    /// pid it holds more than once, in table order.
+    Twice {
+        pids: Vec<i32>,
+        names: FxHashMap<i32, Vec<String>>,
+    },
+}
+
+impl Default for TaskTable {
+    fn default() -> Self {
+        TaskTable {
+            state: TableState::Listing(Vec::new()),
+        }
+    }
+}
+
+impl TaskTable {
+    /// The table before the first record is printed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// To call before printing a record of task `pid`: the first task other
+    /// than pid 0 turns the list into the array (see [`TaskTable`]).
+    #[inline]
+    pub fn look_up(&mut self, file: &TraceFile, pid: i32) {
+        if pid != 0 && matches!(self.state, TableState::Listing(_)) {
+            self.sort(file);
+        }
+    }
+
+    #[inline(never)]
+    fn sort(&mut self, file: &TraceFile) {
+        let TableState::Listing(early) = std::mem::replace(&mut self.state, TableState::Plain)
+        else {
+            return;
+        };
+        let mut all: Vec<(i32, &str)> = file
+            .saved_cmdlines()
+            .iter()
+            .chain(&early)
+            .map(|(pid, comm)| (*pid, comm.as_str()))
+            .collect();
+        all.reverse();
+        all.sort_by_key(|(pid, _)| *pid);
+        let mut names: FxHashMap<i32, Vec<String>> = FxHashMap::default();
+        for run in all.chunk_by(|a, b| a.0 == b.0) {
+            if run.len() > 1 && run[0].0 != 0 {
+                names.insert(run[0].0, run.iter().map(|(_, c)| c.to_string()).collect());
+            }
+        }
+        if !names.is_empty() {
+            self.state = TableState::Twice {
+                pids: all.iter().map(|(pid, _)| *pid).collect(),
+                names,
+            };
+        }
+    }
+
+    /// To call after printing `ev`, whose format's learner is `learner`:
+    /// registers the tasks it names as trace-cmd does. Returns whether the
+    /// names of pids held twice may have changed ([`TaskTable::twice`]).
+    pub fn register(&mut self, learner: &Learner, ev: &Event<'_>) -> bool {
+        if !learner.registers {
+            return false;
+        }
+        match &mut self.state {
+            TableState::Plain => false,
+            TableState::Listing(early) => {
+                for (pid, comm) in learner.named(ev) {
+                    early.push((pid, String::from_utf8_lossy(comm).into_owned()));
+                }
+                false
+            }
+            TableState::Twice { pids, .. } => {
+                let mut changed = false;
+                for (pid, _) in learner.named(ev) {
+                    if let (true, Err(at)) = (pid != 0, pids.binary_search(&pid)) {
+                        pids.insert(at, pid);
+                        changed = true;
+                    }
+                }
+                changed
+            }
+        }
+    }
+
+    /// The pids the table holds more than once.
+    pub fn twice(&self) -> impl Iterator<Item = i32> + '_ {
+        let names = match &self.state {
+            TableState::Twice { names, .. } => Some(names.keys().copied()),
+            _ => None,
+        };
+        names.into_iter().flatten()
+    }
+
+    /// The name trace-cmd prints for `pid` when the table holds it more than
+    /// once: the one glibc's `bsearch` (midpoint `(lo + hi) / 2`) meets
+    /// first; `None` for any other pid.
+    pub fn name(&self, pid: i32) -> Option<&str> {
+        let TableState::Twice { pids, names } = &self.state else {
+            return None;
+        };
+        let held = names.get(&pid)?;
+        let (mut lo, mut hi) = (0, pids.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match pid.cmp(&pids[mid]) {
+                std::cmp::Ordering::Less => hi = mid,
+                std::cmp::Ordering::Greater => lo = mid + 1,
+                std::cmp::Ordering::Equal => {
+                    let first = pids.partition_point(|p| *p < pid);
+                    return held.get(mid - first).map(String::as_str);
+                }
+            }
+        }
+        None
     }
 }

@@ -102,9 +102,12 @@ pub struct TraceFile {
     kallsyms_text: Vec<u8>,
     kallsyms: OnceLock<Kallsyms>,
     printk: HashMap<u64, String>,
-    /// By pid; FxHash: looked up per record by the listing and the comm
-    /// learner.
-    cmdlines: FxHashMap<i32, String>,
+    /// The saved cmdlines' `(pid, comm)` lines in file order (trace-cmd's
+    /// table of comms is built in that order; see [`crate::comms`]).
+    cmdlines: Vec<(i32, String)>,
+    /// Index in `cmdlines` by pid, the last line of a pid named twice;
+    /// FxHash: looked up per record by the listing and the comm learner.
+    cmdline_at: FxHashMap<i32, usize>,
     cpu_count: u32,
     clock: String,
     uname: Option<String>,
@@ -386,6 +389,11 @@ impl TraceFile {
 
         let printk = parse_printk(&meta.printk);
         let cmdlines = parse_cmdlines(&meta.cmdlines);
+        let cmdline_at = cmdlines
+            .iter()
+            .enumerate()
+            .map(|(i, (pid, _))| (*pid, i))
+            .collect();
 
         Ok(TraceFile {
             version,
@@ -400,6 +408,7 @@ impl TraceFile {
             kallsyms: OnceLock::new(),
             printk,
             cmdlines,
+            cmdline_at,
             cpu_count,
             clock,
             uname: opts.uname,
@@ -541,7 +550,14 @@ impl TraceFile {
 
     /// The command name recorded for `pid` in the saved cmdlines.
     pub fn comm(&self, pid: i32) -> Option<&str> {
-        self.cmdlines.get(&pid).map(|s| s.as_str())
+        let at = *self.cmdline_at.get(&pid)?;
+        self.cmdlines.get(at).map(|(_, comm)| comm.as_str())
+    }
+
+    /// The saved cmdlines' `(pid, comm)` lines in file order, a pid named
+    /// twice as often as it is (lines that are not `PID COMM` are left out).
+    pub fn saved_cmdlines(&self) -> &[(i32, String)] {
+        &self.cmdlines
     }
 
     /// Look up a kernel address in kallsyms as libtraceevent does, so that
@@ -1314,7 +1330,8 @@ fn parse_printk(b: &[u8]) -> HashMap<u64, String> {
         .collect()
 }
 
-fn parse_cmdlines(b: &[u8]) -> FxHashMap<i32, String> {
+/// The `PID COMM` lines of a saved cmdlines text, in file order.
+fn parse_cmdlines(b: &[u8]) -> Vec<(i32, String)> {
     let s = String::from_utf8_lossy(b);
     s.lines()
         .filter_map(|l| {
@@ -1412,7 +1429,7 @@ mod tests {
         }
         assert_eq!(read, 5, "the canonical lines are read byte by byte");
         let c = parse_cmdlines(b"12 bash\n1 init\nbad\n");
-        assert_eq!(c.get(&12).map(|s| s.as_str()), Some("bash"));
+        assert_eq!(c, [(12, "bash".into()), (1, "init".into())]);
         let p = parse_printk(b"0xffffffff8281a5a4 : \"Start context switch\"\n");
         assert_eq!(
             p.get(&0xffffffff8281a5a4).map(|s| s.as_str()),

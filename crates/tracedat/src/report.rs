@@ -10,6 +10,7 @@ use std::io::Write;
 
 use rustc_hash::FxHashMap;
 
+use crate::comms::TaskTable;
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
 use crate::printfmt::{Ctx, Kernel, PrintFmt, radix_digits, write_bprint};
 use crate::text::{Text, push_prefix, rest_from};
@@ -817,6 +818,8 @@ pub struct Printer<'a> {
     slots: Vec<Option<Slot>>,
     /// Comms learned from the records printed so far ([`Comms`]).
     comms: Comms,
+    /// trace-cmd's table of comms, where it differs from `comms`.
+    table: TaskTable,
     /// Per CPU, the call chain the function plugin has seen (for indents).
     calls: FxHashMap<u32, Vec<Option<String>>>,
     /// The line [`Printer::write`] builds before handing it to its writer.
@@ -883,6 +886,7 @@ impl<'a> Printer<'a> {
             slots: Vec::new(),
             calls: FxHashMap::default(),
             comms: Comms::new(),
+            table: TaskTable::new(),
             line: Vec::with_capacity(256),
             entry: HeldEntry::default(),
             held: false,
@@ -1021,9 +1025,10 @@ impl<'a> Printer<'a> {
             out.extend_from_slice(buffer_prefix(file, ev.buffer).as_bytes());
         }
         let pid = ev.pid();
-        let comms = &self.comms;
+        self.table.look_up(file, pid);
+        let (comms, table) = (&self.comms, &self.table);
         let head = self.heads.entry(pid).or_insert_with(|| {
-            let comm = match comms.get(file, pid) {
+            let comm = match table.name(pid).or_else(|| comms.get(file, pid)) {
                 Some(c) => c,
                 None if pid == 0 => "<idle>",
                 None => "<...>",
@@ -1097,6 +1102,11 @@ impl<'a> Printer<'a> {
         if let Some(l) = self.slots[i].as_ref().and_then(|s| s.learner.as_ref()) {
             for pid in self.comms.learn_with(l, file, ev).into_iter().flatten() {
                 self.heads.remove(&pid);
+            }
+            if self.table.register(l, ev) {
+                for pid in self.table.twice() {
+                    self.heads.remove(&pid);
+                }
             }
         }
         out.push(b'\n');

@@ -22,7 +22,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -51,29 +50,6 @@ impl Rng {
 const BASE: u64 = 0xffff_ffff_8100_0000;
 const SYMBOLS: u64 = 64;
 const PIDS: [i32; 4] = [0, 1, 4242, 31337];
-
-fn facts_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/facts")
-}
-
-/// `(system, format text)` of every event of a fact file.
-fn kernel_formats(path: &Path) -> Vec<(String, String)> {
-    let packed = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut json = String::new();
-    ruzstd::decoding::StreamingDecoder::new(packed)
-        .unwrap()
-        .read_to_string(&mut json)
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let formats = v["formats"].as_object().expect("formats");
-    formats
-        .iter()
-        .filter_map(|(k, t)| {
-            let (sys, _) = k.split_once(':')?;
-            Some((sys.to_string(), t.as_str()?.to_string()))
-        })
-        .collect()
-}
 
 /// A value of `size` bytes (1, 2, 4, 8): a boundary value or a random one.
 fn scalar(rng: &mut Rng, size: usize, signed: bool) -> u64 {

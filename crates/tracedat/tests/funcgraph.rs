@@ -60,30 +60,6 @@ fn formats(name: &str) -> (EventFormat, EventFormat) {
     (read("entry"), read("exit"))
 }
 
-/// A record of format `f` with the named fields set; its size is the
-/// format's, rounded up to 4 bytes.
-fn payload(e: Endian, f: &EventFormat, values: &[(&str, u64)]) -> Vec<u8> {
-    let end = f
-        .common_fields
-        .iter()
-        .chain(&f.fields)
-        .map(|x| x.offset + x.size)
-        .max()
-        .unwrap();
-    let mut d = vec![0u8; end.div_ceil(4) * 4];
-    for (name, v) in values {
-        let x = f.field(name).unwrap();
-        let b = match x.size {
-            2 => e.u16(*v as u16),
-            4 => e.u32(*v as u32),
-            8 => e.u64(*v),
-            n => panic!("size {n}"),
-        };
-        d[x.offset..x.offset + x.size].copy_from_slice(&b);
-    }
-    d
-}
-
 /// Writes `recs` (in time order) as a two-CPU v6 file of kernel `name` with
 /// functions `fg_fN` at `base + N * 0x100`; without the funcgraph_exit
 /// format when `recs` has no exit.

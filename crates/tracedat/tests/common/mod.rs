@@ -5,9 +5,12 @@
 //! `Recorder`.)
 #![allow(dead_code)]
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tracedat::{Printer, TraceFile};
+use tracedat::testing::Endian;
+use tracedat::{EventFormat, Printer, TraceFile};
 
 /// Whether the tests run under CI: `CI` set to anything but empty, `0` or
 /// `false` (`.ci/run` runs with `CI=true`). Under CI a missing prerequisite is a
@@ -64,4 +67,53 @@ pub fn our_report(f: &TraceFile) -> String {
     }
     printer.finish(&mut out).expect("format");
     String::from_utf8(out).expect("utf8")
+}
+
+/// The repository's fact files (tests/facts: `trace-recipe facts` of this
+/// host and the lab kernels).
+pub fn facts_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/facts")
+}
+
+/// `(system, format text)` of every event of a fact file.
+pub fn kernel_formats(path: &Path) -> Vec<(String, String)> {
+    let packed = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut json = String::new();
+    ruzstd::decoding::StreamingDecoder::new(packed)
+        .unwrap()
+        .read_to_string(&mut json)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let formats = v["formats"].as_object().expect("formats");
+    formats
+        .iter()
+        .filter_map(|(k, t)| {
+            let (sys, _) = k.split_once(':')?;
+            Some((sys.to_string(), t.as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// A record of format `f` with the named fields set; its size is the
+/// format's, rounded up to 4 bytes.
+pub fn payload(e: Endian, f: &EventFormat, values: &[(&str, u64)]) -> Vec<u8> {
+    let end = f
+        .common_fields
+        .iter()
+        .chain(&f.fields)
+        .map(|x| x.offset + x.size)
+        .max()
+        .unwrap();
+    let mut d = vec![0u8; end.div_ceil(4) * 4];
+    for (name, v) in values {
+        let x = f.field(name).unwrap();
+        let b = match x.size {
+            2 => e.u16(*v as u16),
+            4 => e.u32(*v as u32),
+            8 => e.u64(*v),
+            n => panic!("size {n}"),
+        };
+        d[x.offset..x.offset + x.size].copy_from_slice(&b);
+    }
+    d
 }
