@@ -66,7 +66,7 @@ fn theirs(dat: &Path, args: &[&str]) -> String {
 }
 
 /// The lines of `listing` that `keep` keeps, as one text (with the `cpus=`
-/// line). A `CPU:N [N EVENTS DROPPED]` line goes with the record after it:
+/// line) in [`by_pid`] form. A `CPU:N [N EVENTS DROPPED]` line goes with the record after it:
 /// trace-cmd prints it on the record that carries the loss, so its filters
 /// keep it when they keep that record (a trace recorded on a loaded machine
 /// has such lines).
