@@ -44,6 +44,35 @@ pub(super) struct Decoder {
     entry: Option<(u16, IntField, IntField)>,
     /// `funcgraph_exit`: its id, `func`, `depth`, `calltime` and `rettime`.
     exit: Option<(u16, [IntField; 4])>,
+    /// When both formats place their fields as x86-64 and arm64 kernels
+    /// from 5.x to 6.18 do ([`COMMON_ENTRY`], [`COMMON_EXIT`]) in a
+    /// little-endian file: whether `depth` is signed (it is unsigned since
+    /// 6.14). Their records are then read at fixed offsets.
+    common: Option<bool>,
+}
+
+/// `funcgraph_entry` of x86-64 and arm64 kernels 5.x–6.18: `unsigned long
+/// func` at 8, `int depth` (6.14: `unsigned int`) at 16.
+const COMMON_ENTRY: [(usize, u8); 2] = [(8, 8), (16, 4)];
+/// `funcgraph_exit` of the same kernels: `func` at 8, `depth` at 16,
+/// `calltime` at 24 and `rettime` at 32 (u64).
+const COMMON_EXIT: [(usize, u8); 4] = [(8, 8), (16, 4), (24, 8), (32, 8)];
+
+/// The little-endian u64 at byte `at` of `w`.
+#[inline(always)]
+fn le64<const N: usize>(w: &[u8; N], at: usize) -> u64 {
+    u64::from_le_bytes(std::array::from_fn(|i| w[at + i]))
+}
+
+/// The `depth` at byte 16 of `w`, sign-extended when `signed`.
+#[inline(always)]
+fn depth_at<const N: usize>(w: &[u8; N], signed: bool) -> u64 {
+    let d = u32::from_le_bytes(std::array::from_fn(|i| w[16 + i]));
+    if signed {
+        d as i32 as u64
+    } else {
+        u64::from(d)
+    }
 }
 
 impl Decoder {
@@ -56,18 +85,44 @@ impl Decoder {
                 .find(|f| f.system == "ftrace" && f.name == name)
         };
         let int = |f: &EventFormat, name: &str| f.field(name).map(|x| x.int());
+        let entry =
+            format("funcgraph_entry").and_then(|f| Some((f.id, int(f, "func")?, int(f, "depth")?)));
+        let exit = format("funcgraph_exit").and_then(|f| {
+            let fields = [
+                int(f, "func")?,
+                int(f, "depth")?,
+                int(f, "calltime")?,
+                int(f, "rettime")?,
+            ];
+            Some((f.id, fields))
+        });
+        // Where the fields are, and whether each is signed.
+        let places = |fields: &[IntField]| -> (Vec<(usize, u8)>, Vec<bool>) {
+            fields
+                .iter()
+                .map(|x| {
+                    let (at, size, signed) = x.place();
+                    ((at, size), signed)
+                })
+                .unzip()
+        };
+        let common = match (entry, exit) {
+            (Some((_, func, depth)), Some((_, fields))) if !file.big_endian() => {
+                let (entry_at, entry_signed) = places(&[func, depth]);
+                let (exit_at, exit_signed) = places(&fields);
+                let signed = entry_signed[1];
+                (entry_at == COMMON_ENTRY
+                    && exit_at == COMMON_EXIT
+                    && entry_signed == [false, signed]
+                    && exit_signed == [false, signed, false, false])
+                .then_some(signed)
+            }
+            _ => None,
+        };
         Decoder {
-            entry: format("funcgraph_entry")
-                .and_then(|f| Some((f.id, int(f, "func")?, int(f, "depth")?))),
-            exit: format("funcgraph_exit").and_then(|f| {
-                let fields = [
-                    int(f, "func")?,
-                    int(f, "depth")?,
-                    int(f, "calltime")?,
-                    int(f, "rettime")?,
-                ];
-                Some((f.id, fields))
-            }),
+            entry,
+            exit,
+            common,
         }
     }
 
@@ -93,6 +148,26 @@ impl Decoder {
         let (data, big): (&[u8], bool) = (&ev.data, ev.big_endian);
         // The reader gives each record its own format: the id is the format's.
         let id = ev.format.id;
+        if let (Some(signed), Some((exit, _)), Some((entry, _, _))) =
+            (self.common, self.exit, self.entry)
+        {
+            if id == exit {
+                let w = data.first_chunk::<40>()?;
+                return Some(Call::Return(Return {
+                    func: le64(w, 8),
+                    depth: depth_at(w, signed),
+                    time: le64(w, 32).saturating_sub(le64(w, 24)),
+                }));
+            }
+            if id == entry {
+                let w = data.first_chunk::<20>()?;
+                return Some(Call::Entry(Entry {
+                    func: le64(w, 8),
+                    depth: depth_at(w, signed),
+                }));
+            }
+            return None;
+        }
         if let Some((_, [func, depth, calltime, rettime])) = self.exit.filter(|e| e.0 == id) {
             let (a, b) = (calltime.get(data, big)?, rettime.get(data, big)?);
             return Some(Call::Return(Return {

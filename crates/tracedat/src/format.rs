@@ -434,6 +434,12 @@ pub struct IntField {
 }
 
 impl IntField {
+    /// Where the field is: byte offset, size (1, 2, 4 or 8; 0 when it is
+    /// not a plain integer) and whether it is signed.
+    pub fn place(self) -> (usize, u8, bool) {
+        (self.offset, self.size, self.signed)
+    }
+
     /// The value in `data` (a record payload) in the file's byte order:
     /// sign-extended to 64 bits when the field is signed, so
     /// `get(..) as i64` is [`FieldValue::Int`] and `get(..)` is
