@@ -12,7 +12,7 @@
 use tracedat::{Event, EventFormat, IntField, TraceFile};
 
 /// A function_graph call entered.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Entry {
     /// Function address.
     pub(super) func: u64,
@@ -21,7 +21,7 @@ pub(super) struct Entry {
 }
 
 /// A function_graph call returned.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Return {
     /// Function address.
     pub(super) func: u64,
@@ -32,7 +32,7 @@ pub(super) struct Return {
 }
 
 /// One function_graph record.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Call {
     Entry(Entry),
     Return(Return),
@@ -84,10 +84,18 @@ impl Decoder {
             file.formats()
                 .find(|f| f.system == "ftrace" && f.name == name)
         };
+        Decoder::of(
+            format("funcgraph_entry"),
+            format("funcgraph_exit"),
+            file.big_endian(),
+        )
+    }
+
+    /// The decoder of these two formats, in a file of this byte order.
+    fn of(entry: Option<&EventFormat>, exit: Option<&EventFormat>, big_endian: bool) -> Decoder {
         let int = |f: &EventFormat, name: &str| f.field(name).map(|x| x.int());
-        let entry =
-            format("funcgraph_entry").and_then(|f| Some((f.id, int(f, "func")?, int(f, "depth")?)));
-        let exit = format("funcgraph_exit").and_then(|f| {
+        let entry = entry.and_then(|f| Some((f.id, int(f, "func")?, int(f, "depth")?)));
+        let exit = exit.and_then(|f| {
             let fields = [
                 int(f, "func")?,
                 int(f, "depth")?,
@@ -107,7 +115,7 @@ impl Decoder {
                 .unzip()
         };
         let common = match (entry, exit) {
-            (Some((_, func, depth)), Some((_, fields))) if !file.big_endian() => {
+            (Some((_, func, depth)), Some((_, fields))) if !big_endian => {
                 let (entry_at, entry_signed) = places(&[func, depth]);
                 let (exit_at, exit_signed) = places(&fields);
                 let signed = entry_signed[1];
@@ -145,9 +153,13 @@ impl Decoder {
     /// for its fields.
     #[inline]
     pub(super) fn decode(&self, ev: &Event<'_>) -> Option<Call> {
-        let (data, big): (&[u8], bool) = (&ev.data, ev.big_endian);
         // The reader gives each record its own format: the id is the format's.
-        let id = ev.format.id;
+        self.read(ev.format.id, &ev.data, ev.big_endian)
+    }
+
+    /// [`Decoder::decode`] of a record of format `id`, payload `data`.
+    #[inline(always)]
+    fn read(&self, id: u16, data: &[u8], big: bool) -> Option<Call> {
         if let (Some(signed), Some((exit, _)), Some((entry, _, _))) =
             (self.common, self.exit, self.entry)
         {
@@ -181,5 +193,77 @@ impl Decoder {
             func: func.get(data, big)?,
             depth: depth.get(data, big)?,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The formats of five kernels (crates/tracedat/tests/funcgraph): the
+    /// three of the common layout are read at fixed offsets, and every
+    /// kernel's records read alike by either way.
+    #[test]
+    fn records_of_every_layout_read_alike_at_fixed_offsets_and_by_field() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crates/tracedat/tests/funcgraph");
+        for (kernel, common) in [
+            ("4.13.9-i686", None),
+            ("arm64-lisa", None),
+            ("6.1.0-56-amd64", Some(true)),
+            ("6.12.117+deb12-amd64", Some(true)),
+            ("6.18.44-host", Some(false)),
+        ] {
+            let read = |ext: &str| {
+                let text = std::fs::read_to_string(dir.join(format!("{kernel}.{ext}"))).unwrap();
+                EventFormat::parse("ftrace", &text).unwrap()
+            };
+            let (entry, exit) = (read("entry"), read("exit"));
+            let fast = Decoder::of(Some(&entry), Some(&exit), false);
+            assert_eq!(fast.common, common, "{kernel}");
+            let by_field = Decoder {
+                common: None,
+                ..Decoder::of(Some(&entry), Some(&exit), false)
+            };
+            // func 0xffffffff81001234, depth -1 (all ones), 1000 to 1500.
+            let record = |f: &EventFormat| {
+                let mut d = vec![0u8; 48];
+                d[..2].copy_from_slice(&f.id.to_le_bytes());
+                for (name, v) in [
+                    ("func", 0xffff_ffff_8100_1234u64),
+                    ("depth", u64::MAX),
+                    ("calltime", 1000),
+                    ("rettime", 1500),
+                ] {
+                    if let Some(x) = f.field(name) {
+                        d[x.offset..x.offset + x.size].copy_from_slice(&v.to_le_bytes()[..x.size]);
+                    }
+                }
+                d
+            };
+            for f in [&entry, &exit] {
+                let d = record(f);
+                let call = fast.read(f.id, &d, false);
+                assert!(call.is_some(), "{kernel} {}", f.name);
+                assert_eq!(call, by_field.read(f.id, &d, false), "{kernel} {}", f.name);
+                // A record one byte too short for its last field reads as none.
+                let end = ["func", "depth", "calltime", "rettime"]
+                    .iter()
+                    .filter_map(|name| f.field(name))
+                    .map(|x| x.offset + x.size)
+                    .max()
+                    .unwrap();
+                assert_eq!(
+                    fast.read(f.id, &d[..end - 1], false),
+                    None,
+                    "{kernel} {}",
+                    f.name
+                );
+            }
+            let Some(Call::Return(r)) = fast.read(exit.id, &record(&exit), false) else {
+                panic!("{kernel}: no return");
+            };
+            assert_eq!(r.time, 500, "{kernel}");
+        }
     }
 }
