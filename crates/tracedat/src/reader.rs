@@ -1236,16 +1236,25 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
             symbols.push((addr, names.len() - name.len(), names.len()));
         }
     };
-    for line in memchr::memchr_iter(b'\n', b)
+    // A text that is UTF-8 (kallsyms are ASCII) is checked once, and each
+    // name taken from it is not checked again.
+    let text = std::str::from_utf8(b).ok();
+    for (start, line) in memchr::memchr_iter(b'\n', b)
         .chain([b.len()])
         .scan(0, |start, end| {
-            let line = b.get(*start..end);
+            let line = b.get(*start..end).map(|line| (*start, line));
             *start = end + 1;
             line
         })
     {
         if let Some((addr, name)) = canonical_symbol_line(line) {
-            add(addr, name);
+            let name = match text {
+                Some(t) => t.get(start + name.start..start + name.end),
+                None => line.get(name).and_then(|n| std::str::from_utf8(n).ok()),
+            };
+            if let Some(name) = name {
+                add(addr, name);
+            }
         } else if let Some((addr, name)) = symbol_line(&String::from_utf8_lossy(line)) {
             add(addr, name);
         }
@@ -1272,10 +1281,11 @@ fn symbol_line(line: &str) -> Option<(u64, &str)> {
 }
 
 /// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
-/// with single spaces (then anything), read byte by byte; `None` for any
-/// other line, which `symbol_line` then reads: both give the same for the
-/// lines this one reads.
-fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &str)> {
+/// with single spaces (then anything), read byte by byte: the address and
+/// where in `b` the name (ASCII) lies; `None` for any other line, which
+/// `symbol_line` then reads: both give the same for the lines this one
+/// reads.
+fn canonical_symbol_line(b: &[u8]) -> Option<(u64, std::ops::Range<usize>)> {
     // Whitespace as `split_whitespace` has it, in the ASCII range.
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
     let mut addr = 0u64;
@@ -1309,8 +1319,10 @@ fn canonical_symbol_line(b: &[u8]) -> Option<(u64, &str)> {
     match rest.get(len) {
         Some(&c) if !space(c) => None,
         _ if len == 0 => None,
-        // ASCII, so UTF-8.
-        _ => Some((addr, std::str::from_utf8(rest.get(..len)?).ok()?)),
+        _ => {
+            let start = b.len() - rest.len();
+            Some((addr, start..start + len))
+        }
     }
 }
 
@@ -1398,8 +1410,8 @@ mod tests {
                 .as_bytes(),
         );
         assert_eq!(names(&k), ["nbsp", "vt", "b\u{e9}"]);
-        let k = parse_kallsyms(b"ffffffff81000200 T a\xffb\n");
-        assert_eq!(names(&k), ["a\u{FFFD}b"]);
+        let k = parse_kallsyms(b"ffffffff81000100 T ok\nffffffff81000200 T a\xffb\n");
+        assert_eq!(names(&k), ["ok", "a\u{FFFD}b"]);
         // The byte-by-byte reading of canonical lines reads what the split
         // at whitespace reads, or leaves the line to it.
         let lines = [
@@ -1422,8 +1434,8 @@ mod tests {
         ];
         let mut read = 0;
         for l in lines {
-            if let Some(got) = canonical_symbol_line(l.as_bytes()) {
-                assert_eq!(Some(got), symbol_line(l), "{l:?}");
+            if let Some((addr, name)) = canonical_symbol_line(l.as_bytes()) {
+                assert_eq!(Some((addr, &l[name])), symbol_line(l), "{l:?}");
                 read += 1;
             }
         }
