@@ -30,6 +30,8 @@ struct Frame {
     /// The node of the call's path (its callers' functions and its own) in
     /// [`PathTree`], or [`NO_NODE`].
     node: u32,
+    /// The node of the last call it made, or [`NO_NODE`] before its first.
+    last: u32,
 }
 
 /// Nodes a [`PathTree`] makes at most: past them a return's path is looked
@@ -50,6 +52,11 @@ struct PathTree {
     children: FxHashMap<(u32, u64), u32>,
     /// Per node: the self time of its returns, once its path has a row.
     time: Vec<Option<u64>>,
+    /// Per node: the function and node of its first callee last time, and
+    /// of the call its caller made after it last time. A task repeating
+    /// what it did (a loop of system calls) finds each call's node here by
+    /// one comparison instead of a lookup in `children`.
+    after: Vec<[(u64, u32); 2]>,
     /// Most nodes ([`MAX_NODES`]).
     limit: usize,
 }
@@ -60,6 +67,7 @@ impl PathTree {
             nodes: vec![(NO_NODE, 0)],
             children: FxHashMap::default(),
             time: vec![None],
+            after: vec![[(0, NO_NODE); 2]],
             limit: MAX_NODES,
         }
     }
@@ -79,8 +87,35 @@ impl PathTree {
         let n = self.nodes.len() as u32;
         self.nodes.push((parent, func));
         self.time.push(None);
+        self.after.push([(0, NO_NODE); 2]);
         self.children.insert((parent, func), n);
         n
+    }
+
+    /// [`PathTree::child`] of `parent`'s path followed by `func`, where
+    /// `prev` is the node of the call `parent` made before ([`NO_NODE`] for
+    /// its first): first asked of what followed `prev` (or began `parent`)
+    /// last time. A node's caller is fixed, so the node remembered there
+    /// was made for the same `parent`.
+    #[inline]
+    fn next_child(&mut self, parent: u32, prev: u32, func: u64) -> u32 {
+        let (at, which) = match prev {
+            NO_NODE => (parent, 0),
+            prev => (prev, 1),
+        };
+        let Some(after) = self.after.get_mut(at as usize) else {
+            return self.child(parent, func);
+        };
+        match after[which] {
+            (f, n) if f == func && n != NO_NODE => n,
+            _ => {
+                let n = self.child(parent, func);
+                if let Some(after) = self.after.get_mut(at as usize) {
+                    after[which] = (func, n);
+                }
+                n
+            }
+        }
     }
 
     /// The functions of node `n`'s path, outermost first.
@@ -108,6 +143,7 @@ fn set_depth(stack: &mut Vec<Frame>, depth: usize, tree: &mut PathTree) {
             func: 0,
             callees: 0,
             node: tree.child(parent, 0),
+            last: NO_NODE,
         });
     }
 }
@@ -160,11 +196,19 @@ impl CallPaths {
                     return;
                 };
                 set_depth(stack, d, &mut self.tree);
-                let parent = stack.last().map_or(ROOT, |f| f.node);
+                let node = match stack.last_mut() {
+                    Some(parent) => {
+                        let node = self.tree.next_child(parent.node, parent.last, func);
+                        parent.last = node;
+                        node
+                    }
+                    None => self.tree.child(ROOT, func),
+                };
                 stack.push(Frame {
                     func,
                     callees: 0,
-                    node: self.tree.child(parent, func),
+                    node,
+                    last: NO_NODE,
                 });
             }
             Call::Return(Return { func, depth, time }) => {
