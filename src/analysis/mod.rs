@@ -398,6 +398,9 @@ struct Feeds {
     /// A function_graph record, for the `funcgraph` analysis.
     funcgraph: bool,
     noise: bool,
+    /// Any of the analyses but `funcgraph` (function_graph records, the
+    /// most numerous when there are any, then skip their tests at once).
+    others: bool,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -506,7 +509,7 @@ pub fn analyze_kept(
     let mut call_paths = calls.as_ref().and_then(callgraph::CallPaths::new);
     for f in file.formats() {
         let id = f.id;
-        slots[usize::from(id)].feeds = Feeds {
+        let mut feeds = Feeds {
             latency: latencies.handles(id),
             profile: profiler.as_ref().is_some_and(|p| p.handles(id)),
             errno: errors.as_ref().is_some_and(|e| e.handles(id)),
@@ -514,7 +517,15 @@ pub fn analyze_kept(
             kmem: allocations.as_ref().is_some_and(|k| k.handles(id)),
             funcgraph: calls.as_ref().is_some_and(|c| c.handles(id)),
             noise: noise.as_ref().is_some_and(|n| n.handles(id)),
+            others: false,
         };
+        feeds.others = feeds.latency
+            || feeds.profile
+            || feeds.errno
+            || feeds.block
+            || feeds.kmem
+            || feeds.noise;
+        slots[usize::from(id)].feeds = feeds;
     }
     let mut last_on_cpu: Vec<usize> = Vec::new();
     // Per CPU, the pid of its last event and that pid's slot.
@@ -573,29 +584,6 @@ pub fn analyze_kept(
         per_cpu[cpu] += 1;
         first_ts.get_or_insert(ev.ts);
         last_ts = ev.ts;
-        if feeds.latency {
-            latencies.add(file, ev, pid, pid_slot, cpu);
-        }
-        if feeds.profile
-            && let Some(p) = profiler.as_mut()
-        {
-            p.add(ev, pid, cpu);
-        }
-        if feeds.errno
-            && let Some(e) = errors.as_mut()
-        {
-            e.add(ev, pid);
-        }
-        if feeds.block
-            && let Some(b) = block_io.as_mut()
-        {
-            b.add(ev);
-        }
-        if feeds.kmem
-            && let Some(k) = allocations.as_mut()
-        {
-            k.add(file, ev);
-        }
         if feeds.funcgraph
             && let Some(call) = calls.as_ref().and_then(|c| c.decode(ev))
         {
@@ -612,10 +600,35 @@ pub fn analyze_kept(
                 c.add(&call, pid_slot);
             }
         }
-        if feeds.noise
-            && let Some(n) = noise.as_mut()
-        {
-            n.add(ev);
+        if feeds.others {
+            if feeds.latency {
+                latencies.add(file, ev, pid, pid_slot, cpu);
+            }
+            if feeds.profile
+                && let Some(p) = profiler.as_mut()
+            {
+                p.add(ev, pid, cpu);
+            }
+            if feeds.errno
+                && let Some(e) = errors.as_mut()
+            {
+                e.add(ev, pid);
+            }
+            if feeds.block
+                && let Some(b) = block_io.as_mut()
+            {
+                b.add(ev);
+            }
+            if feeds.kmem
+                && let Some(k) = allocations.as_mut()
+            {
+                k.add(file, ev);
+            }
+            if feeds.noise
+                && let Some(n) = noise.as_mut()
+            {
+                n.add(ev);
+            }
         }
         if let Some(l) = slot.and_then(|s| s.learner.as_ref()) {
             counts.learned.learn_with(l, file, ev);
