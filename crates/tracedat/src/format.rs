@@ -423,19 +423,36 @@ fn scalar<'a>(b: &'a [u8], signed: bool, big: bool) -> FieldValue<'a> {
 /// A field read as a plain integer, resolved once per event format (see
 /// [`Field::int`]) so a pass over many records reads it at a fixed offset
 /// instead of looking the field up and decoding it per record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IntField {
-    /// Byte offset in the record.
+    /// Byte offset in the record; `usize::MAX` for a field that is not a
+    /// plain integer (no record reaches it, so it reads as none without a
+    /// test of its own).
     offset: usize,
     /// 1, 2, 4 or 8; 0 for a field that is not a plain integer.
     size: u8,
+    /// `64 - 8 * size`: the bits of a 64-bit word beside the field.
+    rest: u8,
     /// Sign-extended when read.
     signed: bool,
 }
 
+/// A field that is not a plain integer: it reads as none.
+impl Default for IntField {
+    fn default() -> Self {
+        IntField {
+            offset: usize::MAX,
+            size: 0,
+            rest: 0,
+            signed: false,
+        }
+    }
+}
+
 impl IntField {
     /// Where the field is: byte offset, size (1, 2, 4 or 8; 0 when it is
-    /// not a plain integer) and whether it is signed.
+    /// not a plain integer, with offset `usize::MAX`) and whether it is
+    /// signed.
     pub fn place(self) -> (usize, u8, bool) {
         (self.offset, self.size, self.signed)
     }
@@ -448,17 +465,16 @@ impl IntField {
     /// `Int`/`UInt` for it).
     #[inline(always)]
     pub fn get(self, data: &[u8], big_endian: bool) -> Option<u64> {
-        if self.size == 0 {
-            return None;
-        }
         // One 8-byte load and two shifts read any size: the field's bytes
         // are moved to the top of the word and shifted down, with the sign
         // when signed. The word starts at the field when 8 bytes follow it
         // there (the field is then its low bytes in little-endian order, its
         // high ones in big-endian), else it ends where the field ends (the
         // other way round).
-        let rest = 64 - 8 * u32::from(self.size);
-        let end = self.offset + usize::from(self.size);
+        let rest = u32::from(self.rest);
+        // `Field::int` checked that `offset + size` does not overflow (and
+        // `usize::MAX + 0` does not either).
+        let end = self.offset.saturating_add(usize::from(self.size));
         let top = if let Some(word) = data.get(self.offset..).and_then(|b| b.first_chunk::<8>()) {
             if big_endian {
                 u64::from_be_bytes(*word)
@@ -512,6 +528,7 @@ impl Field {
         IntField {
             offset: self.offset,
             size: self.size as u8,
+            rest: 64 - 8 * self.size as u8,
             signed: self.signed,
         }
     }
