@@ -630,7 +630,9 @@ pub fn analyze_kept(
                 n.add(ev);
             }
         }
-        if let Some(l) = slot.and_then(|s| s.learner.as_ref()) {
+        if let Some(l) = slot.and_then(|s| s.learner.as_ref())
+            && !counts.learned.knows(l, ev)
+        {
             counts.learned.learn_with(l, file, ev);
         }
         if slot.is_some_and(|s| s.marker) {

@@ -216,6 +216,18 @@ impl Comms {
     ) -> [Option<i32>; 2] {
         // Most records name tasks settled already: that is checked first,
         // and the rest read out of line.
+        if self.knows(learner, ev) {
+            return [None, None];
+        }
+        self.learn_names(learner, file, ev)
+    }
+
+    /// Whether [`Comms::learn_with`] would learn nothing from `ev` because
+    /// every task it names is settled (learned, or in the saved cmdlines):
+    /// what most records of a long trace give. A caller in a loop over
+    /// records asks this first, inlined, and calls `learn_with` for the rest.
+    #[inline]
+    pub fn knows(&self, learner: &Learner, ev: &Event<'_>) -> bool {
         let settled = |task: &Option<TaskAt>| match task {
             None => true,
             Some(t) => t
@@ -223,10 +235,7 @@ impl Comms {
                 .get(&ev.data, ev.big_endian)
                 .is_none_or(|p| p as i32 <= 0 || self.is_settled(p as i32)),
         };
-        if !learner.replace && learner.tasks.iter().all(settled) {
-            return [None, None];
-        }
-        self.learn_names(learner, file, ev)
+        !learner.replace && learner.tasks.iter().all(settled)
     }
 
     /// [`Comms::learn_with`] of a record that may name a task not settled.
