@@ -325,10 +325,20 @@ impl Comms {
 /// column then shows whichever of its names glibc's `bsearch` meets, which
 /// can change as later pids are inserted. Without such a pid the table says
 /// what the saved cmdlines and [`Comms`] say, and this keeps nothing.
+///
+/// Bounded: at most [`MAX_LISTED`] registrations are kept before the first
+/// lookup, and pids are inserted into a table holding a pid twice until it
+/// has [`MAX_LISTED`] entries; past that each such pid keeps the name it has
+/// then (trace-cmd's could still change).
 #[derive(Debug)]
 pub struct TaskTable {
     state: TableState,
 }
+
+/// The most registrations a [`TaskTable`] keeps before the first lookup,
+/// and the most entries it inserts pids into (each insertion moves the
+/// entries after it, as libtraceevent's does).
+const MAX_LISTED: usize = 1 << 14;
 
 #[derive(Debug)]
 enum TableState {
@@ -343,6 +353,8 @@ enum TableState {
         pids: Vec<i32>,
         names: FxHashMap<i32, Vec<String>>,
     },
+    /// Past [`MAX_LISTED`] entries: the name each pid held twice had then.
+    Fixed(FxHashMap<i32, String>),
 }
 
 impl Default for TaskTable {
@@ -393,6 +405,9 @@ impl TaskTable {
                 pids: all.iter().map(|(pid, _)| *pid).collect(),
                 names,
             };
+            if all.len() >= MAX_LISTED {
+                self.fix();
+            }
         }
     }
 
@@ -404,10 +419,12 @@ impl TaskTable {
             return false;
         }
         match &mut self.state {
-            TableState::Plain => false,
+            TableState::Plain | TableState::Fixed(_) => false,
             TableState::Listing(early) => {
                 for (pid, comm) in learner.named(ev) {
-                    early.push((pid, String::from_utf8_lossy(comm).into_owned()));
+                    if early.len() < MAX_LISTED {
+                        early.push((pid, String::from_utf8_lossy(comm).into_owned()));
+                    }
                 }
                 false
             }
@@ -419,26 +436,45 @@ impl TaskTable {
                         changed = true;
                     }
                 }
+                if pids.len() >= MAX_LISTED {
+                    self.fix();
+                }
                 changed
             }
         }
     }
 
+    /// Keeps the name each pid held twice has now, and inserts no more.
+    #[cold]
+    fn fix(&mut self) {
+        let fixed = self
+            .twice()
+            .filter_map(|pid| Some((pid, self.name(pid)?.to_string())))
+            .collect();
+        self.state = TableState::Fixed(fixed);
+    }
+
     /// The pids the table holds more than once.
     pub fn twice(&self) -> impl Iterator<Item = i32> + '_ {
-        let names = match &self.state {
-            TableState::Twice { names, .. } => Some(names.keys().copied()),
-            _ => None,
+        let (twice, fixed) = match &self.state {
+            TableState::Twice { names, .. } => (Some(names.keys().copied()), None),
+            TableState::Fixed(names) => (None, Some(names.keys().copied())),
+            _ => (None, None),
         };
-        names.into_iter().flatten()
+        twice
+            .into_iter()
+            .flatten()
+            .chain(fixed.into_iter().flatten())
     }
 
     /// The name trace-cmd prints for `pid` when the table holds it more than
     /// once: the one glibc's `bsearch` (midpoint `(lo + hi) / 2`) meets
     /// first; `None` for any other pid.
     pub fn name(&self, pid: i32) -> Option<&str> {
-        let TableState::Twice { pids, names } = &self.state else {
-            return None;
+        let (pids, names) = match &self.state {
+            TableState::Twice { pids, names } => (pids, names),
+            TableState::Fixed(names) => return names.get(&pid).map(String::as_str),
+            _ => return None,
         };
         let held = names.get(&pid)?;
         let (mut lo, mut hi) = (0, pids.len());
