@@ -296,3 +296,53 @@ impl CallPaths {
         folded
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Calls made in a varying order (each caller calls one of three
+    /// functions next, chosen by a fixed pseudo-random sequence): every
+    /// node the next-call cache gives is the node the tree's map gives.
+    #[test]
+    fn the_next_call_cache_gives_the_nodes_of_the_map() {
+        let mut tree = PathTree::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // A stack of (node, its last callee's node), root first.
+        let mut stack = vec![(ROOT, NO_NODE)];
+        let mut hits = 0;
+        for _ in 0..10_000 {
+            let r = next();
+            if r % 3 == 0 && stack.len() > 1 {
+                stack.pop();
+                continue;
+            }
+            let func = 0x1000 + r % 3;
+            let (parent, prev) = *stack.last().unwrap();
+            let (at, which) = match prev {
+                NO_NODE => (parent, 0),
+                p => (p, 1),
+            };
+            let hit = tree.after[at as usize][which].0 == func;
+            let node = tree.next_child(parent, prev, func);
+            hits += usize::from(hit);
+            assert_eq!(
+                node,
+                tree.child(parent, func),
+                "{func:x} under node {parent}"
+            );
+            stack.last_mut().unwrap().1 = node;
+            if stack.len() < 6 {
+                stack.push((node, NO_NODE));
+            }
+        }
+        // Both ways were taken: the cache's answer, and the map's.
+        assert!((1_000..6_000).contains(&hits), "{hits} of 10000");
+    }
+}
