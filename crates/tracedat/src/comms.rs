@@ -477,18 +477,11 @@ impl TaskTable {
             _ => return None,
         };
         let held = names.get(&pid)?;
-        let (mut lo, mut hi) = (0, pids.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match pid.cmp(&pids[mid]) {
-                std::cmp::Ordering::Less => hi = mid,
-                std::cmp::Ordering::Greater => lo = mid + 1,
-                std::cmp::Ordering::Equal => {
-                    let first = pids.partition_point(|p| *p < pid);
-                    return held.get(mid - first).map(String::as_str);
-                }
-            }
-        }
-        None
+        let at = crate::reader::glibc_bsearch(pids.len(), |mid| {
+            pids.get(mid)
+                .map_or(std::cmp::Ordering::Less, |p| pid.cmp(p))
+        })?;
+        let first = pids.partition_point(|p| *p < pid);
+        held.get(at - first).map(String::as_str)
     }
 }

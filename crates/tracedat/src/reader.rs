@@ -8,6 +8,7 @@
 //! from reaching the rest of the crate.
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -571,21 +572,17 @@ impl TraceFile {
         let k = self
             .kallsyms
             .get_or_init(|| parse_kallsyms(&self.kallsyms_text));
-        let (mut lo, mut hi) = (0usize, k.symbols.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let a = k.symbols.get(mid)?.0;
-            let inside = addr > a && k.symbols.get(mid + 1).is_some_and(|(b, _, _)| addr < *b);
-            if addr == a || inside {
-                return Some((k.get(mid)?.1, addr - a));
+        let addr_at = |i: usize| k.symbols.get(i).map_or(u64::MAX, |s| s.0);
+        let i = glibc_bsearch(k.symbols.len(), |mid| {
+            let a = addr_at(mid);
+            let inside = addr > a && mid + 1 < k.symbols.len() && addr < addr_at(mid + 1);
+            match addr.cmp(&a) {
+                _ if inside => Ordering::Equal,
+                o => o,
             }
-            if addr < a {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        None
+        })?;
+        let (a, name) = k.get(i)?;
+        Some((name, addr - a))
     }
 
     /// The string stored in printk_formats for a kernel string address.
@@ -593,6 +590,24 @@ impl TraceFile {
         self.printk.get(&addr).map(|s| s.as_str())
     }
 }
+/// The index glibc's `bsearch` stops at in a sorted table of `len`
+/// entries, where `cmp(i)` compares the key with entry `i`: midpoints
+/// `(lo + hi) / 2`, the first entry met that compares equal. libtraceevent
+/// looks symbols and comms up this way, so where several entries compare
+/// equal, this picks the one trace-cmd prints.
+pub(crate) fn glibc_bsearch(len: usize, mut cmp: impl FnMut(usize) -> Ordering) -> Option<usize> {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match cmp(mid) {
+            Ordering::Less => hi = mid,
+            Ordering::Greater => lo = mid + 1,
+            Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
 /// The fixed start of every trace.dat, as [`read_file_header`] reads it.
 struct FileHeader {
     version: u32,
