@@ -43,115 +43,122 @@ impl Answered {
     }
 }
 
-/// block-io: "How long does block I/O take, per device and request size,
-/// while a command writes?" The first section is the `block` latency table, a
-/// row for the disk the workload writes to (the whole disk, as requests name it).
-#[test]
-fn block_io_answers_with_latency_per_device() {
-    let guard = TracefsGuard::acquire();
-    let a = Answered::run("block-io", &[]);
-    let first = a.first("block", "block: I/O issue to complete");
-    let block = &a.report["block"];
-    assert!(block["requests"].as_u64() > Some(0), "{block:#}");
-    // The device of /var/tmp's file system, or the disk it is a partition of.
-    let meta = std::fs::metadata("/var/tmp").unwrap();
-    let dev = std::os::linux::fs::MetadataExt::st_dev(&meta);
-    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
-    let sys = std::path::Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
-    let disk = if sys.join("partition").exists() {
-        std::fs::read_to_string(sys.join("../dev"))
-            .unwrap()
-            .trim()
-            .to_string()
-    } else {
-        format!("{major}:{minor}")
-    };
-    let devices: Vec<&str> = block["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["key"].as_str().unwrap())
-        .collect();
-    assert!(devices.contains(&disk.as_str()), "{disk} in {devices:?}");
-    assert!(first.contains(&format!("\n  {disk} ")), "{}", a.summary);
-    guard.assert_unchanged();
-}
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
 
-/// exec-tree: "Which programs does a command exec, and how many processes does
-/// it fork?" No analysis pairs these events: the first section is the counts,
-/// per event (execs and forks), and the same section names the programs (top comms).
-#[test]
-fn exec_tree_answers_with_execs_and_forks() {
-    let guard = TracefsGuard::acquire();
-    let a = Answered::run("exec-tree", &[]);
-    let first = a.first("counts", "per event:");
-    let events = &a.report["events"];
-    for e in ["sched:sched_process_exec", "sched:sched_process_fork"] {
-        let n = events[e].as_u64().unwrap_or(0);
-        assert!(n >= 2, "{e}: {events:#}");
+    /// block-io: "How long does block I/O take, per device and request size,
+    /// while a command writes?" The first section is the `block` latency table, a
+    /// row for the disk the workload writes to (the whole disk, as requests name it).
+    #[test]
+    fn block_io_answers_with_latency_per_device() {
+        let guard = TracefsGuard::acquire();
+        let a = Answered::run("block-io", &[]);
+        let first = a.first("block", "block: I/O issue to complete");
+        let block = &a.report["block"];
+        assert!(block["requests"].as_u64() > Some(0), "{block:#}");
+        // The device of /var/tmp's file system, or the disk it is a partition of.
+        let meta = std::fs::metadata("/var/tmp").unwrap();
+        let dev = std::os::linux::fs::MetadataExt::st_dev(&meta);
+        let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+        let sys = std::path::Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
+        let disk = if sys.join("partition").exists() {
+            std::fs::read_to_string(sys.join("../dev"))
+                .unwrap()
+                .trim()
+                .to_string()
+        } else {
+            format!("{major}:{minor}")
+        };
+        let devices: Vec<&str> = block["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["key"].as_str().unwrap())
+            .collect();
+        assert!(devices.contains(&disk.as_str()), "{disk} in {devices:?}");
+        assert!(first.contains(&format!("\n  {disk} ")), "{}", a.summary);
+        guard.assert_unchanged();
+    }
+
+    /// exec-tree: "Which programs does a command exec, and how many processes does
+    /// it fork?" No analysis pairs these events: the first section is the counts,
+    /// per event (execs and forks), and the same section names the programs (top comms).
+    #[test]
+    fn exec_tree_answers_with_execs_and_forks() {
+        let guard = TracefsGuard::acquire();
+        let a = Answered::run("exec-tree", &[]);
+        let first = a.first("counts", "per event:");
+        let events = &a.report["events"];
+        for e in ["sched:sched_process_exec", "sched:sched_process_fork"] {
+            let n = events[e].as_u64().unwrap_or(0);
+            assert!(n >= 2, "{e}: {events:#}");
+            assert!(
+                first
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(e) && l.ends_with(&format!(" {n}"))),
+                "{e}: {}",
+                a.summary
+            );
+        }
+        let comms: Vec<&str> = a.report["top_comms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["comm"].as_str().unwrap())
+            .collect();
+        assert!(
+            comms.contains(&"ls") && comms.contains(&"date"),
+            "{comms:?}"
+        );
+        guard.assert_unchanged();
+    }
+
+    /// stop-on-exit: "What ran until a named process exited?" The run stops at
+    /// the first `sleep`'s exit; the first section is the per-task profile, with
+    /// that `sleep` in it.
+    #[test]
+    fn stop_on_exit_answers_with_the_tasks_profile() {
+        let guard = TracefsGuard::acquire();
+        let a = Answered::run("stop-on-exit", &[]);
+        assert_eq!(
+            a.report["stop_reason"], "traceoff (tracing_on dropped to 0)",
+            "{}",
+            a.summary
+        );
+        let first = a.first("profile", "profile: where each task's time went");
         assert!(
             first
                 .lines()
-                .any(|l| l.trim_start().starts_with(e) && l.ends_with(&format!(" {n}"))),
-            "{e}: {}",
+                .any(|l| l.split_whitespace().nth(1) == Some("sleep")),
+            "{}",
             a.summary
         );
+        guard.assert_unchanged();
     }
-    let comms: Vec<&str> = a.report["top_comms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["comm"].as_str().unwrap())
-        .collect();
-    assert!(
-        comms.contains(&"ls") && comms.contains(&"date"),
-        "{comms:?}"
-    );
-    guard.assert_unchanged();
-}
 
-/// stop-on-exit: "What ran until a named process exited?" The run stops at
-/// the first `sleep`'s exit; the first section is the per-task profile, with
-/// that `sleep` in it.
-#[test]
-fn stop_on_exit_answers_with_the_tasks_profile() {
-    let guard = TracefsGuard::acquire();
-    let a = Answered::run("stop-on-exit", &[]);
-    assert_eq!(
-        a.report["stop_reason"], "traceoff (tracing_on dropped to 0)",
-        "{}",
-        a.summary
-    );
-    let first = a.first("profile", "profile: where each task's time went");
-    assert!(
-        first
+    /// wakeup-latency: "How long do a command's threads wait between being woken
+    /// and running?" The first section is the wakeup latency, led by the
+    /// workload's own tasks (`(scope)`), with as many samples as its sleeps at least.
+    #[test]
+    fn wakeup_latency_answers_with_the_scoped_tasks_latency() {
+        let guard = TracefsGuard::acquire();
+        let a = Answered::run("wakeup-latency", &[]);
+        let first = a.first("wakeup", "wakeup: wakeup-to-run latency");
+        let row = first
             .lines()
-            .any(|l| l.split_whitespace().nth(1) == Some("sleep")),
-        "{}",
-        a.summary
-    );
-    guard.assert_unchanged();
-}
-
-/// wakeup-latency: "How long do a command's threads wait between being woken
-/// and running?" The first section is the wakeup latency, led by the
-/// workload's own tasks (`(scope)`), with as many samples as its sleeps at least.
-#[test]
-fn wakeup_latency_answers_with_the_scoped_tasks_latency() {
-    let guard = TracefsGuard::acquire();
-    let a = Answered::run("wakeup-latency", &[]);
-    let first = a.first("wakeup", "wakeup: wakeup-to-run latency");
-    let row = first
-        .lines()
-        .nth(2)
-        .unwrap_or_else(|| panic!("{}", a.summary));
-    let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells[0], "(scope)", "{}", a.summary);
-    // Ten `sleep 0.01`: each wakes the sleeping task once at least.
-    assert!(
-        cells[1].parse::<u64>().is_ok_and(|n| n >= 10),
-        "{}",
-        a.summary
-    );
-    guard.assert_unchanged();
+            .nth(2)
+            .unwrap_or_else(|| panic!("{}", a.summary));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[0], "(scope)", "{}", a.summary);
+        // Ten `sleep 0.01`: each wakes the sleeping task once at least.
+        assert!(
+            cells[1].parse::<u64>().is_ok_and(|n| n >= 10),
+            "{}",
+            a.summary
+        );
+        guard.assert_unchanged();
+    }
 }

@@ -32,102 +32,6 @@ fn bundled_run(dir: &Path) -> (PathBuf, PathBuf) {
     (out, bundle)
 }
 
-#[test]
-fn a_bundle_holds_the_run_and_reads_back_exactly() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let (out, bundle) = bundled_run(dir.path());
-    guard.assert_unchanged();
-    drop(guard);
-
-    // GNU tar opens it; manifest.json comes first.
-    let list = duct::cmd!("tar", "--zstd", "-tf", &bundle).read().unwrap();
-    let names: Vec<&str> = list.lines().collect();
-    assert_eq!(names.first(), Some(&"manifest.json"), "{list}");
-    for m in [
-        "trace.dat",
-        "report.json",
-        "summary.txt",
-        "recipe.toml",
-        "recipe.source.toml",
-    ] {
-        assert!(names.contains(&m), "{m} missing from:\n{list}");
-    }
-
-    // unpack gives back every member byte for byte, and the manifest names them.
-    let unpacked = dir.path().join("unpacked");
-    let o = trace_recipe(&[
-        "unpack",
-        bundle.to_str().unwrap(),
-        "-o",
-        unpacked.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(unpacked.join("manifest.json")).unwrap())
-            .unwrap();
-    for m in ["trace.dat", "report.json", "summary.txt", "recipe.toml"] {
-        assert_eq!(sha256(&unpacked.join(m)), sha256(&out.join(m)), "{m}");
-        assert_eq!(
-            manifest["members"][m]["sha256"],
-            sha256(&out.join(m)),
-            "{m}"
-        );
-    }
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(manifest["format"], "trace-recipe-bundle");
-    assert_eq!(manifest["recipe"], "bundled");
-    assert_eq!(manifest["params"]["who"], "me");
-    assert_eq!(manifest["kernel_release"], report["kernel_release"]);
-    assert_eq!(manifest["stop_reason"], "workload exited");
-    assert_eq!(manifest["workload"][0], "sh");
-    assert_eq!(manifest["lost_events"], report["lost_total"]);
-    assert_eq!(
-        manifest["recipe_written_sha256"],
-        sha256(&dir.path().join("b.toml"))
-    );
-    assert!(manifest["host"].is_string());
-
-    // report reads a bundle, a folder and a trace.dat alike.
-    let from_dat = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
-    let from_dir = trace_recipe(&["report", out.to_str().unwrap()]);
-    let from_bundle = trace_recipe(&["report", bundle.to_str().unwrap()]);
-    assert!(
-        from_bundle.status.success(),
-        "{}",
-        text(&from_bundle.stderr)
-    );
-    assert!(text(&from_dat.stdout).contains("sched_process_exec"));
-    assert_eq!(from_dat.stdout, from_dir.stdout);
-    assert_eq!(from_dat.stdout, from_bundle.stdout);
-
-    // pack of the folder again, with the host redacted.
-    let again = dir.path().join("again.tar.zst");
-    let o = trace_recipe(&[
-        "pack",
-        out.to_str().unwrap(),
-        "-o",
-        again.to_str().unwrap(),
-        "--redact-host",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let un2 = dir.path().join("un2");
-    assert!(
-        trace_recipe(&[
-            "unpack",
-            again.to_str().unwrap(),
-            "-o",
-            un2.to_str().unwrap()
-        ])
-        .status
-        .success()
-    );
-    let m2: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(un2.join("manifest.json")).unwrap()).unwrap();
-    assert!(m2["host"].is_null(), "{m2:#}");
-}
-
 /// One tar entry for a hand-made (possibly hostile) bundle.
 pub(crate) enum Entry {
     File(&'static str, Vec<u8>),
@@ -391,4 +295,109 @@ fn hostile_bundles_are_refused_and_write_nothing_outside_a_temporary_folder() {
     assert!(!dir.path().join("cut-out").exists());
     refused += 1;
     eprintln!("FIGURE hostile bundles refused: {refused}/{refused}");
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn a_bundle_holds_the_run_and_reads_back_exactly() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let (out, bundle) = bundled_run(dir.path());
+        guard.assert_unchanged();
+        drop(guard);
+
+        // GNU tar opens it; manifest.json comes first.
+        let list = duct::cmd!("tar", "--zstd", "-tf", &bundle).read().unwrap();
+        let names: Vec<&str> = list.lines().collect();
+        assert_eq!(names.first(), Some(&"manifest.json"), "{list}");
+        for m in [
+            "trace.dat",
+            "report.json",
+            "summary.txt",
+            "recipe.toml",
+            "recipe.source.toml",
+        ] {
+            assert!(names.contains(&m), "{m} missing from:\n{list}");
+        }
+
+        // unpack gives back every member byte for byte, and the manifest names them.
+        let unpacked = dir.path().join("unpacked");
+        let o = trace_recipe(&[
+            "unpack",
+            bundle.to_str().unwrap(),
+            "-o",
+            unpacked.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(unpacked.join("manifest.json")).unwrap())
+                .unwrap();
+        for m in ["trace.dat", "report.json", "summary.txt", "recipe.toml"] {
+            assert_eq!(sha256(&unpacked.join(m)), sha256(&out.join(m)), "{m}");
+            assert_eq!(
+                manifest["members"][m]["sha256"],
+                sha256(&out.join(m)),
+                "{m}"
+            );
+        }
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(manifest["format"], "trace-recipe-bundle");
+        assert_eq!(manifest["recipe"], "bundled");
+        assert_eq!(manifest["params"]["who"], "me");
+        assert_eq!(manifest["kernel_release"], report["kernel_release"]);
+        assert_eq!(manifest["stop_reason"], "workload exited");
+        assert_eq!(manifest["workload"][0], "sh");
+        assert_eq!(manifest["lost_events"], report["lost_total"]);
+        assert_eq!(
+            manifest["recipe_written_sha256"],
+            sha256(&dir.path().join("b.toml"))
+        );
+        assert!(manifest["host"].is_string());
+
+        // report reads a bundle, a folder and a trace.dat alike.
+        let from_dat = trace_recipe(&["report", out.join("trace.dat").to_str().unwrap()]);
+        let from_dir = trace_recipe(&["report", out.to_str().unwrap()]);
+        let from_bundle = trace_recipe(&["report", bundle.to_str().unwrap()]);
+        assert!(
+            from_bundle.status.success(),
+            "{}",
+            text(&from_bundle.stderr)
+        );
+        assert!(text(&from_dat.stdout).contains("sched_process_exec"));
+        assert_eq!(from_dat.stdout, from_dir.stdout);
+        assert_eq!(from_dat.stdout, from_bundle.stdout);
+
+        // pack of the folder again, with the host redacted.
+        let again = dir.path().join("again.tar.zst");
+        let o = trace_recipe(&[
+            "pack",
+            out.to_str().unwrap(),
+            "-o",
+            again.to_str().unwrap(),
+            "--redact-host",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let un2 = dir.path().join("un2");
+        assert!(
+            trace_recipe(&[
+                "unpack",
+                again.to_str().unwrap(),
+                "-o",
+                un2.to_str().unwrap()
+            ])
+            .status
+            .success()
+        );
+        let m2: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(un2.join("manifest.json")).unwrap())
+                .unwrap();
+        assert!(m2["host"].is_null(), "{m2:#}");
+    }
 }

@@ -2,67 +2,7 @@
 //! printed, and nothing else is reported. Each file lists its expectations as
 //! `# expect: LINE:COL TEXT` comments.
 
-use crate::common::{TracefsGuard, repo, text, trace_recipe};
-
-#[test]
-fn every_bad_recipe_reports_its_expected_places() {
-    // `check` of a recipe with a `[tracer]` probes a scratch instance: keep it
-    // out of other tests' snapshots.
-    let _guard = TracefsGuard::acquire();
-    let dir = repo().join("tests/bad-recipes");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 15, "corpus shrank: {files:?}");
-    for file in files {
-        let body = std::fs::read_to_string(&file).unwrap();
-        let expects: Vec<(&str, &str)> = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("# expect: "))
-            .map(|e| e.split_once(' ').unwrap_or((e, "")))
-            .collect();
-        assert!(
-            !expects.is_empty(),
-            "{} has no `# expect:` line",
-            file.display()
-        );
-        let out = trace_recipe(&["check", file.to_str().unwrap()]);
-        let stdout = text(&out.stdout);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{}: check must fail:\n{stdout}{}",
-            file.display(),
-            text(&out.stderr)
-        );
-        let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error (")).collect();
-        for (place, msg) in &expects {
-            let prefix = match *place {
-                "-" => format!("{}: error (", file.display()),
-                _ => format!("{}:{place}: error (", file.display()),
-            };
-            assert!(
-                errors
-                    .iter()
-                    .any(|l| l.starts_with(&prefix) && l.contains(msg)),
-                "{}: expected `{place} {msg}` in:\n{stdout}",
-                file.display()
-            );
-        }
-        assert_eq!(
-            errors.len(),
-            expects.len(),
-            "{}: unexpected extra problems:\n{stdout}",
-            file.display()
-        );
-        assert!(
-            stdout.contains(&format!("{} problem", expects.len())),
-            "{stdout}"
-        );
-    }
-}
+use crate::common::{repo, text, trace_recipe};
 
 #[test]
 fn check_names_whether_the_recipe_or_the_kernel_is_at_fault() {
@@ -119,4 +59,79 @@ fn set_overrides_params_and_rejects_unknown_ones() {
         "{}",
         text(&duration.stdout)
     );
+}
+
+/// Runs `check EXTRA... FILE` on every recipe of tests/bad-recipes and asserts
+/// that exactly its `# expect:` problems are reported, at their places.
+fn every_bad_recipe_reports_its_expected_places_with(extra: &[&str]) {
+    let dir = repo().join("tests/bad-recipes");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 15, "corpus shrank: {files:?}");
+    for file in files {
+        let body = std::fs::read_to_string(&file).unwrap();
+        let expects: Vec<(&str, &str)> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: "))
+            .map(|e| e.split_once(' ').unwrap_or((e, "")))
+            .collect();
+        assert!(
+            !expects.is_empty(),
+            "{} has no `# expect:` line",
+            file.display()
+        );
+        let mut args = vec!["check", file.to_str().unwrap()];
+        args.extend(extra);
+        let out = trace_recipe(&args);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}: check must fail:\n{stdout}{}",
+            file.display(),
+            text(&out.stderr)
+        );
+        let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error (")).collect();
+        for (place, msg) in &expects {
+            let prefix = match *place {
+                "-" => format!("{}: error (", file.display()),
+                _ => format!("{}:{place}: error (", file.display()),
+            };
+            assert!(
+                errors
+                    .iter()
+                    .any(|l| l.starts_with(&prefix) && l.contains(msg)),
+                "{}: expected `{place} {msg}` in:\n{stdout}",
+                file.display()
+            );
+        }
+        assert_eq!(
+            errors.len(),
+            expects.len(),
+            "{}: unexpected extra problems:\n{stdout}",
+            file.display()
+        );
+        assert!(
+            stdout.contains(&format!("{} problem", expects.len())),
+            "{stdout}"
+        );
+    }
+}
+
+/// The corpus checked offline against this development machine's fact file
+/// (`check --facts`: no root, no tracefs), in the fast tier.
+#[test]
+fn every_bad_recipe_reports_its_expected_places_from_the_host_facts() {
+    let facts = repo().join("tests/facts/host.json.zst");
+    every_bad_recipe_reports_its_expected_places_with(&["--facts", facts.to_str().unwrap()]);
+}
+
+/// The corpus checked against the live kernel (`check` reads tracefs and
+/// writes nothing to it: no lock).
+#[test]
+fn every_bad_recipe_reports_its_expected_places_on_this_kernel() {
+    every_bad_recipe_reports_its_expected_places_with(&[]);
 }

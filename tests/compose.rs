@@ -256,46 +256,53 @@ fn typed_params_check_set_values_at_the_param_line() {
     }
 }
 
-#[test]
-fn a_run_folder_and_its_bundle_carry_the_chain() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = chain(dir.path());
-    let out_dir = dir.path().join("run");
-    let guard = TracefsGuard::acquire();
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out_dir.to_str().unwrap(),
-        "--bundle",
-        "--",
-        "sh",
-        "-c",
-        "ls /nonexistent 2>/dev/null; true",
-    ]);
-    guard.assert_unchanged();
-    drop(guard);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let read = |n: &str| std::fs::read_to_string(out_dir.join(n)).unwrap();
-    assert_eq!(
-        read("recipe.source.toml"),
-        std::fs::read_to_string(&recipe).unwrap()
-    );
-    assert_eq!(
-        read("recipe.base-1.toml"),
-        std::fs::read_to_string(dir.path().join("common/base.toml")).unwrap()
-    );
-    // The rendered recipe stands alone: it loads without its bases.
-    let rendered = read("recipe.toml");
-    assert!(!rendered.contains("extends"), "{rendered}");
-    assert!(rendered.contains("ret == -2"), "{rendered}");
-    let lone = write_recipe(dir.path(), "lone.toml", &rendered);
-    let c = trace_recipe(&["check", lone.to_str().unwrap()]);
-    assert_eq!(c.status.code(), Some(0), "{}", text(&c.stdout));
-    let list = duct::cmd!("tar", "--zstd", "-tf", dir.path().join("run.tar.zst"))
-        .read()
-        .unwrap();
-    for m in ["recipe.toml", "recipe.source.toml", "recipe.base-1.toml"] {
-        assert!(list.lines().any(|l| l == m), "no {m} in:\n{list}");
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn a_run_folder_and_its_bundle_carry_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = chain(dir.path());
+        let out_dir = dir.path().join("run");
+        let guard = TracefsGuard::acquire();
+        let o = trace_recipe(&[
+            "run",
+            recipe.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+            "--bundle",
+            "--",
+            "sh",
+            "-c",
+            "ls /nonexistent 2>/dev/null; true",
+        ]);
+        guard.assert_unchanged();
+        drop(guard);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let read = |n: &str| std::fs::read_to_string(out_dir.join(n)).unwrap();
+        assert_eq!(
+            read("recipe.source.toml"),
+            std::fs::read_to_string(&recipe).unwrap()
+        );
+        assert_eq!(
+            read("recipe.base-1.toml"),
+            std::fs::read_to_string(dir.path().join("common/base.toml")).unwrap()
+        );
+        // The rendered recipe stands alone: it loads without its bases.
+        let rendered = read("recipe.toml");
+        assert!(!rendered.contains("extends"), "{rendered}");
+        assert!(rendered.contains("ret == -2"), "{rendered}");
+        let lone = write_recipe(dir.path(), "lone.toml", &rendered);
+        let c = trace_recipe(&["check", lone.to_str().unwrap()]);
+        assert_eq!(c.status.code(), Some(0), "{}", text(&c.stdout));
+        let list = duct::cmd!("tar", "--zstd", "-tf", dir.path().join("run.tar.zst"))
+            .read()
+            .unwrap();
+        for m in ["recipe.toml", "recipe.source.toml", "recipe.base-1.toml"] {
+            assert!(list.lines().any(|l| l == m), "no {m} in:\n{list}");
+        }
     }
 }

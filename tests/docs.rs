@@ -40,65 +40,6 @@ fn recipes() -> Vec<std::path::PathBuf> {
     v
 }
 
-/// Every recipe points at the schema, has a description and a `# What to look
-/// for` block, and checks clean on this kernel, except recipes that declare what
-/// they need (`# needs: ...`) and on which kernels they are proven (`# kernels:
-/// 6.1, 6.12`, checked in the kernel lab, tests/lab.rs): those may fail here, but
-/// only with problems of this kernel, never of the recipe.
-#[test]
-fn every_recipe_points_at_the_schema_and_checks_clean_on_this_kernel() {
-    // `check` of a recipe with a `[tracer]` probes a scratch instance: keep it
-    // out of other tests' snapshots.
-    let _guard = TracefsGuard::acquire();
-    let all = recipes();
-    assert!(all.len() >= 5, "recipes/ must hold at least five recipes");
-    for r in all {
-        let body = std::fs::read_to_string(&r).unwrap();
-        assert!(
-            body.starts_with("#:schema ../schema/recipe.schema.json\n"),
-            "{} must start with the #:schema line",
-            r.display()
-        );
-        assert!(
-            body.contains("\ndescription = "),
-            "{} needs a description",
-            r.display()
-        );
-        assert!(
-            body.contains("# What to look for"),
-            "{} needs a `# What to look for` comment block",
-            r.display()
-        );
-        let out = trace_recipe(&["check", r.to_str().unwrap()]);
-        let needs = body.lines().any(|l| l.starts_with("# needs: "));
-        if needs {
-            assert!(
-                body.lines().any(|l| l.starts_with("# kernels: ")),
-                "{} declares `# needs:` but not `# kernels:` (where the lab proves it)",
-                r.display()
-            );
-        }
-        if needs && !out.status.success() {
-            let stdout = text(&out.stdout);
-            let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error (")).collect();
-            assert!(
-                !errors.is_empty() && errors.iter().all(|l| l.contains(": error (this kernel):")),
-                "{} may fail here only for what this kernel lacks:\n{stdout}{}",
-                r.display(),
-                text(&out.stderr)
-            );
-            continue;
-        }
-        assert!(
-            out.status.success(),
-            "{} does not check clean:\n{}{}",
-            r.display(),
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-    }
-}
-
 /// The files of the book's Markdown source (docs/src), SUMMARY.md included.
 fn book_chapters() -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(repo().join("docs/src"))
@@ -398,84 +339,6 @@ fn normalize(line: &str) -> String {
     out
 }
 
-/// The `exec-tree` example of the README (and of the book's `run` chapter) is
-/// run again: each line it shows after `$ sudo trace-recipe run
-/// recipes/exec-tree.toml`, `$ trace-recipe report DIR/trace.dat` and
-/// `$ trace-cmd report -i DIR/trace.dat` must be a line of the real output,
-/// numbers aside (`...` marks a cut).
-#[test]
-fn readme_and_book_exec_tree_examples_are_real_output() {
-    let _guard = TracefsGuard::acquire();
-    let cwd = tempfile::tempdir().unwrap();
-    let run = std::process::Command::new(crate::common::bin())
-        .args([
-            "run",
-            repo().join("recipes/exec-tree.toml").to_str().unwrap(),
-        ])
-        .current_dir(cwd.path())
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}{}",
-        text(&run.stdout),
-        text(&run.stderr)
-    );
-    let out_dir = std::fs::read_dir(cwd.path().join("trace-recipe-out"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let trace_dat = out_dir.join("trace.dat");
-    let report = trace_recipe(&["report", trace_dat.to_str().unwrap()]);
-    assert!(report.status.success(), "{}", text(&report.stderr));
-    let real = |command: &str| -> Vec<String> {
-        let out = if command == "$ sudo trace-recipe run recipes/exec-tree.toml" {
-            format!("{}{}", text(&run.stderr), text(&run.stdout))
-        } else if command.starts_with("$ trace-recipe report ") {
-            text(&report.stdout)
-        } else {
-            crate::common::trace_cmd_report(&trace_dat)
-        };
-        out.lines().map(normalize).collect()
-    };
-    let mut checked = 0;
-    for doc in ["README.md", "docs/src/run.md"] {
-        let body = read(&repo().join(doc));
-        let block = code_blocks(&body)
-            .into_iter()
-            .find(|b| b.first() == Some(&"$ sudo trace-recipe run recipes/exec-tree.toml"))
-            .unwrap_or_else(|| panic!("{doc} shows a run of recipes/exec-tree.toml"));
-        let mut lines = Vec::new();
-        let mut command = "";
-        for line in block {
-            let known = line == "$ sudo trace-recipe run recipes/exec-tree.toml"
-                || (line.starts_with("$ trace-recipe report ") && line.ends_with("/trace.dat"))
-                || (line.starts_with("$ trace-cmd report -i ") && line.ends_with("/trace.dat"));
-            if line.starts_with("$ ") {
-                assert!(
-                    known,
-                    "{doc}: the exec-tree example runs `{line}`, which this test does not know"
-                );
-                command = line;
-                lines = real(command);
-                continue;
-            }
-            if line.trim() == "..." || line.trim().is_empty() {
-                continue;
-            }
-            assert!(
-                lines.contains(&normalize(line)),
-                "{doc}: the line `{line}` of `{command}` is not in the real output:\n{}",
-                lines.join("\n")
-            );
-            checked += 1;
-        }
-    }
-    assert!(checked > 20, "only {checked} example lines checked");
-}
-
 #[test]
 fn checked_in_report_schema_is_what_schema_report_prints() {
     let out = trace_recipe(&["schema", "--report"]);
@@ -589,4 +452,150 @@ fn man_pages_have_the_books_exit_status_and_examples() {
         pages += 1;
     }
     assert!(pages > 10, "only {pages} man pages");
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    /// Every recipe points at the schema, has a description and a `# What to look
+    /// for` block, and checks clean on this kernel, except recipes that declare what
+    /// they need (`# needs: ...`) and on which kernels they are proven (`# kernels:
+    /// 6.1, 6.12`, checked in the kernel lab, tests/lab.rs): those may fail here, but
+    /// only with problems of this kernel, never of the recipe.
+    #[test]
+    fn every_recipe_points_at_the_schema_and_checks_clean_on_this_kernel() {
+        // `check` of a recipe with a `[tracer]` probes a scratch instance: keep it
+        // out of other tests' snapshots.
+        let _guard = TracefsGuard::acquire();
+        let all = recipes();
+        assert!(all.len() >= 5, "recipes/ must hold at least five recipes");
+        for r in all {
+            let body = std::fs::read_to_string(&r).unwrap();
+            assert!(
+                body.starts_with("#:schema ../schema/recipe.schema.json\n"),
+                "{} must start with the #:schema line",
+                r.display()
+            );
+            assert!(
+                body.contains("\ndescription = "),
+                "{} needs a description",
+                r.display()
+            );
+            assert!(
+                body.contains("# What to look for"),
+                "{} needs a `# What to look for` comment block",
+                r.display()
+            );
+            let out = trace_recipe(&["check", r.to_str().unwrap()]);
+            let needs = body.lines().any(|l| l.starts_with("# needs: "));
+            if needs {
+                assert!(
+                    body.lines().any(|l| l.starts_with("# kernels: ")),
+                    "{} declares `# needs:` but not `# kernels:` (where the lab proves it)",
+                    r.display()
+                );
+            }
+            if needs && !out.status.success() {
+                let stdout = text(&out.stdout);
+                let errors: Vec<&str> =
+                    stdout.lines().filter(|l| l.contains(": error (")).collect();
+                assert!(
+                    !errors.is_empty()
+                        && errors.iter().all(|l| l.contains(": error (this kernel):")),
+                    "{} may fail here only for what this kernel lacks:\n{stdout}{}",
+                    r.display(),
+                    text(&out.stderr)
+                );
+                continue;
+            }
+            assert!(
+                out.status.success(),
+                "{} does not check clean:\n{}{}",
+                r.display(),
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+    }
+
+    /// The `exec-tree` example of the README (and of the book's `run` chapter) is
+    /// run again: each line it shows after `$ sudo trace-recipe run
+    /// recipes/exec-tree.toml`, `$ trace-recipe report DIR/trace.dat` and
+    /// `$ trace-cmd report -i DIR/trace.dat` must be a line of the real output,
+    /// numbers aside (`...` marks a cut).
+    #[test]
+    fn readme_and_book_exec_tree_examples_are_real_output() {
+        let _guard = TracefsGuard::acquire();
+        let cwd = tempfile::tempdir().unwrap();
+        let run = std::process::Command::new(crate::common::bin())
+            .args([
+                "run",
+                repo().join("recipes/exec-tree.toml").to_str().unwrap(),
+            ])
+            .current_dir(cwd.path())
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        let out_dir = std::fs::read_dir(cwd.path().join("trace-recipe-out"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let trace_dat = out_dir.join("trace.dat");
+        let report = trace_recipe(&["report", trace_dat.to_str().unwrap()]);
+        assert!(report.status.success(), "{}", text(&report.stderr));
+        let real = |command: &str| -> Vec<String> {
+            let out = if command == "$ sudo trace-recipe run recipes/exec-tree.toml" {
+                format!("{}{}", text(&run.stderr), text(&run.stdout))
+            } else if command.starts_with("$ trace-recipe report ") {
+                text(&report.stdout)
+            } else {
+                crate::common::trace_cmd_report(&trace_dat)
+            };
+            out.lines().map(normalize).collect()
+        };
+        let mut checked = 0;
+        for doc in ["README.md", "docs/src/run.md"] {
+            let body = read(&repo().join(doc));
+            let block = code_blocks(&body)
+                .into_iter()
+                .find(|b| b.first() == Some(&"$ sudo trace-recipe run recipes/exec-tree.toml"))
+                .unwrap_or_else(|| panic!("{doc} shows a run of recipes/exec-tree.toml"));
+            let mut lines = Vec::new();
+            let mut command = "";
+            for line in block {
+                let known = line == "$ sudo trace-recipe run recipes/exec-tree.toml"
+                    || (line.starts_with("$ trace-recipe report ") && line.ends_with("/trace.dat"))
+                    || (line.starts_with("$ trace-cmd report -i ") && line.ends_with("/trace.dat"));
+                if line.starts_with("$ ") {
+                    assert!(
+                        known,
+                        "{doc}: the exec-tree example runs `{line}`, which this test does not know"
+                    );
+                    command = line;
+                    lines = real(command);
+                    continue;
+                }
+                if line.trim() == "..." || line.trim().is_empty() {
+                    continue;
+                }
+                assert!(
+                    lines.contains(&normalize(line)),
+                    "{doc}: the line `{line}` of `{command}` is not in the real output:\n{}",
+                    lines.join("\n")
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 20, "only {checked} example lines checked");
+    }
 }

@@ -60,16 +60,6 @@ fn interrupted(sig: i32, want: i32) {
     guard.assert_unchanged();
 }
 
-#[test]
-fn an_exported_script_interrupted_by_sigint_leaves_tracefs_as_found() {
-    interrupted(libc::SIGINT, 130);
-}
-
-#[test]
-fn an_exported_script_interrupted_by_sigterm_leaves_tracefs_as_found() {
-    interrupted(libc::SIGTERM, 143);
-}
-
 /// `check --plan --export trace-cmd` of a recipe in recipes/, with `extra` args.
 fn trace_cmd_line(recipe: &str, extra: &[&str]) -> String {
     let path = repo().join("recipes").join(recipe);
@@ -148,5 +138,22 @@ fn trace_cmd_export_offline_for_debian_6_12_defines_probes_and_names_what_it_lac
         "  -e signal:signal_generate \\\n  sleep 60\n",
     ] {
         assert!(t.contains(want), "no {want:?} in\n{t}");
+    }
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn an_exported_script_interrupted_by_sigint_leaves_tracefs_as_found() {
+        interrupted(libc::SIGINT, 130);
+    }
+
+    #[test]
+    fn an_exported_script_interrupted_by_sigterm_leaves_tracefs_as_found() {
+        interrupted(libc::SIGTERM, 143);
     }
 }

@@ -174,55 +174,6 @@ fn unusable_fact_files_are_refused_with_what_to_do() {
 }
 
 #[test]
-fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("f.json");
-    let o = trace_recipe(&["facts", "-o", f.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let facts = KernelFacts::load(&f).unwrap();
-    assert_eq!(
-        facts.release,
-        rustix::system::uname().release().to_str().unwrap()
-    );
-    assert!(facts.complete);
-    assert!(facts.format("sched:sched_switch").is_some());
-    for r in ["recipes/exec-tree.toml", "tests/lab/kprobe-fetch.toml"] {
-        let _ = trace_recipe(&["check", "--plan", repo().join(r).to_str().unwrap()]);
-    }
-    guard.assert_unchanged();
-
-    // A run writes the facts it validated against; its bundle carries them, and
-    // `check --facts BUNDLE` (as nobody) validates another recipe against them.
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        "name = \"carry\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
-    );
-    let out = dir.path().join("out");
-    let o = Command::new(bin())
-        .args(["run", recipe.to_str().unwrap(), "--bundle", "-o"])
-        .arg(&out)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let carried = KernelFacts::load(&out.join("facts.json")).unwrap();
-    assert_eq!(carried.release, facts.release);
-    assert!(carried.format("sched:sched_process_exec").is_some());
-    let bundle = dir.path().join("out.tar.zst");
-    assert!(bundle.is_file(), "{}", text(&o.stdout));
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let c = check_offline_as_nobody(&bundle, &recipe);
-    assert_exit(&c, 0);
-    guard.assert_unchanged();
-}
-
-#[test]
 fn latency_and_stack_tracers_validate_from_the_rt_facts_and_check_names_what_a_kernel_lacks() {
     for recipe in [
         "tests/lab/rt/wakeup.toml",
@@ -602,4 +553,60 @@ fn check_refused(facts: &Path, name: &str, text_of_recipe: &str) -> String {
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
     out
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn facts_and_check_leave_tracefs_unchanged_and_a_run_carries_its_facts() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f.json");
+        let o = trace_recipe(&["facts", "-o", f.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let facts = KernelFacts::load(&f).unwrap();
+        assert_eq!(
+            facts.release,
+            rustix::system::uname().release().to_str().unwrap()
+        );
+        assert!(facts.complete);
+        assert!(facts.format("sched:sched_switch").is_some());
+        for r in ["recipes/exec-tree.toml", "tests/lab/kprobe-fetch.toml"] {
+            let _ = trace_recipe(&["check", "--plan", repo().join(r).to_str().unwrap()]);
+        }
+        guard.assert_unchanged();
+
+        // A run writes the facts it validated against; its bundle carries them, and
+        // `check --facts BUNDLE` (as nobody) validates another recipe against them.
+        let recipe = write_recipe(
+            dir.path(),
+            "r.toml",
+            "name = \"carry\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        );
+        let out = dir.path().join("out");
+        let o = Command::new(bin())
+            .args(["run", recipe.to_str().unwrap(), "--bundle", "-o"])
+            .arg(&out)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let carried = KernelFacts::load(&out.join("facts.json")).unwrap();
+        assert_eq!(carried.release, facts.release);
+        assert!(carried.format("sched:sched_process_exec").is_some());
+        let bundle = dir.path().join("out.tar.zst");
+        assert!(bundle.is_file(), "{}", text(&o.stdout));
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let c = check_offline_as_nobody(&bundle, &recipe);
+        assert_exit(&c, 0);
+        guard.assert_unchanged();
+    }
 }

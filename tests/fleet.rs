@@ -214,140 +214,6 @@ fn recipe() -> PathBuf {
     repo().join("tests/fleet/fleet-exec.toml")
 }
 
-#[test]
-fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    // The recipe and the binary given relative to the project folder, where
-    // the play runs (not the collection's playbooks/ folder).
-    std::fs::create_dir_all(fleet.path("recipes")).unwrap();
-    std::fs::copy(recipe(), fleet.path("recipes/fleet-exec.toml")).unwrap();
-    std::fs::create_dir_all(fleet.path("bin")).unwrap();
-    std::os::unix::fs::symlink(bin(), fleet.path("bin/trace-recipe")).unwrap();
-    let inv = fleet.inventory(Path::new("/nonexistent/recipe.toml"), ["", "", ""], "");
-    let out = fleet.run(
-        &inv,
-        &[
-            "-e",
-            "trace_recipe_recipe=recipes/fleet-exec.toml",
-            "-e",
-            "trace_recipe_local_binary=bin/trace-recipe",
-        ],
-    );
-    assert!(out.status.success(), "the play failed:\n{}", log(&out));
-    fleet.assert_hosts_cleaned();
-
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    let release = rustix::system::uname()
-        .release()
-        .to_string_lossy()
-        .into_owned();
-    for (h, _) in HOSTS {
-        let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
-        assert_eq!(row[1..4], ["ok", release.as_str(), "clean"], "{matrix}");
-    }
-
-    let summary = fleet.json("fleet/latest/summary/fleet.json");
-    let rows = summary["hosts"].as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{summary:#}");
-    assert_eq!(summary["failed"], serde_json::json!([]));
-    let mut total = 0;
-    for (h, _) in HOSTS {
-        let bundle = fleet.path(&format!("fleet/latest/{h}.tar.zst"));
-        assert!(bundle.is_file(), "{} was not fetched", bundle.display());
-        let unpacked = fleet.path(&format!("{h}.unpacked"));
-        let u = Command::new(bin())
-            .arg("unpack")
-            .arg(&bundle)
-            .arg("-o")
-            .arg(&unpacked)
-            .output()
-            .unwrap();
-        assert!(u.status.success(), "unpack {h}: {}", text(&u.stderr));
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(unpacked.join("report.json")).unwrap())
-                .unwrap();
-        let row = rows
-            .iter()
-            .find(|r| {
-                r["path"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with(&format!("/{h}.tar.zst"))
-            })
-            .unwrap_or_else(|| panic!("no row for {h}: {summary:#}"));
-        assert!(row["host"].as_str().unwrap().starts_with(h), "{row}");
-        assert_eq!(row["events"], report["total_events"], "{h}");
-        assert!(
-            report["total_events"].as_u64().unwrap() > 0,
-            "{h} recorded nothing"
-        );
-        assert_eq!(row["lost_events"], report["lost_total"], "{h}");
-        assert_eq!(row["stop_reason"], report["stop_reason"], "{h}");
-        let passed = report["expectations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["passed"] == true)
-            .count();
-        assert_eq!(row["expectations_passed"], passed, "{h}");
-        assert_eq!(passed, 1, "{h}: lost_events == 0 holds");
-        total += report["total_events"].as_u64().unwrap();
-    }
-    assert_eq!(summary["totals"]["events"], total);
-    assert_eq!(summary["totals"]["ran"], 3);
-    let shown = fleet.read("fleet/latest/summary/fleet.text");
-    assert!(
-        shown.starts_with("fleet: 3 hosts, 3 ran, 0 failed (recipe fleet-exec)"),
-        "{shown}"
-    );
-    assert!(text(&out.stdout).contains("fleet: 3 hosts, 3 ran, 0 failed"));
-    fleet.wait_clean();
-}
-
-#[test]
-fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    // h1 is checked against the kernel lab's Debian 6.1 facts (kprobe_events);
-    // h2 and h3 against this kernel's own (no kprobe_events).
-    // The fact file is given relative to the project folder.
-    std::fs::create_dir_all(fleet.path("facts")).unwrap();
-    std::fs::copy(
-        repo().join("tests/facts/debian-6.1.json.zst"),
-        fleet.path("facts/debian-6.1.json.zst"),
-    )
-    .unwrap();
-    let inv = fleet.inventory(
-        &repo().join("recipes/kretprobe-returns.toml"),
-        ["trace_recipe_facts_file: facts/debian-6.1.json.zst", "", ""],
-        "",
-    );
-    let out = fleet.run(&inv, &[]);
-    assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    eprintln!("{matrix}");
-    let h1: Vec<&str> = matrix_line(&matrix, "h1").split_whitespace().collect();
-    assert_eq!(h1[1..3], ["ok", "6.1.0-56-amd64"], "{matrix}");
-    for h in ["h2", "h3"] {
-        let row = matrix_line(&matrix, h);
-        assert!(row.contains(" FAIL "), "{matrix}");
-        assert!(
-            row.contains("kretprobe-returns.toml:") && row.contains("kprobe_events"),
-            "the matrix names the missing feature and the recipe line: {matrix}"
-        );
-    }
-    assert!(
-        text(&out.stdout).contains("preflight failed on h2, h3: nothing was applied on any host"),
-        "{}",
-        log(&out)
-    );
-    assert_nothing_ran(&fleet, &out);
-    fleet.guard.assert_unchanged();
-}
-
 /// Asserts that no host ran the recipe: no bundle, the play never reached
 /// its run task, and the hosts were cleaned.
 fn assert_nothing_ran(fleet: &Fleet, out: &Output) {
@@ -360,200 +226,6 @@ fn assert_nothing_ran(fleet: &Fleet, out: &Output) {
         log(out)
     );
     fleet.assert_hosts_cleaned();
-}
-
-#[test]
-fn fleet_preflight_that_errors_on_one_host_is_a_failed_preflight() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    // h2 is reached, but its check cannot read the fact file it is given:
-    // that is a failed preflight, not an unreachable host, and nothing runs
-    // on h1 and h3 although their preflight passes.
-    let inv = fleet.inventory(
-        &recipe(),
-        ["", "trace_recipe_facts_file: facts/h2-missing.json", ""],
-        "",
-    );
-    let out = fleet.run(&inv, &[]);
-    assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    for h in ["h1", "h3"] {
-        let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
-        assert_eq!(row[1], "ok", "{matrix}");
-    }
-    let missing = fleet.path("facts/h2-missing.json");
-    let h2 = matrix_line(&matrix, "h2");
-    assert!(
-        h2.contains(" ERROR ")
-            && h2.contains(&format!("cannot read fact file {}", missing.display())),
-        "the row carries the check's own error:\n{matrix}"
-    );
-    assert!(
-        text(&out.stdout).contains("preflight failed on h2: nothing was applied on any host"),
-        "{}",
-        log(&out)
-    );
-    let status = fleet.json("fleet/latest/h2.json");
-    assert_eq!(status["stage"], "preflight", "{status}");
-    assert!(
-        status["reason"]
-            .as_str()
-            .unwrap()
-            .contains("cannot read fact file"),
-        "{status}"
-    );
-    assert_nothing_ran(&fleet, &out);
-    fleet.guard.assert_unchanged();
-}
-
-#[test]
-fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    let inv = fleet.inventory(
-        &recipe(),
-        [
-            "",
-            "",
-            "trace_recipe_sets: [\"exec_event=sched:no_such_event\"]",
-        ],
-        "    allow_partial: true\n",
-    );
-    let out = fleet.run(&inv, &[]);
-    assert!(
-        out.status.success(),
-        "the play ran where it could:\n{}",
-        log(&out)
-    );
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    assert!(
-        matrix_line(&matrix, "h3").contains("sched:no_such_event"),
-        "{matrix}"
-    );
-    let summary = fleet.json("fleet/latest/summary/fleet.json");
-    assert_eq!(summary["totals"]["ran"], 2, "{summary:#}");
-    assert!(
-        fleet.path("fleet/latest/h1.tar.zst").is_file()
-            && fleet.path("fleet/latest/h2.tar.zst").is_file()
-    );
-    assert!(!fleet.path("fleet/latest/h3.tar.zst").exists() && !fleet.path("h3/out").exists());
-    let h3 = fleet.json("fleet/latest/h3.json");
-    assert_eq!(h3["stage"], "preflight", "{h3}");
-    assert!(
-        h3["reason"]
-            .as_str()
-            .unwrap()
-            .contains("sched:no_such_event"),
-        "{h3}"
-    );
-    fleet.wait_clean();
-}
-
-#[test]
-fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    // h3: nothing listens on 127.0.0.4:2299.
-    let inv = fleet.inventory(
-        &recipe(),
-        ["", "", "ansible_port: 2299"],
-        "    trace_recipe_duration: 15s\n",
-    );
-    let play = fleet.spawn(&inv, &[]);
-    wait_until("h2's run to start", 240, || !fleet.runs_of("h2").is_empty());
-    std::thread::sleep(Duration::from_secs(1));
-    for pid in fleet.runs_of("h2") {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid).unwrap(),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
-    }
-    let out = play.wait_with_output().unwrap();
-    let summary = fleet.json("fleet/latest/summary/fleet.json");
-    assert_eq!(summary["totals"]["ran"], 1, "{summary:#}\n{}", log(&out));
-    assert!(fleet.path("fleet/latest/h1.tar.zst").is_file());
-    let h2 = fleet.json("fleet/latest/h2.json");
-    assert_eq!(h2["stage"], "run", "{h2}");
-    assert_eq!(h2["exit_code"], 137, "{h2}");
-    assert!(h2["reason"].as_str().unwrap().contains("SIGKILL"), "{h2}");
-    let h3 = fleet.json("fleet/latest/h3.json");
-    assert_eq!(h3["stage"], "unreachable", "{h3}");
-    assert!(
-        h3["reason"]
-            .as_str()
-            .unwrap()
-            .contains("port 2299: Connection refused"),
-        "ssh's own reason: {h3}"
-    );
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    assert!(
-        matrix_line(&matrix, "h3").contains("port 2299: Connection refused"),
-        "{matrix}"
-    );
-    let failed: Vec<&str> = summary["failed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["host"].as_str().unwrap())
-        .collect();
-    assert_eq!(failed, ["h2", "h3"]);
-    let shown = fleet.read("fleet/latest/summary/fleet.text");
-    assert!(
-        shown.contains("h2: run: trace-recipe run was killed by SIGKILL"),
-        "{shown}"
-    );
-    assert!(shown.contains("h3: unreachable"), "{shown}");
-    fleet.wait_clean();
-}
-
-#[test]
-fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so() {
-    let Some(fleet) = Fleet::start() else {
-        return;
-    };
-    let inv = fleet.inventory(&recipe(), ["", "", ""], "    trace_recipe_duration: 6s\n");
-    let play = fleet.spawn(&inv, &[]);
-    wait_until("every host's run to start", 240, || {
-        HOSTS.iter().all(|(h, _)| !fleet.runs_of(h).is_empty())
-    });
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(play.id() as i32).unwrap(),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
-    let out = play.wait_with_output().unwrap();
-    assert!(
-        !out.status.success(),
-        "SIGINT ends the play:\n{}",
-        log(&out)
-    );
-    wait_until("the runs to end by their duration", 60, || {
-        HOSTS.iter().all(|(h, _)| fleet.runs_of(h).is_empty())
-    });
-    fleet.wait_clean();
-
-    let check = fleet.run(&inv, &["--check"]);
-    assert!(check.status.success(), "--check:\n{}", log(&check));
-    let plays = std::fs::read_dir(fleet.path("fleet"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name() != "latest")
-        .count();
-    assert_eq!(plays, 2, "each play keeps a folder of its own");
-    let matrix = fleet.read("fleet/latest/preflight.txt");
-    for (h, _) in HOSTS {
-        let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
-        assert_eq!((row[1], row[3]), ("ok", "clean"), "{matrix}");
-        assert!(
-            !fleet.path(&format!("fleet/latest/{h}.tar.zst")).exists(),
-            "--check runs nothing"
-        );
-    }
-    fleet.guard.assert_unchanged();
 }
 
 #[test]
@@ -587,4 +259,341 @@ fn fleet_summary_of_failed_hosts_only_and_a_file_that_is_no_host_status() {
         err.contains("db-2.json: not a host status file") && err.contains("missing field `host`"),
         "{err}"
     );
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn fleet_preflights_runs_fetches_and_summarises_three_hosts_over_ssh() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        // The recipe and the binary given relative to the project folder, where
+        // the play runs (not the collection's playbooks/ folder).
+        std::fs::create_dir_all(fleet.path("recipes")).unwrap();
+        std::fs::copy(recipe(), fleet.path("recipes/fleet-exec.toml")).unwrap();
+        std::fs::create_dir_all(fleet.path("bin")).unwrap();
+        std::os::unix::fs::symlink(bin(), fleet.path("bin/trace-recipe")).unwrap();
+        let inv = fleet.inventory(Path::new("/nonexistent/recipe.toml"), ["", "", ""], "");
+        let out = fleet.run(
+            &inv,
+            &[
+                "-e",
+                "trace_recipe_recipe=recipes/fleet-exec.toml",
+                "-e",
+                "trace_recipe_local_binary=bin/trace-recipe",
+            ],
+        );
+        assert!(out.status.success(), "the play failed:\n{}", log(&out));
+        fleet.assert_hosts_cleaned();
+
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        let release = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        for (h, _) in HOSTS {
+            let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
+            assert_eq!(row[1..4], ["ok", release.as_str(), "clean"], "{matrix}");
+        }
+
+        let summary = fleet.json("fleet/latest/summary/fleet.json");
+        let rows = summary["hosts"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "{summary:#}");
+        assert_eq!(summary["failed"], serde_json::json!([]));
+        let mut total = 0;
+        for (h, _) in HOSTS {
+            let bundle = fleet.path(&format!("fleet/latest/{h}.tar.zst"));
+            assert!(bundle.is_file(), "{} was not fetched", bundle.display());
+            let unpacked = fleet.path(&format!("{h}.unpacked"));
+            let u = Command::new(bin())
+                .arg("unpack")
+                .arg(&bundle)
+                .arg("-o")
+                .arg(&unpacked)
+                .output()
+                .unwrap();
+            assert!(u.status.success(), "unpack {h}: {}", text(&u.stderr));
+            let report: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(unpacked.join("report.json")).unwrap(),
+            )
+            .unwrap();
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r["path"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with(&format!("/{h}.tar.zst"))
+                })
+                .unwrap_or_else(|| panic!("no row for {h}: {summary:#}"));
+            assert!(row["host"].as_str().unwrap().starts_with(h), "{row}");
+            assert_eq!(row["events"], report["total_events"], "{h}");
+            assert!(
+                report["total_events"].as_u64().unwrap() > 0,
+                "{h} recorded nothing"
+            );
+            assert_eq!(row["lost_events"], report["lost_total"], "{h}");
+            assert_eq!(row["stop_reason"], report["stop_reason"], "{h}");
+            let passed = report["expectations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["passed"] == true)
+                .count();
+            assert_eq!(row["expectations_passed"], passed, "{h}");
+            assert_eq!(passed, 1, "{h}: lost_events == 0 holds");
+            total += report["total_events"].as_u64().unwrap();
+        }
+        assert_eq!(summary["totals"]["events"], total);
+        assert_eq!(summary["totals"]["ran"], 3);
+        let shown = fleet.read("fleet/latest/summary/fleet.text");
+        assert!(
+            shown.starts_with("fleet: 3 hosts, 3 ran, 0 failed (recipe fleet-exec)"),
+            "{shown}"
+        );
+        assert!(text(&out.stdout).contains("fleet: 3 hosts, 3 ran, 0 failed"));
+        fleet.wait_clean();
+    }
+
+    #[test]
+    fn fleet_preflight_failing_on_one_host_applies_nothing_anywhere() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        // h1 is checked against the kernel lab's Debian 6.1 facts (kprobe_events);
+        // h2 and h3 against this kernel's own (no kprobe_events).
+        // The fact file is given relative to the project folder.
+        std::fs::create_dir_all(fleet.path("facts")).unwrap();
+        std::fs::copy(
+            repo().join("tests/facts/debian-6.1.json.zst"),
+            fleet.path("facts/debian-6.1.json.zst"),
+        )
+        .unwrap();
+        let inv = fleet.inventory(
+            &repo().join("recipes/kretprobe-returns.toml"),
+            ["trace_recipe_facts_file: facts/debian-6.1.json.zst", "", ""],
+            "",
+        );
+        let out = fleet.run(&inv, &[]);
+        assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        eprintln!("{matrix}");
+        let h1: Vec<&str> = matrix_line(&matrix, "h1").split_whitespace().collect();
+        assert_eq!(h1[1..3], ["ok", "6.1.0-56-amd64"], "{matrix}");
+        for h in ["h2", "h3"] {
+            let row = matrix_line(&matrix, h);
+            assert!(row.contains(" FAIL "), "{matrix}");
+            assert!(
+                row.contains("kretprobe-returns.toml:") && row.contains("kprobe_events"),
+                "the matrix names the missing feature and the recipe line: {matrix}"
+            );
+        }
+        assert!(
+            text(&out.stdout)
+                .contains("preflight failed on h2, h3: nothing was applied on any host"),
+            "{}",
+            log(&out)
+        );
+        assert_nothing_ran(&fleet, &out);
+        fleet.guard.assert_unchanged();
+    }
+
+    #[test]
+    fn fleet_preflight_that_errors_on_one_host_is_a_failed_preflight() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        // h2 is reached, but its check cannot read the fact file it is given:
+        // that is a failed preflight, not an unreachable host, and nothing runs
+        // on h1 and h3 although their preflight passes.
+        let inv = fleet.inventory(
+            &recipe(),
+            ["", "trace_recipe_facts_file: facts/h2-missing.json", ""],
+            "",
+        );
+        let out = fleet.run(&inv, &[]);
+        assert!(!out.status.success(), "the play must fail:\n{}", log(&out));
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        for h in ["h1", "h3"] {
+            let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
+            assert_eq!(row[1], "ok", "{matrix}");
+        }
+        let missing = fleet.path("facts/h2-missing.json");
+        let h2 = matrix_line(&matrix, "h2");
+        assert!(
+            h2.contains(" ERROR ")
+                && h2.contains(&format!("cannot read fact file {}", missing.display())),
+            "the row carries the check's own error:\n{matrix}"
+        );
+        assert!(
+            text(&out.stdout).contains("preflight failed on h2: nothing was applied on any host"),
+            "{}",
+            log(&out)
+        );
+        let status = fleet.json("fleet/latest/h2.json");
+        assert_eq!(status["stage"], "preflight", "{status}");
+        assert!(
+            status["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cannot read fact file"),
+            "{status}"
+        );
+        assert_nothing_ran(&fleet, &out);
+        fleet.guard.assert_unchanged();
+    }
+
+    #[test]
+    fn allow_partial_runs_where_the_preflight_passes_and_reports_the_rest() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        let inv = fleet.inventory(
+            &recipe(),
+            [
+                "",
+                "",
+                "trace_recipe_sets: [\"exec_event=sched:no_such_event\"]",
+            ],
+            "    allow_partial: true\n",
+        );
+        let out = fleet.run(&inv, &[]);
+        assert!(
+            out.status.success(),
+            "the play ran where it could:\n{}",
+            log(&out)
+        );
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        assert!(
+            matrix_line(&matrix, "h3").contains("sched:no_such_event"),
+            "{matrix}"
+        );
+        let summary = fleet.json("fleet/latest/summary/fleet.json");
+        assert_eq!(summary["totals"]["ran"], 2, "{summary:#}");
+        assert!(
+            fleet.path("fleet/latest/h1.tar.zst").is_file()
+                && fleet.path("fleet/latest/h2.tar.zst").is_file()
+        );
+        assert!(!fleet.path("fleet/latest/h3.tar.zst").exists() && !fleet.path("h3/out").exists());
+        let h3 = fleet.json("fleet/latest/h3.json");
+        assert_eq!(h3["stage"], "preflight", "{h3}");
+        assert!(
+            h3["reason"]
+                .as_str()
+                .unwrap()
+                .contains("sched:no_such_event"),
+            "{h3}"
+        );
+        fleet.wait_clean();
+    }
+
+    #[test]
+    fn fleet_reports_an_unreachable_host_and_a_run_killed_by_sigkill() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        // h3: nothing listens on 127.0.0.4:2299.
+        let inv = fleet.inventory(
+            &recipe(),
+            ["", "", "ansible_port: 2299"],
+            "    trace_recipe_duration: 15s\n",
+        );
+        let play = fleet.spawn(&inv, &[]);
+        wait_until("h2's run to start", 240, || !fleet.runs_of("h2").is_empty());
+        std::thread::sleep(Duration::from_secs(1));
+        for pid in fleet.runs_of("h2") {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid).unwrap(),
+                rustix::process::Signal::KILL,
+            )
+            .unwrap();
+        }
+        let out = play.wait_with_output().unwrap();
+        let summary = fleet.json("fleet/latest/summary/fleet.json");
+        assert_eq!(summary["totals"]["ran"], 1, "{summary:#}\n{}", log(&out));
+        assert!(fleet.path("fleet/latest/h1.tar.zst").is_file());
+        let h2 = fleet.json("fleet/latest/h2.json");
+        assert_eq!(h2["stage"], "run", "{h2}");
+        assert_eq!(h2["exit_code"], 137, "{h2}");
+        assert!(h2["reason"].as_str().unwrap().contains("SIGKILL"), "{h2}");
+        let h3 = fleet.json("fleet/latest/h3.json");
+        assert_eq!(h3["stage"], "unreachable", "{h3}");
+        assert!(
+            h3["reason"]
+                .as_str()
+                .unwrap()
+                .contains("port 2299: Connection refused"),
+            "ssh's own reason: {h3}"
+        );
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        assert!(
+            matrix_line(&matrix, "h3").contains("port 2299: Connection refused"),
+            "{matrix}"
+        );
+        let failed: Vec<&str> = summary["failed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["host"].as_str().unwrap())
+            .collect();
+        assert_eq!(failed, ["h2", "h3"]);
+        let shown = fleet.read("fleet/latest/summary/fleet.text");
+        assert!(
+            shown.contains("h2: run: trace-recipe run was killed by SIGKILL"),
+            "{shown}"
+        );
+        assert!(shown.contains("h3: unreachable"), "{shown}");
+        fleet.wait_clean();
+    }
+
+    #[test]
+    fn interrupted_playbook_leaves_every_host_clean_and_the_next_preflight_says_so() {
+        let Some(fleet) = Fleet::start() else {
+            return;
+        };
+        let inv = fleet.inventory(&recipe(), ["", "", ""], "    trace_recipe_duration: 6s\n");
+        let play = fleet.spawn(&inv, &[]);
+        wait_until("every host's run to start", 240, || {
+            HOSTS.iter().all(|(h, _)| !fleet.runs_of(h).is_empty())
+        });
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(play.id() as i32).unwrap(),
+            rustix::process::Signal::INT,
+        )
+        .unwrap();
+        let out = play.wait_with_output().unwrap();
+        assert!(
+            !out.status.success(),
+            "SIGINT ends the play:\n{}",
+            log(&out)
+        );
+        wait_until("the runs to end by their duration", 60, || {
+            HOSTS.iter().all(|(h, _)| fleet.runs_of(h).is_empty())
+        });
+        fleet.wait_clean();
+
+        let check = fleet.run(&inv, &["--check"]);
+        assert!(check.status.success(), "--check:\n{}", log(&check));
+        let plays = std::fs::read_dir(fleet.path("fleet"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name() != "latest")
+            .count();
+        assert_eq!(plays, 2, "each play keeps a folder of its own");
+        let matrix = fleet.read("fleet/latest/preflight.txt");
+        for (h, _) in HOSTS {
+            let row: Vec<&str> = matrix_line(&matrix, h).split_whitespace().collect();
+            assert_eq!((row[1], row[3]), ("ok", "clean"), "{matrix}");
+            assert!(
+                !fleet.path(&format!("fleet/latest/{h}.tar.zst")).exists(),
+                "--check runs nothing"
+            );
+        }
+        fleet.guard.assert_unchanged();
+    }
 }

@@ -3,11 +3,14 @@
 //! proven on Debian's stock 6.1 and 6.12 kernels and its PREEMPT_RT 6.1 kernel
 //! booted under QEMU by ../shared/kernel-lab.
 //!
-//! One boot per kernel runs every recipe of tests/lab/ (check, then run; on the
-//! RT kernel also those of tests/lab/rt/) and
-//! checks every recipe of recipes/, then records tracefs as the runs left it
-//! (tests/lab/guest.sh). The assertions run here, on the copied-back output,
-//! with our trace.dat reader. Without QEMU or the lab script the test says so
+//! One test per kernel (`lab::debian_6_1`, `lab::debian_6_12`, `lab::rt_6_1`),
+//! each booting once: the boot runs every recipe of tests/lab/ (check, then
+//! run; on the RT kernel also those of tests/lab/rt/), checks every recipe of
+//! recipes/, then records tracefs as the runs left it (tests/lab/guest.sh). The
+//! assertions run here, on the copied-back output, with our trace.dat reader.
+//! The guests never touch the host's tracefs, so the lab tests take no tracefs
+//! lock and run beside the host's tests (nextest's `lab` test group,
+//! .config/nextest.toml). Without QEMU or the lab script a test says so
 //! loudly, and fails when `CI=true`.
 
 use std::collections::BTreeMap;
@@ -1226,41 +1229,74 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
 
 // --- end ftrig ---
 
-#[test]
-fn kernel_lab_proves_kprobes_function_tracers_hist_function_triggers_and_latency_tracers_on_6_1_6_12_and_rt()
- {
+/// The lab's output folder for one kernel: `$TRACE_RECIPE_LAB_OUT` (kept) or a
+/// temporary folder (removed when the returned guard drops), and the payload
+/// built into it. `None` when the lab cannot run here (and not under CI).
+fn lab_dir(tag: &str) -> Option<(Option<tempfile::TempDir>, PathBuf, PathBuf)> {
     if let Some(why) = missing() {
         let msg = format!(
-            "\n!!!!!!!! KERNEL LAB NOT RUN: {why}.\n!!!!!!!! kprobes, the function tracers, hist and function triggers are UNTESTED on this machine.\n"
+            "\n!!!!!!!! KERNEL LAB {tag} NOT RUN: {why}.\n!!!!!!!! kprobes, the function tracers, hist and function triggers are UNTESTED on this machine.\n"
         );
         eprintln!("{msg}");
         assert!(!crate::common::in_ci(), "{msg}");
-        return;
+        return None;
     }
-    // QEMU under TCG keeps both CPUs busy: the tracefs tests that bound how fast
-    // a rollback happens must not run alongside, so take their lock.
-    let _serial = crate::common::TracefsGuard::acquire();
-    let temp = tempfile::tempdir().unwrap();
-    let dir = kept_output().unwrap_or_else(|| temp.path().to_path_buf());
-    let payload = payload(&dir);
-    let t = Instant::now();
-    let out_rt = boot(&dir, &payload, "6.1-rt", Some(&kernel_rt()), &["rt"]);
-    assert_lab(&out_rt, Kernel::Rt61);
-    assert_rt(&out_rt);
-    let out61 = boot(&dir, &payload, "6.1", None, &[]);
-    assert_lab(&out61, Kernel::Debian61);
-    let out612 = boot(
+    // Each kernel boots in a test of its own, beside the others and beside the
+    // host's tracefs tests: the guest never touches the host's tracefs, so no
+    // lab test takes the tracefs lock (nextest's `lab` test group bounds how
+    // many guests run at once, .config/nextest.toml).
+    let (temp, dir) = match kept_output() {
+        Some(d) => (None, d),
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            let d = t.path().to_path_buf();
+            (Some(t), d)
+        }
+    };
+    let payload = payload(&dir.join(format!("payload-{tag}")));
+    Some((temp, dir, payload))
+}
+
+/// Debian 12's default kernel, 6.1: every recipe of tests/lab/.
+#[test]
+fn debian_6_1() {
+    let tag = Kernel::Debian61.tag();
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot(&dir, &payload, tag, None, &[]);
+    assert_lab(&out, Kernel::Debian61);
+}
+
+/// Debian 12's 6.12 (bookworm-security): every recipe of tests/lab/, the
+/// fault and kill trials, and the answers (tests/lab/guest.sh `faults answers`).
+#[test]
+fn debian_6_12() {
+    let tag = Kernel::Debian612.tag();
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot(
         &dir,
         &payload,
-        "6.12",
+        tag,
         Some(&kernel_612()),
         &["faults", "answers"],
     );
-    assert_lab(&out612, Kernel::Debian612);
-    eprintln!(
-        "FIGURE kernel lab total: {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    assert_lab(&out, Kernel::Debian612);
+}
+
+/// Debian 12's PREEMPT_RT 6.1: every recipe of tests/lab/ and tests/lab/rt/
+/// (the wakeup tracers, hwlat, osnoise, timerlat, the stack tracer).
+#[test]
+fn rt_6_1() {
+    let tag = Kernel::Rt61.tag();
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot(&dir, &payload, tag, Some(&kernel_rt()), &["rt"]);
+    assert_lab(&out, Kernel::Rt61);
+    assert_rt(&out);
 }
 
 /// The run of `dir` (tests/lab/guest.sh) succeeded, its report.json names

@@ -113,15 +113,6 @@ pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> (usize, u
     (steps - failed_steps, steps, failures)
 }
 
-#[test]
-fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
-    let sc = Scenario::new(RECIPE);
-    let (clean, steps, failures) = sigkill_at_every_step(&sc.recipe, Duration::from_secs(1));
-    eprintln!("FIGURE steps killed and clean: {clean}/{steps}");
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    sc.finish();
-}
-
 /// Where a run was when a trial's signal reached it, read from the progress
 /// lines the run had written to stderr by then.
 fn phase_of(stderr: &str) -> &'static str {
@@ -146,169 +137,185 @@ struct Trial {
     cleaned_by: &'static str,
 }
 
-#[test]
-fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
-    let sc = Scenario::new(RECIPE);
-    let (dir, recipe) = (sc.dir(), &sc.recipe);
-    let trials = env_count("TRACE_RECIPE_TRIALS", 12);
-    let before = Snapshot::take(&tracefs());
-    let mut rng = fastrand::Rng::new();
-    let mut results: Vec<Trial> = Vec::new();
-    let mut failures: Vec<String> = Vec::new();
-    let journal_dir = Path::new(trace_recipe::apply::journal::JOURNAL_DIR);
-    for trial in 0..trials {
-        let out = dir.join(format!("out{trial}"));
-        let log = dir.join(format!("stderr{trial}"));
-        let mut child = Command::new(bin())
-            .args(run_args(recipe, &out, &[], &["sh", "-c", "sleep 0.05"]))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.u64(0..250_000)));
-        let kind = rng.u8(0..10);
-        let sig = if kind < 6 {
-            libc::SIGKILL
-        } else {
-            libc::SIGTERM
-        };
-        let guard_too = kind == 0;
-        let guard_pid = if guard_too {
-            guard_of(child.id())
-        } else {
-            None
-        };
-        let journal = trace_recipe::apply::journal::path_for(journal_dir, child.id());
-        let journal_existed = journal.exists();
-        let phase = phase_of(&std::fs::read_to_string(&log).unwrap_or_default());
-        // SAFETY: kill(2) on our own child and on its guard.
-        unsafe {
-            libc::kill(child.id() as i32, sig);
-            if let Some(g) = guard_pid {
-                libc::kill(g as i32, libc::SIGKILL);
-            }
-        }
-        let status = child.wait().unwrap();
-        let exit = match std::os::unix::process::ExitStatusExt::signal(&status) {
-            Some(s) => format!("signal {s}"),
-            None => format!("exit {}", status.code().unwrap_or(-1)),
-        };
-        let what = format!(
-            "trial {trial} (signal {sig} in phase `{phase}`, guard killed: {guard_too}, {exit})"
-        );
-        let cleaned_by = if settles_to(&before, Duration::from_secs(1)) {
-            if journal_existed {
-                "the run or its guard"
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn sigkill_at_every_step_is_rolled_back_by_the_guard_within_a_second() {
+        let sc = Scenario::new(RECIPE);
+        let (clean, steps, failures) = sigkill_at_every_step(&sc.recipe, Duration::from_secs(1));
+        eprintln!("FIGURE steps killed and clean: {clean}/{steps}");
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        sc.finish();
+    }
+
+    #[test]
+    fn random_kills_during_apply_recording_and_rollback_always_end_clean() {
+        let sc = Scenario::new(RECIPE);
+        let (dir, recipe) = (sc.dir(), &sc.recipe);
+        let trials = env_count("TRACE_RECIPE_TRIALS", 12);
+        let before = Snapshot::take(&tracefs());
+        let mut rng = fastrand::Rng::new();
+        let mut results: Vec<Trial> = Vec::new();
+        let mut failures: Vec<String> = Vec::new();
+        let journal_dir = Path::new(trace_recipe::apply::journal::JOURNAL_DIR);
+        for trial in 0..trials {
+            let out = dir.join(format!("out{trial}"));
+            let log = dir.join(format!("stderr{trial}"));
+            let mut child = Command::new(bin())
+                .args(run_args(recipe, &out, &[], &["sh", "-c", "sleep 0.05"]))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(rng.u64(0..250_000)));
+            let kind = rng.u8(0..10);
+            let sig = if kind < 6 {
+                libc::SIGKILL
             } else {
-                "nothing to undo"
+                libc::SIGTERM
+            };
+            let guard_too = kind == 0;
+            let guard_pid = if guard_too {
+                guard_of(child.id())
+            } else {
+                None
+            };
+            let journal = trace_recipe::apply::journal::path_for(journal_dir, child.id());
+            let journal_existed = journal.exists();
+            let phase = phase_of(&std::fs::read_to_string(&log).unwrap_or_default());
+            // SAFETY: kill(2) on our own child and on its guard.
+            unsafe {
+                libc::kill(child.id() as i32, sig);
+                if let Some(g) = guard_pid {
+                    libc::kill(g as i32, libc::SIGKILL);
+                }
             }
-        } else {
-            let left = before.diff(&Snapshot::take(&tracefs()));
-            let r = trace_recipe(&["reset"]);
-            if !settles_to(&before, Duration::from_secs(1)) {
-                failures.push(format!(
-                    "{what}: not clean even after reset:\n{}\n{}",
-                    text(&r.stdout),
-                    before.diff(&Snapshot::take(&tracefs())).join("\n")
-                ));
-            } else if guard_pid.is_none() {
-                failures.push(format!(
+            let status = child.wait().unwrap();
+            let exit = match std::os::unix::process::ExitStatusExt::signal(&status) {
+                Some(s) => format!("signal {s}"),
+                None => format!("exit {}", status.code().unwrap_or(-1)),
+            };
+            let what = format!(
+                "trial {trial} (signal {sig} in phase `{phase}`, guard killed: {guard_too}, {exit})"
+            );
+            let cleaned_by = if settles_to(&before, Duration::from_secs(1)) {
+                if journal_existed {
+                    "the run or its guard"
+                } else {
+                    "nothing to undo"
+                }
+            } else {
+                let left = before.diff(&Snapshot::take(&tracefs()));
+                let r = trace_recipe(&["reset"]);
+                if !settles_to(&before, Duration::from_secs(1)) {
+                    failures.push(format!(
+                        "{what}: not clean even after reset:\n{}\n{}",
+                        text(&r.stdout),
+                        before.diff(&Snapshot::take(&tracefs())).join("\n")
+                    ));
+                } else if guard_pid.is_none() {
+                    failures.push(format!(
                     "{what}: only a killed guard may leave work for reset; left: {left:?}, reset said: {}",
                     text(&r.stdout)
                 ));
-            }
-            "reset, after the guard was killed too"
-        };
-        results.push(Trial {
-            phase,
-            exit,
-            journal_existed,
-            cleaned_by,
-        });
-    }
-    let clean = trials - failures.len();
-    eprintln!("FIGURE kill trials clean: {clean}/{trials}");
-    let mut by: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
-    for t in &results {
-        let e = by.entry((t.phase, t.cleaned_by)).or_default();
-        e.0 += 1;
-        e.1 += usize::from(t.journal_existed);
-    }
-    for ((phase, cleaned_by), (n, journals)) in &by {
-        eprintln!(
-            "FIGURE   kill trials in phase `{phase}`, cleaned by {cleaned_by}: {n} ({journals} with a journal at the kill)"
-        );
-    }
-    let signalled = results
-        .iter()
-        .filter(|t| t.exit.starts_with("signal"))
-        .count();
-    eprintln!(
-        "FIGURE   kill trials whose run died by the signal: {signalled}/{trials} (the rest rolled back and exited)"
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    sc.finish();
-}
-
-#[test]
-fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
-    let sc = Scenario::new(
-        "name = \"concurrent\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n",
-    );
-    let (dir, recipe) = (sc.dir(), &sc.recipe);
-    let rounds = env_count("TRACE_RECIPE_ROUNDS", 1);
-    let mut clean = 0;
-    let mut failures: Vec<String> = Vec::new();
-    for round in 0..rounds {
-        let runs: Vec<(std::path::PathBuf, String, Child)> = (0..8)
-            .map(|i| {
-                let marker = format!("conc-{round}-{i}-{}", fastrand::u64(..));
-                let script = dir.join(&marker);
-                std::fs::write(&script, "#!/bin/sh\nsleep 0.2\n").unwrap();
-                std::fs::set_permissions(
-                    &script,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
-                )
-                .unwrap();
-                let out = dir.join(format!("out-{round}-{i}"));
-                let child = Command::new(bin())
-                    .args(run_args(recipe, &out, &[], &[script.to_str().unwrap()]))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                (out, marker, child)
-            })
-            .collect();
-        let mut ok = 0;
-        let markers: Vec<String> = runs.iter().map(|r| r.1.clone()).collect();
-        for (out, marker, child) in runs {
-            let o = child.wait_with_output().unwrap();
-            if !o.status.success() {
-                failures.push(format!("run {marker} failed: {}", text(&o.stderr)));
-                continue;
-            }
-            let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-            if !listing.contains(&marker) {
-                failures.push(format!(
-                    "run {marker} did not record its own exec:\n{listing}"
-                ));
-                continue;
-            }
-            if let Some(other) = markers
-                .iter()
-                .find(|m| **m != marker && listing.contains(m.as_str()))
-            {
-                failures.push(format!(
-                    "run {marker} recorded another run's workload {other}"
-                ));
-                continue;
-            }
-            ok += 1;
+                }
+                "reset, after the guard was killed too"
+            };
+            results.push(Trial {
+                phase,
+                exit,
+                journal_existed,
+                cleaned_by,
+            });
         }
-        clean += ok;
+        let clean = trials - failures.len();
+        eprintln!("FIGURE kill trials clean: {clean}/{trials}");
+        let mut by: std::collections::BTreeMap<(&str, &str), (usize, usize)> = Default::default();
+        for t in &results {
+            let e = by.entry((t.phase, t.cleaned_by)).or_default();
+            e.0 += 1;
+            e.1 += usize::from(t.journal_existed);
+        }
+        for ((phase, cleaned_by), (n, journals)) in &by {
+            eprintln!(
+                "FIGURE   kill trials in phase `{phase}`, cleaned by {cleaned_by}: {n} ({journals} with a journal at the kill)"
+            );
+        }
+        let signalled = results
+            .iter()
+            .filter(|t| t.exit.starts_with("signal"))
+            .count();
+        eprintln!(
+            "FIGURE   kill trials whose run died by the signal: {signalled}/{trials} (the rest rolled back and exited)"
+        );
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        sc.finish();
     }
-    eprintln!("FIGURE concurrent runs clean: {clean}/{}", rounds * 8);
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    sc.finish();
+
+    #[test]
+    fn eight_runs_at_once_each_record_their_own_workload_and_leave_tracefs_clean() {
+        let sc = Scenario::new(
+            "name = \"concurrent\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        );
+        let (dir, recipe) = (sc.dir(), &sc.recipe);
+        let rounds = env_count("TRACE_RECIPE_ROUNDS", 1);
+        let mut clean = 0;
+        let mut failures: Vec<String> = Vec::new();
+        for round in 0..rounds {
+            let runs: Vec<(std::path::PathBuf, String, Child)> = (0..8)
+                .map(|i| {
+                    let marker = format!("conc-{round}-{i}-{}", fastrand::u64(..));
+                    let script = dir.join(&marker);
+                    std::fs::write(&script, "#!/bin/sh\nsleep 0.2\n").unwrap();
+                    std::fs::set_permissions(
+                        &script,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                    )
+                    .unwrap();
+                    let out = dir.join(format!("out-{round}-{i}"));
+                    let child = Command::new(bin())
+                        .args(run_args(recipe, &out, &[], &[script.to_str().unwrap()]))
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    (out, marker, child)
+                })
+                .collect();
+            let mut ok = 0;
+            let markers: Vec<String> = runs.iter().map(|r| r.1.clone()).collect();
+            for (out, marker, child) in runs {
+                let o = child.wait_with_output().unwrap();
+                if !o.status.success() {
+                    failures.push(format!("run {marker} failed: {}", text(&o.stderr)));
+                    continue;
+                }
+                let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+                if !listing.contains(&marker) {
+                    failures.push(format!(
+                        "run {marker} did not record its own exec:\n{listing}"
+                    ));
+                    continue;
+                }
+                if let Some(other) = markers
+                    .iter()
+                    .find(|m| **m != marker && listing.contains(m.as_str()))
+                {
+                    failures.push(format!(
+                        "run {marker} recorded another run's workload {other}"
+                    ));
+                    continue;
+                }
+                ok += 1;
+            }
+            clean += ok;
+        }
+        eprintln!("FIGURE concurrent runs clean: {clean}/{}", rounds * 8);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        sc.finish();
+    }
 }

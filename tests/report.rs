@@ -108,114 +108,6 @@ fn assert_group(g: &serde_json::Value, mut exact: Vec<u64>, what: &str) {
 }
 
 #[test]
-fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
-    let out = dir.path().join("out");
-    let (code, stderr) = run(&recipe, &out, WORKLOAD);
-    assert_eq!(code, Some(0), "{stderr}");
-    guard.assert_unchanged();
-    // stderr is a pipe here: no progress display, only the run's own lines.
-    assert!(
-        !stderr.contains("MiB  lost") && !stderr.contains('\r'),
-        "progress drawn off a terminal:\n{stderr}"
-    );
-    let dat = out.join("trace.dat");
-
-    let listing = crate::common::trace_cmd(&[
-        "report".as_ref(),
-        "-t".as_ref(),
-        "-i".as_ref(),
-        dat.as_os_str(),
-    ]);
-    // Independent pairing on trace-cmd's text.
-    let mut syscalls: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut sys_open: HashMap<i32, (String, u64)> = HashMap::new();
-    let mut wakeups = Vec::new();
-    let mut woken: HashMap<i32, u64> = HashMap::new();
-    for l in listing.lines().filter_map(ReportLine::parse) {
-        let (pid, ts) = (l.pid(), l.ns());
-        if let Some(name) = l.event.strip_prefix("sys_enter_") {
-            sys_open.insert(pid, (name.to_string(), ts));
-        } else if let Some(name) = l.event.strip_prefix("sys_exit_") {
-            if let Some((n, t)) = sys_open.remove(&pid)
-                && n == name
-            {
-                syscalls.entry(n).or_default().push(ts - t);
-            }
-        } else if l.event == "sched_wakeup" {
-            woken.entry(sched_pid(l.fields)).or_insert(ts);
-        } else if l.event == "sched_switch" {
-            let (prev, next) = l.fields.split_once(" ==> ").unwrap();
-            woken.remove(&sched_pid(prev));
-            if let Some(t) = woken.remove(&sched_pid(next)) {
-                wakeups.push(ts - t);
-            }
-        }
-    }
-
-    let report = report_json(&dat, "syscalls,wakeup");
-    assert_eq!(
-        report["analyses"],
-        serde_json::json!(["syscalls", "wakeup"])
-    );
-    let latency = report["latency"].as_array().unwrap();
-    let by_name = |n: &str| latency.iter().find(|l| l["analysis"] == n).unwrap();
-    let sys = by_name("syscalls");
-    for name in ["read", "clock_nanosleep"] {
-        let g = sys["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|g| g["key"] == name)
-            .unwrap_or_else(|| panic!("no `{name}` group: {sys:#}"));
-        assert_group(g, syscalls[name].clone(), name);
-    }
-    // Eight `sleep 0.01`: each clock_nanosleep lasts at least 10 ms.
-    assert!(syscalls["clock_nanosleep"].iter().all(|d| *d >= 10_000_000));
-    let all = &by_name("wakeup")["groups"][0];
-    assert_eq!(all["key"], "(all)");
-    assert_group(all, wakeups, "wakeup (all)");
-
-    // The run's own report.json chose the same analyses by itself, and its
-    // summary shows the same numbers.
-    let run_report = json(&out.join("report.json"));
-    assert_eq!(
-        run_report["analyses"],
-        serde_json::json!(["counts", "syscalls", "wakeup", "profile", "errno"])
-    );
-    // The run knows its workload: wakeup leads with the workload's `(scope)`,
-    // which `report` on the bare file cannot know; the rest is the same.
-    let mut run_latency = run_report["latency"].clone();
-    let wakeup = run_latency
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|l| l["analysis"] == "wakeup")
-        .unwrap();
-    let scope = wakeup["groups"].as_array_mut().unwrap().remove(0);
-    assert_eq!(scope["key"], "(scope)");
-    assert_eq!(run_latency, report["latency"]);
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(summary.contains("syscalls: syscall latency"), "{summary}");
-    let read = &sys["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["key"] == "read")
-        .unwrap();
-    let line = summary
-        .lines()
-        .find(|l| l.trim_start().starts_with("read "))
-        .unwrap();
-    assert!(
-        line.contains(&format!(" {} ", read["count"])),
-        "summary line `{line}` vs {read}"
-    );
-}
-
-#[test]
 fn a_user_template_renders_the_numbers_of_report_json() {
     let fixture = repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
     let dir = tempfile::tempdir().unwrap();
@@ -382,65 +274,6 @@ fn load_in_chromium(chrome: &str, html_path: &Path, height: u32, keep: Option<&P
     }
 }
 
-#[test]
-fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
-    let Some(chrome) = chromium_or_skip() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    {
-        let guard = TracefsGuard::acquire();
-        let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
-        let (code, stderr) = run(&recipe, &out, WORKLOAD);
-        assert_eq!(code, Some(0), "{stderr}");
-        guard.assert_unchanged();
-    }
-    let page = load_in_chromium(chrome, &out.join("report.html"), 5000, None);
-    let dom_text = &page.dom;
-    // One timeline row per CPU with events, one histogram per latency analysis.
-    let report = json(&out.join("report.json"));
-    assert!(dom_text.contains(r#"class="timeline""#), "{dom_text}");
-    let cpus = report["cpus"].as_object().unwrap().len();
-    let timeline = dom_text.split(r#"class="timeline""#).nth(1).unwrap();
-    let timeline = timeline.split("</svg>").next().unwrap();
-    assert_eq!(timeline.matches(r##"fill="#f0f0f0""##).count(), cpus);
-    assert!(timeline.matches("fill-opacity").count() >= cpus);
-    let latencies = report["latency"].as_array().unwrap().len();
-    assert_eq!(latencies, 2);
-    assert_eq!(
-        dom_text.matches(r#"class="histogram""#).count(),
-        2 * latencies
-    );
-    assert!(dom_text.contains(&format!(
-        ">{} ({:.3} %)<",
-        report["lost_total"],
-        report["lost_percent"].as_f64().unwrap()
-    )));
-
-    // The screenshot (tall enough for the profile tables above them) shows the
-    // charts: the timeline's blue and the histograms' orange.
-    let mut colors = std::collections::HashSet::new();
-    let (mut orange, mut blue) = (0, 0);
-    for px in page.pixels.chunks_exact(page.channels) {
-        let (r, g, b) = (px[0], px[1], px[2]);
-        colors.insert((r, g, b));
-        if r.abs_diff(0xd0) < 8 && g.abs_diff(0x70) < 8 && b.abs_diff(0x2a) < 8 {
-            orange += 1;
-        }
-        if b > 150 && r < 120 && g < 160 {
-            blue += 1;
-        }
-    }
-    assert!(
-        colors.len() > 50,
-        "blank screenshot: {} colours",
-        colors.len()
-    );
-    assert!(orange > 500, "no histogram bars on screen ({orange} px)");
-    assert!(blue > 100, "no timeline on screen ({blue} px)");
-}
-
 /// A recipe whose stacks (a `stacktrace` trigger on sched_switch) feed a
 /// flame graph, whose sched events feed the profile, and whose second
 /// expectation fails.
@@ -510,149 +343,6 @@ fn folded_from_listing(listing: &str) -> std::collections::BTreeMap<String, u64>
     folded
 }
 
-/// A real run with a stacktrace trigger and a failing expectation: its
-/// stacks.folded holds the stacks trace-cmd lists, and its report.html,
-/// loaded in headless Chromium, shows the failed expectation first, the
-/// profile table and a flame graph of those stacks (screenshot kept in
-/// `$TRACE_RECIPE_SCREENSHOT` when set, for a person to look at).
-#[test]
-fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    {
-        let guard = TracefsGuard::acquire();
-        let recipe = write_recipe(dir.path(), "flame.toml", FLAME_RECIPE);
-        let (code, stderr) = run(&recipe, &out, WORKLOAD);
-        // Exit 5: an expectation failed; everything was written.
-        assert_eq!(code, Some(5), "{stderr}");
-        guard.assert_unchanged();
-    }
-    // The folded stacks are the stacks of trace.dat, as trace-cmd lists them.
-    let folded = std::fs::read_to_string(out.join("stacks.folded")).unwrap();
-    let ours = crate::common::parse_folded(&folded);
-    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let theirs = folded_from_listing(&listing);
-    assert!(
-        theirs
-            .keys()
-            .any(|p| p.starts_with("sched:sched_switch;") && p.contains(";__schedule;")),
-        "{listing}"
-    );
-    assert_eq!(ours, theirs);
-    let report = json(&out.join("report.json"));
-    assert_eq!(
-        ours.values().sum::<u64>(),
-        report["stacks"]["total"].as_u64().unwrap()
-    );
-    // `report` writes the same from the folder, and from the file with -o.
-    let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "folded"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), folded);
-    let to = dir.path().join("again.folded");
-    let dat = out.join("trace.dat");
-    let o = trace_recipe(&[
-        "report",
-        dat.to_str().unwrap(),
-        "--format",
-        "folded",
-        "-o",
-        to.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert_eq!(std::fs::read_to_string(&to).unwrap(), folded);
-    // `report` of the folder draws the same page, with what only the run knew
-    // (its expectations); narrowed, the run's expectations are left out.
-    let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let page = text(&o.stdout);
-    assert!(
-        page.contains(
-            r#"<tr class="fail"><td>FAIL</td><td><code>count(sched:sched_switch) &lt; 3</code>"#
-        ) && page.contains(r#"<svg class="flamegraph""#),
-        "{page}"
-    );
-    let o = trace_recipe(&[
-        "report",
-        out.to_str().unwrap(),
-        "--format",
-        "html",
-        "--cpu",
-        "0",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(!text(&o.stdout).contains(r#"id="expectations""#));
-    // No function_graph here: nothing to fold, said on stderr.
-    let o = trace_recipe(&[
-        "report",
-        dat.to_str().unwrap(),
-        "--format",
-        "folded-funcgraph",
-    ]);
-    assert!(o.status.success() && o.stdout.is_empty());
-    assert!(
-        text(&o.stderr).contains("no funcgraph_entry"),
-        "{}",
-        text(&o.stderr)
-    );
-
-    let Some(chrome) = chromium_or_skip() else {
-        return;
-    };
-    let keep = std::env::var_os("TRACE_RECIPE_SCREENSHOT").map(PathBuf::from);
-    let page = load_in_chromium(chrome, &out.join("report.html"), 2400, keep.as_deref());
-    let dom = &page.dom;
-    // Expectations: the failed one first, though the recipe lists it second.
-    let expect = dom.split(r#"id="expectations""#).nth(1).unwrap();
-    let expect = expect.split("</table>").next().unwrap();
-    let rows: Vec<&str> = expect.split("<tr class=").skip(1).collect();
-    assert_eq!(rows.len(), 2, "{expect}");
-    assert!(
-        rows[0].starts_with(r#""fail""#)
-            && rows[0].contains("FAIL")
-            && rows[0].contains("count(sched:sched_switch) &lt; 3")
-            && rows[0].contains(&format!(">{}<", report["events"]["sched:sched_switch"])),
-        "{expect}"
-    );
-    assert!(rows[1].starts_with(r#""pass""#), "{expect}");
-    // The profile table, led by the workload's row, marked as the run's scope.
-    let table = dom.split(r#"class="profile""#).nth(1).unwrap();
-    let table = table.split("</table>").next().unwrap();
-    let pid = report["workload"]["pid"].as_u64().unwrap();
-    let first = table.split("<tr>").nth(2).unwrap_or_default();
-    assert!(
-        first.starts_with(&format!("<td>{pid}</td><td>sh <b>(scope)</b></td>")),
-        "{table}"
-    );
-    // The flame graph: one frame per distinct path prefix, real kernel symbols.
-    let flame = dom.split(r#"<svg class="flamegraph""#).nth(1).unwrap();
-    let flame = flame.split("</svg>").next().unwrap();
-    let total: u64 = ours.values().sum();
-    assert!(
-        flame.contains(&format!(
-            "<title>sched:sched_switch ({total} records, 100.00%)</title>"
-        )),
-        "{flame}"
-    );
-    for frame in [
-        "__schedule",
-        "schedule",
-        "trace_event_raw_event_sched_switch",
-    ] {
-        assert!(
-            flame.contains(&format!("<title>{frame} (")),
-            "no `{frame}` frame: {flame}"
-        );
-    }
-
-    // The screenshot shows the flame graph's warm colours.
-    let warm = page
-        .pixels
-        .chunks_exact(page.channels)
-        .filter(|px| px[0] > 200 && px[1] > 60 && px[1] < 230 && px[2] < 80)
-        .count();
-    assert!(warm > 5000, "no flame graph on screen ({warm} px)");
-}
-
 /// function_graph recorded in the kernel lab (6.1 and 6.12, kept in
 /// crates/tracedat/tests/funcgraph/): `report --format folded-funcgraph` gives
 /// each call path the self time trace-cmd's drawing of the graph adds up, and
@@ -689,37 +379,6 @@ fn funcgraph_folded_call_paths_agree_with_trace_cmd_on_lab_recordings() {
             "{kernel}: no function_graph flame graph"
         );
     }
-}
-
-#[test]
-fn losing_more_than_max_lost_percent_exits_4_after_writing_everything() {
-    let guard = TracefsGuard::acquire();
-    let dir = tempfile::tempdir().unwrap();
-    // An 8 KiB buffer that keeps the oldest events, 5000 markers written while
-    // the readers are held back: a few hundred fit, the rest are dropped, every time.
-    let recipe = write_recipe(
-        dir.path(),
-        "lossy.toml",
-        "name = \"lost\"\ndescription = \"t\"\nduration = \"60s\"\n[buffer]\nsize_kb = 8\noverwrite = false\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename == \"/no/such/program\"'\n[output]\nmax_lost_percent = 1\n",
-    );
-    let (code, stderr, report, markers) =
-        crate::capture::overflow_with_markers(dir.path(), &recipe, 5000);
-    guard.assert_unchanged();
-    let out = dir.path().join("out-lossy");
-    assert!(out.join("trace.dat").is_file() && out.join("summary.txt").is_file());
-    let lost = report["lost_total"].as_u64().unwrap();
-    assert_eq!(markers + lost, 5000, "{report:#}");
-    assert!(
-        report["lost_percent"].as_f64().unwrap() > 50.0,
-        "{report:#}"
-    );
-    assert_eq!(code, Some(4), "{stderr}");
-    assert!(stderr.contains("max_lost_percent"), "{stderr}");
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(
-        summary.contains(&format!("lost events: {lost}")),
-        "{summary}"
-    );
 }
 
 #[test]
@@ -777,88 +436,6 @@ fn record_stacks(switch_filter: &str, workload: &str) -> (tempfile::TempDir, Pat
     guard.assert_unchanged();
     assert_eq!(code, Some(0), "{stderr}");
     (dir, out.join("trace.dat"))
-}
-
-#[test]
-fn a_stack_is_recorded_only_for_an_event_its_filter_keeps() {
-    // The kernel calls a stacktrace trigger even for an event its filter
-    // discards; the plan gives the trigger the event's filter. sched_switch
-    // fires all the time and its filter keeps none; every exit keeps its stack.
-    let (_dir, dat) = record_stacks(
-        "filter = 'next_comm == \"no-such-task\"'\n",
-        "for i in 1 2 3 4; do sleep 0.01; ls / > /dev/null; done",
-    );
-    let listing = crate::common::trace_cmd_report(&dat);
-    let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(count("sched_switch:"), 0, "{listing}");
-    let exits = count("sched_process_exit:");
-    assert!(
-        exits >= 5,
-        "the workload's exits were not recorded: {listing}"
-    );
-    assert_eq!(count("<stack trace >"), exits, "{listing}");
-}
-
-#[test]
-fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
-    let (_dir, dat) = record_stacks(
-        "",
-        "for i in 1 2 3 4 5 6; do sleep 0.01; ls / > /dev/null; done; cat /proc/version > /dev/null",
-    );
-    // Count each distinct stack (its frames' symbols and addresses) in trace-cmd's listing.
-    let listing = crate::common::trace_cmd_report(&dat);
-    let mut stacks: Vec<Vec<&str>> = Vec::new();
-    for l in listing.lines() {
-        if l.contains("<stack trace >") {
-            stacks.push(Vec::new());
-        } else if let Some(frame) = l.trim_start().strip_prefix("=> ") {
-            stacks.last_mut().unwrap().push(frame.trim());
-        }
-    }
-    let mut counts: std::collections::BTreeMap<&[&str], u64> = Default::default();
-    for st in &stacks {
-        *counts.entry(st.as_slice()).or_default() += 1;
-    }
-    let distinct_counts: std::collections::BTreeSet<u64> = counts.values().copied().collect();
-    assert!(
-        distinct_counts.len() >= 2,
-        "the workload must give stacks of different frequencies, or ranking is untested: {counts:#?}"
-    );
-    let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let s = &report["stacks"];
-    assert_eq!(s["total"], stacks.len() as u64);
-    assert_eq!(s["distinct"], counts.len() as u64);
-    let top = s["top"].as_array().unwrap();
-    assert_eq!(top[0]["count"], *distinct_counts.last().unwrap(), "{s:#}");
-    let mut previous = u64::MAX;
-    for entry in top {
-        let n = entry["count"].as_u64().unwrap();
-        assert!(n <= previous, "top stacks are not ranked by count: {s:#}");
-        previous = n;
-        let symbols: Vec<&str> = entry["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f.as_str().unwrap().split('+').next().unwrap())
-            .collect();
-        // trace-cmd prints a frame as `SYMBOL (ADDRESS)`. Where several kernel
-        // symbols share an address (`__do_sys_vfork` / `__x64_sys_vfork`) the two
-        // readers may name it differently, so frames are matched on the tracepoint
-        // frame and the syscall entry frame at the two ends, and on their number.
-        let same = counts.iter().any(|(frames, c)| {
-            let name = |f: &&str| f.split(' ').next().unwrap_or("").to_string();
-            *c == n
-                && frames.len() == symbols.len()
-                && frames.first().map(name).as_deref() == symbols.first().copied()
-                && frames.last().map(name).as_deref() == symbols.last().copied()
-        });
-        assert!(
-            same,
-            "no stack seen {n} times with frames {symbols:?} in trace-cmd's listing: {counts:#?}"
-        );
-    }
 }
 
 const PER_TASK_RECIPE: &str = r#"name = "per-task"
@@ -1101,37 +678,6 @@ fn assert_samples(g: &serde_json::Value, s: &Samples, what: &str) {
     );
 }
 
-#[test]
-fn per_task_wakeup_latency_agrees_with_trace_cmd_and_leads_with_the_workload() {
-    let (_dir, report, listing) = per_task_run(PER_TASK_RECIPE, Some(PER_TASK_WORKLOAD), "true");
-    let workload = report["workload"]["pid"].as_i64().unwrap() as i32;
-    let p = PerTask::of(&listing);
-    let wakeup = analysis(&report, "wakeup");
-    assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
-    assert_eq!(wakeup["groups"][1]["key"], "(all)");
-    let mut scoped = Samples::default();
-    let mut pids: Vec<&i32> = p
-        .wake_task
-        .keys()
-        .filter(|pid| p.descends(**pid, workload))
-        .collect();
-    pids.sort();
-    assert!(pids.len() >= 3, "workload tasks woken: {pids:?}");
-    for pid in pids {
-        let s = &p.wake_task[pid];
-        scoped.values.extend(&s.values);
-        if (s.max.0, std::cmp::Reverse(s.max.1)) > (scoped.max.0, std::cmp::Reverse(scoped.max.1)) {
-            scoped.max = s.max;
-        }
-    }
-    assert_samples(&wakeup["groups"][0], &scoped, "wakeup (scope)");
-    // The run records only the workload's tasks (set_event_pid), so the
-    // other tasks' wakeups are not in the file: (all) may equal (scope).
-    assert!(scoped.values.len() <= p.wake_all.values.len());
-    assert_samples(group(wakeup, "(all)"), &p.wake_all, "wakeup (all)");
-    assert_tasks(wakeup, &p.wake_task, "wakeup");
-}
-
 /// Interrupts: a system-wide run while synced writes make the disk interrupt.
 const IRQ_RECIPE: &str = r#"name = "irqs"
 description = "Which interrupt handler runs longest, and which tasks does it stop?"
@@ -1143,26 +689,6 @@ name = "irq:irq_handler_exit"
 [output]
 reports = ["summary", "json"]
 "#;
-
-#[test]
-fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
-    let (_dir, report, listing) = per_task_run(
-        IRQ_RECIPE,
-        None,
-        "while [ ! -e $STOP ]; do dd if=/dev/zero of=$SCRATCH bs=64k count=4 conv=fsync 2>/dev/null; done",
-    );
-    let p = PerTask::of(&listing);
-    let irq = analysis(&report, "irq");
-    assert!(!p.irq_handler.is_empty(), "no interrupt in the listing");
-    assert_eq!(irq["groups"][0]["key"], "(all)");
-    assert_samples(group(irq, "(all)"), &p.irq_all, "irq (all)");
-    for (name, s) in &p.irq_handler {
-        assert_samples(group(irq, name), s, name);
-    }
-    assert_tasks(irq, &p.irq_task, "irq");
-    let summary = std::fs::read_to_string(_dir.path().join("out/summary.txt")).unwrap();
-    assert!(summary.contains("irq: interrupt handler time"), "{summary}");
-}
 
 /// `profile`: what `trace-cmd report --profile` measures, with no
 /// `sched_waking` (trace-cmd ends a sleep at `sched_wakeup`, we at the first
@@ -1428,44 +954,6 @@ fn assert_profile_agrees(
     (compared, unwoken)
 }
 
-#[test]
-fn the_profile_agrees_with_trace_cmd_report_profile() {
-    let (dir, report, listing) = per_task_run(PROFILE_RECIPE, Some(PER_TASK_WORKLOAD), "true");
-    let profile = &report["profile"];
-    assert_eq!(
-        profile["measures"],
-        serde_json::json!([
-            "running",
-            "preempted",
-            "wakeup",
-            "sleeping",
-            "blocked",
-            "irq",
-            "softirq",
-            "page_faults"
-        ])
-    );
-    assert_eq!(report["lost_total"], 0, "the comparison needs every record");
-    let (compared, _) =
-        assert_profile_agrees(&dir.path().join("out/trace.dat"), profile, &listing, true);
-    assert!(compared >= 1, "tasks compared: {compared}\n{profile:#}");
-    // The loops' shells sleep and block between their children.
-    let waited = profile["tasks"].as_array().unwrap().iter().any(|t| {
-        t["sleeping"]["count"].as_u64() > Some(0) || t["blocked"]["count"].as_u64() > Some(0)
-    });
-    assert!(waited, "{profile:#}");
-    // Per CPU, busy and idle time add up to at most the recording.
-    for c in profile["cpus"].as_array().unwrap() {
-        let on = c["busy_ns"].as_u64().unwrap() + c["idle_ns"].as_u64().unwrap();
-        assert!(on > 0 && on <= 3_000_000_000, "{c:#}");
-    }
-    let summary = std::fs::read_to_string(dir.path().join("out/summary.txt")).unwrap();
-    assert!(
-        summary.contains("profile: where each task's time went"),
-        "{summary}"
-    );
-}
-
 /// A kept trace of PROFILE_RECIPE's events but page faults (so no kallsyms
 /// in the file), scoped to the pid of PER_TASK_WORKLOAD (as the live test
 /// above was before it went system-wide) while two other tasks slept and woke
@@ -1510,85 +998,608 @@ fn our_listing(dat: &Path) -> String {
     text(&o.stdout)
 }
 
-/// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
-/// after every event of the instance, ftrace.rst "trace_options"): each
-/// openat of the workload comes with both; trace.dat carries kallsyms, so
-/// trace-cmd names the kernel frames as our summary does, and lists the file
-/// as our `report` does; the summary tells user stacks from kernel ones.
-#[test]
-fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
-    let (_dir, out) = run_ok(
-        "[tracer]\noptions = { stacktrace = true, userstacktrace = true }\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n",
-        "cat /etc/hostname /etc/passwd > /dev/null",
-    );
-    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
-    let opens = count("sys_enter_openat:");
-    assert!(
-        opens >= 2,
-        "the workload's opens were not recorded: {listing}"
-    );
-    assert_eq!(count("kernel_stack:"), opens, "{listing}");
-    assert_eq!(count("user_stack:"), opens, "{listing}");
-    // Kernel frames by name (the syscall entry path), not bare addresses.
-    assert!(
-        listing.contains("=> do_syscall_64"),
-        "kernel frames not symbolized: {listing}"
-    );
-    // Our listing is trace-cmd's, user_stack's print fmt included.
-    assert_eq!(our_listing(&out.join("trace.dat")), listing);
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(
-        summary.contains("top kernel and user stacks")
-            && summary.contains("(user stack):")
-            && summary.contains("=> do_syscall_64"),
-        "{summary}"
-    );
-}
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
 
-/// Every event of the kernel (`*:*`, 2,300 on this host): the run applies
-/// and rolls back all of them, records events of many systems, and trace-cmd
-/// lists the file line for line as we do, except for the events
-/// crates/tracedat/tests/differential-intended.txt lists with the reason.
-#[test]
-fn all_events_run_and_list_as_trace_cmd_lists_them() {
-    let (_dir, out) = run_ok("[[events]]\nname = \"*:*\"\n", "ls / > /dev/null");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let systems: std::collections::BTreeSet<&str> = report["events"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .filter_map(|k| k.split(':').next())
-        .collect();
-    assert!(systems.len() >= 8, "{systems:?}");
-    let theirs = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let ours = our_listing(&out.join("trace.dat"));
-    let intended =
-        std::fs::read_to_string(repo().join("crates/tracedat/tests/differential-intended.txt"))
-            .unwrap();
-    let intended: Vec<&str> = intended
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split_whitespace().next()?.split(':').nth(1))
-        .collect();
-    assert_eq!(ours.lines().count(), theirs.lines().count());
-    let mut kept = 0;
-    for (a, b) in ours.lines().zip(theirs.lines()) {
-        if a == b {
-            continue;
-        }
-        let event = ReportLine::parse(b).map(|r| r.event.to_string());
+    #[test]
+    fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
+        let out = dir.path().join("out");
+        let (code, stderr) = run(&recipe, &out, WORKLOAD);
+        assert_eq!(code, Some(0), "{stderr}");
+        guard.assert_unchanged();
+        // stderr is a pipe here: no progress display, only the run's own lines.
         assert!(
-            event.as_deref().is_some_and(|e| intended.contains(&e)),
-            "a difference not listed as intended:\nours:   {a}\ntheirs: {b}"
+            !stderr.contains("MiB  lost") && !stderr.contains('\r'),
+            "progress drawn off a terminal:\n{stderr}"
         );
-        kept += 1;
+        let dat = out.join("trace.dat");
+
+        let listing = crate::common::trace_cmd(&[
+            "report".as_ref(),
+            "-t".as_ref(),
+            "-i".as_ref(),
+            dat.as_os_str(),
+        ]);
+        // Independent pairing on trace-cmd's text.
+        let mut syscalls: HashMap<String, Vec<u64>> = HashMap::new();
+        let mut sys_open: HashMap<i32, (String, u64)> = HashMap::new();
+        let mut wakeups = Vec::new();
+        let mut woken: HashMap<i32, u64> = HashMap::new();
+        for l in listing.lines().filter_map(ReportLine::parse) {
+            let (pid, ts) = (l.pid(), l.ns());
+            if let Some(name) = l.event.strip_prefix("sys_enter_") {
+                sys_open.insert(pid, (name.to_string(), ts));
+            } else if let Some(name) = l.event.strip_prefix("sys_exit_") {
+                if let Some((n, t)) = sys_open.remove(&pid)
+                    && n == name
+                {
+                    syscalls.entry(n).or_default().push(ts - t);
+                }
+            } else if l.event == "sched_wakeup" {
+                woken.entry(sched_pid(l.fields)).or_insert(ts);
+            } else if l.event == "sched_switch" {
+                let (prev, next) = l.fields.split_once(" ==> ").unwrap();
+                woken.remove(&sched_pid(prev));
+                if let Some(t) = woken.remove(&sched_pid(next)) {
+                    wakeups.push(ts - t);
+                }
+            }
+        }
+
+        let report = report_json(&dat, "syscalls,wakeup");
+        assert_eq!(
+            report["analyses"],
+            serde_json::json!(["syscalls", "wakeup"])
+        );
+        let latency = report["latency"].as_array().unwrap();
+        let by_name = |n: &str| latency.iter().find(|l| l["analysis"] == n).unwrap();
+        let sys = by_name("syscalls");
+        for name in ["read", "clock_nanosleep"] {
+            let g = sys["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["key"] == name)
+                .unwrap_or_else(|| panic!("no `{name}` group: {sys:#}"));
+            assert_group(g, syscalls[name].clone(), name);
+        }
+        // Eight `sleep 0.01`: each clock_nanosleep lasts at least 10 ms.
+        assert!(syscalls["clock_nanosleep"].iter().all(|d| *d >= 10_000_000));
+        let all = &by_name("wakeup")["groups"][0];
+        assert_eq!(all["key"], "(all)");
+        assert_group(all, wakeups, "wakeup (all)");
+
+        // The run's own report.json chose the same analyses by itself, and its
+        // summary shows the same numbers.
+        let run_report = json(&out.join("report.json"));
+        assert_eq!(
+            run_report["analyses"],
+            serde_json::json!(["counts", "syscalls", "wakeup", "profile", "errno"])
+        );
+        // The run knows its workload: wakeup leads with the workload's `(scope)`,
+        // which `report` on the bare file cannot know; the rest is the same.
+        let mut run_latency = run_report["latency"].clone();
+        let wakeup = run_latency
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|l| l["analysis"] == "wakeup")
+            .unwrap();
+        let scope = wakeup["groups"].as_array_mut().unwrap().remove(0);
+        assert_eq!(scope["key"], "(scope)");
+        assert_eq!(run_latency, report["latency"]);
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(summary.contains("syscalls: syscall latency"), "{summary}");
+        let read = &sys["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == "read")
+            .unwrap();
+        let line = summary
+            .lines()
+            .find(|l| l.trim_start().starts_with("read "))
+            .unwrap();
+        assert!(
+            line.contains(&format!(" {} ", read["count"])),
+            "summary line `{line}` vs {read}"
+        );
     }
-    eprintln!(
-        "FIGURE all events: {} events of {} systems, {} lines, {kept} intended differences",
-        report["total_events"],
-        systems.len(),
-        ours.lines().count()
-    );
+
+    #[test]
+    fn report_html_loads_in_headless_chromium_and_shows_the_charts() {
+        let Some(chrome) = chromium_or_skip() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        {
+            let guard = TracefsGuard::acquire();
+            let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
+            let (code, stderr) = run(&recipe, &out, WORKLOAD);
+            assert_eq!(code, Some(0), "{stderr}");
+            guard.assert_unchanged();
+        }
+        let page = load_in_chromium(chrome, &out.join("report.html"), 5000, None);
+        let dom_text = &page.dom;
+        // One timeline row per CPU with events, one histogram per latency analysis.
+        let report = json(&out.join("report.json"));
+        assert!(dom_text.contains(r#"class="timeline""#), "{dom_text}");
+        let cpus = report["cpus"].as_object().unwrap().len();
+        let timeline = dom_text.split(r#"class="timeline""#).nth(1).unwrap();
+        let timeline = timeline.split("</svg>").next().unwrap();
+        assert_eq!(timeline.matches(r##"fill="#f0f0f0""##).count(), cpus);
+        assert!(timeline.matches("fill-opacity").count() >= cpus);
+        let latencies = report["latency"].as_array().unwrap().len();
+        assert_eq!(latencies, 2);
+        assert_eq!(
+            dom_text.matches(r#"class="histogram""#).count(),
+            2 * latencies
+        );
+        assert!(dom_text.contains(&format!(
+            ">{} ({:.3} %)<",
+            report["lost_total"],
+            report["lost_percent"].as_f64().unwrap()
+        )));
+
+        // The screenshot (tall enough for the profile tables above them) shows the
+        // charts: the timeline's blue and the histograms' orange.
+        let mut colors = std::collections::HashSet::new();
+        let (mut orange, mut blue) = (0, 0);
+        for px in page.pixels.chunks_exact(page.channels) {
+            let (r, g, b) = (px[0], px[1], px[2]);
+            colors.insert((r, g, b));
+            if r.abs_diff(0xd0) < 8 && g.abs_diff(0x70) < 8 && b.abs_diff(0x2a) < 8 {
+                orange += 1;
+            }
+            if b > 150 && r < 120 && g < 160 {
+                blue += 1;
+            }
+        }
+        assert!(
+            colors.len() > 50,
+            "blank screenshot: {} colours",
+            colors.len()
+        );
+        assert!(orange > 500, "no histogram bars on screen ({orange} px)");
+        assert!(blue > 100, "no timeline on screen ({blue} px)");
+    }
+
+    /// A real run with a stacktrace trigger and a failing expectation: its
+    /// stacks.folded holds the stacks trace-cmd lists, and its report.html,
+    /// loaded in headless Chromium, shows the failed expectation first, the
+    /// profile table and a flame graph of those stacks (screenshot kept in
+    /// `$TRACE_RECIPE_SCREENSHOT` when set, for a person to look at).
+    #[test]
+    fn report_html_shows_the_failed_expectation_first_the_profile_and_a_flame_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        {
+            let guard = TracefsGuard::acquire();
+            let recipe = write_recipe(dir.path(), "flame.toml", FLAME_RECIPE);
+            let (code, stderr) = run(&recipe, &out, WORKLOAD);
+            // Exit 5: an expectation failed; everything was written.
+            assert_eq!(code, Some(5), "{stderr}");
+            guard.assert_unchanged();
+        }
+        // The folded stacks are the stacks of trace.dat, as trace-cmd lists them.
+        let folded = std::fs::read_to_string(out.join("stacks.folded")).unwrap();
+        let ours = crate::common::parse_folded(&folded);
+        let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+        let theirs = folded_from_listing(&listing);
+        assert!(
+            theirs
+                .keys()
+                .any(|p| p.starts_with("sched:sched_switch;") && p.contains(";__schedule;")),
+            "{listing}"
+        );
+        assert_eq!(ours, theirs);
+        let report = json(&out.join("report.json"));
+        assert_eq!(
+            ours.values().sum::<u64>(),
+            report["stacks"]["total"].as_u64().unwrap()
+        );
+        // `report` writes the same from the folder, and from the file with -o.
+        let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "folded"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(text(&o.stdout), folded);
+        let to = dir.path().join("again.folded");
+        let dat = out.join("trace.dat");
+        let o = trace_recipe(&[
+            "report",
+            dat.to_str().unwrap(),
+            "--format",
+            "folded",
+            "-o",
+            to.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), folded);
+        // `report` of the folder draws the same page, with what only the run knew
+        // (its expectations); narrowed, the run's expectations are left out.
+        let o = trace_recipe(&["report", out.to_str().unwrap(), "--format", "html"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let page = text(&o.stdout);
+        assert!(
+            page.contains(
+                r#"<tr class="fail"><td>FAIL</td><td><code>count(sched:sched_switch) &lt; 3</code>"#
+            ) && page.contains(r#"<svg class="flamegraph""#),
+            "{page}"
+        );
+        let o = trace_recipe(&[
+            "report",
+            out.to_str().unwrap(),
+            "--format",
+            "html",
+            "--cpu",
+            "0",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(!text(&o.stdout).contains(r#"id="expectations""#));
+        // No function_graph here: nothing to fold, said on stderr.
+        let o = trace_recipe(&[
+            "report",
+            dat.to_str().unwrap(),
+            "--format",
+            "folded-funcgraph",
+        ]);
+        assert!(o.status.success() && o.stdout.is_empty());
+        assert!(
+            text(&o.stderr).contains("no funcgraph_entry"),
+            "{}",
+            text(&o.stderr)
+        );
+
+        let Some(chrome) = chromium_or_skip() else {
+            return;
+        };
+        let keep = std::env::var_os("TRACE_RECIPE_SCREENSHOT").map(PathBuf::from);
+        let page = load_in_chromium(chrome, &out.join("report.html"), 2400, keep.as_deref());
+        let dom = &page.dom;
+        // Expectations: the failed one first, though the recipe lists it second.
+        let expect = dom.split(r#"id="expectations""#).nth(1).unwrap();
+        let expect = expect.split("</table>").next().unwrap();
+        let rows: Vec<&str> = expect.split("<tr class=").skip(1).collect();
+        assert_eq!(rows.len(), 2, "{expect}");
+        assert!(
+            rows[0].starts_with(r#""fail""#)
+                && rows[0].contains("FAIL")
+                && rows[0].contains("count(sched:sched_switch) &lt; 3")
+                && rows[0].contains(&format!(">{}<", report["events"]["sched:sched_switch"])),
+            "{expect}"
+        );
+        assert!(rows[1].starts_with(r#""pass""#), "{expect}");
+        // The profile table, led by the workload's row, marked as the run's scope.
+        let table = dom.split(r#"class="profile""#).nth(1).unwrap();
+        let table = table.split("</table>").next().unwrap();
+        let pid = report["workload"]["pid"].as_u64().unwrap();
+        let first = table.split("<tr>").nth(2).unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("<td>{pid}</td><td>sh <b>(scope)</b></td>")),
+            "{table}"
+        );
+        // The flame graph: one frame per distinct path prefix, real kernel symbols.
+        let flame = dom.split(r#"<svg class="flamegraph""#).nth(1).unwrap();
+        let flame = flame.split("</svg>").next().unwrap();
+        let total: u64 = ours.values().sum();
+        assert!(
+            flame.contains(&format!(
+                "<title>sched:sched_switch ({total} records, 100.00%)</title>"
+            )),
+            "{flame}"
+        );
+        for frame in [
+            "__schedule",
+            "schedule",
+            "trace_event_raw_event_sched_switch",
+        ] {
+            assert!(
+                flame.contains(&format!("<title>{frame} (")),
+                "no `{frame}` frame: {flame}"
+            );
+        }
+
+        // The screenshot shows the flame graph's warm colours.
+        let warm = page
+            .pixels
+            .chunks_exact(page.channels)
+            .filter(|px| px[0] > 200 && px[1] > 60 && px[1] < 230 && px[2] < 80)
+            .count();
+        assert!(warm > 5000, "no flame graph on screen ({warm} px)");
+    }
+
+    #[test]
+    fn losing_more_than_max_lost_percent_exits_4_after_writing_everything() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        // An 8 KiB buffer that keeps the oldest events, 5000 markers written while
+        // the readers are held back: a few hundred fit, the rest are dropped, every time.
+        let recipe = write_recipe(
+            dir.path(),
+            "lossy.toml",
+            "name = \"lost\"\ndescription = \"t\"\nduration = \"60s\"\n[buffer]\nsize_kb = 8\noverwrite = false\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = 'filename == \"/no/such/program\"'\n[output]\nmax_lost_percent = 1\n",
+        );
+        let (code, stderr, report, markers) =
+            crate::capture::overflow_with_markers(dir.path(), &recipe, 5000);
+        guard.assert_unchanged();
+        let out = dir.path().join("out-lossy");
+        assert!(out.join("trace.dat").is_file() && out.join("summary.txt").is_file());
+        let lost = report["lost_total"].as_u64().unwrap();
+        assert_eq!(markers + lost, 5000, "{report:#}");
+        assert!(
+            report["lost_percent"].as_f64().unwrap() > 50.0,
+            "{report:#}"
+        );
+        assert_eq!(code, Some(4), "{stderr}");
+        assert!(stderr.contains("max_lost_percent"), "{stderr}");
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(&format!("lost events: {lost}")),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn a_stack_is_recorded_only_for_an_event_its_filter_keeps() {
+        // The kernel calls a stacktrace trigger even for an event its filter
+        // discards; the plan gives the trigger the event's filter. sched_switch
+        // fires all the time and its filter keeps none; every exit keeps its stack.
+        let (_dir, dat) = record_stacks(
+            "filter = 'next_comm == \"no-such-task\"'\n",
+            "for i in 1 2 3 4; do sleep 0.01; ls / > /dev/null; done",
+        );
+        let listing = crate::common::trace_cmd_report(&dat);
+        let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
+        assert_eq!(count("sched_switch:"), 0, "{listing}");
+        let exits = count("sched_process_exit:");
+        assert!(
+            exits >= 5,
+            "the workload's exits were not recorded: {listing}"
+        );
+        assert_eq!(count("<stack trace >"), exits, "{listing}");
+    }
+
+    #[test]
+    fn top_stacks_of_a_real_run_are_ranked_by_the_counts_in_trace_cmds_listing() {
+        let (_dir, dat) = record_stacks(
+            "",
+            "for i in 1 2 3 4 5 6; do sleep 0.01; ls / > /dev/null; done; cat /proc/version > /dev/null",
+        );
+        // Count each distinct stack (its frames' symbols and addresses) in trace-cmd's listing.
+        let listing = crate::common::trace_cmd_report(&dat);
+        let mut stacks: Vec<Vec<&str>> = Vec::new();
+        for l in listing.lines() {
+            if l.contains("<stack trace >") {
+                stacks.push(Vec::new());
+            } else if let Some(frame) = l.trim_start().strip_prefix("=> ") {
+                stacks.last_mut().unwrap().push(frame.trim());
+            }
+        }
+        let mut counts: std::collections::BTreeMap<&[&str], u64> = Default::default();
+        for st in &stacks {
+            *counts.entry(st.as_slice()).or_default() += 1;
+        }
+        let distinct_counts: std::collections::BTreeSet<u64> = counts.values().copied().collect();
+        assert!(
+            distinct_counts.len() >= 2,
+            "the workload must give stacks of different frequencies, or ranking is untested: {counts:#?}"
+        );
+        let o = trace_recipe(&["report", dat.to_str().unwrap(), "--format", "json"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let s = &report["stacks"];
+        assert_eq!(s["total"], stacks.len() as u64);
+        assert_eq!(s["distinct"], counts.len() as u64);
+        let top = s["top"].as_array().unwrap();
+        assert_eq!(top[0]["count"], *distinct_counts.last().unwrap(), "{s:#}");
+        let mut previous = u64::MAX;
+        for entry in top {
+            let n = entry["count"].as_u64().unwrap();
+            assert!(n <= previous, "top stacks are not ranked by count: {s:#}");
+            previous = n;
+            let symbols: Vec<&str> = entry["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().split('+').next().unwrap())
+                .collect();
+            // trace-cmd prints a frame as `SYMBOL (ADDRESS)`. Where several kernel
+            // symbols share an address (`__do_sys_vfork` / `__x64_sys_vfork`) the two
+            // readers may name it differently, so frames are matched on the tracepoint
+            // frame and the syscall entry frame at the two ends, and on their number.
+            let same = counts.iter().any(|(frames, c)| {
+                let name = |f: &&str| f.split(' ').next().unwrap_or("").to_string();
+                *c == n
+                    && frames.len() == symbols.len()
+                    && frames.first().map(name).as_deref() == symbols.first().copied()
+                    && frames.last().map(name).as_deref() == symbols.last().copied()
+            });
+            assert!(
+                same,
+                "no stack seen {n} times with frames {symbols:?} in trace-cmd's listing: {counts:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_task_wakeup_latency_agrees_with_trace_cmd_and_leads_with_the_workload() {
+        let (_dir, report, listing) =
+            per_task_run(PER_TASK_RECIPE, Some(PER_TASK_WORKLOAD), "true");
+        let workload = report["workload"]["pid"].as_i64().unwrap() as i32;
+        let p = PerTask::of(&listing);
+        let wakeup = analysis(&report, "wakeup");
+        assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
+        assert_eq!(wakeup["groups"][1]["key"], "(all)");
+        let mut scoped = Samples::default();
+        let mut pids: Vec<&i32> = p
+            .wake_task
+            .keys()
+            .filter(|pid| p.descends(**pid, workload))
+            .collect();
+        pids.sort();
+        assert!(pids.len() >= 3, "workload tasks woken: {pids:?}");
+        for pid in pids {
+            let s = &p.wake_task[pid];
+            scoped.values.extend(&s.values);
+            if (s.max.0, std::cmp::Reverse(s.max.1))
+                > (scoped.max.0, std::cmp::Reverse(scoped.max.1))
+            {
+                scoped.max = s.max;
+            }
+        }
+        assert_samples(&wakeup["groups"][0], &scoped, "wakeup (scope)");
+        // The run records only the workload's tasks (set_event_pid), so the
+        // other tasks' wakeups are not in the file: (all) may equal (scope).
+        assert!(scoped.values.len() <= p.wake_all.values.len());
+        assert_samples(group(wakeup, "(all)"), &p.wake_all, "wakeup (all)");
+        assert_tasks(wakeup, &p.wake_task, "wakeup");
+    }
+
+    #[test]
+    fn per_handler_and_per_task_irq_time_agrees_with_trace_cmd() {
+        let (_dir, report, listing) = per_task_run(
+            IRQ_RECIPE,
+            None,
+            "while [ ! -e $STOP ]; do dd if=/dev/zero of=$SCRATCH bs=64k count=4 conv=fsync 2>/dev/null; done",
+        );
+        let p = PerTask::of(&listing);
+        let irq = analysis(&report, "irq");
+        assert!(!p.irq_handler.is_empty(), "no interrupt in the listing");
+        assert_eq!(irq["groups"][0]["key"], "(all)");
+        assert_samples(group(irq, "(all)"), &p.irq_all, "irq (all)");
+        for (name, s) in &p.irq_handler {
+            assert_samples(group(irq, name), s, name);
+        }
+        assert_tasks(irq, &p.irq_task, "irq");
+        let summary = std::fs::read_to_string(_dir.path().join("out/summary.txt")).unwrap();
+        assert!(summary.contains("irq: interrupt handler time"), "{summary}");
+    }
+
+    #[test]
+    fn the_profile_agrees_with_trace_cmd_report_profile() {
+        let (dir, report, listing) = per_task_run(PROFILE_RECIPE, Some(PER_TASK_WORKLOAD), "true");
+        let profile = &report["profile"];
+        assert_eq!(
+            profile["measures"],
+            serde_json::json!([
+                "running",
+                "preempted",
+                "wakeup",
+                "sleeping",
+                "blocked",
+                "irq",
+                "softirq",
+                "page_faults"
+            ])
+        );
+        assert_eq!(report["lost_total"], 0, "the comparison needs every record");
+        let (compared, _) =
+            assert_profile_agrees(&dir.path().join("out/trace.dat"), profile, &listing, true);
+        assert!(compared >= 1, "tasks compared: {compared}\n{profile:#}");
+        // The loops' shells sleep and block between their children.
+        let waited = profile["tasks"].as_array().unwrap().iter().any(|t| {
+            t["sleeping"]["count"].as_u64() > Some(0) || t["blocked"]["count"].as_u64() > Some(0)
+        });
+        assert!(waited, "{profile:#}");
+        // Per CPU, busy and idle time add up to at most the recording.
+        for c in profile["cpus"].as_array().unwrap() {
+            let on = c["busy_ns"].as_u64().unwrap() + c["idle_ns"].as_u64().unwrap();
+            assert!(on > 0 && on <= 3_000_000_000, "{c:#}");
+        }
+        let summary = std::fs::read_to_string(dir.path().join("out/summary.txt")).unwrap();
+        assert!(
+            summary.contains("profile: where each task's time went"),
+            "{summary}"
+        );
+    }
+
+    /// The `stacktrace` and `userstacktrace` options (a kernel and a user stack
+    /// after every event of the instance, ftrace.rst "trace_options"): each
+    /// openat of the workload comes with both; trace.dat carries kallsyms, so
+    /// trace-cmd names the kernel frames as our summary does, and lists the file
+    /// as our `report` does; the summary tells user stacks from kernel ones.
+    #[test]
+    fn the_stacktrace_and_userstacktrace_options_record_both_stacks_symbolized() {
+        let (_dir, out) = run_ok(
+            "[tracer]\noptions = { stacktrace = true, userstacktrace = true }\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n",
+            "cat /etc/hostname /etc/passwd > /dev/null",
+        );
+        let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+        let count = |what: &str| listing.lines().filter(|l| l.contains(what)).count();
+        let opens = count("sys_enter_openat:");
+        assert!(
+            opens >= 2,
+            "the workload's opens were not recorded: {listing}"
+        );
+        assert_eq!(count("kernel_stack:"), opens, "{listing}");
+        assert_eq!(count("user_stack:"), opens, "{listing}");
+        // Kernel frames by name (the syscall entry path), not bare addresses.
+        assert!(
+            listing.contains("=> do_syscall_64"),
+            "kernel frames not symbolized: {listing}"
+        );
+        // Our listing is trace-cmd's, user_stack's print fmt included.
+        assert_eq!(our_listing(&out.join("trace.dat")), listing);
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains("top kernel and user stacks")
+                && summary.contains("(user stack):")
+                && summary.contains("=> do_syscall_64"),
+            "{summary}"
+        );
+    }
+
+    /// Every event of the kernel (`*:*`, 2,300 on this host): the run applies
+    /// and rolls back all of them, records events of many systems, and trace-cmd
+    /// lists the file line for line as we do, except for the events
+    /// crates/tracedat/tests/differential-intended.txt lists with the reason.
+    #[test]
+    fn all_events_run_and_list_as_trace_cmd_lists_them() {
+        let (_dir, out) = run_ok("[[events]]\nname = \"*:*\"\n", "ls / > /dev/null");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        let systems: std::collections::BTreeSet<&str> = report["events"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter_map(|k| k.split(':').next())
+            .collect();
+        assert!(systems.len() >= 8, "{systems:?}");
+        let theirs = crate::common::trace_cmd_report(&out.join("trace.dat"));
+        let ours = our_listing(&out.join("trace.dat"));
+        let intended =
+            std::fs::read_to_string(repo().join("crates/tracedat/tests/differential-intended.txt"))
+                .unwrap();
+        let intended: Vec<&str> = intended
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_whitespace().next()?.split(':').nth(1))
+            .collect();
+        assert_eq!(ours.lines().count(), theirs.lines().count());
+        let mut kept = 0;
+        for (a, b) in ours.lines().zip(theirs.lines()) {
+            if a == b {
+                continue;
+            }
+            let event = ReportLine::parse(b).map(|r| r.event.to_string());
+            assert!(
+                event.as_deref().is_some_and(|e| intended.contains(&e)),
+                "a difference not listed as intended:\nours:   {a}\ntheirs: {b}"
+            );
+            kept += 1;
+        }
+        eprintln!(
+            "FIGURE all events: {} events of {} systems, {} lines, {kept} intended differences",
+            report["total_events"],
+            systems.len(),
+            ours.lines().count()
+        );
+    }
 }

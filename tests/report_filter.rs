@@ -155,12 +155,6 @@ fn next_pid(fields: &str) -> i32 {
     head.rsplit_once(':').unwrap().1.parse().unwrap()
 }
 
-#[test]
-fn each_filter_keeps_what_trace_cmd_keeps() {
-    let (_dir, out) = record();
-    assert_filters_keep_what_trace_cmd_keeps(&out.join("trace.dat"), &out);
-}
-
 /// A trace recorded with RECIPE on this host, with the missed-events flag
 /// set by hand on 2 of CPU 0's 3 pages and 7 of CPU 1's 8 (bit 31 of a
 /// page's commit word, as the kernel sets it after an overrun when it cannot
@@ -347,42 +341,6 @@ fn assert_filters_keep_what_trace_cmd_keeps(dat: &Path, scratch: &Path) {
 }
 
 #[test]
-fn a_folder_report_shows_the_run_header_and_analysis_prints_only_that() {
-    let (_dir, out) = record();
-    let summary = ours(&out, &["--format", "summary"]);
-    for want in [
-        "recipe:   filters",
-        "ended by: workload exited",
-        "workload: sh -c",
-        "per event:",
-    ] {
-        assert!(summary.contains(want), "no {want:?} in\n{summary}");
-    }
-    let html = ours(&out, &["--format", "html"]);
-    assert!(html.contains("<th>workload</th><td>sh -c"), "html header");
-    assert!(html.contains("<h2>Events</h2>"));
-    let only = ours(&out, &["--format", "summary", "--analysis", "wakeup"]);
-    assert!(
-        only.contains("recipe:   filters") && only.contains("wakeup: "),
-        "{only}"
-    );
-    assert!(
-        !only.contains("per event:") && !only.contains("top comms:"),
-        "{only}"
-    );
-    let html = ours(&out, &["--format", "html", "--analysis", "wakeup"]);
-    assert!(!html.contains("<h2>Events</h2>"));
-    // A bundle's too.
-    assert_exit(&trace_recipe(&["pack", out.to_str().unwrap()]), 0);
-    let bundle = out.with_extension("tar.zst");
-    let packed = ours(&bundle, &["--format", "summary", "--pid", "1"]);
-    assert!(packed.contains("recipe:   filters"), "{packed}");
-    // A bare trace.dat has no run header.
-    let bare = ours(&out.join("trace.dat"), &["--format", "summary"]);
-    assert!(!bare.contains("recipe:"), "{bare}");
-}
-
-#[test]
 fn bad_filters_say_what_is_wrong_and_exit_2_or_1() {
     let dat = crate::common::repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat");
     let dat = dat.to_str().unwrap();
@@ -419,5 +377,54 @@ fn bad_filters_say_what_is_wrong_and_exit_2_or_1() {
         let err = text(&o.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?} printed records");
+    }
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn each_filter_keeps_what_trace_cmd_keeps() {
+        let (_dir, out) = record();
+        assert_filters_keep_what_trace_cmd_keeps(&out.join("trace.dat"), &out);
+    }
+
+    #[test]
+    fn a_folder_report_shows_the_run_header_and_analysis_prints_only_that() {
+        let (_dir, out) = record();
+        let summary = ours(&out, &["--format", "summary"]);
+        for want in [
+            "recipe:   filters",
+            "ended by: workload exited",
+            "workload: sh -c",
+            "per event:",
+        ] {
+            assert!(summary.contains(want), "no {want:?} in\n{summary}");
+        }
+        let html = ours(&out, &["--format", "html"]);
+        assert!(html.contains("<th>workload</th><td>sh -c"), "html header");
+        assert!(html.contains("<h2>Events</h2>"));
+        let only = ours(&out, &["--format", "summary", "--analysis", "wakeup"]);
+        assert!(
+            only.contains("recipe:   filters") && only.contains("wakeup: "),
+            "{only}"
+        );
+        assert!(
+            !only.contains("per event:") && !only.contains("top comms:"),
+            "{only}"
+        );
+        let html = ours(&out, &["--format", "html", "--analysis", "wakeup"]);
+        assert!(!html.contains("<h2>Events</h2>"));
+        // A bundle's too.
+        assert_exit(&trace_recipe(&["pack", out.to_str().unwrap()]), 0);
+        let bundle = out.with_extension("tar.zst");
+        let packed = ours(&bundle, &["--format", "summary", "--pid", "1"]);
+        assert!(packed.contains("recipe:   filters"), "{packed}");
+        // A bare trace.dat has no run header.
+        let bare = ours(&out.join("trace.dat"), &["--format", "summary"]);
+        assert!(!bare.contains("recipe:"), "{bare}");
     }
 }

@@ -48,152 +48,6 @@ fn latency_line(line: &str) -> Option<(i32, bool, &str, &str)> {
 }
 
 #[test]
-fn a_system_wide_dd_records_the_block_completions_it_causes() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = dd_recipe(dir.path(), true);
-    let check = trace_recipe(&["check", recipe.to_str().unwrap()]);
-    assert!(check.status.success(), "{}", text(&check.stdout));
-    assert!(
-        !text(&check.stdout).contains("system_wide = true` records"),
-        "{}",
-        text(&check.stdout)
-    );
-    let out = dir.path().join("out");
-    {
-        let _guard = TracefsGuard::acquire();
-        let o = run_recipe(&recipe, &out, &[]);
-        assert!(
-            o.status.success(),
-            "{}\n{}",
-            text(&o.stdout),
-            text(&o.stderr)
-        );
-    }
-    let r = report(&out);
-    assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
-    assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
-    assert!(count(&r, "block:block_rq_issue") >= 64, "{}", r["events"]);
-    assert!(
-        count(&r, "block:block_rq_complete") >= 64,
-        "{}",
-        r["events"]
-    );
-    // Every write of dd was direct: the run ends when dd exits, after its
-    // last write completed, so each request dd issued has its completion in
-    // the trace, whichever task the completion interrupt hit (the run's own
-    // threads included: their events are left out, an interrupt's are not).
-    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let sector = |fields: &str| {
-        let (_, after) = fields.split_once(") ")?;
-        Some(after.split(" + ").next()?.trim().to_string())
-    };
-    let issued: Vec<String> = listing
-        .lines()
-        .filter(|l| l.trim_start().starts_with("dd-") && l.contains(" block_rq_issue: "))
-        .filter_map(|l| sector(l.split_once("block_rq_issue:")?.1))
-        .collect();
-    assert!(issued.len() >= 64, "{listing}");
-    let completed: std::collections::HashSet<String> = listing
-        .lines()
-        .filter_map(|l| sector(l.split_once("block_rq_complete:")?.1))
-        .collect();
-    let missing: Vec<&String> = issued.iter().filter(|s| !completed.contains(*s)).collect();
-    assert!(
-        missing.is_empty(),
-        "no completion of sectors {missing:?}:\n{listing}"
-    );
-    // The plan scopes no pid.
-    let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
-    assert!(
-        !text(&plan.stdout).contains("set_event_pid"),
-        "{}",
-        text(&plan.stdout)
-    );
-}
-
-/// The run's own threads are left out of a system-wide trace without hiding
-/// what merely happens while one of them is current: every event of one of
-/// them is in interrupt context, or a switch or wakeup whose other task is
-/// not the run's; and such switches and wakeups are there. The run and its
-/// busy workload share CPU 0, so the run's main thread (awake every 20 ms)
-/// takes the CPU from the workload again and again.
-#[test]
-fn own_threads_stay_out_without_hiding_interrupts_or_the_other_side_of_a_switch() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        "name = \"own\"\nduration = \"30s\"\n[scope]\nsystem_wide = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"raw_syscalls:sys_enter\"\n[[events]]\nname = \"irq:softirq_entry\"\n[[events]]\nname = \"timer:hrtimer_expire_entry\"\n",
-    );
-    let out = dir.path().join("out");
-    let o = {
-        let _guard = TracefsGuard::acquire();
-        Command::new("taskset")
-            .args(["-c", "0"])
-            .arg(crate::common::bin())
-            .args(["run", recipe.to_str().unwrap(), "-q", "-o"])
-            .arg(&out)
-            .args([
-                "--",
-                "sh",
-                "-c",
-                "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
-            ])
-            .output()
-            .unwrap()
-    };
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let r = report(&out);
-    let own: Vec<i32> = r["recorder"]["excluded_tids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_i64().unwrap() as i32)
-        .collect();
-    assert!(own.len() >= 4, "{r:#}");
-    let workload = r["workload"]["pid"].as_i64().unwrap() as i32;
-    let listing = crate::common::trace_cmd(&[
-        "report".as_ref(),
-        "-l".as_ref(),
-        out.join("trace.dat").as_os_str(),
-    ]);
-    let mut other_side = 0;
-    let mut release = 0;
-    for line in listing.lines() {
-        let Some((pid, irq, event, fields)) = latency_line(line) else {
-            continue;
-        };
-        let named = crate::common::named_pids(fields);
-        let ours = |p: &i32| own.contains(p);
-        match event {
-            "sched_switch" => {
-                let (prev, next) = (named[0], named[1]);
-                if ours(&prev) || ours(&next) {
-                    let other = if ours(&prev) { next } else { prev };
-                    assert!(other != 0 && !ours(&other), "{line}");
-                    other_side += 1;
-                }
-            }
-            "sched_wakeup" => {
-                assert!(!ours(&named[0]), "a wakeup of the run's own: {line}");
-                if ours(&pid) && named[0] == workload {
-                    release += 1;
-                }
-            }
-            _ => assert!(!ours(&pid) || irq, "an event of the run's own: {line}"),
-        }
-    }
-    assert!(
-        other_side >= 1,
-        "no switch between the run and the workload:\n{listing}"
-    );
-    assert!(
-        release >= 1,
-        "no wakeup of the workload by the run:\n{listing}"
-    );
-}
-
-#[test]
 fn check_notes_that_a_workload_scoped_recipe_misses_completions() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = dd_recipe(dir.path(), false);
@@ -241,112 +95,6 @@ fn check_notes_that_a_workload_scoped_recipe_misses_completions() {
         text(&o.stdout).contains("both.toml:3:"),
         "{}",
         text(&o.stdout)
-    );
-}
-
-#[test]
-fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    // A task of a name of its own: a script that forks a short sleep again
-    // and again, so it is switched out (waiting) and in (woken) many times.
-    let name = format!("tr-sc-{}", std::process::id() % 100_000);
-    let script = dir.path().join(&name);
-    std::fs::write(&script, "#!/bin/sh\nwhile :; do sleep 0.01; done\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        &format!(
-            "name = \"comms\"\nduration = \"1500ms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n"
-        ),
-    );
-    // The recipe's own filter keeps its meaning beside the scope.
-    let filtered = write_recipe(
-        dir.path(),
-        "f.toml",
-        &format!(
-            "name = \"comms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\nfilter = 'next_comm == \"{name}\"'\n"
-        ),
-    );
-    let plan = text(&trace_recipe(&["check", "--plan", filtered.to_str().unwrap()]).stdout);
-    assert!(
-        plan.contains(&format!(
-            "(next_comm == \\\"{name}\\\") && (prev_comm == \\\"{name}\\\" || next_comm == \\\"{name}\\\")"
-        )),
-        "{plan}"
-    );
-
-    let out = dir.path().join("out");
-    let o = {
-        let _guard = TracefsGuard::acquire();
-        // Started once the lock is ours, so it runs for the whole recording.
-        let mut task = Command::new(&script).stdout(Stdio::null()).spawn().unwrap();
-        let o = run_recipe(&recipe, &out, &[]);
-        let _ = task.kill();
-        let _ = task.wait();
-        o
-    };
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let r = report(&out);
-    assert_eq!(r["scope"]["comms"], serde_json::json!([name]));
-    let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
-    let switches: Vec<&str> = listing
-        .lines()
-        .filter(|l| l.contains("sched_switch:"))
-        .collect();
-    let out_of = switches
-        .iter()
-        .filter(|l| l.split("==>").next().is_some_and(|p| p.contains(&name)))
-        .count();
-    let into = switches
-        .iter()
-        .filter(|l| l.split("==>").nth(1).is_some_and(|n| n.contains(&name)))
-        .count();
-    assert!(
-        out_of >= 1 && into >= 1,
-        "out {out_of}, in {into}: {listing}"
-    );
-    assert!(
-        switches.iter().all(|l| l.contains(&name)),
-        "a switch of other tasks: {listing}"
-    );
-    let wakeups: Vec<&str> = listing
-        .lines()
-        .filter(|l| l.contains("sched_wakeup:"))
-        .collect();
-    assert!(!wakeups.is_empty(), "{listing}");
-    // Each wakeup is of the named task (the woken one), whoever woke it.
-    assert!(
-        wakeups.iter().all(|l| l
-            .split("sched_wakeup:")
-            .nth(1)
-            .is_some_and(|w| w.contains(&name))),
-        "{listing}"
-    );
-    // The wakeup latency leads with the scoped tasks: a non-empty group of
-    // the named task's wakeups, and every task listed is that task.
-    let wakeup = r["latency"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["analysis"] == "wakeup")
-        .unwrap_or_else(|| panic!("no wakeup latency: {r:#}"));
-    assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
-    assert!(
-        wakeup["groups"][0]["count"].as_u64().unwrap() >= 1,
-        "{wakeup:#}"
-    );
-    let tasks = wakeup["tasks"].as_array().unwrap();
-    assert!(!tasks.is_empty(), "{wakeup:#}");
-    assert!(
-        tasks.iter().all(|t| t["comm"] == name.as_str()),
-        "{wakeup:#}"
     );
 }
 
@@ -569,203 +317,461 @@ fn list_with_nothing_found_says_where_it_looked_and_fails() {
     );
 }
 
-#[test]
-fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        "name = \"wide\"\nduration = \"30s\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
-    );
-    let out = dir.path().join("out");
-    let o = {
-        let _guard = TracefsGuard::acquire();
-        trace_recipe(&[
-            "run",
-            recipe.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--system-wide",
-            "-q",
-            "--",
-            "true",
-        ])
-    };
-    // -q: stdout is the output folder's path alone.
-    assert_eq!(
-        text(&o.stdout).trim_end(),
-        out.canonicalize().unwrap().display().to_string(),
-        "{}",
-        text(&o.stderr)
-    );
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let r = report(&out);
-    assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
-    assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
-    // The header: the run's interval, and how long it recorded, each labelled.
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    let run_line = summary.lines().find(|l| l.starts_with("run: ")).unwrap();
-    assert!(!run_line.contains('('), "{summary}");
-    assert!(
-        summary
-            .lines()
-            .any(|l| l.starts_with("recorded: ") && l.contains(" s (from tracing on")),
-        "{summary}"
-    );
-    // The flag contradicts a recipe's pids like the key does, named as the flag.
-    let pids = write_recipe(
-        dir.path(),
-        "p.toml",
-        "name = \"wide\"\n[scope]\npids = [1]\n[[events]]\nname = \"sched:sched_process_exec\"\n",
-    );
-    let o = trace_recipe(&[
-        "run",
-        pids.to_str().unwrap(),
-        "-o",
-        dir.path().join("out2").to_str().unwrap(),
-        "--system-wide",
-        "--",
-        "true",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
-    assert!(
-        all.contains("`--system-wide`: `system_wide = true`"),
-        "{all}"
-    );
-}
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
 
-/// A run refused at each point before it records (a required `[collect]`
-/// command failing, the workload or the guard failing to start, a step of the
-/// plan refused, tracing or the recorder failing to start) leaves no output
-/// folder, or leaves the empty folder it was given empty, so the retry with
-/// the same `-o` works; one whose rollback is incomplete keeps its folder
-/// beside the kept journal.
-#[test]
-fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
-    use trace_recipe::apply::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
-    let dir = tempfile::tempdir().unwrap();
-    let body = "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n";
-    let recipe = write_recipe(dir.path(), "r.toml", body);
-    let collect = write_recipe(
-        dir.path(),
-        "c.toml",
-        &format!("{body}[collect]\nbefore = [[\"false\"]]\nrequired = true\n"),
-    );
-    let out = dir.path().join("out");
-    let run = |recipe: &Path, env: &[(&str, &str)]| {
-        let mut c = Command::new(crate::common::bin());
-        c.args(["run", recipe.to_str().unwrap(), "-q", "-o"])
-            .arg(&out)
-            .args(["--", "true"]);
-        c.envs(env.iter().copied());
-        c.output().unwrap()
-    };
-    let _guard = TracefsGuard::acquire();
-    // (the point, the recipe, the environment that makes it fail, what stderr says)
-    type Point<'a> = (&'a str, &'a Path, &'a [(&'a str, &'a str)], &'a str);
-    let points: [Point; 6] = [
-        (
-            "collect",
-            &collect,
-            &[],
-            "a required [collect] command failed",
-        ),
-        (
-            "workload",
-            &recipe,
-            &[(FAIL_AT_ENV, "workload")],
-            "cannot start the workload",
-        ),
-        (
-            "guard",
-            &recipe,
-            &[(FAIL_AT_ENV, "guard")],
-            "cannot start the rollback guard",
-        ),
-        (
-            "apply",
-            &recipe,
-            &[(FAIL_STEP_ENV, "3")],
-            "tracefs is as it was",
-        ),
-        (
-            "tracing_on",
-            &recipe,
-            &[(FAIL_AT_ENV, "tracing_on")],
-            "injected failure at `tracing_on`",
-        ),
-        (
-            "recorder",
-            &recipe,
-            &[(FAIL_AT_ENV, "recorder")],
-            "injected failure at `recorder`",
-        ),
-    ];
-    for (point, recipe, env, says) in points {
-        let o = run(recipe, env);
-        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+    #[test]
+    fn a_system_wide_dd_records_the_block_completions_it_causes() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = dd_recipe(dir.path(), true);
+        let check = trace_recipe(&["check", recipe.to_str().unwrap()]);
+        assert!(check.status.success(), "{}", text(&check.stdout));
         assert!(
-            text(&o.stderr).contains(says),
-            "{point}: {}",
+            !text(&check.stdout).contains("system_wide = true` records"),
+            "{}",
+            text(&check.stdout)
+        );
+        let out = dir.path().join("out");
+        {
+            let _guard = TracefsGuard::acquire();
+            let o = run_recipe(&recipe, &out, &[]);
+            assert!(
+                o.status.success(),
+                "{}\n{}",
+                text(&o.stdout),
+                text(&o.stderr)
+            );
+        }
+        let r = report(&out);
+        assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
+        assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
+        assert!(count(&r, "block:block_rq_issue") >= 64, "{}", r["events"]);
+        assert!(
+            count(&r, "block:block_rq_complete") >= 64,
+            "{}",
+            r["events"]
+        );
+        // Every write of dd was direct: the run ends when dd exits, after its
+        // last write completed, so each request dd issued has its completion in
+        // the trace, whichever task the completion interrupt hit (the run's own
+        // threads included: their events are left out, an interrupt's are not).
+        let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+        let sector = |fields: &str| {
+            let (_, after) = fields.split_once(") ")?;
+            Some(after.split(" + ").next()?.trim().to_string())
+        };
+        let issued: Vec<String> = listing
+            .lines()
+            .filter(|l| l.trim_start().starts_with("dd-") && l.contains(" block_rq_issue: "))
+            .filter_map(|l| sector(l.split_once("block_rq_issue:")?.1))
+            .collect();
+        assert!(issued.len() >= 64, "{listing}");
+        let completed: std::collections::HashSet<String> = listing
+            .lines()
+            .filter_map(|l| sector(l.split_once("block_rq_complete:")?.1))
+            .collect();
+        let missing: Vec<&String> = issued.iter().filter(|s| !completed.contains(*s)).collect();
+        assert!(
+            missing.is_empty(),
+            "no completion of sectors {missing:?}:\n{listing}"
+        );
+        // The plan scopes no pid.
+        let plan = trace_recipe(&["check", "--plan", recipe.to_str().unwrap()]);
+        assert!(
+            !text(&plan.stdout).contains("set_event_pid"),
+            "{}",
+            text(&plan.stdout)
+        );
+    }
+
+    /// The run's own threads are left out of a system-wide trace without hiding
+    /// what merely happens while one of them is current: every event of one of
+    /// them is in interrupt context, or a switch or wakeup whose other task is
+    /// not the run's; and such switches and wakeups are there. The run and its
+    /// busy workload share CPU 0, so the run's main thread (awake every 20 ms)
+    /// takes the CPU from the workload again and again.
+    #[test]
+    fn own_threads_stay_out_without_hiding_interrupts_or_the_other_side_of_a_switch() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "r.toml",
+            "name = \"own\"\nduration = \"30s\"\n[scope]\nsystem_wide = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"raw_syscalls:sys_enter\"\n[[events]]\nname = \"irq:softirq_entry\"\n[[events]]\nname = \"timer:hrtimer_expire_entry\"\n",
+        );
+        let out = dir.path().join("out");
+        let o = {
+            let _guard = TracefsGuard::acquire();
+            Command::new("taskset")
+                .args(["-c", "0"])
+                .arg(crate::common::bin())
+                .args(["run", recipe.to_str().unwrap(), "-q", "-o"])
+                .arg(&out)
+                .args([
+                    "--",
+                    "sh",
+                    "-c",
+                    "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+                ])
+                .output()
+                .unwrap()
+        };
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let r = report(&out);
+        let own: Vec<i32> = r["recorder"]["excluded_tids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_i64().unwrap() as i32)
+            .collect();
+        assert!(own.len() >= 4, "{r:#}");
+        let workload = r["workload"]["pid"].as_i64().unwrap() as i32;
+        let listing = crate::common::trace_cmd(&[
+            "report".as_ref(),
+            "-l".as_ref(),
+            out.join("trace.dat").as_os_str(),
+        ]);
+        let mut other_side = 0;
+        let mut release = 0;
+        for line in listing.lines() {
+            let Some((pid, irq, event, fields)) = latency_line(line) else {
+                continue;
+            };
+            let named = crate::common::named_pids(fields);
+            let ours = |p: &i32| own.contains(p);
+            match event {
+                "sched_switch" => {
+                    let (prev, next) = (named[0], named[1]);
+                    if ours(&prev) || ours(&next) {
+                        let other = if ours(&prev) { next } else { prev };
+                        assert!(other != 0 && !ours(&other), "{line}");
+                        other_side += 1;
+                    }
+                }
+                "sched_wakeup" => {
+                    assert!(!ours(&named[0]), "a wakeup of the run's own: {line}");
+                    if ours(&pid) && named[0] == workload {
+                        release += 1;
+                    }
+                }
+                _ => assert!(!ours(&pid) || irq, "an event of the run's own: {line}"),
+            }
+        }
+        assert!(
+            other_side >= 1,
+            "no switch between the run and the workload:\n{listing}"
+        );
+        assert!(
+            release >= 1,
+            "no wakeup of the workload by the run:\n{listing}"
+        );
+    }
+
+    #[test]
+    fn comms_keep_switches_in_and_out_of_the_named_task_and_its_wakeups() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A task of a name of its own: a script that forks a short sleep again
+        // and again, so it is switched out (waiting) and in (woken) many times.
+        let name = format!("tr-sc-{}", std::process::id() % 100_000);
+        let script = dir.path().join(&name);
+        std::fs::write(&script, "#!/bin/sh\nwhile :; do sleep 0.01; done\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "r.toml",
+            &format!(
+                "name = \"comms\"\nduration = \"1500ms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n"
+            ),
+        );
+        // The recipe's own filter keeps its meaning beside the scope.
+        let filtered = write_recipe(
+            dir.path(),
+            "f.toml",
+            &format!(
+                "name = \"comms\"\n[scope]\ncomms = [\"{name}\"]\n[[events]]\nname = \"sched:sched_switch\"\nfilter = 'next_comm == \"{name}\"'\n"
+            ),
+        );
+        let plan = text(&trace_recipe(&["check", "--plan", filtered.to_str().unwrap()]).stdout);
+        assert!(
+        plan.contains(&format!(
+            "(next_comm == \\\"{name}\\\") && (prev_comm == \\\"{name}\\\" || next_comm == \\\"{name}\\\")"
+        )),
+        "{plan}"
+    );
+
+        let out = dir.path().join("out");
+        let o = {
+            let _guard = TracefsGuard::acquire();
+            // Started once the lock is ours, so it runs for the whole recording.
+            let mut task = Command::new(&script).stdout(Stdio::null()).spawn().unwrap();
+            let o = run_recipe(&recipe, &out, &[]);
+            let _ = task.kill();
+            let _ = task.wait();
+            o
+        };
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        let r = report(&out);
+        assert_eq!(r["scope"]["comms"], serde_json::json!([name]));
+        let listing = crate::common::trace_cmd_report(&out.join("trace.dat"));
+        let switches: Vec<&str> = listing
+            .lines()
+            .filter(|l| l.contains("sched_switch:"))
+            .collect();
+        let out_of = switches
+            .iter()
+            .filter(|l| l.split("==>").next().is_some_and(|p| p.contains(&name)))
+            .count();
+        let into = switches
+            .iter()
+            .filter(|l| l.split("==>").nth(1).is_some_and(|n| n.contains(&name)))
+            .count();
+        assert!(
+            out_of >= 1 && into >= 1,
+            "out {out_of}, in {into}: {listing}"
+        );
+        assert!(
+            switches.iter().all(|l| l.contains(&name)),
+            "a switch of other tasks: {listing}"
+        );
+        let wakeups: Vec<&str> = listing
+            .lines()
+            .filter(|l| l.contains("sched_wakeup:"))
+            .collect();
+        assert!(!wakeups.is_empty(), "{listing}");
+        // Each wakeup is of the named task (the woken one), whoever woke it.
+        assert!(
+            wakeups.iter().all(|l| l
+                .split("sched_wakeup:")
+                .nth(1)
+                .is_some_and(|w| w.contains(&name))),
+            "{listing}"
+        );
+        // The wakeup latency leads with the scoped tasks: a non-empty group of
+        // the named task's wakeups, and every task listed is that task.
+        let wakeup = r["latency"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["analysis"] == "wakeup")
+            .unwrap_or_else(|| panic!("no wakeup latency: {r:#}"));
+        assert_eq!(wakeup["groups"][0]["key"], "(scope)", "{wakeup:#}");
+        assert!(
+            wakeup["groups"][0]["count"].as_u64().unwrap() >= 1,
+            "{wakeup:#}"
+        );
+        let tasks = wakeup["tasks"].as_array().unwrap();
+        assert!(!tasks.is_empty(), "{wakeup:#}");
+        assert!(
+            tasks.iter().all(|t| t["comm"] == name.as_str()),
+            "{wakeup:#}"
+        );
+    }
+
+    #[test]
+    fn run_system_wide_flag_widens_a_workload_scoped_recipe() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "r.toml",
+            "name = \"wide\"\nduration = \"30s\"\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        );
+        let out = dir.path().join("out");
+        let o = {
+            let _guard = TracefsGuard::acquire();
+            trace_recipe(&[
+                "run",
+                recipe.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--system-wide",
+                "-q",
+                "--",
+                "true",
+            ])
+        };
+        // -q: stdout is the output folder's path alone.
+        assert_eq!(
+            text(&o.stdout).trim_end(),
+            out.canonicalize().unwrap().display().to_string(),
+            "{}",
             text(&o.stderr)
         );
         assert!(
-            !out.exists(),
-            "{point}: the refused run left {}",
-            out.display()
+            o.status.success(),
+            "{}\n{}",
+            text(&o.stdout),
+            text(&o.stderr)
         );
-        // A folder that was there (empty) before the run stays, empty.
-        std::fs::create_dir(&out).unwrap();
-        let o = run(recipe, env);
-        assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
-        assert_eq!(
-            std::fs::read_dir(&out).unwrap().count(),
-            0,
-            "{point}: the refused run left files in {}",
-            out.display()
+        let r = report(&out);
+        assert_eq!(r["scope"]["system_wide"], true, "{}", r["scope"]);
+        assert_eq!(r["scope"]["pids"], serde_json::json!([]), "{}", r["scope"]);
+        // The header: the run's interval, and how long it recorded, each labelled.
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        let run_line = summary.lines().find(|l| l.starts_with("run: ")).unwrap();
+        assert!(!run_line.contains('('), "{summary}");
+        assert!(
+            summary
+                .lines()
+                .any(|l| l.starts_with("recorded: ") && l.contains(" s (from tracing on")),
+            "{summary}"
         );
-        std::fs::remove_dir(&out).unwrap();
+        // The flag contradicts a recipe's pids like the key does, named as the flag.
+        let pids = write_recipe(
+            dir.path(),
+            "p.toml",
+            "name = \"wide\"\n[scope]\npids = [1]\n[[events]]\nname = \"sched:sched_process_exec\"\n",
+        );
+        let o = trace_recipe(&[
+            "run",
+            pids.to_str().unwrap(),
+            "-o",
+            dir.path().join("out2").to_str().unwrap(),
+            "--system-wide",
+            "--",
+            "true",
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert!(
+            all.contains("`--system-wide`: `system_wide = true`"),
+            "{all}"
+        );
     }
-    // Evidence stays: an apply refused whose rollback failed too keeps its
-    // folder beside the kept journal, for `reset`.
-    let o = run(&recipe, &[(FAIL_STEP_ENV, "3"), (FAIL_UNDO_ENV, "1")]);
-    assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
-    assert!(out.join("facts.json").exists(), "{}", text(&o.stderr));
-    let r = trace_recipe(&["reset"]);
-    assert!(r.status.success(), "{}", text(&r.stderr));
-    std::fs::remove_dir_all(&out).unwrap();
-    let o = run(&recipe, &[]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(out.join("report.json").exists());
-}
 
-/// The profile of a workload-scoped run lists the workload's tasks first and
-/// marks them: a busy task outside the run, pinned to the workload's CPU, is
-/// in the trace only on the other side of the workload's switches, yet it
-/// runs longer, and used to head the table.
-#[test]
-fn the_profile_of_a_scoped_run_lists_its_own_tasks_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "r.toml",
-        "name = \"scoped-profile\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"sched:sched_process_fork\"\n",
-    );
-    let out = dir.path().join("out");
-    let mut spinner = Command::new("taskset")
-        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let o = {
+    /// A run refused at each point before it records (a required `[collect]`
+    /// command failing, the workload or the guard failing to start, a step of the
+    /// plan refused, tracing or the recorder failing to start) leaves no output
+    /// folder, or leaves the empty folder it was given empty, so the retry with
+    /// the same `-o` works; one whose rollback is incomplete keeps its folder
+    /// beside the kept journal.
+    #[test]
+    fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
+        use trace_recipe::apply::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
+        let dir = tempfile::tempdir().unwrap();
+        let body = "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n";
+        let recipe = write_recipe(dir.path(), "r.toml", body);
+        let collect = write_recipe(
+            dir.path(),
+            "c.toml",
+            &format!("{body}[collect]\nbefore = [[\"false\"]]\nrequired = true\n"),
+        );
+        let out = dir.path().join("out");
+        let run = |recipe: &Path, env: &[(&str, &str)]| {
+            let mut c = Command::new(crate::common::bin());
+            c.args(["run", recipe.to_str().unwrap(), "-q", "-o"])
+                .arg(&out)
+                .args(["--", "true"]);
+            c.envs(env.iter().copied());
+            c.output().unwrap()
+        };
         let _guard = TracefsGuard::acquire();
-        Command::new("taskset")
+        // (the point, the recipe, the environment that makes it fail, what stderr says)
+        type Point<'a> = (&'a str, &'a Path, &'a [(&'a str, &'a str)], &'a str);
+        let points: [Point; 6] = [
+            (
+                "collect",
+                &collect,
+                &[],
+                "a required [collect] command failed",
+            ),
+            (
+                "workload",
+                &recipe,
+                &[(FAIL_AT_ENV, "workload")],
+                "cannot start the workload",
+            ),
+            (
+                "guard",
+                &recipe,
+                &[(FAIL_AT_ENV, "guard")],
+                "cannot start the rollback guard",
+            ),
+            (
+                "apply",
+                &recipe,
+                &[(FAIL_STEP_ENV, "3")],
+                "tracefs is as it was",
+            ),
+            (
+                "tracing_on",
+                &recipe,
+                &[(FAIL_AT_ENV, "tracing_on")],
+                "injected failure at `tracing_on`",
+            ),
+            (
+                "recorder",
+                &recipe,
+                &[(FAIL_AT_ENV, "recorder")],
+                "injected failure at `recorder`",
+            ),
+        ];
+        for (point, recipe, env, says) in points {
+            let o = run(recipe, env);
+            assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+            assert!(
+                text(&o.stderr).contains(says),
+                "{point}: {}",
+                text(&o.stderr)
+            );
+            assert!(
+                !out.exists(),
+                "{point}: the refused run left {}",
+                out.display()
+            );
+            // A folder that was there (empty) before the run stays, empty.
+            std::fs::create_dir(&out).unwrap();
+            let o = run(recipe, env);
+            assert_eq!(o.status.code(), Some(3), "{point}: {}", text(&o.stderr));
+            assert_eq!(
+                std::fs::read_dir(&out).unwrap().count(),
+                0,
+                "{point}: the refused run left files in {}",
+                out.display()
+            );
+            std::fs::remove_dir(&out).unwrap();
+        }
+        // Evidence stays: an apply refused whose rollback failed too keeps its
+        // folder beside the kept journal, for `reset`.
+        let o = run(&recipe, &[(FAIL_STEP_ENV, "3"), (FAIL_UNDO_ENV, "1")]);
+        assert_eq!(o.status.code(), Some(7), "{}", text(&o.stderr));
+        assert!(out.join("facts.json").exists(), "{}", text(&o.stderr));
+        let r = trace_recipe(&["reset"]);
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        std::fs::remove_dir_all(&out).unwrap();
+        let o = run(&recipe, &[]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(out.join("report.json").exists());
+    }
+
+    /// The profile of a workload-scoped run lists the workload's tasks first and
+    /// marks them: a busy task outside the run, pinned to the workload's CPU, is
+    /// in the trace only on the other side of the workload's switches, yet it
+    /// runs longer, and used to head the table.
+    #[test]
+    fn the_profile_of_a_scoped_run_lists_its_own_tasks_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "r.toml",
+            "name = \"scoped-profile\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"sched:sched_process_fork\"\n",
+        );
+        let out = dir.path().join("out");
+        let mut spinner = Command::new("taskset")
+            .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let o = {
+            let _guard = TracefsGuard::acquire();
+            Command::new("taskset")
             .args(["-c", "0"])
             .arg(crate::common::bin())
             .args(["run", recipe.to_str().unwrap(), "-o"])
@@ -778,45 +784,46 @@ fn the_profile_of_a_scoped_run_lists_its_own_tasks_first() {
             ])
             .output()
             .unwrap()
-    };
-    let spinner_pid = spinner.id() as i64;
-    spinner.kill().unwrap();
-    spinner.wait().unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let r = report(&out);
-    let workload = r["workload"]["pid"].as_i64().unwrap();
-    let profile = &r["profile"];
-    let tasks = profile["tasks"].as_array().unwrap();
-    let in_scope = |t: &serde_json::Value| t["in_scope"].as_bool().unwrap_or(false);
-    let scoped = tasks.iter().take_while(|t| in_scope(t)).count();
-    assert!(
-        scoped >= 1 && tasks.iter().skip(scoped).all(|t| !in_scope(t)),
-        "the run's tasks are not listed first: {profile:#}"
-    );
-    assert_eq!(
-        profile["tasks_in_scope"].as_u64(),
-        Some(scoped as u64),
-        "{profile:#}"
-    );
-    assert!(
-        tasks
+        };
+        let spinner_pid = spinner.id() as i64;
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let r = report(&out);
+        let workload = r["workload"]["pid"].as_i64().unwrap();
+        let profile = &r["profile"];
+        let tasks = profile["tasks"].as_array().unwrap();
+        let in_scope = |t: &serde_json::Value| t["in_scope"].as_bool().unwrap_or(false);
+        let scoped = tasks.iter().take_while(|t| in_scope(t)).count();
+        assert!(
+            scoped >= 1 && tasks.iter().skip(scoped).all(|t| !in_scope(t)),
+            "the run's tasks are not listed first: {profile:#}"
+        );
+        assert_eq!(
+            profile["tasks_in_scope"].as_u64(),
+            Some(scoped as u64),
+            "{profile:#}"
+        );
+        assert!(
+            tasks
+                .iter()
+                .any(|t| t["pid"].as_i64() == Some(workload) && in_scope(t)),
+            "the workload is not marked: {profile:#}"
+        );
+        let other = tasks
             .iter()
-            .any(|t| t["pid"].as_i64() == Some(workload) && in_scope(t)),
-        "the workload is not marked: {profile:#}"
-    );
-    let other = tasks
-        .iter()
-        .find(|t| t["pid"].as_i64() == Some(spinner_pid))
-        .unwrap_or_else(|| {
-            panic!("the spinner {spinner_pid} never switched with the workload: {profile:#}")
-        });
-    assert!(!in_scope(other), "{profile:#}");
-    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(
-        summary.contains("of the run's scope, marked *, listed first")
-            && summary
-                .lines()
-                .any(|l| l.starts_with(" *") && l.contains(&workload.to_string())),
-        "{summary}"
-    );
+            .find(|t| t["pid"].as_i64() == Some(spinner_pid))
+            .unwrap_or_else(|| {
+                panic!("the spinner {spinner_pid} never switched with the workload: {profile:#}")
+            });
+        assert!(!in_scope(other), "{profile:#}");
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains("of the run's scope, marked *, listed first")
+                && summary
+                    .lines()
+                    .any(|l| l.starts_with(" *") && l.contains(&workload.to_string())),
+            "{summary}"
+        );
+    }
 }

@@ -147,101 +147,6 @@ fn plant_fifo(folder: &Path, name: &str) {
 }
 
 #[test]
-fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = one_run(dir.path());
-    let (_keep, secret) = secret();
-    let zero = Path::new("/dev/zero");
-    type Plant = Box<dyn Fn(&Path)>;
-    let cases: Vec<(&str, Plant, &[&str], &str)> = vec![
-        (
-            "facts-dev-zero",
-            Box::new(|f: &Path| plant_link(f, "facts.json", zero)),
-            &["check", "--against"],
-            "facts.json: refused: it is a symbolic link leading outside",
-        ),
-        (
-            "facts-fifo",
-            Box::new(|f: &Path| plant_fifo(f, "facts.json")),
-            &["check", "--against"],
-            "a FIFO, not a regular file",
-        ),
-        (
-            "report-dev-zero-check",
-            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
-            &["check", "--against"],
-            "report.json: refused",
-        ),
-        (
-            "report-dev-zero-diff",
-            Box::new(|f: &Path| plant_link(f, "report.json", zero)),
-            &["diff"],
-            "report.json: refused",
-        ),
-        (
-            "source-dev-zero",
-            Box::new(|f: &Path| plant_link(f, "recipe.source.toml", zero)),
-            &["check", "--against"],
-            "recipe.source.toml: refused",
-        ),
-        (
-            "base-link-to-secret",
-            Box::new({
-                let secret = secret.clone();
-                move |f: &Path| {
-                    std::fs::write(
-                        f.join("recipe.source.toml"),
-                        format!("extends = \"base.toml\"\n{RECIPE}"),
-                    )
-                    .unwrap();
-                    plant_link(f, "recipe.base-1.toml", &secret);
-                }
-            }),
-            &["check", "--against"],
-            "is a symbolic link leading outside its run folder",
-        ),
-        (
-            "template-host-file",
-            Box::new({
-                let secret = secret.clone();
-                move |f: &Path| {
-                    std::fs::write(
-                        f.join("recipe.source.toml"),
-                        format!("{RECIPE}[output]\ntemplate = \"{}\"\n", secret.display()),
-                    )
-                    .unwrap();
-                }
-            }),
-            &["check", "--against"],
-            "comes from a bundle or run folder: its content is not read",
-        ),
-        (
-            "trace-dat-fifo",
-            Box::new(|f: &Path| plant_fifo(f, "trace.dat")),
-            &["report"],
-            "not a regular file",
-        ),
-    ];
-    for (name, plant, cmd, expect) in cases {
-        let f = dir.path().join(name);
-        copy_folder(&run, &f);
-        plant(&f);
-        let mut args: Vec<&str> = cmd.to_vec();
-        args.push(f.to_str().unwrap());
-        if cmd == ["diff"] {
-            args.push(run.to_str().unwrap());
-        }
-        let (code, all) = bounded(&args);
-        assert_ne!(code, Some(0), "{name}: must fail: {all}");
-        assert!(
-            all.contains(expect),
-            "{name}: expected `{expect}` in:\n{all}"
-        );
-        assert!(!all.contains("TOP-SECRET"), "{name}: {all}");
-    }
-}
-
-#[test]
 fn hostile_bundles_cannot_inject_escapes_or_bypass_the_budgets() {
     use crate::bundle::{Entry, build, manifest_for};
     use std::io::Write;
@@ -388,5 +293,107 @@ fn a_trace_dat_cannot_drive_the_terminal_through_the_text_listing() {
             shown.contains("a\\u{1b}]0;pwned\\u{7}b"),
             "{format}: {shown:?}"
         );
+    }
+}
+
+/// The tests that drive the host's tracefs: each holds the tracefs lock
+/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
+/// group of .config/nextest.toml).
+mod tracefs {
+    use super::*;
+
+    #[test]
+    fn a_run_folder_with_hostile_members_is_refused_by_name_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = one_run(dir.path());
+        let (_keep, secret) = secret();
+        let zero = Path::new("/dev/zero");
+        type Plant = Box<dyn Fn(&Path)>;
+        let cases: Vec<(&str, Plant, &[&str], &str)> = vec![
+            (
+                "facts-dev-zero",
+                Box::new(|f: &Path| plant_link(f, "facts.json", zero)),
+                &["check", "--against"],
+                "facts.json: refused: it is a symbolic link leading outside",
+            ),
+            (
+                "facts-fifo",
+                Box::new(|f: &Path| plant_fifo(f, "facts.json")),
+                &["check", "--against"],
+                "a FIFO, not a regular file",
+            ),
+            (
+                "report-dev-zero-check",
+                Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+                &["check", "--against"],
+                "report.json: refused",
+            ),
+            (
+                "report-dev-zero-diff",
+                Box::new(|f: &Path| plant_link(f, "report.json", zero)),
+                &["diff"],
+                "report.json: refused",
+            ),
+            (
+                "source-dev-zero",
+                Box::new(|f: &Path| plant_link(f, "recipe.source.toml", zero)),
+                &["check", "--against"],
+                "recipe.source.toml: refused",
+            ),
+            (
+                "base-link-to-secret",
+                Box::new({
+                    let secret = secret.clone();
+                    move |f: &Path| {
+                        std::fs::write(
+                            f.join("recipe.source.toml"),
+                            format!("extends = \"base.toml\"\n{RECIPE}"),
+                        )
+                        .unwrap();
+                        plant_link(f, "recipe.base-1.toml", &secret);
+                    }
+                }),
+                &["check", "--against"],
+                "is a symbolic link leading outside its run folder",
+            ),
+            (
+                "template-host-file",
+                Box::new({
+                    let secret = secret.clone();
+                    move |f: &Path| {
+                        std::fs::write(
+                            f.join("recipe.source.toml"),
+                            format!("{RECIPE}[output]\ntemplate = \"{}\"\n", secret.display()),
+                        )
+                        .unwrap();
+                    }
+                }),
+                &["check", "--against"],
+                "comes from a bundle or run folder: its content is not read",
+            ),
+            (
+                "trace-dat-fifo",
+                Box::new(|f: &Path| plant_fifo(f, "trace.dat")),
+                &["report"],
+                "not a regular file",
+            ),
+        ];
+        for (name, plant, cmd, expect) in cases {
+            let f = dir.path().join(name);
+            copy_folder(&run, &f);
+            plant(&f);
+            let mut args: Vec<&str> = cmd.to_vec();
+            args.push(f.to_str().unwrap());
+            if cmd == ["diff"] {
+                args.push(run.to_str().unwrap());
+            }
+            let (code, all) = bounded(&args);
+            assert_ne!(code, Some(0), "{name}: must fail: {all}");
+            assert!(
+                all.contains(expect),
+                "{name}: expected `{expect}` in:\n{all}"
+            );
+            assert!(!all.contains("TOP-SECRET"), "{name}: {all}");
+        }
     }
 }

@@ -40,6 +40,18 @@ pub struct TracefsGuard {
 
 impl TracefsGuard {
     pub fn acquire() -> TracefsGuard {
+        // Under nextest every test is a process of its own and the `tracefs`
+        // test group (.config/nextest.toml: the tests in a module's `mod
+        // tracefs`) is what runs these tests one at a time; the lock alone keeps
+        // them correct but lets a test wait on it in a slot another test could use.
+        if let Ok(group) = std::env::var("NEXTEST_TEST_GROUP") {
+            assert_eq!(
+                group,
+                "tracefs",
+                "{} takes the tracefs lock outside nextest's `tracefs` test group: move it into its module's `mod tracefs`",
+                std::env::var("NEXTEST_TEST_NAME").unwrap_or_default()
+            );
+        }
         let lock = File::options()
             .create(true)
             .truncate(false)
