@@ -418,6 +418,20 @@ fn top_stacks_of_a_trace_cmd_file_match_its_listing() {
     assert_eq!(top["event"], "sched:sched_process_exec");
 }
 
+/// LATENCY_RECIPE run once around `sh -c WORKLOAD` for the tests that read
+/// it (the latency numbers, report.html in Chromium): the folder holds the
+/// recipe, the output folder `out` and the run's `stderr`.
+fn latency_recording() -> PathBuf {
+    crate::common::shared_recording("report-latency", |dir| {
+        let guard = TracefsGuard::acquire();
+        let recipe = write_recipe(dir, "lat.toml", LATENCY_RECIPE);
+        let (code, stderr) = run(&recipe, &dir.join("out"), WORKLOAD);
+        assert_eq!(code, Some(0), "{stderr}");
+        std::fs::write(dir.join("stderr"), &stderr).unwrap();
+        guard.assert_unchanged();
+    })
+}
+
 /// Runs a recipe of sched_switch (with `switch_filter`, if any) and
 /// sched_process_exit, both with `stacktrace = true`, around `sh -c WORKLOAD`
 /// under the tracefs lock; returns the temporary folder and the trace.dat in it.
@@ -1006,13 +1020,8 @@ mod tracefs {
 
     #[test]
     fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
-        let guard = TracefsGuard::acquire();
-        let dir = tempfile::tempdir().unwrap();
-        let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
-        let out = dir.path().join("out");
-        let (code, stderr) = run(&recipe, &out, WORKLOAD);
-        assert_eq!(code, Some(0), "{stderr}");
-        guard.assert_unchanged();
+        let out = latency_recording().join("out");
+        let stderr = std::fs::read_to_string(latency_recording().join("stderr")).unwrap();
         // stderr is a pipe here: no progress display, only the run's own lines.
         assert!(
             !stderr.contains("MiB  lost") && !stderr.contains('\r'),
@@ -1117,15 +1126,7 @@ mod tracefs {
         let Some(chrome) = chromium_or_skip() else {
             return;
         };
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        {
-            let guard = TracefsGuard::acquire();
-            let recipe = write_recipe(dir.path(), "lat.toml", LATENCY_RECIPE);
-            let (code, stderr) = run(&recipe, &out, WORKLOAD);
-            assert_eq!(code, Some(0), "{stderr}");
-            guard.assert_unchanged();
-        }
+        let out = latency_recording().join("out");
         let page = load_in_chromium(chrome, &out.join("report.html"), 5000, None);
         let dom_text = &page.dom;
         // One timeline row per CPU with events, one histogram per latency analysis.

@@ -764,13 +764,14 @@ mod tracefs {
             "name = \"scoped-profile\"\nduration = \"30s\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"sched:sched_process_fork\"\n",
         );
         let out = dir.path().join("out");
+        // The lock first: a test that panics there must not leave the spinner behind.
+        let guard = TracefsGuard::acquire();
         let mut spinner = Command::new("taskset")
             .args(["-c", "0", "sh", "-c", "while :; do :; done"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
         let o = {
-            let _guard = TracefsGuard::acquire();
             Command::new("taskset")
             .args(["-c", "0"])
             .arg(crate::common::bin())
@@ -788,6 +789,7 @@ mod tracefs {
         let spinner_pid = spinner.id() as i64;
         spinner.kill().unwrap();
         spinner.wait().unwrap();
+        drop(guard);
         assert!(o.status.success(), "{}", text(&o.stderr));
         let r = report(&out);
         let workload = r["workload"]["pid"].as_i64().unwrap();

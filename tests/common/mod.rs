@@ -149,6 +149,42 @@ pub fn assert_no_leftovers(t: &Tracefs) {
     }
 }
 
+/// A recording shared by the tests that only read it: the folder
+/// `target/tmp/shared-recordings/RUN/NAME`, made by `record(folder)` for the
+/// first test of this test run that asks for it (RUN is nextest's run id, so
+/// each test process of one run finds it; under `cargo test`, the process id)
+/// and read by the rest. `record` runs under a lock of its own, holds the
+/// tracefs lock itself (every caller is a `mod tracefs` test) and must leave
+/// everything it needs in the folder; a recording that failed is made again by
+/// the next test, which then fails the same way. Recordings of earlier runs are
+/// removed when a run makes its first one.
+pub fn shared_recording(name: &str, record: impl FnOnce(&Path)) -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shared-recordings");
+    let run = std::env::var("NEXTEST_RUN_ID").unwrap_or_else(|_| std::process::id().to_string());
+    let here = root.join(&run);
+    std::fs::create_dir_all(&here).unwrap();
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(here.join(format!("{name}.lock")))
+        .unwrap();
+    rustix::fs::flock(lock.as_fd(), rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let folder = here.join(name);
+    if !folder.join(".done").exists() {
+        for old in std::fs::read_dir(&root).unwrap().flatten() {
+            if old.file_name() != run.as_str() {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&folder);
+        std::fs::create_dir_all(&folder).unwrap();
+        record(&folder);
+        std::fs::write(folder.join(".done"), "").unwrap();
+    }
+    folder
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_trace-recipe"))
 }
