@@ -166,12 +166,7 @@ pub fn events_text(e: &EventsJson) -> String {
                 true => String::new(),
                 false => format!("  ({})", extra.join(", ")),
             };
-            let _ = writeln!(
-                o,
-                "    {} {}{extra}",
-                escape(&f.type_name),
-                escape(&f.name)
-            );
+            let _ = writeln!(o, "    {} {}{extra}", escape(&f.type_name), escape(&f.name));
         }
         if let Some(err) = &ev.error {
             let _ = writeln!(o, "    (fields unknown: {err})");

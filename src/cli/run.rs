@@ -259,7 +259,9 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
             m.recipe,
             escape_path(&from),
             m.kernel_release,
-            m.host.as_ref().map_or(String::new(), |h| format!(", host {h}")),
+            m.host
+                .as_ref()
+                .map_or(String::new(), |h| format!(", host {h}")),
             match replay.sets.is_empty() {
                 true => String::new(),
                 false => format!(" with params {}", sets_text(&replay.sets)),
