@@ -501,7 +501,7 @@ impl serde_json::ser::Formatter for JsonSafe {
         let mut rest = fragment;
         while let Some(i) = rest.find(|c: char| matches!(c, '\u{7f}'..='\u{9f}')) {
             let c = rest[i..].chars().next().unwrap_or_default();
-            w.write_all(rest[..i].as_bytes())?;
+            w.write_all(&rest.as_bytes()[..i])?;
             write!(w, "\\u{:04x}", u32::from(c))?;
             rest = &rest[i + c.len_utf8()..];
         }
@@ -646,6 +646,90 @@ mod tests {
         assert_eq!(
             read_in(dir.path(), "ok.toml", Kind::Recipe).unwrap(),
             b"x = 1"
+        );
+    }
+
+    /// Every line the tool prints goes through the one escaper: no
+    /// `print!`, `println!`, `eprint!` or `eprintln!` of std anywhere in src/
+    /// but in this file's `tprint!` family.
+    #[test]
+    fn nothing_prints_around_the_escaper() {
+        fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    rust_files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        assert!(files.len() > 20, "{files:?}");
+        let mut raw = Vec::new();
+        for f in files.iter().filter(|f| !f.ends_with("untrusted.rs")) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                for (i, _) in line.match_indices("!(") {
+                    let ident: String = line[..i]
+                        .chars()
+                        .rev()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    if ["print", "println", "eprint", "eprintln"].contains(&ident.as_str()) {
+                        raw.push(format!("{}:{}: {line}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            raw.is_empty(),
+            "printed around the escaper:\n{}",
+            raw.join("\n")
+        );
+    }
+
+    /// A command line for consent: each argument quoted, nothing in it able
+    /// to end the quotes, move the cursor or reorder the text.
+    #[test]
+    fn quoted_arguments_show_every_hidden_character() {
+        assert_eq!(quote("plain arg"), "\"plain arg\"");
+        assert_eq!(
+            quote("a\"b\\c\nd\u{1b}[2K\re\u{9b}\u{7f}\u{202e}f\tg"),
+            "\"a\\\"b\\\\c\\u{a}d\\u{1b}[2K\\u{d}e\\u{9b}\\u{7f}\\u{202e}f\\u{9}g\""
+        );
+        assert!(!has_hidden("a\"b\\c é"));
+        for c in [
+            '\n', '\t', '\u{1b}', '\u{7f}', '\u{85}', '\u{9b}', '\u{200b}', '\u{2067}',
+        ] {
+            assert!(has_hidden(&format!("x{c}y")), "{c:?}");
+        }
+    }
+
+    /// JSON as serde_json lays it out, but DEL and C1 escaped too; the
+    /// strings read back the same.
+    #[test]
+    fn json_escapes_del_and_c1() {
+        let v = serde_json::json!({ "k\u{9b}": ["a\u{1b}b\u{7f}c\u{85}d\u{9f}\u{a0}é\n"] });
+        let j = json_pretty(&v);
+        assert_eq!(
+            j,
+            "{\n  \"k\\u009b\": [\n    \"a\\u001bb\\u007fc\\u0085d\\u009f\u{a0}é\\n\"\n  ]\n}"
+        );
+        assert!(!j.chars().any(|c| c.is_control() && c != '\n'), "{j:?}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&j).unwrap(), v);
+        let plain = serde_json::json!({"a": [1, {"b": null}], "c": "d"});
+        assert_eq!(
+            json_pretty(&plain),
+            serde_json::to_string_pretty(&plain).unwrap()
         );
     }
 

@@ -120,9 +120,12 @@ fn on_screen(what: &str, bytes: &[u8]) -> String {
     screen.join("\n")
 }
 
+/// Variables set for a command: name and value.
+type Env<'a> = &'a [(&'a str, &'a Path)];
+
 /// Runs `trace-recipe ARGS` (with `env`); stdout and stderr as they would
 /// reach one terminal, one after the other.
-fn shown(args: &[&str], env: &[(&str, &Path)]) -> (Option<i32>, Vec<u8>) {
+fn shown(args: &[&str], env: Env) -> (Option<i32>, Vec<u8>) {
     let o = std::process::Command::new(bin())
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
@@ -313,9 +316,9 @@ fn no_command_lets_a_file_drive_the_terminal() {
         unknown.to_str().unwrap(),
         unpacked.to_str().unwrap(),
     );
-    let no_env: &[(&str, &Path)] = &[];
+    let no_env: Env = &[];
     let library_path = [("TRACE_RECIPE_PATH", library.as_path())];
-    let texts: Vec<(&str, Vec<&str>, &[(&str, &Path)])> = vec![
+    let texts: Vec<(&str, Vec<&str>, Env)> = vec![
         ("diff", vec!["diff", a, b], no_env),
         (
             "diff --format html",
