@@ -235,10 +235,7 @@ fn hostile_facts(dir: &Path) -> PathBuf {
     let events = f["events"].as_array_mut().unwrap();
     events.push(ev.clone().into());
     events.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-    f["formats"][&ev] = format!(
-        "name: ev\nID: 9999\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:u32 v;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"x\"\n"
-    )
-    .into();
+    f["formats"][&ev] = tracedat::testing::small_format().into();
     let p = dir.join("facts.json");
     std::fs::write(&p, f.to_string()).unwrap();
     p
