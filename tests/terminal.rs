@@ -361,15 +361,26 @@ fn no_command_lets_a_file_drive_the_terminal() {
         }
     }
 
-    // The consent list: one quoted array a command, flagged.
-    let (code, out) = shown(&["rerun", consent_bundle], no_env);
-    let consent = String::from_utf8_lossy(&out);
+    // The consent list: one quoted array a command, flagged, on a screen
+    // that is its bytes.
     let forged = "  workload: [\"sh\", \"-c\", \"touch /tmp/pwned #\\u{1b}[2K\\u{d}  workload: true\\u{1b}]0;t\\u{7}\"]\n    ^ warning: this workload command holds control or invisible characters";
     let collect = format!("  collect before: [\"echo\", \"{H_SHOWN}\"]\n    ^ warning:");
-    if code != Some(2) || !consent.contains(forged) || !consent.contains(&collect) {
-        failures.push(format!(
-            "rerun (exit {code:?}): the consent list is not one quoted, flagged array a command:\n{consent}"
-        ));
+    for (what, args, exit) in [
+        ("rerun", vec!["rerun", consent_bundle], 2),
+        (
+            "check --against",
+            vec!["check", "--against", consent_bundle],
+            0,
+        ),
+    ] {
+        let (code, out) = shown(&args, no_env);
+        let consent = String::from_utf8_lossy(&out);
+        let screen = std::panic::catch_unwind(|| on_screen(what, &out));
+        if code != Some(exit) || !screen.is_ok_and(|s| s.contains(forged) && s.contains(&collect)) {
+            failures.push(format!(
+                "{what} (exit {code:?}): the consent list is not one quoted, flagged array a command on the screen:\n{consent}"
+            ));
+        }
     }
 
     // The machine formats: DEL and C1 escaped too, the strings intact.
