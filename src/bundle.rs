@@ -96,6 +96,38 @@ pub struct Manifest {
     pub members: BTreeMap<String, Member>,
 }
 
+/// What the headers of `rerun`, `check --against` and `unpack` show of a
+/// [`Manifest`] (someone else's file): each field
+/// [escaped](crate::untrusted::escape), so no control character (a newline
+/// neither) reaches the terminal; `?` for a missing recipe or kernel release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ManifestText {
+    /// The recipe's name.
+    pub(crate) recipe: String,
+    /// The kernel release.
+    pub(crate) kernel_release: String,
+    /// The host name, when the manifest has one.
+    pub(crate) host: Option<String>,
+    /// The start of the run, when the manifest has it.
+    pub(crate) started: Option<String>,
+}
+
+impl ManifestText {
+    /// The fields of `m`, escaped.
+    pub(crate) fn of(m: &Manifest) -> ManifestText {
+        let e = |v: &Option<String>| {
+            v.as_deref()
+                .map(|v| crate::untrusted::escape(v).into_owned())
+        };
+        ManifestText {
+            recipe: e(&m.recipe).unwrap_or_else(|| "?".into()),
+            kernel_release: e(&m.kernel_release).unwrap_or_else(|| "?".into()),
+            host: e(&m.host),
+            started: e(&m.started),
+        }
+    }
+}
+
 /// One member of a bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Member {

@@ -486,17 +486,21 @@ fn opt_ns(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| show(v as f64, true))
 }
 
-/// The diff for a person.
+/// The diff for a person. Every name, key and value from the runs (their
+/// report.json, recipe, facts and trace.dat) is shown
+/// [escaped](crate::untrusted::escape): no control character, a newline
+/// neither, reaches the terminal from them.
 pub fn render_text(d: &DiffReport) -> String {
+    use crate::untrusted::escape;
     use std::fmt::Write as _;
     let mut o = String::new();
     for (tag, s) in [("A", &d.a), ("B", &d.b)] {
         let _ = writeln!(
             o,
             "{tag}: {} (recipe {}, kernel {}, {} events in {}, {} lost)",
-            s.path,
-            s.recipe.as_deref().unwrap_or("-"),
-            s.kernel_release.as_deref().unwrap_or("-"),
+            escape(&s.path),
+            escape(s.recipe.as_deref().unwrap_or("-")),
+            escape(s.kernel_release.as_deref().unwrap_or("-")),
             s.total_events,
             s.duration_s
                 .map_or_else(|| "-".into(), |d| format!("{d:.3} s")),
@@ -512,9 +516,9 @@ pub fn render_text(d: &DiffReport) -> String {
             let _ = writeln!(
                 o,
                 "  {}: {} -> {}",
-                c.key,
-                c.a.as_deref().unwrap_or("(none)"),
-                c.b.as_deref().unwrap_or("(none)")
+                escape(&c.key),
+                escape(c.a.as_deref().unwrap_or("(none)")),
+                escape(c.b.as_deref().unwrap_or("(none)"))
             );
         }
     };
@@ -524,13 +528,18 @@ pub fn render_text(d: &DiffReport) -> String {
         o,
         "\nevents (count A -> B, change; rate per second A -> B, change):"
     );
-    let w = d.events.iter().map(|e| e.event.len()).max().unwrap_or(0);
+    let w = d
+        .events
+        .iter()
+        .map(|e| escape(&e.event).chars().count())
+        .max()
+        .unwrap_or(0);
     for e in &d.events {
         let rate = |r: Option<f64>| r.map_or_else(|| "-".into(), |r| format!("{r:.1}"));
         let _ = writeln!(
             o,
             "  {:w$}  {:>9} -> {:<9} {:>8}   {:>10} -> {:<10} {:>8}",
-            e.event,
+            escape(&e.event),
             e.count_a,
             e.count_b,
             opt_pct(e.count_change_pct),
@@ -547,7 +556,7 @@ pub fn render_text(d: &DiffReport) -> String {
                 o,
                 "  {}:{}  count {} -> {}  p50 {} -> {}  p90 {} -> {}  p99 {} -> {} ({})  max {} -> {}",
                 l.analysis,
-                l.key,
+                escape(&l.key),
                 l.count[0].map_or("-".into(), |c| c.to_string()),
                 l.count[1].map_or("-".into(), |c| c.to_string()),
                 opt_ns(l.p50_ns[0]),
@@ -570,7 +579,7 @@ pub fn render_text(d: &DiffReport) -> String {
         if !list.is_empty() {
             let _ = writeln!(o, "\n{title}:");
             for s in list {
-                let _ = writeln!(o, "  {s}");
+                let _ = writeln!(o, "  {}", escape(s));
             }
         }
     }
@@ -586,9 +595,9 @@ pub fn render_text(d: &DiffReport) -> String {
                 o,
                 "  {}  {}  (A {}, B {})",
                 if r.held { "HELD" } else { "ok  " },
-                r.rule,
-                r.a.as_deref().unwrap_or("-"),
-                r.b.as_deref().unwrap_or("-")
+                escape(&r.rule),
+                escape(r.a.as_deref().unwrap_or("-")),
+                escape(r.b.as_deref().unwrap_or("-"))
             );
         }
     }

@@ -161,7 +161,8 @@ fn status(path: &Path) -> Result<HostStatus, FleetError> {
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let bytes = crate::untrusted::read(path, crate::untrusted::Kind::Report)
+        .map_err(|e| err(e.reason()))?;
     serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))
 }
 
@@ -267,6 +268,8 @@ pub fn fleet(inputs: &[PathBuf]) -> Result<FleetReport, FleetError> {
     })
 }
 
+/// The largest rate changes of a host, event names
+/// [escaped](crate::untrusted::escape).
 fn changes_text(h: &HostRow) -> String {
     if h.largest_changes.is_empty() {
         return "-".into();
@@ -277,7 +280,12 @@ fn changes_text(h: &HostRow) -> String {
             let pct = c
                 .change_pct
                 .map_or_else(|| "new".to_string(), |p| format!("{p:+.1}%"));
-            format!("{} {pct} ({:.1}/s vs {:.1}/s)", c.event, c.rate, c.median)
+            format!(
+                "{} {pct} ({:.1}/s vs {:.1}/s)",
+                crate::untrusted::escape(&c.event),
+                c.rate,
+                c.median
+            )
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -292,21 +300,27 @@ fn expect_text(h: &HostRow) -> String {
     }
 }
 
+/// A host that wrote no bundle, as its status file says (each field
+/// [escaped](crate::untrusted::escape)).
 fn failed_text(f: &HostStatus) -> String {
+    use crate::untrusted::escape;
     format!(
         "{}: {}{}{}",
-        f.host,
+        escape(&f.host),
         f.stage
             .as_deref()
-            .map_or(String::new(), |s| format!("{s}: ")),
-        f.reason,
+            .map_or(String::new(), |s| format!("{}: ", escape(s))),
+        escape(&f.reason),
         f.exit_code
             .map_or(String::new(), |c| format!(" (exit {c})"))
     )
 }
 
-/// The fleet for a person: one line per host, totals, failed hosts.
+/// The fleet for a person: one line per host, totals, failed hosts. Every
+/// name and value from the bundles and status files is shown
+/// [escaped](crate::untrusted::escape).
 pub fn render_text(f: &FleetReport) -> String {
+    use crate::untrusted::escape;
     use std::fmt::Write as _;
     let mut o = String::new();
     let t = &f.totals;
@@ -319,13 +333,17 @@ pub fn render_text(f: &FleetReport) -> String {
         if f.recipes.is_empty() {
             "-".into()
         } else {
-            f.recipes.join(", ")
+            f.recipes
+                .iter()
+                .map(|r| escape(r))
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     );
     let w = f
         .hosts
         .iter()
-        .map(|h| h.host.len())
+        .map(|h| escape(&h.host).chars().count())
         .chain([5])
         .max()
         .unwrap_or(5);
@@ -338,15 +356,15 @@ pub fn render_text(f: &FleetReport) -> String {
         let _ = writeln!(
             o,
             "{:w$}  {:>10}  {:>6}  {:>6}  {:<22}  {}",
-            h.host,
+            escape(&h.host),
             h.events,
             h.lost_events,
             expect_text(h),
-            h.stop_reason.as_deref().unwrap_or("-"),
+            escape(h.stop_reason.as_deref().unwrap_or("-")),
             changes_text(h)
         );
         for e in &h.expectations_failed {
-            let _ = writeln!(o, "{:w$}  expectation failed: {e}", "");
+            let _ = writeln!(o, "{:w$}  expectation failed: {}", "", escape(e));
         }
     }
     let _ = writeln!(

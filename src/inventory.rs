@@ -144,12 +144,14 @@ fn type_text(type_name: &str, array_len: Option<usize>) -> String {
 }
 
 /// `events` as text: one event per line, fields indented under it as
-/// `TYPE NAME (SIZE bytes, signed)`, then what could not be read.
+/// `TYPE NAME (SIZE bytes, signed)`, then what could not be read. Names and
+/// types (a fact file may be someone else's) are [escaped](crate::untrusted::escape).
 pub fn events_text(e: &EventsJson) -> String {
+    use crate::untrusted::escape;
     use std::fmt::Write as _;
     let mut o = String::new();
     for ev in &e.events {
-        let _ = writeln!(o, "{}", ev.name);
+        let _ = writeln!(o, "{}", escape(&ev.name));
         for f in ev.fields.iter().flatten() {
             let mut extra = Vec::new();
             match f.size {
@@ -164,7 +166,7 @@ pub fn events_text(e: &EventsJson) -> String {
                 true => String::new(),
                 false => format!("  ({})", extra.join(", ")),
             };
-            let _ = writeln!(o, "    {} {}{extra}", f.type_name, f.name);
+            let _ = writeln!(o, "    {} {}{extra}", escape(&f.type_name), escape(&f.name));
         }
         if let Some(err) = &ev.error {
             let _ = writeln!(o, "    (fields unknown: {err})");

@@ -260,8 +260,11 @@ pub fn entry(found: &Found, check: Result<(), Vec<String>>) -> ListEntry {
     }
 }
 
-/// `list` as text: one block per recipe.
+/// `list` as text: one block per recipe; names, kernels and paths
+/// [escaped](crate::untrusted::escape) (a description, which may run over
+/// lines, is escaped as text where it is printed).
 pub fn list_text(l: &ListJson) -> String {
+    use crate::untrusted::escape;
     use std::fmt::Write as _;
     let mut o = String::new();
     for r in &l.recipes {
@@ -270,7 +273,7 @@ pub fn list_text(l: &ListJson) -> String {
         } else {
             "does NOT pass check here"
         };
-        let _ = writeln!(o, "{}  ({verdict})", r.name);
+        let _ = writeln!(o, "{}  ({verdict})", escape(&r.name));
         if let Some(d) = &r.description {
             let _ = writeln!(o, "    {d}");
         }
@@ -278,9 +281,10 @@ pub fn list_text(l: &ListJson) -> String {
             let _ = writeln!(o, "    needs: {n}");
         }
         if !r.kernels.is_empty() {
-            let _ = writeln!(o, "    kernels: {}", r.kernels.join(", "));
+            let kernels: Vec<_> = r.kernels.iter().map(|k| escape(k)).collect();
+            let _ = writeln!(o, "    kernels: {}", kernels.join(", "));
         }
-        let _ = writeln!(o, "    file: {}", r.path);
+        let _ = writeln!(o, "    file: {}", escape(&r.path));
         for p in r.problems.iter().take(3) {
             let _ = writeln!(o, "    problem: {p}");
         }

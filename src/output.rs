@@ -294,5 +294,5 @@ pub const FORMAT_VERSION: u32 = 1;
 /// `value` as pretty JSON with a final newline: every JSON document a command
 /// prints or a run writes.
 pub fn to_json<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+    crate::untrusted::json_pretty(value) + "\n"
 }

@@ -480,15 +480,25 @@ pub struct ForeignCommand {
     pub argv: Vec<String>,
 }
 
-/// The commands of a [`Replay`] as lines for people: `  PURPOSE: ARGV` with
-/// each argument quoted for a POSIX shell when it needs to be.
+/// The commands of a [`Replay`] as lines for people, one command a line:
+/// `  PURPOSE: ["ARG", "ARG", ...]`, every argument in double quotes with its
+/// control and invisible format characters, backslashes and quotes escaped
+/// ([`crate::untrusted::quote`]), so what is read on the screen is what
+/// starts: no argument can erase the line, return the cursor, retitle the
+/// terminal or fake another command. A command holding such characters is
+/// followed by a line that says so.
 pub fn commands_text(foreign: &[(&'static str, Vec<String>)]) -> String {
     foreign
         .iter()
         .map(|(what, argv)| {
-            let line =
-                shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "));
-            format!("  {what}: {line}\n")
+            let args: Vec<String> = argv.iter().map(|a| crate::untrusted::quote(a)).collect();
+            let mut line = format!("  {what}: [{}]\n", args.join(", "));
+            if argv.iter().any(|a| crate::untrusted::has_hidden(a)) {
+                line.push_str(&format!(
+                    "    ^ warning: this {what} command holds control or invisible characters (shown escaped as \\u{{..}}): read it with care\n"
+                ));
+            }
+            line
         })
         .collect()
 }

@@ -67,7 +67,7 @@ pub fn render(diagnostics: &[Diagnostic], source: &Source) -> String {
             "results": results,
         }],
     });
-    serde_json::to_string_pretty(&log).unwrap_or_default() + "\n"
+    crate::output::to_json(&log)
 }
 
 fn rule_id(f: Fault) -> &'static str {

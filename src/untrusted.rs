@@ -328,8 +328,36 @@ pub(crate) fn escape_in_text(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c.is_control() && c != '\n' && c != '\t')
 }
 
+/// Whether `c` changes how the text around it is shown rather than showing
+/// itself: the bidirectional embeddings, overrides and isolates (U+202A..E,
+/// U+2066..9), the marks and zero-width characters (U+200B..F) and the
+/// byte-order mark. Not control characters, yet a command line holding them
+/// reads on the screen other than it runs.
+fn is_invisible_format(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `s` in double quotes, as one argument of a command line is shown for
+/// consent: every control character (newline and tab too), every
+/// [invisible format character](is_invisible_format) as a `\u{..}` escape,
+/// a backslash or double quote after a backslash. What is between the quotes
+/// is on the screen exactly as it is in the bytes: nothing of it can move the
+/// cursor, erase, end the quotes or reorder what follows.
+pub(crate) fn quote(s: &str) -> String {
+    let e = escape_where(s, |c| {
+        c.is_control() || c == '\\' || c == '"' || is_invisible_format(c)
+    });
+    format!("\"{e}\"")
+}
+
+/// Whether `s` holds a character [`quote`] shows escaped other than a
+/// backslash or double quote: a control or an invisible format character.
+pub(crate) fn has_hidden(s: &str) -> bool {
+    s.chars().any(|c| c.is_control() || is_invisible_format(c))
+}
+
 /// `s` with the characters `escaped` picks written as escapes (a backslash
-/// as two, others as `\u{..}`).
+/// or double quote after a backslash, others as `\u{..}`).
 fn escape_where(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
     if !s.chars().any(&escaped) {
         return Cow::Borrowed(s);
@@ -338,8 +366,9 @@ fn escape_where(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
     for c in s.chars() {
         if !escaped(c) {
             out.push(c);
-        } else if c == '\\' {
-            out.push_str("\\\\");
+        } else if c == '\\' || c == '"' {
+            out.push('\\');
+            out.push(c);
         } else {
             out.extend(c.escape_unicode());
         }
@@ -422,6 +451,113 @@ impl<W: std::io::Write> std::io::Write for TerminalSafe<W> {
 /// [`escape`] of a path shown lossily as UTF-8.
 pub(crate) fn escape_path(p: &Path) -> String {
     escape(&p.to_string_lossy()).into_owned()
+}
+
+/// `print!` for text that may carry someone else's bytes: the formatted text
+/// goes to stdout with [`escape_in_text`] applied. Every line the command
+/// line prints goes through it (or [`tprintln`], [`teprint`], [`teprintln`]),
+/// so a name, key, value or message from a file cannot drive the terminal.
+macro_rules! tprint {
+    ($($arg:tt)*) => {
+        ::std::print!("{}", $crate::untrusted::escape_in_text(&::std::format!($($arg)*)))
+    };
+}
+
+/// [`tprint`] with a newline.
+macro_rules! tprintln {
+    ($($arg:tt)*) => {
+        ::std::println!("{}", $crate::untrusted::escape_in_text(&::std::format!($($arg)*)))
+    };
+}
+
+/// [`tprint`] to stderr.
+macro_rules! teprint {
+    ($($arg:tt)*) => {
+        ::std::eprint!("{}", $crate::untrusted::escape_in_text(&::std::format!($($arg)*)))
+    };
+}
+
+/// [`tprint`] to stderr, with a newline.
+macro_rules! teprintln {
+    ($($arg:tt)*) => {
+        ::std::eprintln!("{}", $crate::untrusted::escape_in_text(&::std::format!($($arg)*)))
+    };
+}
+
+pub(crate) use {teprint, teprintln, tprint, tprintln};
+
+/// serde_json's pretty layout with DEL and the C1 controls (U+007F..U+009F)
+/// escaped as `\u007f`..`\u009f` too: serde_json escapes the C0 controls only,
+/// and a C1 CSI (U+009B) passed raw drives a terminal the JSON is shown on as
+/// ESC `[` does.
+struct JsonSafe(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for JsonSafe {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some(i) = rest.find(|c: char| matches!(c, '\u{7f}'..='\u{9f}')) {
+            let c = rest[i..].chars().next().unwrap_or_default();
+            w.write_all(&rest.as_bytes()[..i])?;
+            write!(w, "\\u{:04x}", u32::from(c))?;
+            rest = &rest[i + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// `value` as pretty-printed JSON (two-space indent, as
+/// `serde_json::to_string_pretty`) in which no string carries a control
+/// character raw: C0 as serde_json escapes them, DEL and C1 as `\u007f`..
+/// `\u009f`. Empty when `value` cannot be serialized.
+pub(crate) fn json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::with_capacity(128);
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut out,
+        JsonSafe(serde_json::ser::PrettyFormatter::new()),
+    );
+    match value.serialize(&mut ser) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -510,6 +646,90 @@ mod tests {
         assert_eq!(
             read_in(dir.path(), "ok.toml", Kind::Recipe).unwrap(),
             b"x = 1"
+        );
+    }
+
+    /// Every line the tool prints goes through the one escaper: no
+    /// `print!`, `println!`, `eprint!` or `eprintln!` of std anywhere in src/
+    /// but in this file's `tprint!` family.
+    #[test]
+    fn nothing_prints_around_the_escaper() {
+        fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    rust_files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        assert!(files.len() > 20, "{files:?}");
+        let mut raw = Vec::new();
+        for f in files.iter().filter(|f| !f.ends_with("untrusted.rs")) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                for (i, _) in line.match_indices("!(") {
+                    let ident: String = line[..i]
+                        .chars()
+                        .rev()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
+                    if ["print", "println", "eprint", "eprintln"].contains(&ident.as_str()) {
+                        raw.push(format!("{}:{}: {line}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            raw.is_empty(),
+            "printed around the escaper:\n{}",
+            raw.join("\n")
+        );
+    }
+
+    /// A command line for consent: each argument quoted, nothing in it able
+    /// to end the quotes, move the cursor or reorder the text.
+    #[test]
+    fn quoted_arguments_show_every_hidden_character() {
+        assert_eq!(quote("plain arg"), "\"plain arg\"");
+        assert_eq!(
+            quote("a\"b\\c\nd\u{1b}[2K\re\u{9b}\u{7f}\u{202e}f\tg"),
+            "\"a\\\"b\\\\c\\u{a}d\\u{1b}[2K\\u{d}e\\u{9b}\\u{7f}\\u{202e}f\\u{9}g\""
+        );
+        assert!(!has_hidden("a\"b\\c é"));
+        for c in [
+            '\n', '\t', '\u{1b}', '\u{7f}', '\u{85}', '\u{9b}', '\u{200b}', '\u{2067}',
+        ] {
+            assert!(has_hidden(&format!("x{c}y")), "{c:?}");
+        }
+    }
+
+    /// JSON as serde_json lays it out, but DEL and C1 escaped too; the
+    /// strings read back the same.
+    #[test]
+    fn json_escapes_del_and_c1() {
+        let v = serde_json::json!({ "k\u{9b}": ["a\u{1b}b\u{7f}c\u{85}d\u{9f}\u{a0}é\n"] });
+        let j = json_pretty(&v);
+        assert_eq!(
+            j,
+            "{\n  \"k\\u009b\": [\n    \"a\\u001bb\\u007fc\\u0085d\\u009f\u{a0}é\\n\"\n  ]\n}"
+        );
+        assert!(!j.chars().any(|c| c.is_control() && c != '\n'), "{j:?}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&j).unwrap(), v);
+        let plain = serde_json::json!({"a": [1, {"b": null}], "c": "d"});
+        assert_eq!(
+            json_pretty(&plain),
+            serde_json::to_string_pretty(&plain).unwrap()
         );
     }
 

@@ -16,6 +16,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::stub;
+use crate::untrusted::teprintln;
 
 /// Hidden subcommand name.
 pub(crate) const HELD_EXEC: &str = "__held-exec";
@@ -262,7 +263,7 @@ pub(crate) fn held_exec(command: &[String]) -> i32 {
         return 125;
     };
     let err = Command::new(program).args(args).exec();
-    eprintln!("trace-recipe: cannot run `{program}`: {err}");
+    teprintln!("trace-recipe: cannot run `{program}`: {err}");
     127
 }
 

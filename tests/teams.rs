@@ -126,8 +126,8 @@ mod tracefs {
             "{out}"
         );
         assert!(
-            out.contains("workload: sh -c 'for i in 1 2 3; do sleep 0.05; done'")
-                && out.contains("collect before: uname -r"),
+            out.contains("workload: [\"sh\", \"-c\", \"for i in 1 2 3; do sleep 0.05; done\"]")
+                && out.contains("collect before: [\"uname\", \"-r\"]"),
             "{out}"
         );
         // The same in JSON, with the base read from the bundle's recipe.base-1.toml:
@@ -173,7 +173,7 @@ mod tracefs {
         let err = text(&o.stderr);
         assert_exit(&o, 2);
         assert!(
-            err.contains("collect before: uname -r") && !err.contains("workload:"),
+            err.contains("collect before: [\"uname\", \"-r\"]") && !err.contains("workload:"),
             "{err}"
         );
         assert!(!same.exists(), "a refused rerun writes nothing");
@@ -284,27 +284,34 @@ mod tracefs {
         guard.assert_unchanged();
         drop(guard);
 
-        // What was listed for consent...
-        let listed = |purpose: &str| {
-            shown
+        // What was listed for consent (one quoted array a command; with nothing
+        // to escape in it, it reads as JSON)...
+        let listed = |purpose: &str| -> Vec<String> {
+            let line = shown
                 .lines()
                 .find_map(|l| l.trim().strip_prefix(purpose))
-                .unwrap_or_else(|| panic!("no `{purpose}` listed in:\n{shown}"))
-                .to_string()
+                .unwrap_or_else(|| panic!("no `{purpose}` listed in:\n{shown}"));
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
         };
-        let collect = listed("collect before: echo ");
+        let collect = listed("collect before: ");
+        assert_eq!(collect[0], "echo", "{shown}");
+        let collect = &collect[1];
         assert!(
             collect.starts_with("at-") && collect.ends_with("-b"),
             "{shown}"
         );
         let workload = listed("workload: ");
-        assert!(workload.ends_with(" tag-b"), "{shown}");
+        assert_eq!(
+            workload.last().map(String::as_str),
+            Some("tag-b"),
+            "{shown}"
+        );
         // ... is what ran: the collect command's output and the workload's argv.
         let ran = std::fs::read_to_string(out.join("collect/before-1-echo.txt")).unwrap();
         assert_eq!(ran.trim_end(), collect, "{shown}");
         let argv = std::fs::read_to_string(&argv_file).unwrap();
         assert_eq!(
-            shlex::split(&workload).unwrap().last().map(String::as_str),
+            workload.last().map(String::as_str),
             argv.lines().last(),
             "{shown}"
         );

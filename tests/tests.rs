@@ -28,5 +28,6 @@ mod scope;
 mod status;
 mod teams;
 mod teardown;
+mod terminal;
 mod trust;
 mod writer;

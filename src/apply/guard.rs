@@ -23,6 +23,7 @@ use rustix::process::Signal;
 
 use super::journal;
 use crate::stub;
+use crate::untrusted::teprintln;
 
 /// Hidden subcommand name.
 pub(crate) const GUARD: &str = "__guard";
@@ -124,14 +125,14 @@ fn replay(journal_path: &Path) -> i32 {
     match journal::read(journal_path) {
         Ok(recorded) => {
             let (n, failures) = recorded.replay("guard");
-            eprintln!(
+            teprintln!(
                 "trace-recipe guard: run {} ended without rolling back; undid {n} change{} from {}",
                 recorded.header.pid,
                 if n == 1 { "" } else { "s" },
                 journal_path.display()
             );
             for f in &failures {
-                eprintln!("trace-recipe guard: undo failed: {f}; run `trace-recipe reset`");
+                teprintln!("trace-recipe guard: undo failed: {f}; run `trace-recipe reset`");
             }
             i32::from(!failures.is_empty())
         }
@@ -140,7 +141,7 @@ fn replay(journal_path: &Path) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("trace-recipe guard: {e}; run `trace-recipe reset`");
+            teprintln!("trace-recipe guard: {e}; run `trace-recipe reset`");
             1
         }
     }

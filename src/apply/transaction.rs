@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use super::journal::{Journal, JournalError, Undo as Recorded};
 use crate::plan::{Op, Plan, Step, Undo};
 use crate::tracefs::{Instance, Tracefs, TracefsError, restore_value};
+use crate::untrusted::teprintln;
 
 /// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
 /// so tests can prove that every prefix of a plan rolls back cleanly.
@@ -240,10 +241,10 @@ impl Drop for Transaction {
         }
         let report = self.undo_all();
         for e in &report.failures {
-            eprintln!("trace-recipe: rollback: {e}");
+            teprintln!("trace-recipe: rollback: {e}");
         }
         if let Some(j) = &report.journal_kept {
-            eprintln!(
+            teprintln!(
                 "trace-recipe: rollback incomplete: journal {} kept; run `trace-recipe reset`",
                 j.display()
             );

@@ -7,6 +7,7 @@ use std::path::Path;
 use super::args::{CheckArgs, CheckFormat, ExportFormat, FactsArgs};
 use super::{Context, Exit, Failure, find_recipe, started, with_tracefs};
 use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate, validate_loaded};
+use crate::untrusted::{teprintln, tprint, tprintln};
 
 /// `check RECIPE`: against this kernel or a fact file, or as an exported plan.
 pub(super) fn check(a: CheckArgs) -> Exit {
@@ -82,7 +83,7 @@ fn check_machine(
             against: against.cloned(),
         }),
     };
-    print!("{text}");
+    tprint!("{text}");
 }
 
 /// `check --plan --export FORMAT`: the plan `run` would apply (with no
@@ -105,11 +106,11 @@ fn export_cmd(
                 };
                 let script =
                     text.map_err(|e| Failure::failed(Context::new("cannot export this plan", e)))?;
-                print!("{script}");
+                tprint!("{script}");
                 Ok(())
             }
             Err(CheckError::Invalid { text, diagnostics }) => {
-                print!("{}", crate::diagnostic::render_all(&diagnostics, &text));
+                tprint!("{}", crate::diagnostic::render_all(&diagnostics, &text));
                 Err(Failure::Invalid(None))
             }
             Err(e) => Err(Failure::failed(e)),
@@ -122,7 +123,7 @@ fn export_cmd(
 fn print_explain(recipe: &Path, sets: &[String]) {
     let builtins = crate::recipe::Builtins { started: started() };
     if let Ok(loaded) = crate::recipe::load(recipe, sets, &builtins) {
-        print!(
+        tprint!(
             "{}",
             crate::recipe::explain(loaded.spans.root(), &loaded.source)
         );
@@ -135,7 +136,7 @@ pub(super) fn facts(a: FactsArgs) -> Exit {
         let facts = crate::kernel::KernelFacts::read(tracefs).map_err(Failure::failed)?;
         match a.out {
             Some(path) => facts.save(&path).map_err(Failure::failed)?,
-            None => print!("{}", crate::output::to_json(&facts)),
+            None => tprint!("{}", crate::output::to_json(&facts)),
         }
         Ok(())
     })
@@ -218,14 +219,14 @@ fn check_with(
         Err(CheckError::Invalid { text, diagnostics }) => {
             match format {
                 CheckFormat::Text => {
-                    print!("{}", crate::diagnostic::render_all(&diagnostics, &text))
+                    tprint!("{}", crate::diagnostic::render_all(&diagnostics, &text))
                 }
                 _ => check_machine(recipe, format, Err((&diagnostics, &text)), against),
             }
             Err(Failure::Invalid(None))
         }
         Err(CheckError::Load(e)) => {
-            eprintln!("trace-recipe: error: {e}");
+            teprintln!("trace-recipe: error: {e}");
             if format != CheckFormat::Text {
                 // The file has no text to point into: one problem without a place.
                 let d = crate::diagnostic::Diagnostic::recipe(None, e.to_string());
@@ -248,7 +249,7 @@ fn print_valid(
     from: FactsFrom<'_>,
     show_plan: bool,
 ) {
-    println!(
+    tprintln!(
         "{}: ok: recipe `{}` is valid for kernel {} ({} event{}, {} trigger{}, {} probe{}, tracer {})",
         recipe.display(),
         valid.recipe.name,
@@ -265,14 +266,14 @@ fn print_valid(
     let p = build_plan(valid, workload, &[std::process::id()]);
     let top = p.top_level_files();
     if let Some(t) = valid.tracer.as_ref().filter(|t| t.at_top_level) {
-        println!(
+        tprintln!(
             "note: this kernel offers tracer `{}` only at the top level, not in an instance: the run works in the top-level buffer (cleared first), restores the before-image of each of the {} top-level files it writes, and holds {} meanwhile",
             t.name,
             top.len(),
             crate::plan::TOP_LEVEL_LOCK
         );
     } else if !top.is_empty() {
-        println!(
+        tprintln!(
             "note: this recipe writes top-level (global) tracefs files: {}; a run restores their before-image and holds {} meanwhile",
             top.join(", "),
             crate::plan::TOP_LEVEL_LOCK
@@ -283,13 +284,14 @@ fn print_valid(
         .as_ref()
         .filter(|t| t.name != "nop" && !t.at_top_level)
     {
-        println!(
+        tprintln!(
             "note: whether an instance offers tracer `{}` is not read from the kernel (learning it takes a write); it comes from the {}; `run` finds the real answer in its own instance",
-            t.name, facts.instance.source
+            t.name,
+            facts.instance.source
         );
     }
     if let FactsFrom::File(file) = from {
-        println!(
+        tprintln!(
             "note: checked offline against the facts in {} (kernel {} {}); pids, comms, files named by uprobes and templates are this host's",
             file.display(),
             facts.release,
@@ -297,33 +299,36 @@ fn print_valid(
         );
     }
     if !valid.probes.is_empty() {
-        println!(
+        tprintln!(
             "note: this recipe defines {} probe{} in the global kprobe_events/uprobe_events, in probe group trace_recipe_PID of its own",
             valid.probes.len(),
             if valid.probes.len() == 1 { "" } else { "s" }
         );
     }
     for i in crate::plan::irreversible(&p, &facts.top_buffer) {
-        println!(
+        tprintln!(
             "irreversible: a run of this recipe {} ({}: `{}` -> `{}`)",
-            i.effect, i.file, i.before, i.after
+            i.effect,
+            i.file,
+            i.before,
+            i.after
         );
     }
     let function_tracer = valid
         .tracer
         .as_ref()
         .is_some_and(|t| t.is_function_tracer());
-    println!("note: {}", valid.self_exclusion.describe(function_tracer));
+    tprintln!("note: {}", valid.self_exclusion.describe(function_tracer));
     if let Some(n) = crate::validate::elsewhere_note(&valid.recipe, &valid.events) {
-        println!("note: {}", n.message);
+        tprintln!("note: {}", n.message);
     }
     if show_plan {
-        println!(
+        tprintln!(
             "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",
             std::process::id()
         );
         for (i, step) in p.steps.iter().enumerate() {
-            println!("{:>3}. {step:#}", i + 1);
+            tprintln!("{:>3}. {step:#}", i + 1);
         }
     }
 }
@@ -369,11 +374,12 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
                 .collect(),
         };
         if format == CheckFormat::Text {
-            println!(
+            let m = crate::bundle::ManifestText::of(m);
+            tprintln!(
                 "{}: recipe `{}` as run on kernel {}{}{}{}",
-                from.display(),
-                m.recipe.as_deref().unwrap_or("?"),
-                m.kernel_release.as_deref().unwrap_or("?"),
+                crate::untrusted::escape_path(from),
+                m.recipe,
+                m.kernel_release,
                 m.host
                     .as_ref()
                     .map_or(String::new(), |h| format!(" (host {h})")),
@@ -382,7 +388,7 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
                     .map_or(String::new(), |t| format!(" at {t}")),
                 match replay.sets.is_empty() {
                     true => String::new(),
-                    false => format!(", params {}", replay.sets.join(" ")),
+                    false => format!(", params {}", super::run::sets_text(&replay.sets)),
                 }
             );
             let bases = (1..)
@@ -396,7 +402,7 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
             .into_iter()
             .chain(bases)
             .collect();
-            println!(
+            tprintln!(
                 "note: the run's recipe files are checked in {}{}: {}",
                 stored.dir.display(),
                 if from.is_dir() {
@@ -420,15 +426,15 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
         }
         if format == CheckFormat::Text {
             match (&differences, &bundle_facts) {
-                (Some(d), Ok(theirs)) => print!("{}", crate::replay::differences_text(theirs, d)),
-                (_, Err(e)) => println!("note: no kernel facts to compare with: {e}"),
+                (Some(d), Ok(theirs)) => tprint!("{}", crate::replay::differences_text(theirs, d)),
+                (_, Err(e)) => tprintln!("note: no kernel facts to compare with: {e}"),
                 (None, Ok(_)) => {}
             }
             if !replay.foreign.is_empty() {
-                println!(
+                tprintln!(
                     "commands a rerun starts that come from the bundle (`rerun --allow-commands` agrees to them):"
                 );
-                print!("{}", crate::replay::commands_text(&replay.foreign));
+                tprint!("{}", crate::replay::commands_text(&replay.foreign));
             }
         }
         verdict

@@ -13,6 +13,7 @@ use crate::analysis::{AnalysisName, Select, SelectArgs, SelectError, Selection, 
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
 use crate::report::{JsonReport, RunInfo, render_html};
+use crate::untrusted::{teprintln, tprint, tprintln};
 
 /// `list`: every recipe on the recipe path, checked against this kernel.
 pub(super) fn list(a: ListArgs) -> Exit {
@@ -40,8 +41,8 @@ pub(super) fn list(a: ListArgs) -> Exit {
             recipes,
         };
         match a.format {
-            OutFormat::Text => print!("{}", crate::library::list_text(&l)),
-            OutFormat::Json => print!("{}", crate::output::to_json(&l)),
+            OutFormat::Text => tprint!("{}", crate::library::list_text(&l)),
+            OutFormat::Json => tprint!("{}", crate::output::to_json(&l)),
         }
         // Nothing found is a failure a script can see (the text says where it looked).
         match l.recipes.is_empty() {
@@ -64,21 +65,21 @@ pub(super) fn events(a: EventsArgs) -> Exit {
         match format {
             OutFormat::Text => {
                 for u in &e.unreadable {
-                    eprintln!("note: could not read {u}");
+                    teprintln!("note: could not read {u}");
                 }
-                print!("{}", crate::inventory::events_text(&e));
+                tprint!("{}", crate::inventory::events_text(&e));
             }
-            OutFormat::Json => print!("{}", crate::output::to_json(&e)),
+            OutFormat::Json => tprint!("{}", crate::output::to_json(&e)),
         }
         if e.substring {
-            eprintln!(
+            teprintln!(
                 "note: no event is named `{}`: these are the events whose name contains it",
                 glob.unwrap_or("*")
             );
         }
         if e.events.is_empty() {
             let near: Vec<String> = e.suggestions.iter().map(|s| format!("`{s}`")).collect();
-            eprintln!(
+            teprintln!(
                 "trace-recipe: no event in {} matches `{}`, nor contains it{}",
                 e.source,
                 glob.unwrap_or("*"),
@@ -154,8 +155,8 @@ pub(super) fn show(a: ShowArgs) -> Exit {
             .into(),
         ))
     })?;
-    println!("# {}", path.display());
-    print!("{text}");
+    tprintln!("# {}", path.display());
+    tprint!("{text}");
     Ok(())
 }
 
@@ -166,13 +167,13 @@ pub(super) fn functions(a: FunctionsArgs) -> Exit {
         let facts = crate::kernel::KernelFacts::read(t).map_err(Failure::failed)?;
         let f = crate::inventory::functions(&facts, glob);
         for u in &f.unreadable {
-            eprintln!("note: could not read {u}");
+            teprintln!("note: could not read {u}");
         }
         for n in &f.names {
-            println!("{n}");
+            tprintln!("{n}");
         }
         if f.names.is_empty() {
-            eprintln!("trace-recipe: no function in {} matches `{glob}`", f.source);
+            teprintln!("trace-recipe: no function in {} matches `{glob}`", f.source);
             return Err(Failure::Invalid(None));
         }
         Ok(())
@@ -289,7 +290,7 @@ fn print_report(
             };
             let folded = folded.unwrap_or_default();
             if folded.is_empty() {
-                eprintln!(
+                teprintln!(
                     "note: no {} in this trace (nothing to fold)",
                     match format {
                         Format::Folded => "kernel_stack or user_stack record",
@@ -309,7 +310,7 @@ fn print_report(
                 r.add_run_results(j);
             }
             let text = match format {
-                Format::Json => serde_json::to_string_pretty(&r).unwrap_or_default() + "\n",
+                Format::Json => crate::output::to_json(&r),
                 Format::Html => render_html(&r),
                 _ => template.render(&r)?,
             };
@@ -374,13 +375,13 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 /// `schema`: a JSON Schema on stdout.
 pub(super) fn schema(a: SchemaArgs) -> Exit {
     if a.manifest {
-        println!("{}", crate::bundle::manifest_schema_json());
+        tprintln!("{}", crate::bundle::manifest_schema_json());
     } else if let Some(of) = a.of {
-        println!("{}", crate::format::schema_of(of));
+        tprintln!("{}", crate::format::schema_of(of));
     } else if a.report {
-        println!("{}", crate::report_schema_json());
+        tprintln!("{}", crate::report_schema_json());
     } else {
-        println!("{}", crate::schema_json());
+        tprintln!("{}", crate::schema_json());
     }
     Ok(())
 }
@@ -404,6 +405,6 @@ pub(super) fn man(a: ManArgs) -> Exit {
             e,
         ))
     })?;
-    println!("wrote {n} man pages to {}", a.dir.display());
+    tprintln!("wrote {n} man pages to {}", a.dir.display());
     Ok(())
 }

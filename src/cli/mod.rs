@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use crate::tracefs::Tracefs;
+use crate::untrusted::teprintln;
 use args::{Cli, Command};
 
 /// Exit codes of `trace-recipe` (the README's table; `Failure::code` chooses them).
@@ -112,7 +113,7 @@ impl Failure {
     /// Prints the error it carries (`trace-recipe: error: …`), if any.
     fn print(&self) {
         if let Some(e) = self.error() {
-            eprintln!("trace-recipe: error: {e}");
+            teprintln!("trace-recipe: error: {e}");
         }
     }
 
@@ -224,7 +225,7 @@ fn internal(code: i32) -> Exit {
 fn with_tracefs(f: impl FnOnce(&Tracefs) -> Exit) -> Exit {
     let (tracefs, note) = Tracefs::locate_or_mount().map_err(Failure::failed)?;
     if let Some(n) = note {
-        eprintln!("{n}");
+        teprintln!("{n}");
     }
     f(&tracefs)
 }
@@ -235,12 +236,12 @@ fn find_recipe(arg: &Path) -> Option<PathBuf> {
     match crate::library::resolve(arg, &crate::library::search_path()) {
         Ok(r) => {
             if let Some(n) = r.note() {
-                eprintln!("{n}");
+                teprintln!("{n}");
             }
             Some(r.path)
         }
         Err(e) => {
-            eprintln!("trace-recipe: error: {e}");
+            teprintln!("trace-recipe: error: {e}");
             None
         }
     }

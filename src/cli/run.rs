@@ -7,6 +7,7 @@ use super::args::{OutFormat, RerunArgs, RunArgs, RunFlags};
 use super::{Exit, Failure, find_recipe};
 use crate::check::CheckError;
 use crate::run::{RunError, RunEvent, RunOptions, incomplete_message, run as run_session};
+use crate::untrusted::{escape_path, teprint, teprintln, tprint, tprintln};
 
 /// `run RECIPE [-- COMMAND]`.
 pub(super) fn run(a: RunArgs) -> Exit {
@@ -20,7 +21,7 @@ pub(super) fn run(a: RunArgs) -> Exit {
         None => {
             let failure = Failure::Invalid(None);
             if a.flags.format == OutFormat::Json {
-                print!(
+                tprint!(
                     "{}",
                     crate::output::to_json(&crate::format::RunJson::failed(
                         failure.code(),
@@ -56,7 +57,7 @@ impl RunFlags {
         let message = failure.error().map(ToString::to_string).unwrap_or_default();
         let failure = failure.printed();
         if self.format == OutFormat::Json {
-            print!(
+            tprint!(
                 "{}",
                 crate::output::to_json(&crate::format::RunJson::failed(failure.code(), message))
             );
@@ -70,7 +71,7 @@ fn run_cmd(opts: RunOptions, format: OutFormat, quiet: bool, junit: Option<&Path
     let json = format == OutFormat::Json;
     let (exit, j) = run_human(opts, json, quiet, junit);
     if let Some(j) = j {
-        print!("{}", crate::output::to_json(&j));
+        tprint!("{}", crate::output::to_json(&j));
     }
     exit
 }
@@ -88,10 +89,10 @@ fn run_human(
     let mut progress = crate::progress::ProgressDisplay::new();
     let result = run_session(&opts, |ev| match ev {
         _ if quiet => {}
-        RunEvent::Mounted(m) => eprintln!("{m}"),
+        RunEvent::Mounted(m) => teprintln!("{m}"),
         RunEvent::Irreversible(effects) => {
             for e in effects {
-                eprintln!("irreversible: this run {e}");
+                teprintln!("irreversible: this run {e}");
             }
         }
         RunEvent::Applied { instance, steps } => {
@@ -100,16 +101,16 @@ fn run_human(
             } else {
                 &instance
             };
-            eprintln!("applied {steps} steps to {place} (tracing off)")
+            teprintln!("applied {steps} steps to {place} (tracing off)")
         }
-        RunEvent::Recording { until } => eprintln!("recording until {until}"),
+        RunEvent::Recording { until } => teprintln!("recording until {until}"),
         RunEvent::Progress(p) => progress.update(&p),
         RunEvent::Stopped { reason } => {
             progress.finish();
-            eprintln!("stopped: {reason}")
+            teprintln!("stopped: {reason}")
         }
-        RunEvent::RolledBack => eprintln!("rolled back: tracefs is as it was before the run"),
-        RunEvent::RollbackIncomplete { failures, journal } => eprintln!(
+        RunEvent::RolledBack => teprintln!("rolled back: tracefs is as it was before the run"),
+        RunEvent::RollbackIncomplete { failures, journal } => teprintln!(
             "rollback incomplete: {} undo{} failed{}",
             failures.len(),
             if failures.len() == 1 { "" } else { "s" },
@@ -118,34 +119,34 @@ fn run_human(
                 j.display()
             ))
         ),
-        RunEvent::Swept(line) | RunEvent::Waiting(line) => eprintln!("{line}"),
+        RunEvent::Swept(line) | RunEvent::Waiting(line) => teprintln!("{line}"),
     });
     progress.finish();
     match result {
         Ok(outcome) => {
             if json && !quiet {
-                eprint!("{}", outcome.summary);
-                eprintln!("\noutput: {}", outcome.dir.display());
+                teprint!("{}", outcome.summary);
+                teprintln!("\noutput: {}", outcome.dir.display());
                 if let Some(b) = &outcome.bundle {
-                    eprintln!("bundle: {}", b.display());
+                    teprintln!("bundle: {}", b.display());
                 }
             } else if !json && quiet {
                 // Quiet: stdout is the output folder's path (and the bundle's), for scripts.
-                println!("{}", outcome.dir.display());
+                tprintln!("{}", outcome.dir.display());
                 if let Some(b) = &outcome.bundle {
-                    println!("{}", b.display());
+                    tprintln!("{}", b.display());
                 }
             } else if !json {
-                print!("{}", outcome.summary);
-                println!("\noutput: {}", outcome.dir.display());
+                tprint!("{}", outcome.summary);
+                tprintln!("\noutput: {}", outcome.dir.display());
                 if let Some(b) = &outcome.bundle {
-                    println!("bundle: {}", b.display());
+                    tprintln!("bundle: {}", b.display());
                 }
             }
             if let Some(path) = junit
                 && let Err(e) = std::fs::write(path, crate::report::render_junit(&outcome.report))
             {
-                eprintln!("trace-recipe: error: cannot write {}: {e}", path.display());
+                teprintln!("trace-recipe: error: cannot write {}: {e}", path.display());
                 return (Err(Failure::Failed(None)), None);
             }
             let ended = run_outcome(&outcome);
@@ -173,7 +174,7 @@ fn not_run(e: &RunError, json: bool) -> (Exit, Option<crate::format::RunJson>) {
 /// Prints the warnings of a finished run; says how it ended.
 fn run_outcome(outcome: &crate::run::RunOutcome) -> Exit {
     if !outcome.rollback.complete() {
-        eprintln!(
+        teprintln!(
             "trace-recipe: error: {}",
             incomplete_message(&outcome.rollback)
         );
@@ -181,19 +182,20 @@ fn run_outcome(outcome: &crate::run::RunOutcome) -> Exit {
     }
     match outcome.signal {
         Some(sig) => {
-            eprintln!("trace-recipe: interrupted by {sig}");
+            teprintln!("trace-recipe: interrupted by {sig}");
             Err(Failure::Signal(sig))
         }
         None => match outcome.lost_limit_exceeded {
             Some(max) => {
-                eprintln!(
+                teprintln!(
                     "trace-recipe: error: lost {} events ({:.3} % of recorded + lost), more than `[output] max_lost_percent = {max}`\n  = help: raise `[buffer] size_kb`, trace fewer events or add filters",
-                    outcome.report.lost_total, outcome.report.lost_percent
+                    outcome.report.lost_total,
+                    outcome.report.lost_percent
                 );
                 Err(Failure::LostLimit)
             }
             None if outcome.report.expectations.iter().any(|e| !e.passed) => {
-                eprintln!(
+                teprintln!(
                     "trace-recipe: error: {} of {} expectations failed (see summary.txt and report.json)",
                     outcome
                         .report
@@ -214,20 +216,20 @@ fn run_outcome(outcome: &crate::run::RunOutcome) -> Exit {
 fn run_error(e: &RunError) -> Failure {
     match e {
         RunError::Check(CheckError::Invalid { .. } | CheckError::Load(_)) => {
-            eprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
-            eprintln!("trace-recipe: nothing was written to tracefs");
+            teprint!("{}", format!("{e}\n").replace("\n\n", "\n"));
+            teprintln!("trace-recipe: nothing was written to tracefs");
             Failure::Invalid(None)
         }
         e if e.incomplete_rollback().is_some() => {
-            eprintln!("trace-recipe: error: {e}");
+            teprintln!("trace-recipe: error: {e}");
             Failure::RollbackIncomplete
         }
         RunError::Interrupted(sig) => {
-            eprintln!("trace-recipe: {e}");
+            teprintln!("trace-recipe: {e}");
             Failure::Signal(*sig)
         }
         e => {
-            eprintln!("trace-recipe: error: {e}");
+            teprintln!("trace-recipe: error: {e}");
             Failure::Failed(None)
         }
     }
@@ -251,18 +253,18 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
     };
     let replay = stored.replay(&sets, command);
     if !args.quiet {
-        let m = &stored.manifest;
-        eprintln!(
+        let m = crate::bundle::ManifestText::of(&stored.manifest);
+        teprintln!(
             "rerun: recipe `{}` of {} (kernel {}{}){}",
-            m.recipe.as_deref().unwrap_or("?"),
-            from.display(),
-            m.kernel_release.as_deref().unwrap_or("?"),
+            m.recipe,
+            escape_path(&from),
+            m.kernel_release,
             m.host
                 .as_ref()
                 .map_or(String::new(), |h| format!(", host {h}")),
             match replay.sets.is_empty() {
                 true => String::new(),
-                false => format!(" with params {}", replay.sets.join(" ")),
+                false => format!(" with params {}", sets_text(&replay.sets)),
             }
         );
     }
@@ -282,7 +284,7 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
         Err(e) => {
             let (exit, json) = not_run(&RunError::Check(e.into()), args.format == OutFormat::Json);
             if let Some(j) = json {
-                print!("{}", crate::output::to_json(&j));
+                tprint!("{}", crate::output::to_json(&j));
             }
             return exit;
         }
@@ -304,11 +306,21 @@ fn agreed(commands: &[(&'static str, Vec<String>)]) -> bool {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return false;
     }
-    eprint!(
+    teprint!(
         "this bundle's recipe starts these commands:\n{}start them? [y/N] ",
         crate::replay::commands_text(commands)
     );
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer).is_ok()
         && matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")
+}
+
+/// The params a stored run is rerun (or checked) with, `KEY=VALUE` each
+/// [escaped](crate::untrusted::escape) (they come from the bundle), joined by
+/// spaces.
+pub(super) fn sets_text(sets: &[String]) -> String {
+    sets.iter()
+        .map(|s| crate::untrusted::escape(s))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -7,6 +7,7 @@ use super::args::{
 use super::{Exit, Failure, with_tracefs};
 use crate::diff::DiffError;
 use crate::status;
+use crate::untrusted::{teprintln, tprint, tprintln};
 
 /// `diff A B`: the differences between two runs; [`Failure::DiffRuleHeld`]
 /// when a `--fail-if` rule holds.
@@ -20,7 +21,7 @@ pub(super) fn diff(a: DiffArgs) -> Exit {
         DiffFormat::Json => crate::output::to_json(&d),
         DiffFormat::Html => crate::diff::render_html(&d),
     };
-    print!("{text}");
+    tprint!("{text}");
     let held: Vec<&str> = d
         .rules
         .iter()
@@ -30,7 +31,7 @@ pub(super) fn diff(a: DiffArgs) -> Exit {
     if held.is_empty() {
         Ok(())
     } else {
-        eprintln!("trace-recipe: --fail-if held: {}", held.join("; "));
+        teprintln!("trace-recipe: --fail-if held: {}", held.join("; "));
         Err(Failure::DiffRuleHeld)
     }
 }
@@ -38,7 +39,7 @@ pub(super) fn diff(a: DiffArgs) -> Exit {
 /// `fleet INPUT...`: one recipe's runs on many hosts, summarised.
 pub(super) fn fleet(a: FleetArgs) -> Exit {
     let f = crate::fleet::fleet(&a.inputs).map_err(Failure::failed)?;
-    print!(
+    tprint!(
         "{}",
         match a.format {
             DiffFormat::Text => crate::fleet::render_text(&f),
@@ -53,7 +54,7 @@ pub(super) fn fleet(a: FleetArgs) -> Exit {
 pub(super) fn pack(a: PackArgs) -> Exit {
     let path =
         crate::bundle::pack(&a.dir, a.out.as_deref(), a.redact_host).map_err(Failure::failed)?;
-    println!("{}", path.display());
+    tprintln!("{}", path.display());
     Ok(())
 }
 
@@ -61,11 +62,12 @@ pub(super) fn pack(a: PackArgs) -> Exit {
 pub(super) fn unpack(a: UnpackArgs) -> Exit {
     let (dir, manifest) =
         crate::bundle::unpack(&a.bundle, a.out.as_deref()).map_err(Failure::failed)?;
-    println!(
+    let m = crate::bundle::ManifestText::of(&manifest);
+    tprintln!(
         "{}: recipe `{}`, kernel {}, {} members checked",
         dir.display(),
-        manifest.recipe.as_deref().unwrap_or("?"),
-        manifest.kernel_release.as_deref().unwrap_or("?"),
+        m.recipe,
+        m.kernel_release,
         manifest.members.len()
     );
     Ok(())
@@ -77,8 +79,8 @@ pub(super) fn status(a: StatusArgs) -> Exit {
     with_tracefs(|t| {
         let (text, left) = status::status(t).map_err(Failure::failed)?;
         match a.format {
-            OutFormat::Text => print!("{text}"),
-            OutFormat::Json => print!(
+            OutFormat::Text => tprint!("{text}"),
+            OutFormat::Json => tprint!(
                 "{}",
                 crate::output::to_json(&crate::format::StatusJson {
                     format_version: crate::output::FORMAT_VERSION,
@@ -123,7 +125,7 @@ pub(super) fn reset(a: ResetArgs) -> Exit {
             false => Ok(()),
         };
         if format == OutFormat::Json {
-            print!(
+            tprint!(
                 "{}",
                 crate::output::to_json(&crate::format::ResetJson {
                     format_version: crate::output::FORMAT_VERSION,
@@ -141,12 +143,12 @@ pub(super) fn reset(a: ResetArgs) -> Exit {
             return ended;
         }
         if results.is_empty() {
-            println!("nothing to reset: no trace-recipe run left anything behind");
+            tprintln!("nothing to reset: no trace-recipe run left anything behind");
         }
         for r in results {
             match r {
-                Ok(line) => println!("{line}"),
-                Err(e) => eprintln!(
+                Ok(line) => tprintln!("{line}"),
+                Err(e) => teprintln!(
                     "trace-recipe: error: {e}\n  = help: see `trace-recipe status`; fix what it names by hand if it persists"
                 ),
             }

@@ -383,10 +383,13 @@ pub(crate) fn explain(root: &Table, source: &Source) -> String {
 
 fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, String, String)>) {
     for (k, item) in table.iter() {
+        // A quoted key may hold any character: escaped, it cannot drive the
+        // terminal nor fake a line of the listing.
+        let shown = crate::untrusted::escape(k);
         let path = if prefix.is_empty() {
-            k.to_string()
+            shown.into_owned()
         } else {
-            format!("{prefix}.{k}")
+            format!("{prefix}.{shown}")
         };
         let key_span = table.key(k).and_then(|k| k.span());
         match item {

@@ -108,8 +108,7 @@ pub(super) fn write_output(
         .clone()
         .unwrap_or_else(|| vec!["summary".into(), "json".into()]);
     if reports.iter().any(|r| r == "json") {
-        let json = serde_json::to_string_pretty(&report).unwrap_or_default();
-        out.write_new("report.json", format!("{json}\n").as_bytes())?;
+        out.write_new("report.json", crate::output::to_json(&report).as_bytes())?;
     }
     // Folded stacks for flamegraph.pl, inferno or speedscope.
     if let Some(s) = report.stacks.as_ref().filter(|s| !s.folded.is_empty()) {
