@@ -37,8 +37,12 @@ pub(crate) fn overflow_with_markers(
         ready = ready.display()
     );
     let o = std::process::Command::new(crate::common::bin())
-        .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-        .args(["--", "sh", "-c", &writer])
+        .args(crate::common::run_args(
+            &recipe,
+            &out,
+            &[],
+            &["sh", "-c", &writer],
+        ))
         .env("TRACE_RECIPE_TEST_HOLD_READERS", &ready)
         .output()
         .unwrap();

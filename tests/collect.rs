@@ -104,14 +104,7 @@ name = "sched:sched_process_exec"
         );
         let out = dir.path().join("run");
         let guard = TracefsGuard::acquire();
-        let o = trace_recipe(&[
-            "run",
-            recipe.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-            "true",
-        ]);
+        let o = crate::common::run_recipe(&recipe, &out, &["true"]);
         guard.assert_unchanged();
         drop(guard);
         assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));

@@ -268,17 +268,12 @@ mod tracefs {
         let recipe = chain(dir.path());
         let out_dir = dir.path().join("run");
         let guard = TracefsGuard::acquire();
-        let o = trace_recipe(&[
-            "run",
-            recipe.to_str().unwrap(),
-            "-o",
-            out_dir.to_str().unwrap(),
-            "--bundle",
-            "--",
-            "sh",
-            "-c",
-            "ls /nonexistent 2>/dev/null; true",
-        ]);
+        let o = trace_recipe(&crate::common::run_args(
+            &recipe,
+            &out_dir,
+            &["--bundle"],
+            &["sh", "-c", "ls /nonexistent 2>/dev/null; true"],
+        ));
         guard.assert_unchanged();
         drop(guard);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

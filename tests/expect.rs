@@ -70,10 +70,12 @@ mod tracefs {
         let ok = write_recipe(dir.path(), "ok.toml", RECIPE);
         let out = dir.path().join("ok");
         let junit = dir.path().join("ok.xml");
-        let mut args = vec!["run", ok.to_str().unwrap(), "-o", out.to_str().unwrap()];
-        args.extend(["--junit", junit.to_str().unwrap(), "--"]);
-        args.extend(workload);
-        let o = trace_recipe(&args);
+        let o = trace_recipe(&crate::common::run_args(
+            &ok,
+            &out,
+            &["--junit", junit.to_str().unwrap()],
+            &workload,
+        ));
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         let report: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
@@ -114,10 +116,12 @@ mod tracefs {
         );
         let out = dir.path().join("bad");
         let junit = dir.path().join("bad.xml");
-        let mut args = vec!["run", bad.to_str().unwrap(), "-o", out.to_str().unwrap()];
-        args.extend(["--junit", junit.to_str().unwrap(), "--"]);
-        args.extend(workload);
-        let o = trace_recipe(&args);
+        let o = trace_recipe(&crate::common::run_args(
+            &bad,
+            &out,
+            &["--junit", junit.to_str().unwrap()],
+            &workload,
+        ));
         assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
         assert!(
             text(&o.stderr).contains("2 of 4 expectations failed"),

@@ -589,9 +589,12 @@ mod tracefs {
         );
         let out = dir.path().join("out");
         let o = Command::new(bin())
-            .args(["run", recipe.to_str().unwrap(), "--bundle", "-o"])
-            .arg(&out)
-            .args(["--", "true"])
+            .args(crate::common::run_args(
+                &recipe,
+                &out,
+                &["--bundle"],
+                &["true"],
+            ))
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));

@@ -256,7 +256,7 @@ mod tracefs {
         let dir = tempfile::tempdir().unwrap();
         let recipe = repo().join("tests/bad-recipes/kernel-lacks.toml");
         let out = dir.path().join("out");
-        let o = trace_recipe(&["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let o = crate::common::run_recipe(&recipe, &out, &[]);
         let err = text(&o.stderr);
         assert_exit(&o, 1);
         assert!(err.contains("error (this kernel)"), "{err}");

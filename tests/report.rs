@@ -37,16 +37,7 @@ const WORKLOAD: &str =
 
 /// Runs `recipe` with `sh -c WORKLOAD` into `out`; returns the exit code and stderr.
 fn run(recipe: &Path, out: &Path, workload: &str) -> (Option<i32>, String) {
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        workload,
-    ]);
+    let o = crate::common::run_recipe(recipe, out, &["sh", "-c", workload]);
     (o.status.code(), text(&o.stderr))
 }
 

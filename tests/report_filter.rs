@@ -33,16 +33,15 @@ fn record() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let recipe = write_recipe(dir.path(), "filters.toml", RECIPE);
     let out = dir.path().join("out");
-    let o = trace_recipe(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "for i in 1 2 3 4 5 6; do cat /etc/passwd /nonexistent >/dev/null 2>&1; sleep 0.01; done",
-    ]);
+    let o = crate::common::run_recipe(
+        &recipe,
+        &out,
+        &[
+            "sh",
+            "-c",
+            "for i in 1 2 3 4 5 6; do cat /etc/passwd /nonexistent >/dev/null 2>&1; sleep 0.01; done",
+        ],
+    );
     guard.assert_unchanged();
     assert_exit(&o, 0);
     (dir, out)

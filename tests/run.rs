@@ -281,7 +281,7 @@ mod tracefs {
         for step in 1..=n {
             let out = sc.path(&format!("out{step}"));
             let o = Command::new(bin())
-                .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
+                .args(run_args(&recipe, &out, &[], &[]))
                 .env(trace_recipe::apply::FAIL_STEP_ENV, step.to_string())
                 .output()
                 .unwrap();
@@ -393,7 +393,7 @@ mod tracefs {
     fn output_inside_tracefs_or_proc_is_refused_before_anything_is_written() {
         let sc = Scenario::new("name = \"o\"\n[[events]]\nname = \"sched:sched_switch\"\n");
         for bad in ["/sys/kernel/tracing/x", "/proc/self/x", "/sys/x"] {
-            let o = trace_recipe(&["run", sc.recipe.to_str().unwrap(), "-o", bad, "--", "true"]);
+            let o = trace_recipe(&run_args(&sc.recipe, Path::new(bad), &[], &["true"]));
             assert_exit(&o, 3);
             assert!(text(&o.stderr).contains("is inside"), "{}", text(&o.stderr));
         }

@@ -407,14 +407,16 @@ mod tracefs {
             Command::new("taskset")
                 .args(["-c", "0"])
                 .arg(crate::common::bin())
-                .args(["run", recipe.to_str().unwrap(), "-q", "-o"])
-                .arg(&out)
-                .args([
-                    "--",
-                    "sh",
-                    "-c",
-                    "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
-                ])
+                .args(crate::common::run_args(
+                    &recipe,
+                    &out,
+                    &["-q"],
+                    &[
+                        "sh",
+                        "-c",
+                        "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+                    ],
+                ))
                 .output()
                 .unwrap()
         };
@@ -586,16 +588,12 @@ mod tracefs {
         let out = dir.path().join("out");
         let o = {
             let _guard = TracefsGuard::acquire();
-            trace_recipe(&[
-                "run",
-                recipe.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--system-wide",
-                "-q",
-                "--",
-                "true",
-            ])
+            trace_recipe(&crate::common::run_args(
+                &recipe,
+                &out,
+                &["--system-wide", "-q"],
+                &["true"],
+            ))
         };
         // -q: stdout is the output folder's path alone.
         assert_eq!(
@@ -629,15 +627,13 @@ mod tracefs {
             "p.toml",
             "name = \"wide\"\n[scope]\npids = [1]\n[[events]]\nname = \"sched:sched_process_exec\"\n",
         );
-        let o = trace_recipe(&[
-            "run",
-            pids.to_str().unwrap(),
-            "-o",
-            dir.path().join("out2").to_str().unwrap(),
-            "--system-wide",
-            "--",
-            "true",
-        ]);
+        let out2 = dir.path().join("out2");
+        let o = trace_recipe(&crate::common::run_args(
+            &pids,
+            &out2,
+            &["--system-wide"],
+            &["true"],
+        ));
         assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
         let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
         assert!(
@@ -666,9 +662,7 @@ mod tracefs {
         let out = dir.path().join("out");
         let run = |recipe: &Path, env: &[(&str, &str)]| {
             let mut c = Command::new(crate::common::bin());
-            c.args(["run", recipe.to_str().unwrap(), "-q", "-o"])
-                .arg(&out)
-                .args(["--", "true"]);
+            c.args(crate::common::run_args(recipe, &out, &["-q"], &["true"]));
             c.envs(env.iter().copied());
             c.output().unwrap()
         };

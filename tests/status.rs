@@ -244,8 +244,12 @@ mod tracefs {
         );
         let out = dir.path().join("out");
         let mut child = Command::new(crate::common::bin())
-            .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-            .args(["--", "sh", "-c", &format!("sleep 1.5; {}", exe.display())])
+            .args(crate::common::run_args(
+                &recipe,
+                &out,
+                &[],
+                &["sh", "-c", &format!("sleep 1.5; {}", exe.display())],
+            ))
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -31,8 +31,7 @@ name = "sched:sched_process_exit"
 
 fn run_with(recipe: &Path, out: &Path, env: &[(&str, &str)], cmd: &[&str]) -> Output {
     let mut c = Command::new(bin());
-    c.args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    c.arg("--").args(cmd);
+    c.args(crate::common::run_args(recipe, out, &[], cmd));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -369,8 +368,12 @@ mod tracefs {
         // ignore SIGTERM, so the teardown waits its grace period before SIGKILL,
         // and the second SIGINT surely arrives while it is under way.
         let mut child = Command::new(bin())
-            .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-            .args(["--", "sh", "-c", "trap '' TERM; sleep 50 & sleep 50"])
+            .args(crate::common::run_args(
+                &recipe,
+                &out,
+                &[],
+                &["sh", "-c", "trap '' TERM; sleep 50 & sleep 50"],
+            ))
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
