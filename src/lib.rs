@@ -32,6 +32,7 @@ pub(crate) mod elf;
 pub(crate) mod errno;
 pub(crate) mod export;
 pub mod expr;
+pub mod fault;
 pub(crate) mod fleet;
 pub(crate) mod format;
 pub mod host;

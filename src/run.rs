@@ -688,7 +688,7 @@ impl Armed {
         let recorder = self
             .recorder
             .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
-        crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
+        crate::fault::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),
             source,
@@ -724,7 +724,7 @@ impl Armed {
         on_event(RunEvent::Recording {
             until: until_text(valid, self.p.workload.is_some()),
         });
-        crate::apply::hooks::kill_at("recording");
+        crate::fault::kill_at("recording");
         const TICK: Duration = Duration::from_millis(20);
         let mut last_progress = Instant::now();
         let reason = loop {

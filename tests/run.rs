@@ -215,7 +215,7 @@ fn a_failure_at_every_step_of_the_plan_leaves_tracefs_unchanged() {
         let out = sc.path(&format!("out{step}"));
         let o = Command::new(bin())
             .args(["run", recipe.to_str().unwrap(), "-o", out.to_str().unwrap()])
-            .env(trace_recipe::apply::FAIL_STEP_ENV, step.to_string())
+            .env(trace_recipe::fault::FAIL_STEP_ENV, step.to_string())
             .output()
             .unwrap();
         let stderr = text(&o.stderr);

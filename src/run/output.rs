@@ -195,7 +195,7 @@ pub(super) fn save_tables(
     valid: &ValidRecipe,
     out: &OutputDir,
 ) -> Result<(), RunError> {
-    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
+    crate::fault::fail_at("tables").map_err(|source| TracefsError::Read {
         path: inst.path("events"),
         source,
     })?;
