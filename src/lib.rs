@@ -47,7 +47,6 @@ pub mod recipe;
 pub mod record;
 pub mod replay;
 pub mod report;
-pub(crate) mod results;
 pub(crate) mod run;
 pub(crate) mod sarif;
 pub mod status;

@@ -42,7 +42,7 @@ use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time
 mod output;
 mod stop;
 
-use output::{capture_meta, observe_irreversible, save_tables, write_output};
+use output::{capture_meta, observe_irreversible, save_tables, save_tracer_files, write_output};
 use stop::Signals;
 pub use stop::{Signal, StopReason};
 
@@ -684,7 +684,7 @@ impl Armed {
         let at_end = valid
             .tracer
             .as_ref()
-            .is_some_and(|t| crate::results::keeps_max_trace(&t.name));
+            .is_some_and(|t| output::keeps_max_trace(&t.name));
         let recorder = self
             .recorder
             .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
@@ -819,7 +819,7 @@ impl Armed {
                 kallsyms,
             )?;
             save_tables(&inst, &self.p.plan, &self.p.valid, &self.p.out)?;
-            crate::results::save(&tracefs, &inst, &self.p.valid, &self.p.out)?;
+            save_tracer_files(&tracefs, &inst, &self.p.valid, &self.p.out)?;
             off?;
             Ok((stopped, captures, meta))
         });

@@ -497,7 +497,7 @@ mod tests {
         assert!(a.noise.hwlat.is_empty() && !a.selected.contains(&AnalysisName::Hwlat));
         // summary.txt and report.html show the per-CPU tables.
         let mut r = crate::report::JsonReport::new(&file, &a, None);
-        r.tracer = Some(crate::results::TracerReport {
+        r.tracer = Some(crate::report::tracer::TracerReport {
             name: "timerlat".into(),
             max_latency_us: None,
             max_latency_trace: None,

@@ -7,6 +7,7 @@ mod html;
 mod json;
 mod junit;
 mod text;
+pub(crate) mod tracer;
 
 pub(crate) use html::esc;
 pub use html::render_html;
