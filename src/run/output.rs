@@ -95,7 +95,7 @@ pub(super) fn write_output(
         "after",
         out.path(),
     ));
-    report.expectations = crate::expr::check_all(
+    report.expectations = crate::report::check_all(
         p.valid
             .expectations
             .iter()
