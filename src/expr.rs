@@ -31,6 +31,8 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::compare::Cmp;
+
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
 pub(crate) const LATENCY_ANALYSES: &[&str] = &[
     "syscalls",
@@ -89,23 +91,6 @@ pub(crate) enum Stat {
     P99,
     /// Largest.
     Max,
-}
-
-/// A comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
 }
 
 /// The right-hand side.
@@ -176,7 +161,7 @@ pub struct Expr {
     /// metric for `lost_events`.
     pub(crate) metric_span: Range<usize>,
     /// The comparison.
-    pub(crate) op: Op,
+    pub(crate) op: Cmp,
     /// The value compared with.
     pub(crate) value: Value,
     /// Where the value is.
@@ -216,23 +201,13 @@ impl Expr {
         let (metric, metric_span, end) = parse_metric(text, skip_ws(b, 0))?;
         let mut i = skip_ws(b, end);
         let op_start = i;
-        let two = text.get(i..i + 2).unwrap_or("");
-        let (op, len) = match two {
-            "==" => (Op::Eq, 2),
-            "!=" => (Op::Ne, 2),
-            "<=" => (Op::Le, 2),
-            ">=" => (Op::Ge, 2),
-            _ => match b.get(i) {
-                Some(b'<') => (Op::Lt, 1),
-                Some(b'>') => (Op::Gt, 1),
-                _ => {
-                    return err(
-                        "expected a comparison: ==, !=, <, <=, >, >=",
-                        op_start..(op_start + 1).min(text.len()),
-                    );
-                }
-            },
+        let Some(op) = text.get(i..).and_then(Cmp::prefix) else {
+            return err(
+                "expected a comparison: ==, !=, <, <=, >, >=",
+                op_start..(op_start + 1).min(text.len()),
+            );
         };
+        let len = op.as_str().len();
         i = skip_ws(b, i + len);
         let value_start = i;
         let value_text = text[i..].trim_end();
@@ -278,14 +253,7 @@ impl Expr {
 
     /// Whether `actual OP rhs` holds.
     pub(crate) fn holds(&self, actual: f64, rhs: f64) -> bool {
-        match self.op {
-            Op::Eq => actual == rhs,
-            Op::Ne => actual != rhs,
-            Op::Lt => actual < rhs,
-            Op::Le => actual <= rhs,
-            Op::Gt => actual > rhs,
-            Op::Ge => actual >= rhs,
-        }
+        self.op.holds(&actual, &rhs)
     }
 
     /// Whether the metric is a latency (its values are ns).
@@ -452,15 +420,15 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// Why `METRIC OP value` can never hold, if it cannot: every measure is a count,
 /// a rate or a duration, never negative, and a relative value of -100% or less
 /// puts the bound at or under zero.
-fn never_holds(op: Op, value: &Value, text: &str, context: Context) -> Option<String> {
+fn never_holds(op: Cmp, value: &Value, text: &str, context: Context) -> Option<String> {
     let (bound, zero_bound) = match *value {
         Value::Absolute(v) => (v, v == 0.0),
         Value::Relative(pct) => (pct + 100.0, pct == -100.0),
         Value::Measure { .. } => return None,
     };
     let never = match op {
-        Op::Lt => bound < 0.0 || zero_bound,
-        Op::Le | Op::Eq => bound < 0.0,
+        Cmp::Lt => bound < 0.0 || zero_bound,
+        Cmp::Le | Cmp::Eq => bound < 0.0,
         _ => false,
     };
     if !never {
@@ -474,19 +442,8 @@ fn never_holds(op: Op, value: &Value, text: &str, context: Context) -> Option<St
     };
     Some(format!(
         "this can never hold: the measure is never negative, and `{} {text}` asks for less{relative_hint}",
-        op_text(op)
+        op.as_str()
     ))
-}
-
-fn op_text(op: Op) -> &'static str {
-    match op {
-        Op::Eq => "==",
-        Op::Ne => "!=",
-        Op::Lt => "<",
-        Op::Le => "<=",
-        Op::Gt => ">",
-        Op::Ge => ">=",
-    }
 }
 
 fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, String> {
@@ -569,7 +526,7 @@ mod tests {
         let e = ok("lost_events == 0");
         assert_eq!(
             (e.metric, e.op, e.value),
-            (Metric::LostEvents, Op::Eq, Value::Absolute(0.0))
+            (Metric::LostEvents, Cmp::Eq, Value::Absolute(0.0))
         );
         let e = ok("count(sched:sched_process_exec) >= 3");
         assert_eq!(e.metric, Metric::Count("sched:sched_process_exec".into()));
