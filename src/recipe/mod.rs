@@ -370,6 +370,3 @@ fn expected_form(message: &str) -> Option<String> {
     };
     Some(form.to_string())
 }
-
-#[cfg(test)]
-mod tests;
