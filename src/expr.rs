@@ -1,5 +1,5 @@
 //! The expression language shared by a recipe's `[[expect]] that = "..."` and
-//! `diff --fail-if RULE` (recipe-format.md, additions in 1.1):
+//! `diff --fail-if RULE` (`../shared/design/recipe-format.md`, additions in 1.1):
 //!
 //! ```text
 //! EXPR    := METRIC OP VALUE
