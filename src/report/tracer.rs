@@ -601,4 +601,43 @@ mod tests {
         assert_eq!(f[2].size_bytes, 176);
         assert!(stack_frames("").is_empty());
     }
+
+    #[test]
+    fn osnoise_and_timerlat_tables_show_in_the_summary_and_the_page() {
+        use crate::analysis::{Selection, analyze, osnoise_timerlat_trace};
+        let dir = tempfile::tempdir().unwrap();
+        let file = tracedat::TraceFile::open(&osnoise_timerlat_trace(dir.path())).unwrap();
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        // summary.txt and report.html show the per-CPU tables.
+        let mut r = crate::report::JsonReport::new(&file, &a, None);
+        r.tracer = Some(TracerReport {
+            name: "timerlat".into(),
+            max_latency_us: None,
+            max_latency_trace: None,
+            task: None,
+            cpu: None,
+            hwlat: Vec::new(),
+            osnoise: a.noise.osnoise.clone(),
+            timerlat: a.noise.timerlat.clone(),
+        });
+        let summary = crate::recipe::Template::builtin().render(&r).unwrap();
+        // The tracer's own samples answer first (osnoise before timerlat).
+        let after = summary.split("\nlost events:").nth(1).unwrap();
+        let first = after.split_once("\n\n").unwrap().1;
+        assert!(first.starts_with("osnoise: "), "{summary}");
+        assert!(first.contains("\ntimerlat: "), "{summary}");
+        assert!(
+            summary.contains("osnoise per CPU")
+                && summary.contains("cpu1   thread          2")
+                && summary.contains("12.000µs"),
+            "{summary}"
+        );
+        let html = crate::report::render_html(&r);
+        assert!(
+            html.contains("<table id=\"timerlat\">")
+                && html.contains("<tr><td>1</td><td>thread</td><td>2</td>")
+                && html.contains("<table id=\"osnoise\">"),
+            "{html}"
+        );
+    }
 }
