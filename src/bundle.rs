@@ -172,6 +172,21 @@ pub enum BundleError {
     },
 }
 
+impl From<crate::untrusted::Refusal> for BundleError {
+    fn from(r: crate::untrusted::Refusal) -> Self {
+        use crate::untrusted::Refusal;
+        match r {
+            Refusal::Io { path, source } => BundleError::Io { path, source },
+            Refusal::NotRegular { ref path, .. }
+            | Refusal::TooLarge { ref path, .. }
+            | Refusal::Outside { ref path, .. } => BundleError::Refused {
+                path: path.clone(),
+                reason: r.why(),
+            },
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError + '_ {
     move |source| BundleError::Io {
         path: path.to_path_buf(),

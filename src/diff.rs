@@ -22,8 +22,8 @@ use serde::Serialize;
 
 use crate::analysis::{Selection, analyze};
 use crate::bundle::{BundleError, Opened, resolve_input};
-use crate::expr::{Context, Expr, ExprError, Metric, measure, show};
-use crate::report::{JsonReport, esc};
+use crate::expr::{Context, Expr, ExprError, Metric};
+use crate::report::{JsonReport, esc, measure, show};
 
 /// Version of [`DiffReport`]'s layout.
 pub const DIFF_FORMAT_VERSION: u32 = 1;

@@ -511,7 +511,6 @@ trace-cmd record -B trace-recipe-x-1 \\
     fn a_top_level_graph_tracer_and_what_trace_cmd_lacks_are_named() {
         let mut v = valid();
         v.tracer = Some(ResolvedTracer {
-            name: "function_graph".into(),
             functions: vec!["vfs_*".into()],
             notrace: vec!["*spin*".into()],
             graph_functions: vec!["do_sys_openat2".into()],
@@ -521,10 +520,7 @@ trace-cmd record -B trace-recipe-x-1 \\
             options: vec![("funcgraph-retval".into(), true)],
             at_top_level: true,
             graph_filter_at_top: true,
-            max_latency: None,
-            function_profile: false,
-            params: Vec::new(),
-            span: None,
+            ..ResolvedTracer::named("function_graph")
         });
         v.triggers = vec![
             ResolvedTrigger {

@@ -1,5 +1,5 @@
 //! The expression language shared by a recipe's `[[expect]] that = "..."` and
-//! `diff --fail-if RULE` (recipe-format.md, additions in 1.1):
+//! `diff --fail-if RULE` (`../shared/design/recipe-format.md`, additions in 1.1):
 //!
 //! ```text
 //! EXPR    := METRIC OP VALUE
@@ -25,12 +25,13 @@
 //! `lost_events`, `hist`), rates, durations (`pNN`, `max`, `max_latency`) or
 //! bytes (`max_stack`). Its factor is a positive plain number.
 //!
-//! Parsing is pure; `Expr::value` reads a [`JsonReport`].
+//! This module parses, purely; [`crate::report`] evaluates a parsed expression
+//! against a report (`Expr::value`, `measure`, `check_all`).
 
 use std::fmt;
 use std::ops::Range;
 
-use crate::report::JsonReport;
+use crate::compare::Cmp;
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
 pub(crate) const LATENCY_ANALYSES: &[&str] = &[
@@ -90,23 +91,6 @@ pub(crate) enum Stat {
     P99,
     /// Largest.
     Max,
-}
-
-/// A comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// `==`
-    Eq,
-    /// `!=`
-    Ne,
-    /// `<`
-    Lt,
-    /// `<=`
-    Le,
-    /// `>`
-    Gt,
-    /// `>=`
-    Ge,
 }
 
 /// The right-hand side.
@@ -177,7 +161,7 @@ pub struct Expr {
     /// metric for `lost_events`.
     pub(crate) metric_span: Range<usize>,
     /// The comparison.
-    pub(crate) op: Op,
+    pub(crate) op: Cmp,
     /// The value compared with.
     pub(crate) value: Value,
     /// Where the value is.
@@ -217,23 +201,13 @@ impl Expr {
         let (metric, metric_span, end) = parse_metric(text, skip_ws(b, 0))?;
         let mut i = skip_ws(b, end);
         let op_start = i;
-        let two = text.get(i..i + 2).unwrap_or("");
-        let (op, len) = match two {
-            "==" => (Op::Eq, 2),
-            "!=" => (Op::Ne, 2),
-            "<=" => (Op::Le, 2),
-            ">=" => (Op::Ge, 2),
-            _ => match b.get(i) {
-                Some(b'<') => (Op::Lt, 1),
-                Some(b'>') => (Op::Gt, 1),
-                _ => {
-                    return err(
-                        "expected a comparison: ==, !=, <, <=, >, >=",
-                        op_start..(op_start + 1).min(text.len()),
-                    );
-                }
-            },
+        let Some(op) = text.get(i..).and_then(Cmp::prefix) else {
+            return err(
+                "expected a comparison: ==, !=, <, <=, >, >=",
+                op_start..(op_start + 1).min(text.len()),
+            );
         };
+        let len = op.as_str().len();
         i = skip_ws(b, i + len);
         let value_start = i;
         let value_text = text[i..].trim_end();
@@ -277,104 +251,15 @@ impl Expr {
         })
     }
 
-    /// The measured value in `report` (ns for latencies); `None` when a latency
-    /// group does not exist there. An event the report never saw counts 0.
-    pub(crate) fn value(&self, report: &JsonReport) -> Option<f64> {
-        measure(&self.metric, report)
-    }
-
-    /// The right-hand side's value in `report`; `base` is the first run's value
-    /// for a relative rule (`+10%` is `base * 1.10`). `None` when it cannot be
-    /// known (no first run, or a latency group missing from `report`).
-    pub(crate) fn bound(&self, report: &JsonReport, base: Option<f64>) -> Option<f64> {
-        match &self.value {
-            Value::Absolute(v) => Some(*v),
-            Value::Relative(pct) => base.map(|b| b * (1.0 + pct / 100.0)),
-            Value::Measure { factor, metric, .. } => measure(metric, report).map(|v| v * factor),
-        }
-    }
-
     /// Whether `actual OP rhs` holds.
     pub(crate) fn holds(&self, actual: f64, rhs: f64) -> bool {
-        match self.op {
-            Op::Eq => actual == rhs,
-            Op::Ne => actual != rhs,
-            Op::Lt => actual < rhs,
-            Op::Le => actual <= rhs,
-            Op::Gt => actual > rhs,
-            Op::Ge => actual >= rhs,
-        }
+        self.op.holds(&actual, &rhs)
     }
 
     /// Whether the metric is a latency (its values are ns).
     pub(crate) fn is_duration(&self) -> bool {
         matches!(self.metric, Metric::Latency { .. } | Metric::MaxLatency)
     }
-}
-
-/// The value of `metric` in `report`; see [`Expr::value`].
-pub(crate) fn measure(metric: &Metric, report: &JsonReport) -> Option<f64> {
-    match metric {
-        Metric::Count(ev) => Some(*report.events.get(ev).unwrap_or(&0) as f64),
-        Metric::Rate(ev) => {
-            let n = *report.events.get(ev).unwrap_or(&0) as f64;
-            let secs = report.duration_s.filter(|d| *d > 0.0)?;
-            Some(n / secs)
-        }
-        Metric::LostEvents => Some(report.lost_total as f64),
-        Metric::MaxLatency => Some(report.tracer.as_ref()?.max_latency_us? as f64 * 1000.0),
-        Metric::MaxStack => Some(report.stack_tracer.as_ref()?.max_stack_bytes as f64),
-        Metric::Hist { event, value } => report
-            .hist
-            .iter()
-            .find(|h| h.event == *event)
-            .map(|h| *h.totals.get(value).unwrap_or(&0) as f64),
-        Metric::Latency {
-            stat,
-            analysis,
-            key,
-        } => {
-            let group = report
-                .latency
-                .iter()
-                .filter(|l| l.analysis == *analysis)
-                .flat_map(|l| &l.groups)
-                .find(|g| g.key == *key)?;
-            Some(match stat {
-                Stat::P50 => group.p50_ns,
-                Stat::P90 => group.p90_ns,
-                Stat::P99 => group.p99_ns,
-                Stat::Max => group.max_ns,
-            } as f64)
-        }
-    }
-}
-
-/// Checks each `(that, expr)` against `report`: the results report.json,
-/// summary.txt and `--junit` show.
-pub(crate) fn check_all<'a>(
-    expectations: impl IntoIterator<Item = (&'a str, &'a Expr)>,
-    report: &JsonReport,
-) -> Vec<crate::report::ExpectResult> {
-    expectations
-        .into_iter()
-        .map(|(that, expr)| {
-            let actual = expr.value(report);
-            let bound = expr.bound(report, None);
-            let duration = expr.is_duration();
-            crate::report::ExpectResult {
-                that: that.to_string(),
-                passed: actual.zip(bound).is_some_and(|(v, rhs)| expr.holds(v, rhs)),
-                actual: match (&expr.value, actual, bound) {
-                    (Value::Measure { .. }, Some(v), Some(rhs)) => {
-                        Some(format!("{} vs {}", show(v, duration), show(rhs, duration)))
-                    }
-                    (Value::Measure { .. }, _, _) => None,
-                    (_, v, _) => v.map(|v| show(v, duration)),
-                },
-            }
-        })
-        .collect()
 }
 
 /// Parses the metric starting at `start` (after any whitespace): the metric, the
@@ -535,15 +420,15 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// Why `METRIC OP value` can never hold, if it cannot: every measure is a count,
 /// a rate or a duration, never negative, and a relative value of -100% or less
 /// puts the bound at or under zero.
-fn never_holds(op: Op, value: &Value, text: &str, context: Context) -> Option<String> {
+fn never_holds(op: Cmp, value: &Value, text: &str, context: Context) -> Option<String> {
     let (bound, zero_bound) = match *value {
         Value::Absolute(v) => (v, v == 0.0),
         Value::Relative(pct) => (pct + 100.0, pct == -100.0),
         Value::Measure { .. } => return None,
     };
     let never = match op {
-        Op::Lt => bound < 0.0 || zero_bound,
-        Op::Le | Op::Eq => bound < 0.0,
+        Cmp::Lt => bound < 0.0 || zero_bound,
+        Cmp::Le | Cmp::Eq => bound < 0.0,
         _ => false,
     };
     if !never {
@@ -557,19 +442,8 @@ fn never_holds(op: Op, value: &Value, text: &str, context: Context) -> Option<St
     };
     Some(format!(
         "this can never hold: the measure is never negative, and `{} {text}` asks for less{relative_hint}",
-        op_text(op)
+        op.as_str()
     ))
-}
-
-fn op_text(op: Op) -> &'static str {
-    match op {
-        Op::Eq => "==",
-        Op::Ne => "!=",
-        Op::Lt => "<",
-        Op::Le => "<=",
-        Op::Gt => ">",
-        Op::Ge => ">=",
-    }
 }
 
 fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, String> {
@@ -635,23 +509,6 @@ impl fmt::Display for Value {
     }
 }
 
-/// A measured value as text: ns become µs/ms/s for latencies.
-pub(crate) fn show(value: f64, duration: bool) -> String {
-    if !duration {
-        return if value.fract() == 0.0 {
-            format!("{value:.0}")
-        } else {
-            format!("{value:.3}")
-        };
-    }
-    match value {
-        v if v >= 1e9 => format!("{:.3}s", v / 1e9),
-        v if v >= 1e6 => format!("{:.3}ms", v / 1e6),
-        v if v >= 1e3 => format!("{:.3}us", v / 1e3),
-        v => format!("{v:.0}ns"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -669,7 +526,7 @@ mod tests {
         let e = ok("lost_events == 0");
         assert_eq!(
             (e.metric, e.op, e.value),
-            (Metric::LostEvents, Op::Eq, Value::Absolute(0.0))
+            (Metric::LostEvents, Cmp::Eq, Value::Absolute(0.0))
         );
         let e = ok("count(sched:sched_process_exec) >= 3");
         assert_eq!(e.metric, Metric::Count("sched:sched_process_exec".into()));

@@ -13,8 +13,18 @@
 //! output folder ──bundle::pack──► DIR.tar.zst ──replay::StoredRun──► check --against | rerun
 //! ```
 //!
-//! Only `tracefs`, `apply`, `record` and `status` touch the kernel; `workload`
-//! spawns the traced command. `check` is the first half, shared by the
+//! Every access to tracefs goes through `tracefs`, the typed handle (which also
+//! locates or mounts it). Through it, `apply` makes the plan's changes and
+//! undoes them (the run's rollback, the guard's and `reset`'s journal
+//! replays); `run` turns tracing on and off, resets `tracing_max_latency`, and
+//! before the rollback reads what trace.dat and the report need
+//! (`run/output.rs`: formats, hist tables, the tracers' files); `record` reads
+//! the per-CPU `trace_pipe_raw`; `status` reads what runs left and `reset`
+//! puts boot defaults back. `kernel` (the facts, with /proc/kallsyms and
+//! /proc/meminfo) and `format` (leftover instances and probes) only read.
+//! `workload` spawns and signals the traced command and reads /proc for its
+//! tasks; `fault` holds the test-only fault injection (feature
+//! `fault-injection`). `check` is the first half, shared by the
 //! `check` command and every run (load → validate → plan; writes nothing);
 //! `run` strings the session together (prepare → arm → record → teardown →
 //! output); `cli` parses arguments, prints, and chooses the exit code.
@@ -26,12 +36,14 @@ pub mod bundle;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod collect;
+pub(crate) mod compare;
 pub mod diagnostic;
 pub(crate) mod diff;
 pub(crate) mod elf;
 pub(crate) mod errno;
 pub(crate) mod export;
 pub mod expr;
+pub mod fault;
 pub(crate) mod fleet;
 pub(crate) mod format;
 pub mod host;
@@ -46,7 +58,6 @@ pub mod recipe;
 pub mod record;
 pub mod replay;
 pub mod report;
-pub(crate) mod results;
 pub(crate) mod run;
 pub(crate) mod sarif;
 pub mod status;

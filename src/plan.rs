@@ -846,20 +846,8 @@ mod tests {
         let mut v = valid();
         v.probes.clear();
         let tracer = |at| ResolvedTracer {
-            name: "wakeup_rt".into(),
-            functions: Vec::new(),
-            notrace: Vec::new(),
-            graph_functions: Vec::new(),
-            graph_notrace: Vec::new(),
-            max_graph_depth: None,
-            thresh_us: None,
-            options: Vec::new(),
-            at_top_level: false,
-            graph_filter_at_top: false,
             max_latency: Some(at),
-            function_profile: false,
-            params: Vec::new(),
-            span: None,
+            ..ResolvedTracer::named("wakeup_rt")
         };
         v.tracer = Some(tracer(MaxLatencyAt::Instance));
         let p = plan(&v, "i", "g", &[], &[], &[]);
@@ -983,20 +971,11 @@ mod tests {
     fn a_top_level_tracer_restores_every_file_it_writes() {
         let mut v = valid();
         v.tracer = Some(ResolvedTracer {
-            name: "function_graph".into(),
-            functions: Vec::new(),
-            notrace: Vec::new(),
             graph_functions: vec!["vfs_read".into()],
-            graph_notrace: Vec::new(),
             max_graph_depth: Some(3),
-            thresh_us: None,
-            options: Vec::new(),
             at_top_level: true,
             graph_filter_at_top: true,
-            max_latency: None,
-            function_profile: false,
-            params: Vec::new(),
-            span: None,
+            ..ResolvedTracer::named("function_graph")
         });
         let p = plan(&v, "trace-recipe-x-1", "trace_recipe_1", &[7], &[], &[]);
         assert_eq!(p.instance, "");
@@ -1106,22 +1085,7 @@ mod tests {
     #[test]
     fn a_function_tracer_also_gets_set_ftrace_notrace_pid() {
         let mut v = valid();
-        v.tracer = Some(ResolvedTracer {
-            name: "function_graph".into(),
-            functions: Vec::new(),
-            notrace: Vec::new(),
-            graph_functions: Vec::new(),
-            graph_notrace: Vec::new(),
-            max_graph_depth: None,
-            thresh_us: None,
-            options: Vec::new(),
-            at_top_level: false,
-            graph_filter_at_top: false,
-            max_latency: None,
-            function_profile: false,
-            params: Vec::new(),
-            span: None,
-        });
+        v.tracer = Some(ResolvedTracer::named("function_graph"));
         let p = plan(&v, "i", "g", &[], &[], &[5, 6]);
         assert_eq!(write_of(&p, "/set_ftrace_notrace_pid"), Some("5 6"));
         let tracer_at = files(&p).iter().position(|f| f.ends_with("current_tracer"));

@@ -107,7 +107,7 @@ impl Readers {
                     drop(tid_tx);
                     match job_rx.recv() {
                         Ok(j) => {
-                            crate::apply::hooks::hold_readers(&draining);
+                            crate::fault::hold_readers(&draining);
                             if j.at_end {
                                 wait_for_drain(&draining, &wake);
                             }
@@ -193,8 +193,7 @@ impl Readers {
             rec.threads.push((cpu, out_path, handle));
         }
         rec.wake = self.wake.take();
-        crate::apply::hooks::fail_at("recorder")
-            .map_err(|source| RecordError::Read { cpu: 0, source })?;
+        crate::fault::fail_at("recorder").map_err(|source| RecordError::Read { cpu: 0, source })?;
         Ok(rec)
     }
 }
@@ -275,7 +274,7 @@ impl Recorder {
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
         self.draining.store(true, Ordering::SeqCst);
         self.wake = None;
-        crate::apply::hooks::kill_at("drain");
+        crate::fault::kill_at("drain");
         let mut out = Vec::new();
         let mut first_err = None;
         for (cpu, path, handle) in std::mem::take(&mut self.threads) {
@@ -301,7 +300,7 @@ impl Recorder {
                 }
             }
         }
-        if let Err(source) = crate::apply::hooks::fail_at("drain") {
+        if let Err(source) = crate::fault::fail_at("drain") {
             first_err.get_or_insert(RecordError::Read { cpu: 0, source });
         }
         match first_err {

@@ -42,7 +42,7 @@ use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time
 mod output;
 mod stop;
 
-use output::{capture_meta, observe_irreversible, save_tables, write_output};
+use output::{capture_meta, observe_irreversible, save_tables, save_tracer_files, write_output};
 use stop::Signals;
 pub use stop::{Signal, StopReason};
 
@@ -684,11 +684,11 @@ impl Armed {
         let at_end = valid
             .tracer
             .as_ref()
-            .is_some_and(|t| crate::results::keeps_max_trace(&t.name));
+            .is_some_and(|t| output::keeps_max_trace(&t.name));
         let recorder = self
             .recorder
             .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
-        crate::apply::hooks::fail_at("tracing_on").map_err(|source| TracefsError::Write {
+        crate::fault::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),
             source,
@@ -724,7 +724,7 @@ impl Armed {
         on_event(RunEvent::Recording {
             until: until_text(valid, self.p.workload.is_some()),
         });
-        crate::apply::hooks::kill_at("recording");
+        crate::fault::kill_at("recording");
         const TICK: Duration = Duration::from_millis(20);
         let mut last_progress = Instant::now();
         let reason = loop {
@@ -819,7 +819,7 @@ impl Armed {
                 kallsyms,
             )?;
             save_tables(&inst, &self.p.plan, &self.p.valid, &self.p.out)?;
-            crate::results::save(&tracefs, &inst, &self.p.valid, &self.p.out)?;
+            save_tracer_files(&tracefs, &inst, &self.p.valid, &self.p.out)?;
             off?;
             Ok((stopped, captures, meta))
         });

@@ -124,7 +124,7 @@ impl Refusal {
     }
 
     /// Why it was refused (a refusal that is not an I/O error), in words.
-    fn why(&self) -> String {
+    pub(crate) fn why(&self) -> String {
         match self {
             Refusal::Io { source, .. } => source.to_string(),
             Refusal::NotRegular { what, .. } => format!(
@@ -161,20 +161,6 @@ impl std::fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
-
-impl From<Refusal> for crate::bundle::BundleError {
-    fn from(r: Refusal) -> Self {
-        match r {
-            Refusal::Io { path, source } => crate::bundle::BundleError::Io { path, source },
-            Refusal::NotRegular { ref path, .. }
-            | Refusal::TooLarge { ref path, .. }
-            | Refusal::Outside { ref path, .. } => crate::bundle::BundleError::Refused {
-                path: path.clone(),
-                reason: r.why(),
-            },
-        }
-    }
-}
 
 fn kind_words(ft: std::fs::FileType) -> Option<&'static str> {
     if ft.is_file() {

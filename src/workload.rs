@@ -82,7 +82,7 @@ impl Workload {
     /// [`MARKER_ENV`]: what it writes there lands in the trace as
     /// `ftrace:print` records, in order with the kernel's events.
     pub(crate) fn spawn_held(command: &[String], marker: &Path) -> std::io::Result<Workload> {
-        crate::apply::hooks::fail_at("workload")?;
+        crate::fault::fail_at("workload")?;
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
         let (child, go) = stub::spawn(&args, false, |c| {

@@ -85,7 +85,7 @@ pub(crate) fn sigkill_at_every_step(recipe: &Path, limit: Duration) -> (usize, u
         let mut child = spawn_run(
             recipe,
             &out,
-            &[(trace_recipe::apply::KILL_STEP_ENV, step.to_string())],
+            &[(trace_recipe::fault::KILL_STEP_ENV, step.to_string())],
             &["sleep", "5"],
         );
         let status = child.wait().unwrap();

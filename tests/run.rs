@@ -282,7 +282,7 @@ mod tracefs {
             let out = sc.path(&format!("out{step}"));
             let o = Command::new(bin())
                 .args(run_args(&recipe, &out, &[], &[]))
-                .env(trace_recipe::apply::FAIL_STEP_ENV, step.to_string())
+                .env(trace_recipe::fault::FAIL_STEP_ENV, step.to_string())
                 .output()
                 .unwrap();
             let stderr = text(&o.stderr);

@@ -650,7 +650,7 @@ mod tracefs {
     /// beside the kept journal.
     #[test]
     fn a_run_refused_before_recording_leaves_no_output_folder_and_a_retry_works() {
-        use trace_recipe::apply::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
+        use trace_recipe::fault::{FAIL_AT_ENV, FAIL_STEP_ENV, FAIL_UNDO_ENV};
         let dir = tempfile::tempdir().unwrap();
         let body = "name = \"refused\"\nduration = \"200ms\"\n[[events]]\nname = \"sched:sched_process_exec\"\n";
         let recipe = write_recipe(dir.path(), "r.toml", body);

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use crate::common::snapshot::Snapshot;
 use trace_recipe::apply::journal::{JOURNAL_DIR, list, lock};
-use trace_recipe::apply::{
+use trace_recipe::cli::exit;
+use trace_recipe::fault::{
     FAIL_AT_ENV, FAIL_JOURNAL_ENV, FAIL_UNDO_ENV, KILL_AT_ENV, KILL_STEP_ENV,
 };
-use trace_recipe::cli::exit;
 
 use crate::common::{TracefsGuard, bin, text, trace_recipe, tracefs, write_recipe};
 use crate::reliability::{settles_to, spawn_run};

@@ -51,6 +51,8 @@ use histogram::{Histogram, Seen};
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use markers::Markers;
+#[cfg(test)]
+pub(crate) use noise::tests::osnoise_timerlat_trace;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};

@@ -8,7 +8,8 @@
 use rustc_hash::FxHashSet;
 use tracedat::{Comms, Event, EventFormat, FieldValue, Record, Records, TraceFile};
 
-use crate::validate::filter::{self, Expr, Value};
+use crate::compare::Cmp;
+use crate::validate::filter::{self, Expr, Op, Value};
 
 /// A bad `-F`, `--cpu` or `--from`/`--to`: what is wrong and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -37,18 +38,6 @@ enum Field {
     Cpu,
     /// `comm` / `COMM`: the task's name.
     Comm,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Op {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    And,
-    Glob,
 }
 
 #[derive(Debug)]
@@ -375,16 +364,7 @@ fn event_matches(event: &str, f: &EventFormat) -> bool {
 
 fn compile_test(f: &EventFormat, p: &filter::Predicate) -> Result<Test, String> {
     let (name, _suffix) = p.field.split_once('.').unwrap_or((&p.field, ""));
-    let op = match p.op.as_str() {
-        "==" => Op::Eq,
-        "!=" => Op::Ne,
-        "<" => Op::Lt,
-        "<=" => Op::Le,
-        ">" => Op::Gt,
-        ">=" => Op::Ge,
-        "&" => Op::And,
-        _ => Op::Glob,
-    };
+    let op = p.op;
     let (field, text) = match name {
         "cpu" | "CPU" if f.field(name).is_none() => (Field::Cpu, false),
         "comm" | "COMM" if f.field(name).is_none() => (Field::Comm, true),
@@ -421,7 +401,7 @@ fn compile_test(f: &EventFormat, p: &filter::Predicate) -> Result<Test, String> 
         }
     };
     match (&value, op) {
-        (Want::Text(_), Op::Eq | Op::Ne | Op::Glob) | (Want::Int(_), _) => {}
+        (Want::Text(_), Op::Cmp(Cmp::Eq | Cmp::Ne) | Op::Glob) | (Want::Int(_), _) => {}
         (Want::Text(_), _) => {
             return Err(format!(
                 "`{}` does not apply to string field `{name}`: use ==, != or ~",
@@ -491,13 +471,8 @@ fn test(t: &Test, ev: &Event<'_>, learned: &Comms, file: &TraceFile) -> bool {
 
 fn compare_int(v: i128, op: Op, w: i128) -> bool {
     match op {
-        Op::Eq => v == w,
-        Op::Ne => v != w,
-        Op::Lt => v < w,
-        Op::Le => v <= w,
-        Op::Gt => v > w,
-        Op::Ge => v >= w,
-        Op::And => v & w != 0,
+        Op::Cmp(c) => c.holds(&v, &w),
+        Op::BitAnd => v & w != 0,
         Op::Glob => false,
     }
 }
@@ -505,8 +480,7 @@ fn compare_int(v: i128, op: Op, w: i128) -> bool {
 fn compare_text(v: &[u8], op: Op, w: &str) -> bool {
     let v = String::from_utf8_lossy(v);
     match op {
-        Op::Eq => v == w,
-        Op::Ne => v != w,
+        Op::Cmp(c @ (Cmp::Eq | Cmp::Ne)) => c.holds(v.as_ref(), w),
         Op::Glob => crate::kernel::glob_match(w, &v),
         _ => false,
     }

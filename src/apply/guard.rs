@@ -46,7 +46,7 @@ impl Guard {
     /// (the pid of a workload leading its own process group), the guard ends that
     /// group if the run dies without rolling back.
     pub(crate) fn spawn(journal: &Path, workload: Option<u32>) -> std::io::Result<Guard> {
-        super::hooks::fail_at("guard")?;
+        crate::fault::fail_at("guard")?;
         let pid = std::process::id().to_string();
         let workload = workload.map(|w| w.to_string());
         let mut args = vec![OsStr::new(GUARD), OsStr::new("--run-pid"), OsStr::new(&pid)];

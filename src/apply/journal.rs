@@ -21,22 +21,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fault::{self, FAIL_JOURNAL_ENV, FAIL_UNDO_ENV};
 use crate::tracefs::{Instance, Sysctl, Tracefs, TracefsError, WriteMode};
 
 /// Where journals live: tmpfs, so a reboot (which resets tracefs too) clears them.
 pub const JOURNAL_DIR: &str = "/run/trace-recipe";
 /// Journal format version written by this build.
 pub const JOURNAL_VERSION: u32 = 1;
-
-/// Test-only: when set to N, the undo recorded N-th (1-based, in journal order)
-/// fails without being performed, wherever it is performed: in the run's own
-/// rollback, in the guard's replay and in `reset`'s sweep (they all inherit the
-/// environment). Tests use it to prove a journal with a failed undo survives
-/// until `reset` (run without it) finishes the job.
-pub const FAIL_UNDO_ENV: &str = "TRACE_RECIPE_TEST_FAIL_UNDO";
-/// Test-only: when set to N, writing the N-th undo record (1-based) to the
-/// journal fails, as a full or broken disk would make it.
-pub const FAIL_JOURNAL_ENV: &str = "TRACE_RECIPE_TEST_FAIL_JOURNAL";
 
 /// First line of a journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +78,7 @@ impl Undo {
     /// [`Undo::perform`], except that it fails untouched when [`FAIL_UNDO_ENV`]
     /// names `n`.
     pub(crate) fn perform_nth(&self, tracefs: &Tracefs, n: usize) -> Result<(), TracefsError> {
-        if super::hooks::number(FAIL_UNDO_ENV) == Some(n) {
+        if fault::number(FAIL_UNDO_ENV) == Some(n) {
             let file = match self {
                 Undo::Rmdir { dir } => dir,
                 Undo::Write { file, .. } | Undo::Sysctl { name: file, .. } => file,
@@ -232,7 +223,7 @@ impl Journal {
     /// and the change must not be made.
     pub(crate) fn record(&mut self, undo: &Undo) -> Result<(), JournalError> {
         self.records += 1;
-        if super::hooks::number(FAIL_JOURNAL_ENV) == Some(self.records) {
+        if fault::number(FAIL_JOURNAL_ENV) == Some(self.records) {
             return Err(JournalError::Io {
                 path: self.path.clone(),
                 source: std::io::Error::other(format!(
@@ -353,12 +344,12 @@ impl Recorded {
     /// only journals no live process holds; every undo is idempotent, so a later
     /// `reset` can replay a kept journal again.
     /// `who` (`guard` or `reset`) names the replayer for the test hook
-    /// `{who}-undo:N` ([`super::hooks`]).
+    /// `{who}-undo:N` ([`crate::fault`]).
     pub(crate) fn replay(&self, who: &str) -> (usize, Vec<TracefsError>) {
         let tracefs = Tracefs::at(&self.header.tracefs);
         let mut failures = Vec::new();
         for (i, undo) in self.undos.iter().enumerate().rev() {
-            super::hooks::kill_at(&format!("{who}-undo:{}", i + 1));
+            fault::kill_at(&format!("{who}-undo:{}", i + 1));
             if let Err(e) = undo.perform_nth(&tracefs, i + 1) {
                 failures.push(e);
             }

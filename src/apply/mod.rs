@@ -8,15 +8,13 @@
 //!   within a moment of the run dying (SIGKILL, OOM kill, a panic that aborts).
 //! - `sweep`: rolls back journals of runs whose run and guard both died (used
 //!   by `reset` and at the start of every `run`).
-//! - `hooks`: named test-only points at which a run is killed or a stage fails.
+//!
+//! The test-only points at which an apply or a rollback is killed or fails are
+//! in [`crate::fault`].
 
 pub(crate) mod guard;
-pub(crate) mod hooks;
 pub mod journal;
 pub(crate) mod sweep;
 pub(crate) mod transaction;
 
-pub use hooks::{FAIL_AT_ENV, KILL_AT_ENV};
-pub use journal::{FAIL_JOURNAL_ENV, FAIL_UNDO_ENV};
 pub(crate) use transaction::{ApplyError, RollbackReport, Transaction, apply};
-pub use transaction::{FAIL_STEP_ENV, KILL_STEP_ENV};

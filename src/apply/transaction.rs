@@ -12,17 +12,10 @@
 use std::path::PathBuf;
 
 use super::journal::{Journal, JournalError, Undo as Recorded};
+use crate::fault::{self, FAIL_STEP_ENV, KILL_STEP_ENV};
 use crate::plan::{Op, Plan, Step, Undo};
 use crate::tracefs::{Instance, Tracefs, TracefsError, restore_value};
 use crate::untrusted::teprintln;
-
-/// Test-only: when set to N, step N (1-based) fails as if the kernel refused it,
-/// so tests can prove that every prefix of a plan rolls back cleanly.
-pub const FAIL_STEP_ENV: &str = "TRACE_RECIPE_TEST_FAIL_STEP";
-/// Test-only: when set to N, the process SIGKILLs itself at step N (1-based),
-/// after journaling its undo and before writing, so tests can prove the guard
-/// (and `reset`) roll back a run killed at any step.
-pub const KILL_STEP_ENV: &str = "TRACE_RECIPE_TEST_KILL_STEP";
 
 /// A step that could not be applied, after everything before it was undone.
 #[derive(Debug, thiserror::Error)]
@@ -94,10 +87,7 @@ pub(crate) fn apply(
     journal: Option<Journal>,
     mut on_step: impl FnMut(usize),
 ) -> Result<Transaction, Box<ApplyError>> {
-    let (fail_at, kill_at) = (
-        super::hooks::number(FAIL_STEP_ENV),
-        super::hooks::number(KILL_STEP_ENV),
-    );
+    let (fail_at, kill_at) = (fault::number(FAIL_STEP_ENV), fault::number(KILL_STEP_ENV));
     let mut tx = Transaction {
         tracefs: tracefs.clone(),
         instance: Instance::at_dir(tracefs, &plan.instance),
@@ -215,7 +205,7 @@ impl Transaction {
         let mut report = RollbackReport::default();
         while let Some((n, undo)) = self.done.pop() {
             report.undone += 1;
-            super::hooks::kill_at(&format!("undo:{n}"));
+            fault::kill_at(&format!("undo:{n}"));
             if let Err(e) = undo.perform_nth(&self.tracefs, n) {
                 report.failures.push(e);
             }

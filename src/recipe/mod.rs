@@ -321,7 +321,7 @@ fn toml_error(e: &toml_edit::de::Error, key: Option<&str>) -> Diagnostic {
     }
 }
 
-/// The accepted form of a recipe key, by its name (recipe-format.md).
+/// The accepted form of a recipe key, by its name (`../shared/design/recipe-format.md`).
 fn accepted_form(key: &str) -> Option<String> {
     let form = match key {
         "size_kb" => "`size_kb` is KiB per CPU as an integer: 8192",
@@ -370,6 +370,3 @@ fn expected_form(message: &str) -> Option<String> {
     };
     Some(form.to_string())
 }
-
-#[cfg(test)]
-mod tests;

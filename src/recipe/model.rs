@@ -1,6 +1,7 @@
 //! The serde model of a recipe: pure data, no kernel, no spans.
 //!
-//! Key names are the contract in `shared/design/recipe-format.md` (version 1).
+//! Key names are the contract in `../shared/design/recipe-format.md` (version 1,
+//! beside the repository).
 //! Spans for diagnostics live beside the model in [`super::SpanIndex`], looked up
 //! by key path, so the model stays plain and its JSON Schema (generated with
 //! schemars) is what editors see.

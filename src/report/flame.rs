@@ -10,7 +10,7 @@
 use inferno::flamegraph::{Options, Palette, color::BasicPalette, from_lines};
 
 use crate::analysis::Folded;
-use crate::results::StackTracerReport;
+use crate::report::tracer::StackTracerReport;
 
 /// Width of a flame graph, in CSS pixels.
 const WIDTH: usize = 1000;
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn the_deepest_stack_is_weighted_by_each_frame_s_bytes() {
-        let frame = |location: &str, size_bytes: u64| crate::results::StackFrame {
+        let frame = |location: &str, size_bytes: u64| crate::report::tracer::StackFrame {
             depth_bytes: 0,
             size_bytes,
             location: location.to_string(),

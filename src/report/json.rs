@@ -193,13 +193,13 @@ pub struct JsonReport {
     /// The run's tracer's own result (a latency tracer's max latency and its
     /// trace); absent for tracers that keep none and for `report` on a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) tracer: Option<crate::results::TracerReport>,
+    pub(crate) tracer: Option<crate::report::tracer::TracerReport>,
     /// The stack tracer's deepest stack (`[stack]`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) stack_tracer: Option<crate::results::StackTracerReport>,
+    pub(crate) stack_tracer: Option<crate::report::tracer::StackTracerReport>,
     /// The table of each hist trigger of the run, parsed; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) hist: Vec<crate::results::HistTable>,
+    pub(crate) hist: Vec<crate::report::tracer::HistTable>,
     /// What user space wrote to the run's `trace_marker` (`ftrace:print`
     /// records): the count and the first 100, time, CPU, task and text (escaped,
     /// at most 256 characters); absent without markers.
@@ -208,7 +208,7 @@ pub struct JsonReport {
     /// The function profiler's table (`[tracer] function_profile`), merged
     /// over CPUs, the most total time first; empty without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) function_profile: Vec<crate::results::ProfiledFunction>,
+    pub(crate) function_profile: Vec<crate::report::tracer::ProfiledFunction>,
 }
 
 /// One `[[expect]]` checked against this report.

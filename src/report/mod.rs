@@ -2,12 +2,15 @@
 //! a [`Template`](crate::recipe::Template) renders it as text (summary.txt) and [`render_html`] as a
 //! self-contained page (report.html).
 
+mod expect;
 mod flame;
 mod html;
 mod json;
 mod junit;
 mod text;
+pub(crate) mod tracer;
 
+pub(crate) use expect::{check_all, measure, show};
 pub(crate) use html::esc;
 pub use html::render_html;
 pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo};

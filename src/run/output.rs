@@ -1,7 +1,7 @@
 //! The output stage of a session: what a run keeps. Before the rollback,
 //! [`capture_meta`] reads what trace.dat needs besides the pages (formats,
-//! header page, clock, kallsyms) and [`save_tables`] the kernel's hist tables
-//! and snapshot; after it, [`observe_irreversible`] sees what the run could
+//! header page, clock, kallsyms), [`save_tables`] the kernel's hist tables
+//! and snapshot and [`save_tracer_files`] what the tracers kept; after it, [`observe_irreversible`] sees what the run could
 //! not undo and [`write_output`] writes trace.dat and the reports into the
 //! output folder ([`crate::output::OutputDir`]).
 
@@ -17,9 +17,10 @@ use crate::output::OutputDir;
 use crate::plan::Plan;
 use crate::recipe::Template;
 use crate::record::CpuCapture;
+use crate::report::tracer::{MAX_LATENCY_FILE, MAX_TRACE_FILE, STACK_MAX_FILE, STACK_TRACE_FILE};
 use crate::report::{JsonReport, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo, render_html};
 use crate::tracefs::{Instance, Tracefs, TracefsError};
-use crate::validate::ValidRecipe;
+use crate::validate::{MaxLatencyAt, ValidRecipe};
 use crate::workload::{Workload, WorkloadExit};
 
 /// Writes trace.dat and the reports of a rolled-back run.
@@ -82,10 +83,10 @@ pub(super) fn write_output(
     };
     let mut report = JsonReport::new(&file, &analysis, Some(&info));
     report.irreversible = irreversible;
-    report.tracer = crate::results::tracer_report(out.path(), &p.valid, &analysis.noise);
-    report.stack_tracer = crate::results::stack_report(out.path(), &p.valid);
-    report.hist = crate::results::hist_report(out.path(), &p.valid);
-    report.function_profile = crate::results::function_profile(out.path());
+    report.tracer = crate::report::tracer::tracer_report(out.path(), &p.valid, &analysis.noise);
+    report.stack_tracer = crate::report::tracer::stack_report(out.path(), &p.valid);
+    report.hist = crate::report::tracer::hist_report(out.path(), &p.valid);
+    report.function_profile = crate::report::tracer::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
     report.params = p.valid.params.clone();
@@ -94,7 +95,7 @@ pub(super) fn write_output(
         "after",
         out.path(),
     ));
-    report.expectations = crate::expr::check_all(
+    report.expectations = crate::report::check_all(
         p.valid
             .expectations
             .iter()
@@ -194,7 +195,7 @@ pub(super) fn save_tables(
     valid: &ValidRecipe,
     out: &OutputDir,
 ) -> Result<(), RunError> {
-    crate::apply::hooks::fail_at("tables").map_err(|source| TracefsError::Read {
+    crate::fault::fail_at("tables").map_err(|source| TracefsError::Read {
         path: inst.path("events"),
         source,
     })?;
@@ -216,12 +217,81 @@ pub(super) fn save_tables(
             sys
         };
         let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
-        out.write_new(&crate::results::hist_file(event), &table)?;
+        out.write_new(&crate::report::tracer::hist_file(event), &table)?;
     }
     if valid.triggers.iter().any(|t| t.action == "snapshot")
         && let Ok(snap) = inst.read_bytes("snapshot")
     {
         out.write_new("snapshot.txt", &snap)?;
+    }
+    Ok(())
+}
+
+/// Folder of the output folder holding the tracer's own files, as read.
+const TRACER_DIR: &str = "tracer";
+
+/// Tracers whose `trace` shows their max buffer (the worst case's trace):
+/// those that set `use_max_tr` (kernel/trace/trace_irqsoff.c, trace_sched_wakeup.c).
+const MAX_TRACE_TRACERS: &[&str] = &[
+    "irqsoff",
+    "preemptoff",
+    "preemptirqsoff",
+    "wakeup",
+    "wakeup_rt",
+    "wakeup_dl",
+];
+
+/// Whether tracer `name` keeps the trace of its worst case in the max buffer,
+/// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).
+pub(super) fn keeps_max_trace(name: &str) -> bool {
+    MAX_TRACE_TRACERS.contains(&name)
+}
+
+/// Reads what the run's tracer, the function profiler and the stack tracer
+/// kept (see [`crate::report::tracer`]) into `out`, before the instance `inst` goes away and the rollback resets them.
+pub(super) fn save_tracer_files(
+    tracefs: &Tracefs,
+    inst: &Instance,
+    valid: &ValidRecipe,
+    out: &OutputDir,
+) -> Result<(), RunError> {
+    if valid.stack.is_some() {
+        out.create_dir("stack")?;
+        out.write_new(STACK_MAX_FILE, &tracefs.read_bytes("stack_max_size")?)?;
+        out.write_new(STACK_TRACE_FILE, &tracefs.read_bytes("stack_trace")?)?;
+    }
+    let Some(t) = &valid.tracer else {
+        return Ok(());
+    };
+    if t.function_profile {
+        out.create_dir("profile")?;
+        let stat = tracefs.path("trace_stat");
+        let entries = std::fs::read_dir(&stat).map_err(|source| TracefsError::Read {
+            path: stat.clone(),
+            source,
+        })?;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name
+                .strip_prefix("function")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+            {
+                let table = tracefs.read_bytes(&format!("trace_stat/{name}"))?;
+                out.write_new(&format!("profile/{name}.txt"), &table)?;
+            }
+        }
+    }
+    let Some(at) = t.max_latency else {
+        return Ok(());
+    };
+    out.create_dir(TRACER_DIR)?;
+    let max = match at {
+        MaxLatencyAt::Instance => inst.read_bytes("tracing_max_latency")?,
+        MaxLatencyAt::TopLevel => tracefs.read_bytes("tracing_max_latency")?,
+    };
+    out.write_new(MAX_LATENCY_FILE, &max)?;
+    if keeps_max_trace(&t.name) {
+        out.write_new(MAX_TRACE_FILE, &inst.read_bytes("trace")?)?;
     }
     Ok(())
 }

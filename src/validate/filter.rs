@@ -2,7 +2,10 @@
 //! parser that finds each `FIELD OP VALUE` predicate, so the validator can check
 //! field names and operator/value types against the event's format.
 
+use std::fmt;
 use std::ops::Range;
+
+use crate::compare::Cmp;
 
 /// One `FIELD OP VALUE` predicate of a filter, with byte ranges inside the filter text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,13 +15,42 @@ pub(crate) struct Predicate {
     /// Where the field name is.
     pub(crate) field_span: Range<usize>,
     /// `==`, `!=`, `<`, `<=`, `>`, `>=`, `&` or `~`.
-    pub(crate) op: String,
+    pub(crate) op: Op,
     /// Where the operator is.
     pub(crate) op_span: Range<usize>,
     /// The value.
     pub(crate) value: Value,
     /// Where the value is.
     pub(crate) value_span: Range<usize>,
+}
+
+/// A predicate's operator (events.rst 5.1): a comparison, or one of the two
+/// operators the kernel's filters add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// `==`, `!=`, `<`, `<=`, `>`, `>=`.
+    Cmp(Cmp),
+    /// `&`: a bitwise and, true when not zero (numeric fields).
+    BitAnd,
+    /// `~`: a glob match (string fields).
+    Glob,
+}
+
+impl Op {
+    /// The operator as written.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Op::Cmp(c) => c.as_str(),
+            Op::BitAnd => "&",
+            Op::Glob => "~",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A predicate's value.
@@ -60,7 +92,7 @@ enum Tok {
     Ident(String),
     Num,
     Str(String),
-    Op(&'static str),
+    Op(Op),
     And,
     Or,
     Not,
@@ -87,24 +119,21 @@ fn tokenize(text: &str) -> Result<Vec<(Tok, Range<usize>)>, SyntaxError> {
         }
         let two = text.get(i..i + 2).unwrap_or("");
         let tok = match two {
-            "&&" => Some(Tok::And),
-            "||" => Some(Tok::Or),
-            "==" => Some(Tok::Op("==")),
-            "!=" => Some(Tok::Op("!=")),
-            "<=" => Some(Tok::Op("<=")),
-            ">=" => Some(Tok::Op(">=")),
-            _ => None,
+            "&&" => Some((Tok::And, 2)),
+            "||" => Some((Tok::Or, 2)),
+            _ => text
+                .get(i..)
+                .and_then(Cmp::prefix)
+                .map(|c| (Tok::Op(Op::Cmp(c)), c.as_str().len())),
         };
-        if let Some(t) = tok {
-            i += 2;
+        if let Some((t, len)) = tok {
+            i += len;
             out.push((t, start..i));
             continue;
         }
         let tok = match c {
-            b'<' => Tok::Op("<"),
-            b'>' => Tok::Op(">"),
-            b'&' => Tok::Op("&"),
-            b'~' => Tok::Op("~"),
+            b'&' => Tok::Op(Op::BitAnd),
+            b'~' => Tok::Op(Op::Glob),
             b'!' => Tok::Not,
             b'(' => Tok::LParen,
             b')' => Tok::RParen,
@@ -265,7 +294,7 @@ impl Parser<'_> {
             }
             Tok::Ident(field) => {
                 let (op, op_span) = match self.next() {
-                    Some((Tok::Op(op), s)) => (op.to_string(), s),
+                    Some((Tok::Op(op), s)) => (op, s),
                     Some((_, s)) => {
                         return Err(SyntaxError {
                             message: format!(

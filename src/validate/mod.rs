@@ -33,6 +33,8 @@ mod trigger;
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::compare::Cmp;
+use filter::Op as FilterOp;
 pub(crate) use filter::{Predicate, Value as FilterValue};
 pub(crate) use probe::ResolvedProbe;
 pub use scope::{ElsewhereEvent, ScopeNote, ScopedBy};
@@ -887,14 +889,16 @@ fn check_predicates(
         };
         let mut help = None;
         let numeric = field.filter(|_| !special && !is_string);
-        let problem = match (is_string, pred.op.as_str(), &pred.value) {
-            (false, "~", _) => Some(format!(
+        let problem = match (is_string, pred.op, &pred.value) {
+            (false, FilterOp::Glob, _) => Some(format!(
                 "`~` (glob match) works on string fields only, and `{base}` is numeric"
             )),
-            (true, "<" | "<=" | ">" | ">=" | "&", _) => Some(format!(
-                "`{}` does not work on string field `{base}`",
-                pred.op
-            )),
+            (true, FilterOp::Cmp(Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge) | FilterOp::BitAnd, _) => {
+                Some(format!(
+                    "`{}` does not work on string field `{base}`",
+                    pred.op
+                ))
+            }
             (false, _, FilterValue::Quoted(_)) => {
                 Some(format!("numeric field `{base}` is compared with a string"))
             }

@@ -112,6 +112,30 @@ impl ResolvedTracer {
     }
 }
 
+#[cfg(test)]
+impl ResolvedTracer {
+    /// For tests: tracer `name` in the run's instance, with no function lists,
+    /// options, parameters or limits; set the rest with struct update syntax.
+    pub(crate) fn named(name: &str) -> Self {
+        ResolvedTracer {
+            name: name.into(),
+            functions: Vec::new(),
+            notrace: Vec::new(),
+            graph_functions: Vec::new(),
+            graph_notrace: Vec::new(),
+            max_graph_depth: None,
+            thresh_us: None,
+            options: Vec::new(),
+            at_top_level: false,
+            graph_filter_at_top: false,
+            max_latency: None,
+            function_profile: false,
+            params: Vec::new(),
+            span: None,
+        }
+    }
+}
+
 /// The kernel fact reported when function tracing is refused: the message and help.
 pub(super) fn function_tracing_refused(why: &str) -> (String, String) {
     (

@@ -7,7 +7,7 @@
 //! * [`format_record`] prints a record like `trace-cmd report`.
 //!
 //! The layout follows the project's trace.dat spec
-//! (`shared/specs/trace-dat.md`), checked against trace-cmd 3.1.6. Every
+//! (`../shared/specs/trace-dat.md` beside the repository), checked against trace-cmd 3.1.6. Every
 //! length, offset and count read from a file is bounds-checked: corrupt input
 //! gives an [`Error`] naming the offset, never a panic.
 

@@ -19,7 +19,6 @@ use rustc_hash::FxHashMap;
 
 use crate::bytes::{Cursor, parse_c_integer, text};
 use crate::format::{EventFormat, parse_field_line};
-use crate::records::Records;
 use crate::{Error, MAGIC};
 
 /// Largest page (sub-buffer) size accepted when reading.
@@ -539,14 +538,6 @@ impl TraceFile {
     /// converted from microseconds, plus OFFSET options).
     pub fn ts_offset(&self) -> i64 {
         self.ts_offset
-    }
-
-    /// All records of all buffers and CPUs, merged in timestamp order; ties
-    /// go to the earlier buffer, then the lower CPU (as trace-cmd does).
-    /// Memory use is bounded: one page (uncompressed) or one decompressed
-    /// chunk (zstd) per CPU at a time.
-    pub fn records(&self) -> Records<'_> {
-        Records::new(self)
     }
 
     /// The command name recorded for `pid` in the saved cmdlines.

@@ -603,8 +603,18 @@ pub struct Records<'a> {
     started: bool,
 }
 
+impl TraceFile {
+    /// All records of all buffers and CPUs, merged in timestamp order; ties
+    /// go to the earlier buffer, then the lower CPU (as trace-cmd does).
+    /// Memory use is bounded: one page (uncompressed) or one decompressed
+    /// chunk (zstd) per CPU at a time.
+    pub fn records(&self) -> Records<'_> {
+        Records::new(self)
+    }
+}
+
 impl<'a> Records<'a> {
-    pub(crate) fn new(file: &'a TraceFile) -> Self {
+    fn new(file: &'a TraceFile) -> Self {
         let mut streams = Vec::new();
         let mut errors = VecDeque::new();
         let live = Arc::new(AtomicU64::new(0));

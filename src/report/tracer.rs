@@ -1,5 +1,6 @@
-//! What a tracer keeps in tracefs rather than in the ring buffer, read before
-//! teardown and turned into report.json's `tracer` object.
+//! What a tracer keeps in tracefs rather than in the ring buffer, as the run
+//! saved it in the output folder, turned into report.json's `tracer`,
+//! `stack_tracer`, `function_profile` and `hist` objects.
 //!
 //! A latency tracer (irqsoff, preemptoff, preemptirqsoff, wakeup, wakeup_rt,
 //! wakeup_dl) keeps the largest latency since `tracing_max_latency` was reset
@@ -7,7 +8,7 @@
 //! shows in the latency format (Documentation/trace/ftrace.rst, "irqsoff" and
 //! "wakeup"); hwlat only keeps the number (kernel/trace/trace_hwlat.c). The
 //! recorder drains the live buffer, not the max buffer, so that trace is saved
-//! here as the kernel prints it. At each new maximum the kernel swaps the live
+//! as the kernel prints it. At each new maximum the kernel swaps the live
 //! buffer into the max buffer (kernel/trace/trace.c, `update_max_tr`), so with
 //! such a tracer the recorder reads the live buffer only once tracing is off
 //! ([`crate::record::Readers::start`]): reading consumes, and a reader running
@@ -19,57 +20,36 @@
 //!
 //! The function profiler keeps per CPU, per function, its hits and time in
 //! `trace_stat/function<CPU>` (Documentation/trace/ftrace.rst,
-//! "function_profile_enabled"); [`save`] copies each to `profile/`,
+//! "function_profile_enabled"); the run copies each to `profile/`,
 //! [`function_profile`] merges them.
 //!
 //! A hist trigger keeps its table in the event's `hist` file
 //! (Documentation/trace/histogram.rst); `run` saves each as
 //! `hist/SYSTEM-EVENT.txt` ([`hist_file`]) and [`hist_report`] parses them.
 //!
-//! [`save`] copies those files into the output folder (`tracer/`, `stack/`) as
-//! read, before the rollback; [`tracer_report`] and [`stack_report`] parse the
-//! saved copies, so the numbers of report.json can be checked against the
-//! files beside it.
+//! The output stage of `run` (`run/output.rs`: `save_tracer_files`,
+//! `save_tables`) copies those files into the output folder (`tracer/`,
+//! `stack/`, `profile/`, `hist/`) as read, before the rollback, under the names
+//! below; [`tracer_report`] and [`stack_report`] parse the saved copies, so the
+//! numbers of report.json can be checked against the files beside it.
 
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::output::OutputDir;
-use crate::run::RunError;
-use crate::tracefs::{Instance, Tracefs};
-use crate::validate::{MaxLatencyAt, ValidRecipe};
+use crate::validate::ValidRecipe;
 
-/// Folder of the output folder holding the tracer's own files, as read.
-pub(crate) const TRACER_DIR: &str = "tracer";
 /// The saved `tracing_max_latency` (µs, as the kernel prints it).
-const MAX_LATENCY_FILE: &str = "tracer/tracing_max_latency.txt";
+pub(crate) const MAX_LATENCY_FILE: &str = "tracer/tracing_max_latency.txt";
 /// The saved max-latency trace (the `trace` file of a latency tracer).
-const MAX_TRACE_FILE: &str = "tracer/max_latency_trace.txt";
+pub(crate) const MAX_TRACE_FILE: &str = "tracer/max_latency_trace.txt";
 /// The saved `stack_trace` table.
-const STACK_TRACE_FILE: &str = "stack/stack_trace.txt";
+pub(crate) const STACK_TRACE_FILE: &str = "stack/stack_trace.txt";
 /// The saved `stack_max_size` (bytes).
-const STACK_MAX_FILE: &str = "stack/stack_max_size.txt";
+pub(crate) const STACK_MAX_FILE: &str = "stack/stack_max_size.txt";
 /// Largest tracer file read back (a max trace of function entries can be long).
 const MAX_READ: u64 = 64 << 20;
-
-/// Tracers whose `trace` shows their max buffer (the worst case's trace):
-/// those that set `use_max_tr` (kernel/trace/trace_irqsoff.c, trace_sched_wakeup.c).
-const MAX_TRACE_TRACERS: &[&str] = &[
-    "irqsoff",
-    "preemptoff",
-    "preemptirqsoff",
-    "wakeup",
-    "wakeup_rt",
-    "wakeup_dl",
-];
-
-/// Whether tracer `name` keeps the trace of its worst case in the max buffer,
-/// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).
-pub(crate) fn keeps_max_trace(name: &str) -> bool {
-    MAX_TRACE_TRACERS.contains(&name)
-}
 
 /// report.json `tracer`: the result of the run's tracer, for tracers that keep one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -130,57 +110,7 @@ pub(crate) struct StackFrame {
     pub(crate) location: String,
 }
 
-/// Reads what the run's tracer and the stack tracer kept (see the module doc)
-/// into `out`, before the instance `inst` goes away and the rollback resets them.
-pub(crate) fn save(
-    tracefs: &Tracefs,
-    inst: &Instance,
-    valid: &ValidRecipe,
-    out: &OutputDir,
-) -> Result<(), RunError> {
-    if valid.stack.is_some() {
-        out.create_dir("stack")?;
-        out.write_new(STACK_MAX_FILE, &tracefs.read_bytes("stack_max_size")?)?;
-        out.write_new(STACK_TRACE_FILE, &tracefs.read_bytes("stack_trace")?)?;
-    }
-    let Some(t) = &valid.tracer else {
-        return Ok(());
-    };
-    if t.function_profile {
-        out.create_dir("profile")?;
-        let stat = tracefs.path("trace_stat");
-        let entries =
-            std::fs::read_dir(&stat).map_err(|source| crate::tracefs::TracefsError::Read {
-                path: stat.clone(),
-                source,
-            })?;
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name
-                .strip_prefix("function")
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-            {
-                let table = tracefs.read_bytes(&format!("trace_stat/{name}"))?;
-                out.write_new(&format!("profile/{name}.txt"), &table)?;
-            }
-        }
-    }
-    let Some(at) = t.max_latency else {
-        return Ok(());
-    };
-    out.create_dir(TRACER_DIR)?;
-    let max = match at {
-        MaxLatencyAt::Instance => inst.read_bytes("tracing_max_latency")?,
-        MaxLatencyAt::TopLevel => tracefs.read_bytes("tracing_max_latency")?,
-    };
-    out.write_new(MAX_LATENCY_FILE, &max)?;
-    if keeps_max_trace(&t.name) {
-        out.write_new(MAX_TRACE_FILE, &inst.read_bytes("trace")?)?;
-    }
-    Ok(())
-}
-
-/// report.json `tracer` from the files [`save`] left in the output folder `dir`
+/// report.json `tracer` from the files the run saved in the output folder `dir`
 /// and, for hwlat, osnoise and timerlat, the per-CPU tables of the trace's
 /// analysis `noise`; `None` when the run's tracer keeps no result.
 pub(crate) fn tracer_report(
@@ -236,7 +166,7 @@ pub(crate) fn tracer_report(
     })
 }
 
-/// report.json `stack_tracer` from the files [`save`] left in `dir`; `None`
+/// report.json `stack_tracer` from the files the run saved in `dir`; `None`
 /// without `[stack]` or when they are missing.
 pub(crate) fn stack_report(dir: &Path, valid: &ValidRecipe) -> Option<StackTracerReport> {
     valid.stack.as_ref()?;
@@ -318,7 +248,7 @@ fn profile_rows(table: &str) -> Vec<ProfileRow> {
         .collect()
 }
 
-/// report.json `function_profile`: the per-CPU tables `save` left in `dir`'s
+/// report.json `function_profile`: the per-CPU tables the run saved in `dir`'s
 /// `profile/` (there only with `function_profile = true`) merged by function
 /// (hits and times summed, variances pooled), the most total time (else hits)
 /// first.
@@ -670,5 +600,44 @@ mod tests {
         );
         assert_eq!(f[2].size_bytes, 176);
         assert!(stack_frames("").is_empty());
+    }
+
+    #[test]
+    fn osnoise_and_timerlat_tables_show_in_the_summary_and_the_page() {
+        use crate::analysis::{Selection, analyze, osnoise_timerlat_trace};
+        let dir = tempfile::tempdir().unwrap();
+        let file = tracedat::TraceFile::open(&osnoise_timerlat_trace(dir.path())).unwrap();
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        // summary.txt and report.html show the per-CPU tables.
+        let mut r = crate::report::JsonReport::new(&file, &a, None);
+        r.tracer = Some(TracerReport {
+            name: "timerlat".into(),
+            max_latency_us: None,
+            max_latency_trace: None,
+            task: None,
+            cpu: None,
+            hwlat: Vec::new(),
+            osnoise: a.noise.osnoise.clone(),
+            timerlat: a.noise.timerlat.clone(),
+        });
+        let summary = crate::recipe::Template::builtin().render(&r).unwrap();
+        // The tracer's own samples answer first (osnoise before timerlat).
+        let after = summary.split("\nlost events:").nth(1).unwrap();
+        let first = after.split_once("\n\n").unwrap().1;
+        assert!(first.starts_with("osnoise: "), "{summary}");
+        assert!(first.contains("\ntimerlat: "), "{summary}");
+        assert!(
+            summary.contains("osnoise per CPU")
+                && summary.contains("cpu1   thread          2")
+                && summary.contains("12.000µs"),
+            "{summary}"
+        );
+        let html = crate::report::render_html(&r);
+        assert!(
+            html.contains("<table id=\"timerlat\">")
+                && html.contains("<tr><td>1</td><td>thread</td><td>2</td>")
+                && html.contains("<table id=\"osnoise\">"),
+            "{html}"
+        );
     }
 }

@@ -22,15 +22,36 @@
 //! | `recorder` | (fail only) starting the recorder threads |
 //! | `tables` | (fail only) saving the hist tables and the snapshot after recording |
 //!
-//! The step hooks of the apply itself are [`super::FAIL_STEP_ENV`] and
-//! [`super::KILL_STEP_ENV`]. [`HOLD_READERS_ENV`] holds the per-CPU readers back
-//! until a file exists, so that a test can overflow the ring buffer on purpose.
+//! The numbered hooks: [`FAIL_STEP_ENV`] and [`KILL_STEP_ENV`] (a step of the
+//! apply), [`FAIL_UNDO_ENV`] (an undo, wherever it is performed) and
+//! [`FAIL_JOURNAL_ENV`] (a journal write). [`HOLD_READERS_ENV`] holds the
+//! per-CPU readers back until a file exists, so that a test can overflow the
+//! ring buffer on purpose.
 
 /// Comma-separated points at which the process SIGKILLs itself.
 pub const KILL_AT_ENV: &str = "TRACE_RECIPE_TEST_KILL_AT";
 
 /// Comma-separated points at which the stage fails with an injected error.
 pub const FAIL_AT_ENV: &str = "TRACE_RECIPE_TEST_FAIL_AT";
+
+/// Test-only: when set to N, step N (1-based) of the apply fails as if the
+/// kernel refused it, so tests can prove that every prefix of a plan rolls back
+/// cleanly.
+pub const FAIL_STEP_ENV: &str = "TRACE_RECIPE_TEST_FAIL_STEP";
+/// Test-only: when set to N, the process SIGKILLs itself at step N (1-based),
+/// after journaling its undo and before writing, so tests can prove the guard
+/// (and `reset`) roll back a run killed at any step.
+pub const KILL_STEP_ENV: &str = "TRACE_RECIPE_TEST_KILL_STEP";
+
+/// Test-only: when set to N, the undo recorded N-th (1-based, in journal order)
+/// fails without being performed, wherever it is performed: in the run's own
+/// rollback, in the guard's replay and in `reset`'s sweep (they all inherit the
+/// environment). Tests use it to prove a journal with a failed undo survives
+/// until `reset` (run without it) finishes the job.
+pub const FAIL_UNDO_ENV: &str = "TRACE_RECIPE_TEST_FAIL_UNDO";
+/// Test-only: when set to N, writing the N-th undo record (1-based) to the
+/// journal fails, as a full or broken disk would make it.
+pub const FAIL_JOURNAL_ENV: &str = "TRACE_RECIPE_TEST_FAIL_JOURNAL";
 
 /// A path: while it names no file, the per-CPU readers read nothing (they
 /// start as soon as it exists, or when the recorder is told to drain). Tests
