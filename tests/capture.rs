@@ -38,7 +38,7 @@ pub(crate) fn overflow_with_markers(
     );
     let o = std::process::Command::new(crate::common::bin())
         .args(crate::common::run_args(
-            &recipe,
+            recipe,
             &out,
             &[],
             &["sh", "-c", &writer],

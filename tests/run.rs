@@ -281,7 +281,7 @@ mod tracefs {
         for step in 1..=n {
             let out = sc.path(&format!("out{step}"));
             let o = Command::new(bin())
-                .args(run_args(&recipe, &out, &[], &[]))
+                .args(run_args(recipe, &out, &[], &[]))
                 .env(trace_recipe::fault::FAIL_STEP_ENV, step.to_string())
                 .output()
                 .unwrap();
