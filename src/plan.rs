@@ -209,6 +209,10 @@ pub fn plan(
             st.span.clone(),
         );
     }
+    // Events kept to their tasks by filter leave out the run's own threads
+    // already (none of them is in scope, and a switch or wakeup of a task in
+    // scope is that task's).
+    let own = if filtered.is_empty() { own } else { &[][..] };
     probe_steps(&mut b, valid, group, filtered, own);
     event_steps(&mut b, valid, filtered, own);
     trigger_steps(&mut b, valid, group);
@@ -1074,7 +1078,7 @@ mod tests {
             span: None,
         })
         .collect();
-        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        let p = plan(&v, "i", "g", &[7], &[], &[11]);
         // The kernel's pid list sees only the current task: not written.
         assert_eq!(write_of(&p, "/set_event_pid"), None);
         assert_eq!(
