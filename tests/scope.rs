@@ -860,10 +860,14 @@ fn shell_cpu_s(times: &str) -> f64 {
 
 /// A pid scope means the task for the events whose subject is not the task
 /// they fire in (issue 34, item 5): a shell that runs and sleeps (waiting
-/// for `sleep`, which is not in scope) is switched in as often as it is
-/// switched out, each sleep ends in a recorded wakeup of it, its running
-/// time in the profile is its getrusage CPU time, and no switch in is
-/// reported missing.
+/// for `sleep`, which is not in scope) has every switch in and out and every
+/// wakeup the kernel records of it, and its running time in the profile is
+/// its getrusage CPU time. This kernel (6.18 on this VM) sometimes records a
+/// preempted task switched out twice with no switch in between, in an
+/// instance without any scope as well (measured: three instances side by
+/// side, pid list, filter and neither, miss the same switch ins): the
+/// profile then counts each such switch out and the summary says so, and
+/// the running time is a lower bound.
 #[test]
 fn a_pid_scoped_workload_keeps_every_switch_in_and_its_wakeups() {
     let s = Scenario::new(&sched_recipe(&["sched_switch", "sched_wakeup"]));
@@ -904,7 +908,6 @@ fn a_pid_scoped_workload_keeps_every_switch_in_and_its_wakeups() {
         }
     }
     assert!(sleeps >= 40, "{sleeps} sleeps of {p}: {records:?}");
-    assert_eq!(outs, ins, "switches out and in of {p}");
     assert!(wakeups >= sleeps, "{wakeups} wakeups for {sleeps} sleeps");
     let profile = &r["profile"];
     let task = profile["tasks"]
@@ -913,14 +916,30 @@ fn a_pid_scoped_workload_keeps_every_switch_in_and_its_wakeups() {
         .iter()
         .find(|t| t["pid"].as_i64() == Some(i64::from(p)))
         .unwrap_or_else(|| panic!("{p} not in the profile: {profile:#}"));
-    assert!(task.get("switch_ins_missing").is_none(), "{task:#}");
-    assert!(profile.get("switch_ins_missing").is_none(), "{profile:#}");
+    // Each switch out with no switch in before it is counted, and said.
+    let missing = task["switch_ins_missing"].as_u64().unwrap_or(0);
+    assert_eq!(outs - ins, missing, "switches out and in of {p}: {task:#}");
+    assert_eq!(
+        profile["switch_ins_missing"].as_u64().unwrap_or(0),
+        missing,
+        "{profile:#}"
+    );
+    let summary = std::fs::read_to_string(s.out().join("summary.txt")).unwrap();
+    assert_eq!(
+        summary.contains(&format!(
+            "note: {missing} switches out of 1 task of the run's scope came with no switch in"
+        )),
+        missing > 0,
+        "{summary}"
+    );
     let running = task["running"]["total_ns"].as_f64().unwrap() / 1e9;
     let cpu = shell_cpu_s(&std::fs::read_to_string(&times).unwrap());
-    // times(2) counts in clock ticks (10 ms).
+    // times(2) counts in clock ticks (10 ms); a lost switch in loses a
+    // slice of a few ms at most.
+    let slack = 0.05 * cpu + 0.02 + 0.01 * missing as f64;
     assert!(
-        (running - cpu).abs() <= 0.05 * cpu + 0.02,
-        "running {running:.3} s in the profile, {cpu:.3} s by getrusage"
+        (running - cpu).abs() <= slack,
+        "running {running:.3} s in the profile, {cpu:.3} s by getrusage, {missing} switches in lost"
     );
     s.finish();
 }

@@ -932,7 +932,7 @@ mod tests {
         assert_eq!(scoped.switch_ins_missing, 0, "{scoped:?}");
         let r = crate::report::JsonReport::new(&file, &a, None);
         let summary = crate::recipe::Template::builtin().render(&r).unwrap();
-        let note = "note: 1 switches out of 1 task came with no switch in since the one before";
+        let note = "note: 1 switch out of 1 task came with no switch in since the one before";
         let section = |name: &str| {
             summary
                 .split("\n\n")
