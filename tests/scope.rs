@@ -927,7 +927,8 @@ fn a_pid_scoped_workload_keeps_every_switch_in_and_its_wakeups() {
     let summary = std::fs::read_to_string(s.out().join("summary.txt")).unwrap();
     assert_eq!(
         summary.contains(&format!(
-            "note: {missing} switches out of 1 task of the run's scope came with no switch in"
+            "note: {missing} switch{} out of 1 task of the run's scope came with no switch in",
+            if missing == 1 { "" } else { "es" }
         )),
         missing > 0,
         "{summary}"
