@@ -178,7 +178,7 @@ pub fn plan(
     };
     // A fixed pid scope of a recipe with events of other tasks than the
     // current one: a filter on every event instead of the pid list.
-    let (listed, filtered) = match pids_by_filter(&valid.recipe, &valid.events) {
+    let (listed, filtered) = match pids_by_filter(valid) {
         true => (&[][..], pids),
         false => (pids, &[][..]),
     };
@@ -1111,8 +1111,23 @@ mod tests {
         assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
         assert_eq!(write_of(&p, "sched_wakeup/filter"), Some("prio < 100"));
         assert_eq!(write_of(&p, "sched_migrate_task/filter"), None);
-        // Without an event of another task, the pid list as before.
+        // An event trigger's condition runs before the event's filter: the
+        // pid list keeps scoping it.
         v.recipe.scope.follow_forks = false;
+        v.triggers.push(ResolvedTrigger {
+            event: Some("sched:sched_switch".into()),
+            on_probe: false,
+            command: "traceoff if prev_state == 2".into(),
+            removal: "!traceoff if prev_state == 2".into(),
+            target: None,
+            action: "traceoff".into(),
+            span: None,
+        });
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        assert_eq!(write_of(&p, "sched_migrate_task/filter"), None);
+        v.triggers.clear();
+        // Without an event of another task, the pid list as before.
         v.events.retain(|e| e.name == "syscalls:sys_enter_read");
         let p = plan(&v, "i", "g", &[7], &[], &[]);
         assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));

@@ -26,7 +26,7 @@
 //!
 //! `system_wide` records every task from the workload's release until it exits.
 
-use super::{Ctx, MAX_COMM, ResolvedEvent};
+use super::{Ctx, MAX_COMM, ValidRecipe};
 use crate::recipe::Recipe;
 
 /// An event whose subject is not (only) the task it fires in: the fields
@@ -174,12 +174,30 @@ pub(crate) fn and(filter: Option<&str>, scope: Option<&str>) -> Option<String> {
     }
 }
 
-/// Whether a run of `r` scoped to some pids scopes its events by filter
-/// ([`pid_filter`]) rather than by the kernel's pid list: when the pid set is
-/// fixed (no `follow_forks`) and one of `events` is of a task other than the
-/// current one ([`SUBJECTS`]), which the pid list cannot see.
-pub(crate) fn pids_by_filter(r: &Recipe, events: &[ResolvedEvent]) -> bool {
-    !r.scope.follow_forks && events.iter().any(|e| subjects(&e.name).is_some())
+/// Why a pid scope stays the kernel's pid list although an event's subject
+/// is another task ([`pids_by_filter`]).
+fn pid_list_reason(valid: &ValidRecipe) -> Option<&'static str> {
+    if valid.recipe.scope.follow_forks {
+        Some("with `follow_forks` only the kernel's pid list (set_event_pid) follows the children")
+    } else if valid.triggers.iter().any(|t| t.event.is_some()) {
+        // An event trigger with a condition runs for the records the pid
+        // list lets through, before and whatever the event's filter
+        // (kernel/trace/trace_events_trigger.c, `event_triggers_call`).
+        Some(
+            "with event triggers the kernel's pid list (set_event_pid) keeps scoping them, as their conditions run before an event's filter",
+        )
+    } else {
+        None
+    }
+}
+
+/// Whether a run of `valid` scoped to some pids scopes its events by filter
+/// ([`pid_filter`]) rather than by the kernel's pid list: when one of its
+/// events is of a task other than the current one ([`SUBJECTS`]), which the
+/// pid list cannot see, and nothing needs the list ([`pid_list_reason`]: the
+/// children of `follow_forks`, event triggers).
+pub(crate) fn pids_by_filter(valid: &ValidRecipe) -> bool {
+    pid_list_reason(valid).is_none() && valid.events.iter().any(|e| subjects(&e.name).is_some())
 }
 
 /// The filter keeping event `name` (`""` for a probe) to the tasks `pids`
@@ -313,8 +331,9 @@ fn grouped<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(&'a str,
     groups
 }
 
-/// The [`ScopeNote`] of recipe `r` enabling `events`, if it needs one.
-pub(crate) fn scope_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<ScopeNote> {
+/// The [`ScopeNote`] of `valid`, if it needs one.
+pub(crate) fn scope_note(valid: &ValidRecipe) -> Option<ScopeNote> {
+    let (r, events) = (&valid.recipe, &valid.events);
     let by_workload = !r.scope.command.is_empty() && !r.scope.system_wide;
     if !by_workload && r.scope.pids.is_empty() && r.scope.comms.is_empty() {
         return None;
@@ -331,11 +350,12 @@ pub(crate) fn scope_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<ScopeNo
             })
         })
         .collect();
-    // A pid scope that follows forks is the kernel's list; comms and a fixed
-    // pid set are filters.
-    let kept_by = match r.scope.follow_forks && (by_workload || !r.scope.pids.is_empty()) {
-        true => KeptBy::PidList,
-        false => KeptBy::Filter,
+    // A pid scope is a filter unless something needs the kernel's list;
+    // comms are filters.
+    let reason = pid_list_reason(valid).filter(|_| by_workload || !r.scope.pids.is_empty());
+    let kept_by = match reason {
+        Some(_) => KeptBy::PidList,
+        None => KeptBy::Filter,
     };
     let subjects: Vec<SubjectEvent> = events
         .iter()
@@ -380,13 +400,13 @@ pub(crate) fn scope_note(r: &Recipe, events: &[ResolvedEvent]) -> Option<ScopeNo
                 .iter()
                 .map(|(of, names)| format!("{} of {of}", names.join(", ")))
                 .collect();
-        parts.push(match kept_by {
-            KeptBy::Filter => format!(
+        parts.push(match reason {
+            None => format!(
                 "these events are of other tasks than the one they fire in, and are kept when one of those is in scope (a filter on every event, not the kernel's pid list): {}",
                 listed.join("; ")
             ),
-            KeptBy::PidList => format!(
-                "with `follow_forks` the kernel's pid list (set_event_pid) scopes every event by the task it fires in, and these events are of other tasks: {}; a migration is recorded only when a task in scope moves it, a signal only when one sends it, and a switch in from the idle task can be lost; without `follow_forks` each is kept by its own tasks",
+            Some(why) => format!(
+                "{why}, which scopes every event by the task it fires in, and these events are of other tasks: {}; a migration is then recorded only when a task in scope moves it, a signal only when one sends it, a wakeup when one wakes or is woken",
                 listed.join("; ")
             ),
         });
