@@ -909,14 +909,7 @@ mod tests {
             b"7 worker\n8 other\n",
             1,
         );
-        let dat = dir.path().join("t.dat");
-        tracedat::write_v6(
-            std::fs::File::create(&dat).unwrap(),
-            &meta,
-            &[CpuData { cpu: 0, path: raw }],
-        )
-        .unwrap();
-        let file = TraceFile::open(&dat).unwrap();
+        let file = one_cpu_file(dir.path(), &meta, raw);
         let a = analyze(&file, &Selection::for_file(&file)).unwrap();
         let p = a.profile.as_ref().unwrap().listed(None);
         let missing = |pid: i32| {
@@ -949,6 +942,22 @@ mod tests {
         );
     }
 
+    /// `meta` with CPU 0's records `raw`, written as `t.dat` in `dir` and opened.
+    fn one_cpu_file(
+        dir: &std::path::Path,
+        meta: &CaptureMeta,
+        raw: std::path::PathBuf,
+    ) -> TraceFile {
+        let dat = dir.join("t.dat");
+        tracedat::write_v6(
+            std::fs::File::create(&dat).unwrap(),
+            meta,
+            &[CpuData { cpu: 0, path: raw }],
+        )
+        .unwrap();
+        TraceFile::open(&dat).unwrap()
+    }
+
     /// A file of `raw_syscalls:sys_exit` records (id 21: `long id`, `long
     /// ret`) of pid 7 on CPU 0, one per (id, ret), 10 ns apart.
     fn raw_exits(dir: &std::path::Path, exits: &[(i64, i64)]) -> TraceFile {
@@ -970,14 +979,7 @@ mod tests {
             b"7 worker\n",
             1,
         );
-        let dat = dir.join("t.dat");
-        tracedat::write_v6(
-            std::fs::File::create(&dat).unwrap(),
-            &meta,
-            &[CpuData { cpu: 0, path: raw }],
-        )
-        .unwrap();
-        TraceFile::open(&dat).unwrap()
+        one_cpu_file(dir, &meta, raw)
     }
 
     /// Raw syscall ids find their rows by index below 1024 and in a map
@@ -1093,14 +1095,7 @@ mod tests {
                 1,
             )
         };
-        let dat = dir.path().join("t.dat");
-        tracedat::write_v6(
-            std::fs::File::create(&dat).unwrap(),
-            &meta,
-            &[CpuData { cpu: 0, path: raw }],
-        )
-        .unwrap();
-        let file = TraceFile::open(&dat).unwrap();
+        let file = one_cpu_file(dir.path(), &meta, raw);
         let a = analyze(&file, &Selection::for_file(&file)).unwrap();
         // The call paths come out the same when the path tree fills up at
         // once (only the root, or one node): the paths it has no node for
