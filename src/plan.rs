@@ -3,7 +3,8 @@
 //!
 //! Order (Documentation/trace/ftrace.rst, events.rst, kprobetrace.rst): create the
 //! instance, turn its tracing off, size and clock the ring buffer, set options and
-//! the pid scope; the tracer's function filters, options and global knobs, then the
+//! the pid scope (`set_event_pid`, or, for events of another task than the
+//! current one, a filter on every event: `crate::validate::pids_by_filter`); the tracer's function filters, options and global knobs, then the
 //! tracer; each probe's definition (appended to the global kprobe_events /
 //! uprobe_events in the run's own probe group) followed by its filter, stacktrace
 //! trigger and enable in the instance; per event filter → stacktrace trigger →
