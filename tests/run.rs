@@ -252,9 +252,9 @@ fn a_write_the_kernel_refuses_is_reported_with_the_recipe_line_and_rolled_back()
         "the recipe entry is named: {err}"
     );
     assert!(
-        // The recipe's filter, and-ed with the one that keeps the run's own
-        // threads (and their switches with the idle task) out of sched_switch.
-        err.contains("failed: echo \"(prev_pid.function == 1) && ((prev_pid != 0 && ")
+        // The recipe's filter, and-ed with the workload's scope: a switch of
+        // the workload in or out (docs/src/scope.md).
+        err.contains("failed: echo \"(prev_pid.function == 1) && (prev_pid == ")
             && err.contains("> instances/trace-recipe-refused-"),
         "{err}"
     );
