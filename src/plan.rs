@@ -3,7 +3,8 @@
 //!
 //! Order (Documentation/trace/ftrace.rst, events.rst, kprobetrace.rst): create the
 //! instance, turn its tracing off, size and clock the ring buffer, set options and
-//! the pid scope; the tracer's function filters, options and global knobs, then the
+//! the pid scope (`set_event_pid`, or, for events of another task than the
+//! current one, a filter on every event: `crate::validate::pids_by_filter`); the tracer's function filters, options and global knobs, then the
 //! tracer; each probe's definition (appended to the global kprobe_events /
 //! uprobe_events in the run's own probe group) followed by its filter, stacktrace
 //! trigger and enable in the instance; per event filter → stacktrace trigger →
@@ -21,7 +22,8 @@ use std::fmt;
 
 use crate::tracefs::{INSTANCE_PREFIX, Irreversible, Sysctl, WriteMode, instance_file};
 use crate::validate::{
-    MaxLatencyAt, ResolvedTracer, ResolvedTrigger, SelfExclusion, Span, ValidRecipe, woken_filter,
+    MaxLatencyAt, ResolvedTracer, ResolvedTrigger, SelfExclusion, Span, ValidRecipe, pid_filter,
+    pid_runs, pids_by_filter,
 };
 
 /// One tracefs change.
@@ -144,8 +146,9 @@ pub(crate) fn marker_file(valid: &ValidRecipe, instance: &str) -> String {
 
 /// Builds the plan for `valid`, in instance `instance` (a bare name), with probes
 /// in group `group`, scoping events (and function tracers) to `pids` (the
-/// recipe's and the workload's; a wakeup event also gets a filter on the woken
-/// task's `pid` unless `follow_forks`, see `woken_filter`). Function tracers are also scoped to
+/// recipe's and the workload's): by the kernel's pid list, or, when the pid
+/// set is fixed and an event's subject is not the current task, by a filter on
+/// every event (see `pids_by_filter`). Function tracers are also scoped to
 /// `comm_pids`, the running tasks named by `[scope] comms` (events are scoped by
 /// comm through their filters instead). `own` are the thread ids of the run
 /// itself, kept out of the trace as `valid.self_exclusion` says.
@@ -174,7 +177,13 @@ pub fn plan(
         SelfExclusion::Off => &[][..],
         _ => own,
     };
-    buffer_and_scope(&mut b, valid, pids);
+    // A fixed pid scope of a recipe with events of other tasks than the
+    // current one: a filter on every event instead of the pid list.
+    let (listed, filtered) = match pids_by_filter(valid) {
+        true => (&[][..], pids),
+        false => (pids, &[][..]),
+    };
+    buffer_and_scope(&mut b, valid, listed);
     let mut touches_top_level = match &valid.tracer {
         Some(t) => tracer_steps(&mut b, valid, t, pids, comm_pids, own),
         None => false,
@@ -201,8 +210,12 @@ pub fn plan(
             st.span.clone(),
         );
     }
-    probe_steps(&mut b, valid, group, own);
-    event_steps(&mut b, valid, pids, own);
+    // Events kept to their tasks by filter leave out the run's own threads
+    // already (none of them is in scope, and a switch or wakeup of a task in
+    // scope is that task's).
+    let own = if filtered.is_empty() { own } else { &[][..] };
+    probe_steps(&mut b, valid, group, filtered, own);
+    event_steps(&mut b, valid, filtered, own);
     trigger_steps(&mut b, valid, group);
     let mut steps = b.steps;
     if let Some(st) = &valid.stack {
@@ -505,9 +518,10 @@ fn tracer_steps(
     touches_top_level
 }
 
-/// Each probe's definition in group `group`, then its filter, stacktrace
-/// trigger and enable in the run's instance.
-fn probe_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, own: &[u32]) {
+/// Each probe's definition in group `group`, then its filter (and-ed with
+/// the scope's on `pids`, see [`pid_filter`]), stacktrace trigger and enable
+/// in the run's instance.
+fn probe_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, pids: &[u32], own: &[u32]) {
     for p in &valid.probes {
         b.write(
             p.kind.events_file().into(),
@@ -516,19 +530,21 @@ fn probe_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, own: &[u32]) {
             Undo::Append(p.removal(group)),
             p.span.clone(),
         );
-        let filter = without_own(p.filter.as_deref(), "", own, valid.self_exclusion);
+        let scope = pid_filter("", pids);
+        let filter = crate::validate::and_filters(p.filter.as_deref(), scope.as_deref());
+        let filter = without_own(filter.as_deref(), "", own, valid.self_exclusion);
         let dir = b.f(&format!("events/{group}/{}", p.event));
         enable_event(b, &dir, filter.as_deref(), p.stacktrace, &p.span);
     }
 }
 
-/// Each event's filter, stacktrace trigger and enable; a wakeup scoped by
-/// `pids` is kept to the woken task ([`woken_filter`]).
+/// Each event's filter (and-ed with the scope's on `pids`: the tasks the
+/// event is of, see [`pid_filter`]), stacktrace trigger and enable.
 fn event_steps(b: &mut Builder, valid: &ValidRecipe, pids: &[u32], own: &[u32]) {
     for ev in &valid.events {
         let (system, event) = ev.name.split_once(':').unwrap_or((&ev.name, ""));
-        let woken = woken_filter(&ev.name, pids, valid.recipe.scope.follow_forks);
-        let filter = crate::validate::and_filters(ev.filter.as_deref(), woken.as_deref());
+        let scope = pid_filter(&ev.name, pids);
+        let filter = crate::validate::and_filters(ev.filter.as_deref(), scope.as_deref());
         let filter = without_own(filter.as_deref(), &ev.name, own, valid.self_exclusion);
         let dir = b.f(&format!("events/{system}/{event}"));
         enable_event(b, &dir, filter.as_deref(), ev.stacktrace, &ev.span);
@@ -614,20 +630,6 @@ fn enable_event(b: &mut Builder, dir: &str, filter: Option<&str>, stacktrace: bo
     );
 }
 
-/// The events that name two tasks, and the fields that name the task each is
-/// about: a switch is about the task switched out (`prev_pid`, the current
-/// one) and the one switched in (`next_pid`); a wakeup about the woken task
-/// (`pid`), whoever wakes it (the current task, `common_pid`). The kernel's
-/// pid lists record them when either task is traced
-/// (kernel/trace/trace_events.c, `event_filter_pid_sched_switch_probe_pre` and
-/// the `sched_wakeup*`/`sched_waking` probes).
-const TWO_TASK_EVENTS: &[(&str, &[&str])] = &[
-    ("sched:sched_switch", &["prev_pid", "next_pid"]),
-    ("sched:sched_wakeup", &["pid"]),
-    ("sched:sched_wakeup_new", &["pid"]),
-    ("sched:sched_waking", &["pid"]),
-];
-
 /// `common_flags` bits of an event recorded in interrupt context:
 /// `TRACE_FLAG_HARDIRQ` (0x08), `TRACE_FLAG_SOFTIRQ` (0x10) and
 /// `TRACE_FLAG_NMI` (0x40) of include/linux/trace_events.h, `enum
@@ -666,9 +668,19 @@ fn without_own(
             .join(" && ")
     };
     let with_idle = [own, &[0]].concat();
-    let scope = match TWO_TASK_EVENTS.iter().find(|(n, _)| *n == name) {
-        Some((_, [field])) => none_of(field, own),
-        Some((_, fields)) => fields
+    // An event of other tasks than the current one is left out when every
+    // task it is of is one of the run's (the pid lists see only the current
+    // task: kernel/trace/trace_events.c, `trace_event_ignore_this_pid`).
+    let fields = crate::validate::subjects(name).map(|s| {
+        let mut f = s.pids.to_vec();
+        if s.current {
+            f.push("common_pid");
+        }
+        f
+    });
+    let scope = match fields.as_deref() {
+        Some([field]) => none_of(field, own),
+        Some(fields) => fields
             .iter()
             .map(|f| format!("({})", none_of(f, &with_idle)))
             .collect::<Vec<_>>()
@@ -682,23 +694,6 @@ fn without_own(
         Some(f) => format!("({f}) && ({scope})"),
         None => scope,
     })
-}
-
-/// `pids` sorted, as runs of consecutive ids `(first, last)`: the run's
-/// threads are mostly created one after another, so a filter naming them stays
-/// short on a host of many CPUs (the kernel takes a filter of one page at most).
-fn pid_runs(pids: &[u32]) -> Vec<(u32, u32)> {
-    let mut sorted = pids.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for p in sorted {
-        match runs.last_mut() {
-            Some((_, hi)) if hi.checked_add(1) == Some(p) => *hi = p,
-            _ => runs.push((p, p)),
-        }
-    }
-    runs
 }
 
 fn pid_list(pids: &[u32]) -> String {
@@ -1047,39 +1042,76 @@ mod tests {
     }
 
     #[test]
-    fn pid_runs_group_consecutive_ids() {
-        assert_eq!(
-            pid_runs(&[7, 5, 6, 9, 9, u32::MAX]),
-            [(5, 7), (9, 9), (u32::MAX, u32::MAX)]
-        );
-        assert!(pid_runs(&[]).is_empty());
-    }
-
-    #[test]
-    fn a_wakeup_scoped_by_pid_is_of_the_woken_task() {
+    fn a_pid_scope_is_a_filter_on_each_event_by_the_tasks_it_is_of() {
         let mut v = valid();
-        v.probes.clear();
-        v.events = ["sched:sched_wakeup", "sched:sched_switch"]
-            .iter()
-            .map(|n| crate::validate::ResolvedEvent {
-                name: n.to_string(),
-                filter: (*n == "sched:sched_wakeup").then(|| "prio < 100".to_string()),
-                stacktrace: false,
-                span: None,
-            })
-            .collect();
-        let p = plan(&v, "i", "g", &[7], &[], &[]);
-        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        v.events = [
+            "sched:sched_wakeup",
+            "sched:sched_switch",
+            "sched:sched_migrate_task",
+            "syscalls:sys_enter_read",
+        ]
+        .iter()
+        .map(|n| crate::validate::ResolvedEvent {
+            name: n.to_string(),
+            filter: (*n == "sched:sched_wakeup").then(|| "prio < 100".to_string()),
+            stacktrace: false,
+            span: None,
+        })
+        .collect();
+        let p = plan(&v, "i", "g", &[7], &[], &[11]);
+        // The kernel's pid list sees only the current task: not written.
+        assert_eq!(write_of(&p, "/set_event_pid"), None);
         assert_eq!(
             write_of(&p, "sched_wakeup/filter"),
             Some("(prio < 100) && (pid == 7)")
         );
-        // A switch is recorded when either task is scoped: no filter needed.
-        assert_eq!(write_of(&p, "sched_switch/filter"), None);
-        // Children join the pid list at run time: no fixed list of woken pids.
+        assert_eq!(
+            write_of(&p, "sched_switch/filter"),
+            Some("prev_pid == 7 || next_pid == 7")
+        );
+        assert_eq!(write_of(&p, "sched_migrate_task/filter"), Some("pid == 7"));
+        assert_eq!(
+            write_of(&p, "sys_enter_read/filter"),
+            Some("common_pid == 7")
+        );
+        // Probes too.
+        assert!(
+            files(&p)
+                .iter()
+                .zip(&p.steps)
+                .any(|(f, s)| f.starts_with("instances/i/events/g/")
+                    && f.ends_with("/filter")
+                    && matches!(&s.op, Op::Write { value, .. } if value.contains("common_pid == 7"))),
+            "{:?}",
+            files(&p)
+        );
+        // Children join the pid list at run time: the kernel's list, no filter.
         v.recipe.scope.follow_forks = true;
         let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
         assert_eq!(write_of(&p, "sched_wakeup/filter"), Some("prio < 100"));
+        assert_eq!(write_of(&p, "sched_migrate_task/filter"), None);
+        // An event trigger's condition runs before the event's filter: the
+        // pid list keeps scoping it.
+        v.recipe.scope.follow_forks = false;
+        v.triggers.push(ResolvedTrigger {
+            event: Some("sched:sched_switch".into()),
+            on_probe: false,
+            command: "traceoff if prev_state == 2".into(),
+            removal: "!traceoff if prev_state == 2".into(),
+            target: None,
+            action: "traceoff".into(),
+            span: None,
+        });
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        assert_eq!(write_of(&p, "sched_migrate_task/filter"), None);
+        v.triggers.clear();
+        // Without an event of another task, the pid list as before.
+        v.events.retain(|e| e.name == "syscalls:sys_enter_read");
+        let p = plan(&v, "i", "g", &[7], &[], &[]);
+        assert_eq!(write_of(&p, "/set_event_pid"), Some("7"));
+        assert_eq!(write_of(&p, "sys_enter_read/filter"), None);
     }
 
     #[test]

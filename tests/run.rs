@@ -320,9 +320,9 @@ mod tracefs {
             "the recipe entry is named: {err}"
         );
         assert!(
-            // The recipe's filter, and-ed with the one that keeps the run's own
-            // threads (and their switches with the idle task) out of sched_switch.
-            err.contains("failed: echo \"(prev_pid.function == 1) && ((prev_pid != 0 && ")
+            // The recipe's filter, and-ed with the workload's scope: a switch of
+            // the workload in or out (docs/src/scope.md).
+            err.contains("failed: echo \"(prev_pid.function == 1) && (prev_pid == ")
                 && err.contains("> instances/trace-recipe-refused-"),
             "{err}"
         );

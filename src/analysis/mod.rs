@@ -864,6 +864,102 @@ mod tests {
         assert!(p.cpus.iter().all(|c| c.switches == 2), "{:?}", p.cpus);
     }
 
+    /// A task switched out twice with no switch in between lost that switch
+    /// in (the kernel's pid list drops some): the profile counts it, and the
+    /// summary says so in the profile and wakeup sections and marks the
+    /// task's running time as a lower bound instead of printing it bare.
+    #[test]
+    fn a_switch_out_without_its_switch_in_is_said_not_hidden() {
+        let dir = tempfile::tempdir().unwrap();
+        let switch = |prev: u64, state: u64, next: u64| {
+            let comm: &[u8; 8] = if next == 7 {
+                b"worker\0\0"
+            } else {
+                b"other\0\0\0"
+            };
+            let comm = u64::from_le_bytes(*comm);
+            payload(20, prev as i32, &[prev, state, next, comm, 0])
+        };
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        page.event(10, &switch(8, 0, 7)); // 7 in
+        page.event(100, &switch(7, 1, 8)); // 7 out, sleeping
+        page.event(40, &payload(21, 8, &[7])); // 7 woken
+        // 7's switch in here is lost.
+        page.event(60, &switch(7, 1, 8)); // 7 out again
+        page.event(50, &switch(8, 0, 7)); // 7 in
+        page.event(50, &switch(7, 1, 8)); // 7 out
+        page.event(20, &payload(21, 8, &[7])); // 7 woken
+        page.event(30, &switch(8, 0, 7)); // 7 in: a wakeup latency
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let meta = meta(
+            vec![(
+                "sched".into(),
+                vec![
+                    format(
+                        "sched_switch",
+                        20,
+                        "\tfield:int prev_pid;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:16;\tsize:8;\tsigned:1;\n\tfield:int next_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:char next_comm[16];\toffset:32;\tsize:16;\tsigned:0;\n",
+                    ),
+                    format(
+                        "sched_wakeup",
+                        21,
+                        "\tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n",
+                    ),
+                ],
+            )],
+            b"7 worker\n8 other\n",
+            1,
+        );
+        let file = one_cpu_file(dir.path(), &meta, raw);
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        let p = a.profile.as_ref().unwrap().listed(None);
+        let missing = |pid: i32| {
+            p.tasks
+                .iter()
+                .find(|t| t.pid == pid)
+                .map(|t| t.switch_ins_missing)
+        };
+        assert_eq!((missing(7), missing(8)), (Some(1), Some(0)), "{p:?}");
+        assert_eq!((p.switch_ins_missing, p.tasks_missing_switch_ins), (1, 1));
+        // A scoped run judges its own tasks only.
+        let scoped = a.profile.as_ref().unwrap().listed(Some(&|pid| pid == 8));
+        assert_eq!(scoped.switch_ins_missing, 0, "{scoped:?}");
+        let r = crate::report::JsonReport::new(&file, &a, None);
+        let summary = crate::recipe::Template::builtin().render(&r).unwrap();
+        let note = "note: 1 switch out of 1 task came with no switch in since the one before";
+        let section = |name: &str| {
+            summary
+                .split("\n\n")
+                .find(|s| s.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} section: {summary}"))
+        };
+        assert!(section("profile:").contains(note), "{summary}");
+        assert!(section("wakeup:").contains(note), "{summary}");
+        assert!(
+            section("profile:")
+                .lines()
+                .any(|l| l.contains(" worker ") && l.contains(">150ns")),
+            "{summary}"
+        );
+    }
+
+    /// `meta` with CPU 0's records `raw`, written as `t.dat` in `dir` and opened.
+    fn one_cpu_file(
+        dir: &std::path::Path,
+        meta: &CaptureMeta,
+        raw: std::path::PathBuf,
+    ) -> TraceFile {
+        let dat = dir.join("t.dat");
+        tracedat::write_v6(
+            std::fs::File::create(&dat).unwrap(),
+            meta,
+            &[CpuData { cpu: 0, path: raw }],
+        )
+        .unwrap();
+        TraceFile::open(&dat).unwrap()
+    }
+
     /// A file of `raw_syscalls:sys_exit` records (id 21: `long id`, `long
     /// ret`) of pid 7 on CPU 0, one per (id, ret), 10 ns apart.
     fn raw_exits(dir: &std::path::Path, exits: &[(i64, i64)]) -> TraceFile {
@@ -885,14 +981,7 @@ mod tests {
             b"7 worker\n",
             1,
         );
-        let dat = dir.join("t.dat");
-        tracedat::write_v6(
-            std::fs::File::create(&dat).unwrap(),
-            &meta,
-            &[CpuData { cpu: 0, path: raw }],
-        )
-        .unwrap();
-        TraceFile::open(&dat).unwrap()
+        one_cpu_file(dir, &meta, raw)
     }
 
     /// Raw syscall ids find their rows by index below 1024 and in a map
@@ -1008,14 +1097,7 @@ mod tests {
                 1,
             )
         };
-        let dat = dir.path().join("t.dat");
-        tracedat::write_v6(
-            std::fs::File::create(&dat).unwrap(),
-            &meta,
-            &[CpuData { cpu: 0, path: raw }],
-        )
-        .unwrap();
-        let file = TraceFile::open(&dat).unwrap();
+        let file = one_cpu_file(dir.path(), &meta, raw);
         let a = analyze(&file, &Selection::for_file(&file)).unwrap();
         // The call paths come out the same when the path tree fills up at
         // once (only the root, or one node): the paths it has no node for

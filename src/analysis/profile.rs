@@ -16,6 +16,13 @@
 //! * blocked: switched out in D → woken;
 //! * irq / softirq: handler entry → exit on the CPU while the task was current.
 //!
+//! A task switched out again with no switch in since its last switch out (or
+//! its last wakeup) lost that switch in: the trace holds only part of its
+//! switches (the kernel's pid list `set_event_pid` drops some, a ring buffer
+//! overran). Its running time (and a wakeup latency) is then short by the
+//! interval lost; each such switch out counts in `switch_ins_missing`, and a
+//! report says so rather than print the smaller number alone.
+//!
 //! Each measure keeps its count, total and longest, with the timestamp and CPU
 //! of the event that ended the longest. The pass keeps one small record per
 //! task (at most [`MAX_TASKS`], later tasks count in the CPUs only) and one
@@ -89,6 +96,12 @@ pub(crate) struct TaskProfile {
     pub(crate) softirq: Span,
     /// `exceptions:page_fault_user`/`page_fault_kernel` records of the task.
     pub(crate) page_faults: u64,
+    /// Switches out with no switch in since the task's last switch out or
+    /// wakeup (see the module text): its `running` is short by as many
+    /// intervals. Counted for a scoped run's own tasks only (a scoped trace
+    /// holds only some switches of the others). Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) switch_ins_missing: u64,
     /// One of a scoped run's tasks (the workload and its descendants,
     /// `[scope] pids`, the tasks `[scope] comms` names); false when the run
     /// was not scoped or the trace is read without its run.
@@ -131,6 +144,18 @@ pub(crate) struct Profile {
     pub(crate) tasks: Vec<TaskProfile>,
     /// Per CPU, in CPU order.
     pub(crate) cpus: Vec<CpuProfile>,
+    /// Switches out with no switch in before them ([`TaskProfile::switch_ins_missing`]),
+    /// of a scoped run's tasks (of every task when the run was not scoped: a
+    /// scoped trace holds only some switches of the others). Absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) switch_ins_missing: u64,
+    /// The tasks those are of.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) tasks_missing_switch_ins: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Profile {
@@ -143,11 +168,19 @@ impl Profile {
         if let Some(f) = in_scope {
             for t in &mut p.tasks {
                 t.in_scope = f(t.pid);
+                // A scoped trace holds only the switches of the others
+                // that meet a task in scope: no verdict on them.
+                if !t.in_scope {
+                    t.switch_ins_missing = 0;
+                }
             }
             p.tasks_in_scope = Some(p.tasks.iter().filter(|t| t.in_scope).count());
             // Stable: each group keeps its order by time on a CPU.
             p.tasks.sort_by_key(|t| !t.in_scope);
         }
+        let judged = p.tasks.iter().filter(|t| t.switch_ins_missing > 0);
+        (p.switch_ins_missing, p.tasks_missing_switch_ins) =
+            judged.fold((0, 0), |(n, k), t| (n + t.switch_ins_missing, k + 1));
         p.tasks.truncate(LISTED);
         p
     }
@@ -194,6 +227,7 @@ struct Task {
     irq: Span,
     softirq: Span,
     page_faults: u64,
+    switch_ins_missing: u64,
 }
 
 #[derive(Clone, Default)]
@@ -365,6 +399,11 @@ impl Profiler {
                     if let Some(d) = ran {
                         t.running.add(d, at);
                     }
+                    // Off a CPU since its last switch out or wakeup, and
+                    // switched out again: the switch in between is lost.
+                    if !matches!(t.state, State::Running | State::Unknown) {
+                        t.switch_ins_missing += 1;
+                    }
                     t.state = match state & 0xff {
                         0 => {
                             t.preemptions += 1;
@@ -478,6 +517,7 @@ impl Profiler {
                         irq: t.irq,
                         softirq: t.softirq,
                         page_faults: t.page_faults,
+                        switch_ins_missing: t.switch_ins_missing,
                         in_scope: false,
                     }
                 })
@@ -501,6 +541,8 @@ impl Profiler {
                 softirq: c.softirq,
             })
             .collect(),
+            switch_ins_missing: 0,
+            tasks_missing_switch_ins: 0,
         }
     }
 }

@@ -203,7 +203,7 @@ fn check_with(
         .and_then(|l| validate_loaded(from, l, &Default::default()));
     match checked {
         Ok((valid, _, facts)) if format != CheckFormat::Text => {
-            let note = crate::validate::elsewhere_note(&valid.recipe, &valid.events);
+            let note = crate::validate::scope_note(&valid);
             check_machine(
                 recipe,
                 format,
@@ -319,7 +319,7 @@ fn print_valid(
         .as_ref()
         .is_some_and(|t| t.is_function_tracer());
     tprintln!("note: {}", valid.self_exclusion.describe(function_tracer));
-    if let Some(n) = crate::validate::elsewhere_note(&valid.recipe, &valid.events) {
+    if let Some(n) = crate::validate::scope_note(valid) {
         tprintln!("note: {}", n.message);
     }
     if show_plan {

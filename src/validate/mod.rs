@@ -37,8 +37,10 @@ use crate::compare::Cmp;
 use filter::Op as FilterOp;
 pub(crate) use filter::{Predicate, Value as FilterValue};
 pub(crate) use probe::ResolvedProbe;
-pub use scope::{ElsewhereEvent, ScopeNote, ScopedBy};
-pub(crate) use scope::{and as and_filters, elsewhere_note, woken_filter};
+pub use scope::{ElsewhereEvent, KeptBy, ScopeNote, ScopedBy, SubjectEvent};
+pub(crate) use scope::{
+    and as and_filters, pid_filter, pid_runs, pids_by_filter, scope_note, subjects,
+};
 use tracedat::{EventFormat, Field};
 pub(crate) use tracer::{MaxLatencyAt, ResolvedStack, ResolvedTracer};
 pub(crate) use trigger::ResolvedTrigger;
