@@ -1,0 +1,131 @@
+//! Bounded work for any input (issue 37, item 3): small hostile files that
+//! used to crash the tool (a stack overflow, a panic) or make it allocate
+//! gigabytes are refused, or read within the budgets of docs/src/security.md
+//! (its budget table names these tests). Memory is asserted through the
+//! child's maximum resident set size as `wait4` reports it; time is not
+//! asserted (a timed test is flaky), only measured by hand.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::common::{bin, text};
+
+/// What a child run of trace-recipe did: its exit code, stdout and stderr
+/// joined, and its peak resident memory in MB.
+struct Measured {
+    code: Option<i32>,
+    all: String,
+    max_rss_mb: u64,
+}
+
+/// Runs trace-recipe with `args` (stdin empty) and measures its peak memory
+/// through `wait4`, which reports the rusage of that one child (not of the
+/// other tests' children, as `RUSAGE_CHILDREN` would).
+#[expect(clippy::zombie_processes, reason = "the child is reaped by wait4")]
+fn measured(args: &[&str]) -> Measured {
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).unwrap();
+        v
+    });
+    let mut e = Vec::new();
+    err.read_to_end(&mut e).unwrap();
+    let o = reader.join().unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut usage) }, pid);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let all = format!("{}{}", text(&o), text(&e));
+    assert!(!all.contains("panicked"), "{args:?}: {all}");
+    Measured {
+        code,
+        all,
+        max_rss_mb: usage.ru_maxrss as u64 / 1024,
+    }
+}
+
+/// A trace.dat of one `synth:small` event whose format's print fmt is
+/// `print`, written by the crate's writer.
+fn trace_with_print_fmt(dir: &Path, print: &str) -> std::path::PathBuf {
+    use tracedat::testing::{Endian, Page, small, small_format};
+    let e = Endian::LITTLE64;
+    let mut page = Page::new(e, 4096, 1_000_000);
+    page.event(10, &small(e, 7, 1, b"x\0"));
+    let raw = dir.join("cpu0.raw");
+    std::fs::write(&raw, page.finish(None)).unwrap();
+    let format = small_format();
+    let at = format.find("print fmt: ").unwrap();
+    let format = format!("{}print fmt: {print}\n", &format[..at]);
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![("synth".into(), vec![format.into_bytes()])],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 a\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux t 6.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    dat
+}
+
+/// A print fmt nesting 100,000 parentheses or 200,000 minus signs used to
+/// abort `report` with a stack overflow; now the event is listed as
+/// trace-cmd lists one it cannot parse, with a note naming the event, in
+/// every format.
+#[test]
+fn a_print_fmt_nesting_past_the_depth_bound_falls_back_to_raw_fields() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 100_000;
+    for (i, args) in [
+        format!("{}REC->val{}", "(".repeat(n), ")".repeat(n)),
+        format!("{}REC->val", "-".repeat(2 * n)),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let sub = d.path().join(i.to_string());
+        std::fs::create_dir(&sub).unwrap();
+        let dat = trace_with_print_fmt(&sub, &format!("\"val=%u name=%s\", {args}, REC->name"));
+        assert!(std::fs::metadata(&dat).unwrap().len() < 300_000);
+        let dat = dat.to_str().unwrap();
+        let m = measured(&["report", dat]);
+        assert_eq!(m.code, Some(0), "{}", m.all);
+        assert!(m.max_rss_mb < 500, "{} MB", m.max_rss_mb);
+        assert!(
+            m.all.contains("[FAILED TO PARSE] val=1 name=x"),
+            "{}",
+            m.all
+        );
+        assert!(
+            m.all.contains("event synth:small: print fmt not understood (the arguments nest deeper than 256 levels)"),
+            "{}",
+            m.all
+        );
+        for format in ["summary", "json", "html"] {
+            let m = measured(&["report", "--format", format, dat]);
+            assert_eq!(m.code, Some(0), "{format}: {}", m.all);
+        }
+    }
+}
