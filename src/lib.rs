@@ -26,6 +26,7 @@ pub mod bundle;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod collect;
+pub(crate) mod confine;
 pub mod diagnostic;
 pub(crate) mod diff;
 pub(crate) mod elf;

@@ -129,3 +129,51 @@ fn a_print_fmt_nesting_past_the_depth_bound_falls_back_to_raw_fields() {
         }
     }
 }
+
+/// A user's summary template (`report --template`, a bundle's
+/// `[output] template`) asking `ljust(1500000000)` used to panic; one
+/// doubling a 100 MB string within its fuel allocated gigabytes; one
+/// writing past the byte budget grew without bound. Each now stops with an
+/// error naming the template and the budget, within 500 MB.
+#[test]
+fn a_summary_template_is_bounded_in_width_memory_and_output() {
+    let d = tempfile::tempdir().unwrap();
+    let dat = trace_with_print_fmt(d.path(), "\"val=%u name=%s\", REC->val, REC->name");
+    let dat = dat.to_str().unwrap();
+    for (name, body, expect) in [
+        (
+            "wide.j2",
+            "{{ 'x' | ljust(1500000000) }}",
+            "ljust(1500000000) is over the template budget of 4096",
+        ),
+        (
+            "bomb.j2",
+            "{% set a = 'x' * 100000000 %}{% set b = a ~ a ~ a ~ a %}{% set c = b ~ b ~ b ~ b %}{{ c | length }}",
+            "rendering stopped: it stopped without finishing (more than 256 MiB of memory",
+        ),
+        (
+            "long.j2",
+            "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
+            "rendering stopped: its output went past the budget of 16777216 bytes",
+        ),
+    ] {
+        let t = d.path().join(name);
+        std::fs::write(&t, body).unwrap();
+        let m = measured(&[
+            "report",
+            "--format",
+            "summary",
+            "--template",
+            t.to_str().unwrap(),
+            dat,
+        ]);
+        assert_ne!(m.code, Some(0), "{name}: {}", m.all);
+        assert!(m.code.is_some(), "{name}: killed by a signal: {}", m.all);
+        assert!(
+            m.all.contains(&format!("template {}", t.display())) && m.all.contains(expect),
+            "{name}: {}",
+            m.all
+        );
+        assert!(m.max_rss_mb < 500, "{name}: {} MB", m.max_rss_mb);
+    }
+}
