@@ -266,7 +266,7 @@ pub(crate) fn manifest_for(
 ) -> Result<Manifest, BundleError> {
     use crate::untrusted::{Kind, read_optional_in};
     let report: serde_json::Value = read_optional_in(dir, "report.json", Kind::Report)?
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|b| crate::untrusted::parse_json(&b, Kind::Report).ok())
         .unwrap_or_default();
     let rendered = read_optional_in(dir, "recipe.toml", Kind::Recipe)?.unwrap_or_default();
     let written = read_optional_in(dir, "recipe.source.toml", Kind::Recipe)?;
@@ -315,7 +315,7 @@ pub(crate) fn manifest_for(
             .then(|| hostname::get().ok()?.into_string().ok())
             .flatten(),
         kernel_release: str_of(&report["kernel_release"]),
-        kernel_facts: facts.and_then(|b| serde_json::from_slice(&b).ok()),
+        kernel_facts: facts.and_then(|b| crate::untrusted::parse_json(&b, Kind::Facts).ok()),
         started: str_of(&report["started"]),
         ended: str_of(&report["ended"]),
         stop_reason: str_of(&report["stop_reason"]),
@@ -605,8 +605,8 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
         format: Option<String>,
         format_version: Option<u64>,
     }
-    let head: Head =
-        serde_json::from_slice(text).map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
+    let head: Head = crate::untrusted::parse_json(text, crate::untrusted::Kind::Manifest)
+        .map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
     if head.format.as_deref() != Some(MANIFEST_FORMAT) {
         return Err(format!("{MANIFEST} is not a trace-recipe bundle manifest"));
     }

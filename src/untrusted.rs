@@ -56,6 +56,18 @@ impl Kind {
         }
     }
 
+    /// Most JSON values (keys counted too) a file of this kind may hold:
+    /// each costs a `serde_json::Value` (32 bytes, more in a growing
+    /// vector) when parsed, so a file of `[[],[],...]` would cost 16 times
+    /// its size; past this it is refused before anything is parsed (see
+    /// [`parse_json`]). A real fact file of 6 MB holds 130,000.
+    pub(crate) fn json_values(self) -> usize {
+        match self {
+            Kind::Report => 4_000_000,
+            _ => 1_000_000,
+        }
+    }
+
     fn what(self) -> &'static str {
         match self {
             Kind::Recipe => "recipe",
@@ -244,6 +256,50 @@ fn judge(path: &Path, meta: &std::fs::Metadata, kind: Kind) -> Result<u64, Refus
     Ok(meta.len())
 }
 
+/// An upper bound on the JSON values of `bytes` (keys included): commas,
+/// colons and opening brackets outside strings, plus one. One pass, nothing
+/// allocated.
+fn json_values(bytes: &[u8]) -> usize {
+    let mut n = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b':' | b'[' | b'{' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
+/// `bytes` (a file of `kind`) parsed as JSON into `T`, refused before any
+/// parsing when it holds more values than [`Kind::json_values`] allows.
+/// Errors: the refusal or serde_json's message.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    kind: Kind,
+) -> Result<T, String> {
+    let n = json_values(bytes);
+    if n > kind.json_values() {
+        return Err(format!(
+            "it holds about {n} JSON values, over the limit of {} for a {}",
+            kind.json_values(),
+            kind.what()
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
 /// Reads the whole of `path` as a file of `kind` (see [`open`]).
 pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, Refusal> {
     let (file, len) = open(path, kind)?;
@@ -426,6 +482,22 @@ pub(crate) fn escape_path(p: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Commas, colons and brackets inside strings (escaped quotes too) are
+    /// not counted; past the budget nothing is parsed.
+    #[test]
+    fn json_values_are_counted_outside_strings() {
+        assert_eq!(json_values(br#"{"a,[{:": "x\",y", "b": [1, 2]}"#), 7);
+        assert_eq!(json_values(b"[[],[],[]]"), 7);
+        let many = format!("[{}0]", "0,".repeat(1_000_000));
+        let e = parse_json::<serde_json::Value>(many.as_bytes(), Kind::Manifest).unwrap_err();
+        assert!(
+            e.contains("over the limit of 1000000 for a bundle manifest"),
+            "{e}"
+        );
+        assert!(parse_json::<Vec<u8>>(b"[1, 2]", Kind::Manifest).is_ok());
+    }
+
     use super::*;
 
     /// Control characters and bytes that are not UTF-8 reach a terminal

@@ -177,3 +177,74 @@ fn a_summary_template_is_bounded_in_width_memory_and_output() {
         assert!(m.max_rss_mb < 500, "{name}: {} MB", m.max_rss_mb);
     }
 }
+
+/// `[[],[],...]`: `n` empty arrays in one, 2 bytes each in the file, a
+/// `serde_json::Value` of 32 bytes and more each once parsed.
+fn nested_arrays(n: usize) -> String {
+    let mut s = String::with_capacity(2 * n + 2);
+    s.push('[');
+    for i in 0..n {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("[]");
+    }
+    s.push(']');
+    s
+}
+
+/// A 15 MiB manifest of nested arrays (within its 16 MiB cap) used to cost
+/// a gigabyte before it was refused; now it is refused by its count of
+/// values before it is parsed.
+#[test]
+fn a_manifest_of_nested_arrays_is_refused_before_it_is_parsed() {
+    use crate::bundle::{Entry, build, manifest_for};
+    let d = tempfile::tempdir().unwrap();
+    let dat = b"x".to_vec();
+    let manifest = String::from_utf8(manifest_for(&[("trace.dat", &dat)], 1)).unwrap();
+    let hostile = manifest.replace(
+        "\"kernel_facts\":null",
+        &format!("\"kernel_facts\":{}", nested_arrays(5 << 20)),
+    );
+    assert!(hostile.len() > 10 << 20 && hostile.len() < 16 << 20);
+    let bundle = d.path().join("b.tar.zst");
+    build(
+        &bundle,
+        vec![
+            Entry::File("manifest.json", hostile.into_bytes()),
+            Entry::File("trace.dat", dat),
+        ],
+    );
+    let m = measured(&["report", bundle.to_str().unwrap()]);
+    assert_eq!(m.code, Some(3), "{}", m.all);
+    assert!(
+        m.all
+            .contains("over the limit of 1000000 for a bundle manifest"),
+        "{}",
+        m.all
+    );
+    assert!(m.max_rss_mb < 500, "{} MB", m.max_rss_mb);
+}
+
+/// `diff` of two run folders whose report.json is 60 MiB of nested arrays
+/// (within the 64 MiB cap) used to cost a gigabyte; the report is now
+/// counted before it is parsed and, past its budget, left unread like a
+/// malformed one.
+#[test]
+fn diff_of_a_report_json_of_nested_arrays_stays_within_500_mb() {
+    let d = tempfile::tempdir().unwrap();
+    let report = format!("{{\"recipe\":\"x\",\"hist\":{}}}", nested_arrays(20 << 20));
+    let mut sides = Vec::new();
+    for name in ["a", "b"] {
+        let dir = d.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let dat = trace_with_print_fmt(&dir, "\"val=%u\", REC->val");
+        std::fs::rename(&dat, dir.join("trace.dat")).unwrap();
+        std::fs::remove_file(dir.join("cpu0.raw")).unwrap();
+        std::fs::write(dir.join("report.json"), &report).unwrap();
+        sides.push(dir.to_str().unwrap().to_string());
+    }
+    let m = measured(&["diff", &sides[0], &sides[1]]);
+    assert!(m.code.is_some(), "{}", m.all);
+    assert!(m.max_rss_mb < 500, "{} MB: {}", m.max_rss_mb, m.all);
+}
