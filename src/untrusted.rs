@@ -109,6 +109,14 @@ pub(crate) enum Refusal {
         /// The kind, in words.
         what: &'static str,
     },
+    /// It has other names besides this one (`st_nlink > 1`): a hard link
+    /// may lead to a file outside the folder, whatever its name says.
+    Linked {
+        /// The file.
+        path: PathBuf,
+        /// How many names it has.
+        links: u64,
+    },
     /// It resolves to a place outside the folder it belongs to.
     Outside {
         /// The file as named.
@@ -145,6 +153,9 @@ impl Refusal {
             Refusal::TooLarge {
                 bytes, cap, what, ..
             } => format!("{bytes} bytes, over the limit of {cap} bytes for a {what}"),
+            Refusal::Linked { links, .. } => format!(
+                "it is a hard link ({links} names for one file); a file that may also live outside the folder is never read"
+            ),
             Refusal::Outside { folder, target, .. } => format!(
                 "it is a symbolic link leading outside {} (to {}); its content is not read",
                 escape_path(folder),
@@ -167,6 +178,7 @@ impl std::fmt::Display for Refusal {
         let (Refusal::Io { path, .. }
         | Refusal::NotRegular { path, .. }
         | Refusal::TooLarge { path, .. }
+        | Refusal::Linked { path, .. }
         | Refusal::Outside { path, .. }) = self;
         write!(f, "{}: {}", escape_path(path), self.reason())
     }
@@ -180,6 +192,7 @@ impl From<Refusal> for crate::bundle::BundleError {
             Refusal::Io { path, source } => crate::bundle::BundleError::Io { path, source },
             Refusal::NotRegular { ref path, .. }
             | Refusal::TooLarge { ref path, .. }
+            | Refusal::Linked { ref path, .. }
             | Refusal::Outside { ref path, .. } => crate::bundle::BundleError::Refused {
                 path: path.clone(),
                 reason: r.why(),
@@ -345,6 +358,68 @@ pub(crate) fn inside(folder: &Path, path: &Path) -> Result<(), Refusal> {
             target: real,
         })
     }
+}
+
+/// Opens file `name` of `folder` to give it to someone else (`pack`): once,
+/// without following a symbolic link in its last component (one swapped in
+/// after the folder was listed is refused, not followed), judged by the
+/// opened file itself: a regular file (a FIFO is never waited on), with one
+/// name (a hard link may be a file from outside), of at most `cap` bytes
+/// (`what` names the limit), and still inside `folder` (a folder on its way
+/// swapped for a link is caught by where the descriptor leads). Returns the
+/// file and its size.
+pub(crate) fn open_member(
+    folder: &Path,
+    name: &str,
+    cap: u64,
+    what: &'static str,
+) -> Result<(File, u64), Refusal> {
+    let path = folder.join(name);
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Refusal::NotRegular {
+                path,
+                what: "a symbolic link",
+            });
+        }
+        Err(source) => return Err(Refusal::Io { path, source }),
+    };
+    let meta = file.metadata().map_err(|source| Refusal::Io {
+        path: path.clone(),
+        source,
+    })?;
+    if let Some(what) = kind_words(meta.file_type()) {
+        return Err(Refusal::NotRegular { path, what });
+    }
+    let links = std::os::unix::fs::MetadataExt::nlink(&meta);
+    if links > 1 {
+        return Err(Refusal::Linked { path, links });
+    }
+    if meta.len() > cap {
+        return Err(Refusal::TooLarge {
+            path,
+            bytes: meta.len(),
+            cap,
+            what,
+        });
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let real = std::fs::read_link(format!("/proc/self/fd/{fd}"));
+    if let (Ok(root), Ok(real)) = (folder.canonicalize(), real)
+        && !real.starts_with(&root)
+    {
+        return Err(Refusal::Outside {
+            path,
+            folder: folder.to_path_buf(),
+            target: real,
+        });
+    }
+    Ok((file, meta.len()))
 }
 
 /// Reads file `name` of the run folder (or unpacked bundle) `folder` as a file

@@ -248,3 +248,41 @@ fn diff_of_a_report_json_of_nested_arrays_stays_within_500_mb() {
     assert!(m.code.is_some(), "{}", m.all);
     assert!(m.max_rss_mb < 500, "{} MB: {}", m.max_rss_mb, m.all);
 }
+
+/// `pack` used to read every member whole, twice (a 600 MiB sparse
+/// trace.dat: 600 MB allocated); now each member is streamed once into the
+/// archive and the hasher, and the bundle still reads back.
+#[test]
+fn pack_streams_members_instead_of_reading_them_whole() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let dat = trace_with_print_fmt(&run, "\"val=%u\", REC->val");
+    std::fs::rename(&dat, run.join("trace.dat")).unwrap();
+    std::fs::remove_file(run.join("cpu0.raw")).unwrap();
+    std::fs::write(run.join("report.json"), "{\"recipe\":\"x\"}").unwrap();
+    std::fs::write(run.join("recipe.toml"), "name = \"x\"\n").unwrap();
+    let sparse = std::fs::File::create(run.join("big.bin")).unwrap();
+    sparse.set_len(200 << 20).unwrap();
+    let sparse = std::fs::File::create(run.join("trace.dat.big")).unwrap();
+    sparse.set_len(250 << 20).unwrap();
+    let out = d.path().join("run.tar.zst");
+    let m = measured(&["pack", run.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(m.code, Some(0), "{}", m.all);
+    assert!(m.max_rss_mb < 200, "{} MB", m.max_rss_mb);
+    let dec = zstd::Decoder::new(std::fs::File::open(&out).unwrap()).unwrap();
+    let mut archive = tar::Archive::new(dec);
+    let listed: Vec<(String, u64)> = archive
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.path().unwrap().display().to_string(), e.size())
+        })
+        .collect();
+    assert_eq!(listed[0].0, "manifest.json", "{listed:?}");
+    assert!(
+        listed.contains(&("big.bin".into(), 200 << 20)),
+        "{listed:?}"
+    );
+}
