@@ -226,7 +226,7 @@ fn a_manifest_of_nested_arrays_is_refused_before_it_is_parsed() {
     assert!(m.max_rss_mb < 500, "{} MB", m.max_rss_mb);
 }
 
-/// `diff` of two run folders whose report.json is 60 MiB of nested arrays
+/// `diff` (and `report`) of run folders whose report.json is 60 MiB of nested arrays
 /// (within the 64 MiB cap) used to cost a gigabyte; the report is now
 /// counted before it is parsed and, past its budget, left unread like a
 /// malformed one.
@@ -247,6 +247,9 @@ fn diff_of_a_report_json_of_nested_arrays_stays_within_500_mb() {
     let m = measured(&["diff", &sides[0], &sides[1]]);
     assert!(m.code.is_some(), "{}", m.all);
     assert!(m.max_rss_mb < 500, "{} MB: {}", m.max_rss_mb, m.all);
+    let m = measured(&["report", "--format", "summary", &sides[0]]);
+    assert_eq!(m.code, Some(0), "{}", m.all);
+    assert!(m.max_rss_mb < 500, "report: {} MB", m.max_rss_mb);
 }
 
 /// `pack` used to read every member whole, twice (a 600 MiB sparse
