@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -179,6 +179,7 @@ impl From<crate::untrusted::Refusal> for BundleError {
             Refusal::Io { path, source } => BundleError::Io { path, source },
             Refusal::NotRegular { ref path, .. }
             | Refusal::TooLarge { ref path, .. }
+            | Refusal::Linked { ref path, .. }
             | Refusal::Outside { ref path, .. } => BundleError::Refused {
                 path: path.clone(),
                 reason: r.why(),
@@ -245,21 +246,6 @@ pub(crate) fn pack(
         dir.with_file_name(format!("{name}.tar.zst"))
     });
     let names = folder_members(dir)?;
-    let mut members = BTreeMap::new();
-    for name in &names {
-        let p = dir.join(name);
-        let bytes = std::fs::read(&p).map_err(io(&p))?;
-        members.insert(
-            name.clone(),
-            Member {
-                bytes: bytes.len() as u64,
-                sha256: sha256_hex(&bytes),
-            },
-        );
-    }
-    let manifest = manifest_for(dir, members, redact_host)?;
-    let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
-
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -272,25 +258,110 @@ pub(crate) fn pack(
                 source: e,
             },
         })?;
+    if let Err(e) = write_bundle(dir, &names, file, &out, redact_host) {
+        let _ = std::fs::remove_file(&out);
+        return Err(e);
+    }
+    Ok(out)
+}
+
+/// Writes the bundle of `dir`'s members `names` into `file` (at `out`): each
+/// member opened once through [`crate::untrusted::open_member`] (no link
+/// followed, regular, one name, within its cap) and streamed once, into an
+/// unnamed temporary archive and the hasher together, so the hash in the
+/// manifest is the hash of the bytes packed; then the manifest (the first
+/// member, as readers require) and that archive go into the bundle.
+fn write_bundle(
+    dir: &Path,
+    names: &[String],
+    file: File,
+    out: &Path,
+    redact_host: bool,
+) -> Result<(), BundleError> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staged = tempfile::tempfile_in(parent).map_err(io(parent))?;
+    let mut body = tar::Builder::new(staged);
+    body.mode(tar::HeaderMode::Deterministic);
+    let mut members = BTreeMap::new();
+    let mut total: u64 = 0;
+    for name in names {
+        let (cap, what) = match name.as_str() {
+            "trace.dat" => (MAX_TRACE_DAT, "bundle's trace.dat"),
+            _ => (MAX_MEMBER, "bundle member"),
+        };
+        let (member, len) = crate::untrusted::open_member(dir, name, cap, what)?;
+        total = total.saturating_add(len);
+        let p = dir.join(name);
+        if total > MAX_TOTAL {
+            return Err(BundleError::Refused {
+                path: p,
+                reason: format!(
+                    "the members add up to more than {MAX_TOTAL} bytes, the limit of a bundle"
+                ),
+            });
+        }
+        let mut hashing = Hashing {
+            inner: std::io::Read::take(member, len),
+            hasher: Sha256::new(),
+            bytes: 0,
+        };
+        let mut h = tar::Header::new_ustar();
+        h.set_size(len);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        body.append_data(&mut h, name, &mut hashing)
+            .map_err(io(&p))?;
+        if hashing.bytes != len {
+            return Err(BundleError::Refused {
+                path: p,
+                reason: format!(
+                    "it shrank from {len} to {} bytes while it was packed",
+                    hashing.bytes
+                ),
+            });
+        }
+        let sha256 = hashing
+            .hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        members.insert(name.clone(), Member { bytes: len, sha256 });
+    }
+    let manifest = manifest_for(dir, members, redact_host)?;
+    let json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     let write = || -> std::io::Result<()> {
+        // The staged archive without its end (two zero blocks of 512 bytes).
+        let mut staged = body.into_inner()?;
+        let end = staged.stream_position()?.saturating_sub(1024);
+        staged.seek(std::io::SeekFrom::Start(0))?;
         let enc = zstd::Encoder::new(file, 9)?;
         let mut tar = tar::Builder::new(enc);
         tar.mode(tar::HeaderMode::Deterministic);
         append(&mut tar, MANIFEST, &json)?;
-        for name in &names {
-            let bytes = std::fs::read(dir.join(name))?;
-            append(&mut tar, name, &bytes)?;
-        }
+        std::io::copy(&mut std::io::Read::take(staged, end), tar.get_mut())?;
         tar.into_inner()?.finish()?.sync_all()
     };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&out);
-        return Err(BundleError::Io {
-            path: out,
-            source: e,
-        });
+    write().map_err(io(out))
+}
+
+/// A reader that hashes and counts what is read through it.
+struct Hashing<R> {
+    inner: R,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
     }
-    Ok(out)
 }
 
 fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -313,7 +384,7 @@ pub(crate) fn manifest_for(
 ) -> Result<Manifest, BundleError> {
     use crate::untrusted::{Kind, read_optional_in};
     let report: serde_json::Value = read_optional_in(dir, "report.json", Kind::Report)?
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|b| crate::untrusted::parse_json(&b, Kind::Report).ok())
         .unwrap_or_default();
     let rendered = read_optional_in(dir, "recipe.toml", Kind::Recipe)?.unwrap_or_default();
     let written = read_optional_in(dir, "recipe.source.toml", Kind::Recipe)?;
@@ -362,7 +433,7 @@ pub(crate) fn manifest_for(
             .then(|| hostname::get().ok()?.into_string().ok())
             .flatten(),
         kernel_release: str_of(&report["kernel_release"]),
-        kernel_facts: facts.and_then(|b| serde_json::from_slice(&b).ok()),
+        kernel_facts: facts.and_then(|b| crate::untrusted::parse_json(&b, Kind::Facts).ok()),
         started: str_of(&report["started"]),
         ended: str_of(&report["ended"]),
         stop_reason: str_of(&report["stop_reason"]),
@@ -652,8 +723,8 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
         format: Option<String>,
         format_version: Option<u64>,
     }
-    let head: Head =
-        serde_json::from_slice(text).map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
+    let head: Head = crate::untrusted::parse_json(text, crate::untrusted::Kind::Manifest)
+        .map_err(|e| format!("{MANIFEST} is not JSON: {e}"))?;
     if head.format.as_deref() != Some(MANIFEST_FORMAT) {
         return Err(format!("{MANIFEST} is not a trace-recipe bundle manifest"));
     }
@@ -700,6 +771,48 @@ pub(crate) fn manifest_schema_json() -> String {
 #[cfg(test)]
 mod tests {
     use super::check_name;
+
+    /// What `pack` meets when a member is swapped after the folder was
+    /// listed: a symbolic link to a secret, a FIFO, a hard link to a file
+    /// outside. Each is refused by name, nothing is read from it (the FIFO
+    /// does not hang), and no bundle is left behind.
+    #[test]
+    fn pack_refuses_members_swapped_after_the_listing() {
+        let d = tempfile::tempdir().unwrap();
+        let secret_dir = tempfile::tempdir().unwrap();
+        let secret = secret_dir.path().join("secret");
+        std::fs::write(&secret, "TOP-SECRET\n").unwrap();
+        let run = d.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        for m in ["trace.dat", "report.json", "recipe.toml"] {
+            std::fs::write(run.join(m), "{}").unwrap();
+        }
+        std::os::unix::fs::symlink(&secret, run.join("link.txt")).unwrap();
+        let c = std::ffi::CString::new(run.join("fifo.txt").to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::hard_link(&secret, run.join("hard.txt")).unwrap();
+        for (name, expect) in [
+            ("link.txt", "it is a symbolic link, not a regular file"),
+            ("fifo.txt", "it is a FIFO, not a regular file"),
+            ("hard.txt", "it is a hard link (2 names for one file)"),
+        ] {
+            let out = d.path().join(format!("{name}.tar.zst"));
+            let file = std::fs::File::create(&out).unwrap();
+            let names = vec!["report.json".to_string(), name.to_string()];
+            let e = super::write_bundle(&run, &names, file, &out, true).unwrap_err();
+            let shown = e.to_string();
+            assert!(shown.contains(name) && shown.contains(expect), "{shown}");
+            assert!(!shown.contains("TOP-SECRET"), "{shown}");
+        }
+        let listed = super::folder_members(&run).unwrap();
+        assert_eq!(
+            listed,
+            ["hard.txt", "recipe.toml", "report.json", "trace.dat"]
+        );
+        let e = super::pack(&run, None, true).unwrap_err().to_string();
+        assert!(e.contains("hard.txt") && e.contains("hard link"), "{e}");
+        assert!(!d.path().join("run.tar.zst").exists());
+    }
 
     #[test]
     fn member_names_are_plain_relative_paths() {

@@ -70,36 +70,55 @@ impl Diagnostic {
             Fault::Recipe => "recipe",
             Fault::Kernel => "this kernel",
         };
-        let (source, span) = source.part_of(self.span.clone());
-        if source.foreign {
-            return format!("{}\n", self.foreign_message(&source));
+        let part = source.part(self.span.as_ref().map(|s| s.start));
+        if part.foreign {
+            return format!("{}\n", self.foreign_message(part.path));
         }
-        let source = &source;
-        let span = span.as_ref().map(|s| {
-            let start = floor_char_boundary(&source.text, s.start.min(source.text.len()));
-            // One line at most: the first line of the span, and never empty.
-            let line_end = source.text[start..]
-                .find('\n')
-                .map_or(source.text.len(), |i| start + i);
-            let end = floor_char_boundary(&source.text, s.end.clamp(start, line_end));
-            start..end
+        let text = source.text.as_str();
+        let ix = source.index();
+        // One line at most: the first line of the span, and never past it.
+        let span = self.span.as_ref().map(|s| {
+            let start = floor_char_boundary(text, s.start.clamp(part.start, part.end));
+            let next = ix.line_starts.partition_point(|&l| l <= start);
+            let line_end = ix
+                .line_starts
+                .get(next)
+                .map_or(text.len(), |l| l - 1)
+                .min(part.end);
+            let end = floor_char_boundary(text, s.end.clamp(start, line_end.max(start)));
+            (start..end, line_end.max(start))
         });
         let place = match &span {
-            Some(span) => {
-                let (line, col) = source.line_col(span.start);
-                format!("{}:{line}:{col}", source.path.display())
+            Some((span, _)) => {
+                let (line, col) = source.place_in(&part, span.start);
+                format!("{}:{line}:{col}", part.path.display())
             }
-            None => source.path.display().to_string(),
+            None => part.path.display().to_string(),
         };
         let mut out = format!("{place}: error ({fault}): {}\n", self.message);
         let mut group = Group::with_level(Level::ERROR);
         let has_span = span.is_some();
-        if let Some(span) = span {
+        if let Some((span, line_end)) = span {
+            // The span's line (around the span when it is long), numbered as
+            // in the file.
+            let line_start = ix.line_start(span.start).max(part.start);
+            let (from, to) = if line_end - line_start > SHOWN_LINE {
+                let from = span.start.saturating_sub(SHOWN_LINE / 2).max(line_start);
+                let from = floor_char_boundary(text, from);
+                let to = floor_char_boundary(text, line_end.min(from + SHOWN_LINE));
+                (from, to.max(span.start))
+            } else {
+                (line_start, line_end)
+            };
+            let mark = span.start - from..span.end.clamp(span.start, to) - from;
+            #[cfg(test)]
+            tests::SHOWN.fetch_add(to - from, std::sync::atomic::Ordering::Relaxed);
+            let (line, _) = source.place_in(&part, span.start);
             group = group.element(
-                Snippet::source(source.text.as_str())
-                    .line_start(1)
+                Snippet::source(&text[from..to])
+                    .line_start(line)
                     .fold(true)
-                    .annotation(AnnotationKind::Primary.span(span)),
+                    .annotation(AnnotationKind::Primary.span(mark)),
             );
         }
         if let Some(help) = &self.help {
@@ -144,38 +163,37 @@ impl Diagnostic {
     /// What is said of a problem in a file outside the recipe's folder: its name
     /// and that it is refused, never its content (not even a key or value the
     /// message would quote).
-    fn foreign_message(&self, source: &Source) -> String {
+    fn foreign_message(&self, path: &std::path::Path) -> String {
         format!(
             "{}: error (recipe): this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown\n  = help: check it on its own with `trace-recipe check {}`",
-            crate::untrusted::escape_path(&source.path),
-            crate::untrusted::escape_path(&source.path)
+            crate::untrusted::escape_path(path),
+            crate::untrusted::escape_path(path)
         )
     }
 
     /// The diagnostic's place and text as [`JsonDiagnostic`], against `source`.
     pub(crate) fn to_json(&self, source: &Source) -> JsonDiagnostic {
-        let (source, span) = source.part_of(self.span.clone());
-        let source = &source;
-        let place = span.as_ref().map(|s| {
-            let start = s.start.min(source.text.len());
-            let end = s.end.clamp(start, source.text.len());
-            (source.line_col(start), source.line_col(end.max(start)))
+        let part = source.part(self.span.as_ref().map(|s| s.start));
+        let place = self.span.as_ref().map(|s| {
+            let start = s.start.clamp(part.start, part.end);
+            let end = s.end.clamp(start, part.end);
+            (source.place_in(&part, start), source.place_in(&part, end))
         });
         JsonDiagnostic {
-            file: source.path.display().to_string(),
+            file: part.path.display().to_string(),
             line: place.map(|p| p.0.0),
             column: place.map(|p| p.0.1),
             end_line: place.map(|p| p.1.0),
             end_column: place.map(|p| p.1.1),
             severity: "error".into(),
             fault: self.fault,
-            message: if source.foreign {
+            message: if part.foreign {
                 "this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown".into()
             } else {
                 self.message.clone()
             },
-            help: self.help.clone().filter(|_| !source.foreign),
-            suggestions: match source.foreign {
+            help: self.help.clone().filter(|_| !part.foreign),
+            suggestions: match part.foreign {
                 true => Vec::new(),
                 false => self.help.as_deref().map(suggestions).unwrap_or_default(),
             },
@@ -212,8 +230,86 @@ pub struct Source {
     /// The files of an `extends` chain after the first (empty for a lone recipe).
     pub(crate) parts: Vec<SourcePart>,
     /// The file lies outside the folder of the recipe that was run (a part
-    /// returned by [`Source::part_of`]): its content is never shown.
+    /// of an `extends` chain): its content is never shown.
     pub(crate) foreign: bool,
+    /// Where lines start, built on first use (the text is complete by then).
+    index: Box<std::sync::OnceLock<LineIndex>>,
+}
+
+/// Line starts and character counts of a text, so that the line and column
+/// of any offset cost a binary search and at most [`CHECKPOINT`] bytes of
+/// counting: every diagnostic of a check is placed in O(log size), and a
+/// check of n problems renders in O(size + n), not O(size × n).
+#[derive(Debug, Clone, Default)]
+struct LineIndex {
+    /// Byte offset of the start of every line after the first.
+    line_starts: Vec<usize>,
+    /// `(byte offset, characters before it)` at char boundaries about every
+    /// [`CHECKPOINT`] bytes, the first at 0.
+    checkpoints: Vec<(usize, usize)>,
+}
+
+/// Bytes between two [`LineIndex::checkpoints`].
+const CHECKPOINT: usize = 4096;
+
+/// Longest stretch of a line shown under a diagnostic, in bytes: a longer
+/// line (a hostile one-line recipe) is shown around the span only.
+const SHOWN_LINE: usize = 256;
+
+impl LineIndex {
+    fn new(text: &str) -> LineIndex {
+        let line_starts = memchr_lines(text);
+        let mut checkpoints = vec![(0, 0)];
+        let mut at = 0;
+        let mut chars = 0;
+        while at + CHECKPOINT < text.len() {
+            let next = floor_char_boundary(text, at + CHECKPOINT).max(at + 1);
+            let next = ceil_char_boundary(text, next);
+            chars += text[at..next].chars().count();
+            checkpoints.push((next, chars));
+            at = next;
+        }
+        LineIndex {
+            line_starts,
+            checkpoints,
+        }
+    }
+
+    /// Lines that start at or before `offset`, the first included.
+    fn line_of(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&s| s <= offset) + 1
+    }
+
+    /// Start of the line `offset` falls in.
+    fn line_start(&self, offset: usize) -> usize {
+        let i = self.line_starts.partition_point(|&s| s <= offset);
+        if i == 0 { 0 } else { self.line_starts[i - 1] }
+    }
+
+    /// Characters before byte `offset` (a char boundary) of `text`.
+    fn chars_before(&self, text: &str, offset: usize) -> usize {
+        let i = self.checkpoints.partition_point(|&(b, _)| b <= offset) - 1;
+        let (b, c) = self.checkpoints[i];
+        c + text[b..offset].chars().count()
+    }
+}
+
+/// Offsets just past every `\n` of `text`.
+fn memchr_lines(text: &str) -> Vec<usize> {
+    text.bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'\n')
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// One file of a [`Source`], borrowed: its path, where its text starts in
+/// the source, and whether its content may be shown.
+struct Part<'s> {
+    path: &'s std::path::Path,
+    start: usize,
+    end: usize,
+    foreign: bool,
 }
 
 /// A base file's place in [`Source::text`].
@@ -235,56 +331,71 @@ impl Source {
             text: text.into(),
             parts: Vec::new(),
             foreign: false,
+            index: Default::default(),
         }
     }
 
-    /// The single file `span` points into, with the span made relative to it.
-    pub(crate) fn part_of(&self, span: Option<Range<usize>>) -> (Source, Option<Range<usize>>) {
+    fn index(&self) -> &LineIndex {
+        self.index.get_or_init(|| LineIndex::new(&self.text))
+    }
+
+    /// The file `offset` falls in (the first when `None`).
+    fn part(&self, offset: Option<usize>) -> Part<'_> {
         let first_end = self.parts.first().map_or(self.text.len(), |p| p.start);
-        let Some(s) = span else {
-            return (Source::single(&self.path, &self.text[..first_end]), None);
+        let first = Part {
+            path: &self.path,
+            start: 0,
+            end: first_end,
+            foreign: self.foreign,
         };
-        let found = self
-            .parts
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, p)| p.start <= s.start);
-        match found {
-            None => (Source::single(&self.path, &self.text[..first_end]), Some(s)),
-            Some((i, p)) => {
-                let end = self.parts.get(i + 1).map_or(self.text.len(), |n| n.start);
-                let shifted = s.start - p.start..s.end.saturating_sub(p.start);
-                let mut part = Source::single(&p.path, &self.text[p.start..end]);
-                part.foreign = p.foreign;
-                (part, Some(shifted))
-            }
+        let Some(offset) = offset else {
+            return first;
+        };
+        let i = self.parts.partition_point(|p| p.start <= offset);
+        if i == 0 {
+            return first;
         }
+        let p = &self.parts[i - 1];
+        Part {
+            path: &p.path,
+            start: p.start,
+            end: self.parts.get(i).map_or(self.text.len(), |n| n.start),
+            foreign: p.foreign,
+        }
+    }
+
+    /// 1-based line and column (in characters) of byte `offset` of the
+    /// whole text, within `part`.
+    fn place_in(&self, part: &Part<'_>, offset: usize) -> (usize, usize) {
+        let offset = floor_char_boundary(&self.text, offset.clamp(part.start, part.end));
+        let ix = self.index();
+        let line = ix.line_of(offset) - ix.line_of(part.start) + 1;
+        let start = ix.line_start(offset).max(part.start);
+        let col = ix.chars_before(&self.text, offset) - ix.chars_before(&self.text, start) + 1;
+        (line, col)
     }
 
     /// `FILE:LINE:COL` of byte offset `offset`, in the file it falls in.
     pub(crate) fn place(&self, offset: usize) -> String {
-        let (part, span) = self.part_of(Some(offset..offset));
-        let (l, c) = part.line_col(span.map_or(0, |s| s.start));
+        let part = self.part(Some(offset));
+        let (l, c) = self.place_in(&part, offset);
         format!("{}:{l}:{c}", part.path.display())
-    }
-
-    /// 1-based line and column (in characters) of byte offset `offset`.
-    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..floor_char_boundary(&self.text, offset)];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let col = before[line_start..].chars().count() + 1;
-        (line, col)
     }
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
     while i > 0 && !s.is_char_boundary(i) {
         i -= 1;
     }
     i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i.min(s.len())
 }
 
 /// Renders all diagnostics, followed by a count line.
@@ -307,12 +418,17 @@ pub fn render_all(diagnostics: &[Diagnostic], source: &Source) -> String {
 mod tests {
     use super::*;
 
+    /// Bytes of source handed to annotate-snippets, over all renders.
+    pub(super) static SHOWN: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
     #[test]
     fn line_and_column_are_one_based() {
         let src = Source::single("r.toml", "a = 1\nbb = \"x\"\n");
-        assert_eq!(src.line_col(0), (1, 1));
-        assert_eq!(src.line_col(6), (2, 1));
-        assert_eq!(src.line_col(11), (2, 6));
+        let part = src.part(None);
+        assert_eq!(src.place_in(&part, 0), (1, 1));
+        assert_eq!(src.place_in(&part, 6), (2, 1));
+        assert_eq!(src.place_in(&part, 11), (2, 6));
         let d = Diagnostic::recipe(Some(11..14), "bad");
         let text = d.render(&src);
         assert!(
@@ -354,6 +470,95 @@ mod tests {
         assert!(
             out.contains("1 |     name = \"日本:x\"\n  |            ^^^^^^^^\n"),
             "{out}"
+        );
+    }
+
+    /// Lines and columns from the index agree with counting from the start
+    /// of each file, in every file of a chain, across checkpoints and
+    /// multi-byte characters.
+    #[test]
+    fn the_line_index_places_offsets_as_counting_does() {
+        let base: String = (0..3000).map(|i| format!("k{i} = \"é{i}日\"\n")).collect();
+        let mut src = Source::single("r.toml", "a = 1\nbb = \"x\"\n");
+        let start = src.text.len();
+        src.text.push_str(&base);
+        src.parts.push(SourcePart {
+            path: "base.toml".into(),
+            start,
+            foreign: false,
+        });
+        let counted = |text: &str, at: usize| {
+            let before = &text[..at];
+            let line = before.matches('\n').count() + 1;
+            let from = before.rfind('\n').map_or(0, |i| i + 1);
+            (line, before[from..].chars().count() + 1)
+        };
+        for at in (0..src.text.len())
+            .filter(|i| src.text.is_char_boundary(*i))
+            .step_by(7)
+        {
+            let part = src.part(Some(at));
+            let want = counted(&src.text[part.start..part.end], at - part.start);
+            assert_eq!(src.place_in(&part, at), want, "at {at}");
+        }
+    }
+
+    /// 2,000 problems on one 60 KB line render in bounded work and output:
+    /// each hands annotate-snippets its own stretch of the line, not the
+    /// whole text (2,000 × 60 KB scanned before).
+    #[test]
+    fn problems_on_a_long_line_show_a_stretch_of_it() {
+        let items: Vec<String> = (0..2000)
+            .map(|i| format!("{{name = \"nosys:e{i}\"}}"))
+            .collect();
+        let text = format!("events = [{}]\n", items.join(", "));
+        let spans: Vec<_> = (0..2000)
+            .map(|i| {
+                let at = text.find(&format!("\"nosys:e{i}\"")).unwrap();
+                Diagnostic::kernel(Some(at..at + 10), format!("no event e{i}"))
+            })
+            .collect();
+        let src = Source::single("r.toml", text.clone());
+        let before = SHOWN.load(std::sync::atomic::Ordering::Relaxed);
+        let out = render_all(&spans, &src);
+        let shown = SHOWN.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(shown < 2000 * 1024, "{shown} bytes of source rendered");
+        assert!(out.len() < 2000 * 1024, "{} bytes", out.len());
+        let last = text.find("\"nosys:e1999\"").unwrap();
+        assert!(
+            out.contains(&format!(
+                "r.toml:1:{}: error (this kernel): no event e1999\n",
+                last + 1
+            )),
+            "{}",
+            &out[out.len() - 2000..]
+        );
+        assert!(
+            out.contains("{name = \"nosys:e1999\"}]"),
+            "{}",
+            &out[out.len() - 2000..]
+        );
+
+        // The same problems one per line: each shows its line only.
+        let text: String = items
+            .iter()
+            .map(|i| format!("[[events]]\n{}\n", &i[1..i.len() - 1]))
+            .collect();
+        let spans: Vec<_> = (0..2000)
+            .map(|i| {
+                let at = text.find(&format!("\"nosys:e{i}\"")).unwrap();
+                Diagnostic::kernel(Some(at..at + 10), format!("no event e{i}"))
+            })
+            .collect();
+        let src = Source::single("r.toml", text);
+        let before = SHOWN.load(std::sync::atomic::Ordering::Relaxed);
+        let out = render_all(&spans, &src);
+        let shown = SHOWN.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(shown < 2000 * 1024, "{shown} bytes of source rendered");
+        assert!(
+            out.contains("r.toml:4000:8: error (this kernel): no event e1999\n     |\n4000 | name = \"nosys:e1999\"\n"),
+            "{}",
+            &out[out.len() - 500..]
         );
     }
 }

@@ -96,7 +96,7 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         }
     };
     let report = member("report.json", Kind::Report)?
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+        .and_then(|b| crate::untrusted::parse_json::<serde_json::Value>(&b, Kind::Report).ok());
     let file = tracedat::TraceFile::open(&dat).map_err(|source| DiffError::TraceDat {
         path: dat.clone(),
         source,
@@ -133,7 +133,8 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         .and_then(|o| o.manifest.kernel_facts.clone())
     {
         Some(f) => Some(f),
-        None => member("facts.json", Kind::Facts)?.and_then(|b| serde_json::from_slice(&b).ok()),
+        None => member("facts.json", Kind::Facts)?
+            .and_then(|b| crate::untrusted::parse_json(&b, Kind::Facts).ok()),
     };
     Ok(Side {
         path: path.to_path_buf(),

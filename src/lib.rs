@@ -37,6 +37,7 @@ pub(crate) mod check;
 pub mod cli;
 pub(crate) mod collect;
 pub(crate) mod compare;
+pub(crate) mod confine;
 pub mod diagnostic;
 pub(crate) mod diff;
 pub(crate) mod elf;

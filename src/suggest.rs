@@ -1,4 +1,30 @@
 //! "Did you mean" suggestions by string similarity.
+//!
+//! Comparing costs up to the product of the two lengths, and a hostile recipe
+//! may ask for thousands of suggestions (8,000 unknown events, each against
+//! every event of the kernel; an unknown probe symbol against all of
+//! kallsyms), so the process has a budget of [`BUDGET`] character pairs:
+//! once it is spent, no more suggestions are made (the problems are still
+//! all reported, without a `did you mean`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Character pairs (length × length, summed over comparisons) the process
+/// may spend on suggestions: about 1,000 searches of an unknown event name
+/// among 2,000 kernel events, a second or two.
+pub(crate) const BUDGET: u64 = 1_000_000_000;
+
+/// What is left of [`BUDGET`].
+static LEFT: AtomicU64 = AtomicU64::new(BUDGET);
+
+/// Takes `cost` from the budget `left`; false (and nothing taken) when it
+/// has not that much left.
+fn spend(left: &AtomicU64, cost: u64) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        left.checked_sub(cost)
+    })
+    .is_ok()
+}
 
 /// The candidate nearest to `word` (Jaro-Winkler similarity of at least 0.8), if any.
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -11,6 +37,25 @@ pub fn nearest_n<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
     n: usize,
 ) -> Vec<&'a str> {
+    nearest_within(&LEFT, word, candidates, n)
+}
+
+/// [`nearest_n`] paid from the budget `left`.
+fn nearest_within<'a>(
+    left: &AtomicU64,
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<&'a str> {
+    let candidates: Vec<&str> = candidates.into_iter().collect();
+    let width = word.len() as u64 + 1;
+    let cost = candidates
+        .iter()
+        .map(|c| width.saturating_mul(c.len() as u64 + 1))
+        .fold(0u64, u64::saturating_add);
+    if !spend(left, cost) {
+        return Vec::new();
+    }
     let mut scored: Vec<(f64, &str)> = candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))
@@ -46,5 +91,19 @@ mod tests {
             "did you mean `sched_switch`? "
         );
         assert_eq!(did_you_mean("xyz", ["sched_switch"], 3), "");
+    }
+
+    /// Suggestions stop, and cost nothing more, once the budget is spent.
+    #[test]
+    fn suggestions_stop_when_the_budget_is_spent() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        // Each search costs (11 + 1) × (12 + 1) = 156 character pairs.
+        let left = AtomicU64::new(3 * 156 + 39);
+        let near = |left| super::nearest_within(left, "sched_swtch", ["sched_switch"], 1);
+        for _ in 0..3 {
+            assert_eq!(near(&left), ["sched_switch"]);
+        }
+        assert_eq!(left.load(Ordering::Relaxed), 39);
+        assert!(near(&left).is_empty());
     }
 }

@@ -56,6 +56,18 @@ impl Kind {
         }
     }
 
+    /// Most JSON values (keys counted too) a file of this kind may hold:
+    /// each costs a `serde_json::Value` (32 bytes, more in a growing
+    /// vector) when parsed, so a file of `[[],[],...]` would cost 16 times
+    /// its size; past this it is refused before anything is parsed (see
+    /// [`parse_json`]). A real fact file of 6 MB holds 130,000.
+    pub(crate) fn json_values(self) -> usize {
+        match self {
+            Kind::Report => 4_000_000,
+            _ => 1_000_000,
+        }
+    }
+
     fn what(self) -> &'static str {
         match self {
             Kind::Recipe => "recipe",
@@ -97,6 +109,14 @@ pub(crate) enum Refusal {
         /// The kind, in words.
         what: &'static str,
     },
+    /// It has other names besides this one (`st_nlink > 1`): a hard link
+    /// may lead to a file outside the folder, whatever its name says.
+    Linked {
+        /// The file.
+        path: PathBuf,
+        /// How many names it has.
+        links: u64,
+    },
     /// It resolves to a place outside the folder it belongs to.
     Outside {
         /// The file as named.
@@ -133,6 +153,9 @@ impl Refusal {
             Refusal::TooLarge {
                 bytes, cap, what, ..
             } => format!("{bytes} bytes, over the limit of {cap} bytes for a {what}"),
+            Refusal::Linked { links, .. } => format!(
+                "it is a hard link ({links} names for one file); a file that may also live outside the folder is never read"
+            ),
             Refusal::Outside { folder, target, .. } => format!(
                 "it is a symbolic link leading outside {} (to {}); its content is not read",
                 escape_path(folder),
@@ -155,6 +178,7 @@ impl std::fmt::Display for Refusal {
         let (Refusal::Io { path, .. }
         | Refusal::NotRegular { path, .. }
         | Refusal::TooLarge { path, .. }
+        | Refusal::Linked { path, .. }
         | Refusal::Outside { path, .. }) = self;
         write!(f, "{}: {}", escape_path(path), self.reason())
     }
@@ -230,6 +254,50 @@ fn judge(path: &Path, meta: &std::fs::Metadata, kind: Kind) -> Result<u64, Refus
     Ok(meta.len())
 }
 
+/// An upper bound on the JSON values of `bytes` (keys included): commas,
+/// colons and opening brackets outside strings, plus one. One pass, nothing
+/// allocated.
+fn json_values(bytes: &[u8]) -> usize {
+    let mut n = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b':' | b'[' | b'{' => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
+/// `bytes` (a file of `kind`) parsed as JSON into `T`, refused before any
+/// parsing when it holds more values than [`Kind::json_values`] allows.
+/// Errors: the refusal or serde_json's message.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    kind: Kind,
+) -> Result<T, String> {
+    let n = json_values(bytes);
+    if n > kind.json_values() {
+        return Err(format!(
+            "it holds about {n} JSON values, over the limit of {} for a {}",
+            kind.json_values(),
+            kind.what()
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
 /// Reads the whole of `path` as a file of `kind` (see [`open`]).
 pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, Refusal> {
     let (file, len) = open(path, kind)?;
@@ -275,6 +343,68 @@ pub(crate) fn inside(folder: &Path, path: &Path) -> Result<(), Refusal> {
             target: real,
         })
     }
+}
+
+/// Opens file `name` of `folder` to give it to someone else (`pack`): once,
+/// without following a symbolic link in its last component (one swapped in
+/// after the folder was listed is refused, not followed), judged by the
+/// opened file itself: a regular file (a FIFO is never waited on), with one
+/// name (a hard link may be a file from outside), of at most `cap` bytes
+/// (`what` names the limit), and still inside `folder` (a folder on its way
+/// swapped for a link is caught by where the descriptor leads). Returns the
+/// file and its size.
+pub(crate) fn open_member(
+    folder: &Path,
+    name: &str,
+    cap: u64,
+    what: &'static str,
+) -> Result<(File, u64), Refusal> {
+    let path = folder.join(name);
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Refusal::NotRegular {
+                path,
+                what: "a symbolic link",
+            });
+        }
+        Err(source) => return Err(Refusal::Io { path, source }),
+    };
+    let meta = file.metadata().map_err(|source| Refusal::Io {
+        path: path.clone(),
+        source,
+    })?;
+    if let Some(what) = kind_words(meta.file_type()) {
+        return Err(Refusal::NotRegular { path, what });
+    }
+    let links = std::os::unix::fs::MetadataExt::nlink(&meta);
+    if links > 1 {
+        return Err(Refusal::Linked { path, links });
+    }
+    if meta.len() > cap {
+        return Err(Refusal::TooLarge {
+            path,
+            bytes: meta.len(),
+            cap,
+            what,
+        });
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let real = std::fs::read_link(format!("/proc/self/fd/{fd}"));
+    if let (Ok(root), Ok(real)) = (folder.canonicalize(), real)
+        && !real.starts_with(&root)
+    {
+        return Err(Refusal::Outside {
+            path,
+            folder: folder.to_path_buf(),
+            target: real,
+        });
+    }
+    Ok((file, meta.len()))
 }
 
 /// Reads file `name` of the run folder (or unpacked bundle) `folder` as a file
@@ -548,6 +678,22 @@ pub(crate) fn json_pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Commas, colons and brackets inside strings (escaped quotes too) are
+    /// not counted; past the budget nothing is parsed.
+    #[test]
+    fn json_values_are_counted_outside_strings() {
+        assert_eq!(json_values(br#"{"a,[{:": "x\",y", "b": [1, 2]}"#), 7);
+        assert_eq!(json_values(b"[[],[],[]]"), 7);
+        let many = format!("[{}0]", "0,".repeat(1_000_000));
+        let e = parse_json::<serde_json::Value>(many.as_bytes(), Kind::Manifest).unwrap_err();
+        assert!(
+            e.contains("over the limit of 1000000 for a bundle manifest"),
+            "{e}"
+        );
+        assert!(parse_json::<Vec<u8>>(b"[1, 2]", Kind::Manifest).is_ok());
+    }
+
     use super::*;
 
     /// Control characters and bytes that are not UTF-8 reach a terminal

@@ -4,6 +4,7 @@ mod common;
 
 mod analyses;
 mod answers;
+mod bounds;
 
 mod bundle;
 mod capture;

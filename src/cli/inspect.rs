@@ -249,14 +249,12 @@ pub(super) fn report(a: ReportArgs) -> Exit {
 }
 
 /// The report.json in output folder `dir`, parsed; `None` when it is
-/// missing, not a regular file, larger than 64 MiB or not JSON.
+/// missing, refused by [`crate::untrusted`] (not a regular file, a link out
+/// of the folder, over 64 MiB or over its count of JSON values) or not JSON.
 fn run_report(dir: &Path) -> Option<serde_json::Value> {
-    let p = dir.join("report.json");
-    let meta = std::fs::symlink_metadata(&p).ok()?;
-    if !meta.is_file() || meta.len() > 64 << 20 {
-        return None;
-    }
-    serde_json::from_slice(&std::fs::read(&p).ok()?).ok()
+    use crate::untrusted::{Kind, parse_json, read_optional_in};
+    let bytes = read_optional_in(dir, "report.json", Kind::Report).ok()??;
+    parse_json(&bytes, Kind::Report).ok()
 }
 
 /// Writes `file` in `format` to `to` (buffered), over the records `keep`

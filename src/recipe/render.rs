@@ -329,39 +329,9 @@ pub(crate) fn render(
     ctx: &BTreeMap<String, Value>,
     offset: usize,
 ) -> Result<String, Vec<Diagnostic>> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
-        .keep_trailing_newline(true)
-        .build()
-    {
-        env.set_syntax(syntax);
-    }
-    env.set_fuel(Some(200_000));
-    env.set_formatter(|out, state, value| {
-        if let Some(s) = value.as_str() {
-            out.write_str(&toml_escaped(s))?;
-            Ok(())
-        } else {
-            minijinja::escape_formatter(out, state, value)
-        }
-    });
     let shift = |r: Range<usize>| r.start + offset..r.end + offset;
-    let rendered = env.render_str(raw, ctx).map_err(|e| {
-        let span = e
-            .range()
-            .or_else(|| e.line().map(|line| line_span(raw, line)))
-            .map(shift);
-        let mut msg = e
-            .detail()
-            .map_or_else(|| e.kind().to_string(), str::to_string);
-        if e.kind() == minijinja::ErrorKind::UndefinedError {
-            msg = format!("template uses an undefined variable: {msg}");
-        }
-        vec![
-            Diagnostic::recipe(span, format!("template error: {msg}"))
-                .with_help("define every variable under `[params]` (or pass `--set KEY=VALUE`)"),
-        ]
+    let rendered = confined(raw, ctx).map_err(|(span, msg, help)| {
+        vec![Diagnostic::recipe(span.map(shift), msg).with_help(help)]
     })?;
     if rendered.len() > MAX_RENDERED {
         return Err(vec![Diagnostic::recipe(
@@ -379,6 +349,115 @@ pub(crate) fn render(
         ]);
     }
     Ok(rendered)
+}
+
+/// What rendering one recipe file may use: memory beyond the tool's own,
+/// wall time, and bytes of rendered text (a rendered recipe over
+/// [`MAX_RENDERED`] is refused anyway).
+pub(crate) const RECIPE_BUDGET: crate::confine::Budget = crate::confine::Budget {
+    memory: 256 << 20,
+    time: std::time::Duration::from_secs(5),
+    output: MAX_RENDERED + 1,
+};
+
+/// A problem of rendering: its span in the file's text (when known), the
+/// message and what to do.
+type RenderError = (Option<Range<usize>>, String, String);
+
+/// `raw` rendered with `ctx` in a child confined to [`RECIPE_BUDGET`]
+/// (minijinja's fuel bounds instructions, not what one instruction
+/// allocates); text without template tags renders here (it is copied).
+fn confined(raw: &str, ctx: &BTreeMap<String, Value>) -> Result<String, RenderError> {
+    let undefined = |(span, msg)| {
+        (
+            span,
+            format!("template error: {msg}"),
+            "define every variable under `[params]` (or pass `--set KEY=VALUE`)".to_string(),
+        )
+    };
+    if !["{{", "{%", "{#"].iter().any(|t| raw.contains(t)) {
+        return render_here(raw, ctx).map_err(undefined);
+    }
+    let answer = crate::confine::run(RECIPE_BUDGET, || match render_here(raw, ctx) {
+        Ok(s) => [b"O", s.as_bytes()].concat(),
+        Err((span, msg)) => {
+            let (start, end) = span.map_or((u64::MAX, 0), |r| (r.start as u64, r.end as u64));
+            [
+                b"E",
+                &start.to_le_bytes()[..],
+                &end.to_le_bytes(),
+                msg.as_bytes(),
+            ]
+            .concat()
+        }
+    });
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            return Err((
+                None,
+                format!("template error: rendering the recipe stopped: {e}"),
+                format!(
+                    "a recipe's templates may use {} MiB, {} s and render to {MAX_RENDERED} bytes",
+                    RECIPE_BUDGET.memory >> 20,
+                    RECIPE_BUDGET.time.as_secs()
+                ),
+            ));
+        }
+    };
+    match answer.split_first() {
+        Some((b'O', text)) => Ok(String::from_utf8_lossy(text).into_owned()),
+        Some((_, rest)) if rest.len() >= 16 => {
+            let word = |i: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&rest[i..i + 8]);
+                u64::from_le_bytes(b)
+            };
+            let span = (word(0) != u64::MAX).then(|| word(0) as usize..word(8) as usize);
+            Err(undefined((
+                span,
+                String::from_utf8_lossy(&rest[16..]).into_owned(),
+            )))
+        }
+        _ => Err(undefined((None, "rendering gave no answer".into()))),
+    }
+}
+
+/// Renders `raw` with `ctx` in this process (fuel-bounded, strict about
+/// undefined variables, values TOML-escaped).
+fn render_here(
+    raw: &str,
+    ctx: &BTreeMap<String, Value>,
+) -> Result<String, (Option<Range<usize>>, String)> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+    {
+        env.set_syntax(syntax);
+    }
+    env.set_fuel(Some(200_000));
+    env.set_formatter(|out, state, value| {
+        if let Some(s) = value.as_str() {
+            out.write_str(&toml_escaped(s))?;
+            Ok(())
+        } else {
+            minijinja::escape_formatter(out, state, value)
+        }
+    });
+    env.render_str(raw, ctx).map_err(|e| {
+        let span = e
+            .range()
+            .or_else(|| e.line().map(|line| line_span(raw, line)));
+        let mut msg = e
+            .detail()
+            .map_or_else(|| e.kind().to_string(), str::to_string);
+        if e.kind() == minijinja::ErrorKind::UndefinedError {
+            msg = format!("template uses an undefined variable: {msg}");
+        }
+        (span, msg)
+    })
 }
 
 /// `s` as it may appear in TOML text: inside a basic string (`"..."`) it reads
@@ -493,6 +572,39 @@ mod tests {
             "sched:sched_process_exit\", filter = \"common_pid == 4242"
         );
         assert!(ev.filter.is_none(), "a param added a filter: {ev:?}");
+    }
+
+    /// A template within its fuel whose single instructions allocate
+    /// gigabytes (`'x' * 100000000`, then `~` doubling it) or render past
+    /// the size limit stops with an error naming the budget; a template
+    /// error keeps its span; plain text and a small template render.
+    #[test]
+    fn templates_are_bounded_in_memory_and_output_not_only_fuel() {
+        let ctx = std::collections::BTreeMap::new();
+        let bomb = "name = \"{% set a = 'x' * 100000000 %}{% set b = a ~ a ~ a ~ a %}\
+{% set c = b ~ b ~ b ~ b %}{{ c | length }}\"\n";
+        let e = super::render(bomb, &ctx, 0).unwrap_err();
+        let shown = format!("{:?}", e);
+        assert!(
+            shown.contains("rendering the recipe stopped")
+                && shown.contains("more than 256 MiB of memory"),
+            "{shown}"
+        );
+        let wide = "name = \"{{ 'x' * 2000000 }}\"\n";
+        let shown = format!("{:?}", super::render(wide, &ctx, 0).unwrap_err());
+        assert!(
+            shown.contains("its output went past the budget of 1048577 bytes"),
+            "{shown}"
+        );
+        let undefined = "name = \"{{ nope }}\"\n";
+        let e = super::render(undefined, &ctx, 0).unwrap_err();
+        assert_eq!(e[0].span, Some(11..15), "{e:?}");
+        let n = "name = \"{{ 6 * 7 }}\"\n";
+        assert_eq!(super::render(n, &ctx, 0).unwrap(), "name = \"42\"\n");
+        assert_eq!(
+            super::render("a = {b = 1}\n", &ctx, 0).unwrap(),
+            "a = {b = 1}\n"
+        );
     }
 
     #[test]

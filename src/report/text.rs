@@ -34,30 +34,70 @@ impl Template {
     }
 
     /// Renders `report`. Errors: a syntax error, an unknown filter or a
-    /// failing expression, with its line.
+    /// failing expression, with its line; for a user's template, also one
+    /// going past [`USER_BUDGET`] (it renders confined, see
+    /// [`crate::confine`]).
     pub fn render(&self, report: &JsonReport) -> Result<String, TemplateError> {
-        let env = environment();
-        let t = env
-            .template_from_str(&self.source)
-            .map_err(|e| self.error(e))?;
-        t.render(Value::from(minijinja::value::Serde(report)))
-            .map_err(|e| self.error(e))
+        let render = || -> Result<String, TemplateError> {
+            let env = environment();
+            let t = env
+                .template_from_str(&self.source)
+                .map_err(|e| self.error(e))?;
+            t.render(Value::from(minijinja::value::Serde(report)))
+                .map_err(|e| self.error(e))
+        };
+        if self.path.as_os_str() == "<built-in>" {
+            return render();
+        }
+        let answer = crate::confine::run(USER_BUDGET, || match render() {
+            Ok(s) => [b"O", s.as_bytes()].concat(),
+            Err(e) => [b"E", e.detail.as_bytes()].concat(),
+        })
+        .map_err(|e| TemplateError {
+            path: self.path.clone(),
+            detail: format!("rendering stopped: {e}"),
+            help: "a summary template may use at most 256 MiB, 10 s and write 16 MiB",
+        })?;
+        let text = String::from_utf8_lossy(&answer[answer.len().min(1)..]).into_owned();
+        match answer.first() {
+            Some(b'O') => Ok(text),
+            _ => Err(TemplateError {
+                path: self.path.clone(),
+                detail: text,
+                help: "fix the template; its context is report.json (schema/report.schema.json)",
+            }),
+        }
     }
 }
+
+/// What a user's summary template may use (a bundle's may be hostile):
+/// memory beyond the tool's own, wall time, and bytes of summary.
+pub(crate) const USER_BUDGET: crate::confine::Budget = crate::confine::Budget {
+    memory: 256 << 20,
+    time: std::time::Duration::from_secs(10),
+    output: 16 << 20,
+};
 
 /// A minijinja environment with the report filters and bounded fuel.
 pub(super) fn environment<'s>() -> Environment<'s> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
     env.add_filter("dur", dur);
-    env.add_filter("fixed", |v: f64, n: usize| format!("{v:.n$}"));
+    env.add_filter("fixed", |v: f64, n: usize| {
+        let n = within("fixed", n, MAX_DECIMALS)?;
+        Ok::<_, minijinja::Error>(format!("{v:.n$}"))
+    });
     env.add_filter("ljust", |v: Value, w: usize| {
-        format!("{:<w$}", v.to_string())
+        let w = within("ljust", w, MAX_WIDTH)?;
+        Ok::<_, minijinja::Error>(format!("{:<w$}", v.to_string()))
     });
     env.add_filter("rjust", |v: Value, w: usize| {
-        format!("{:>w$}", v.to_string())
+        let w = within("rjust", w, MAX_WIDTH)?;
+        Ok::<_, minijinja::Error>(format!("{:>w$}", v.to_string()))
     });
-    env.add_filter("bar", bar);
+    env.add_filter("bar", |v: u64, max: u64, w: usize| {
+        Ok::<_, minijinja::Error>(bar(v, max, within("bar", w, MAX_WIDTH)?))
+    });
     env.add_filter("spark", spark);
     // A value may come from the trace.dat (comms, symbols, event names):
     // each string is written with its control characters escaped, so a
@@ -75,6 +115,24 @@ pub(super) fn environment<'s>() -> Environment<'s> {
         }
     });
     env
+}
+
+/// Widest `ljust`/`rjust`/`bar` a template may ask for, in characters (a
+/// wider one is an error; Rust's formatter panics past 65,535).
+pub(crate) const MAX_WIDTH: usize = 4096;
+/// Most decimals `fixed(n)` may ask for.
+pub(crate) const MAX_DECIMALS: usize = 64;
+
+/// `n` when it is at most `max`, else an error naming the filter and the bound.
+fn within(filter: &str, n: usize, max: usize) -> Result<usize, minijinja::Error> {
+    if n <= max {
+        Ok(n)
+    } else {
+        Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("{filter}({n}) is over the template budget of {max}"),
+        ))
+    }
 }
 
 /// ns → a short duration: `850ns`, `12.345µs`, `1.500ms`, `2.000s`.

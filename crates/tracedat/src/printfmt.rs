@@ -516,7 +516,19 @@ struct Parser<'f> {
     pos: usize,
     fmt: &'f EventFormat,
     long: usize,
+    /// Levels of the expression tree being built above the current token
+    /// (see [`MAX_DEPTH`]).
+    depth: usize,
 }
+
+/// The deepest expression tree a print fmt may build: every nested
+/// expression, operand of a unary operator or cast, binary operator of a
+/// chain and `[index]` counts one level. The real kernels' formats of the
+/// corpus (tests/corpus) all parse with a bound of 40; a hostile one nesting 100,000 parentheses
+/// or minus signs would overflow the stack of the parser, the evaluator or
+/// the tree's destructor, so past this depth parsing fails and the event is
+/// printed as trace-cmd prints one it cannot parse.
+pub(crate) const MAX_DEPTH: usize = 256;
 
 fn binop_prec(p: &str) -> Option<u8> {
     Some(match p {
@@ -590,6 +602,7 @@ impl Parser<'_> {
                     pos: 0,
                     fmt: self.fmt,
                     long: self.long,
+                    depth: 0,
                 };
                 p.ctype().map(|c| c.size).unwrap_or(1)
             }
@@ -696,19 +709,35 @@ impl Parser<'_> {
         })
     }
 
+    /// One level deeper into the tree; an error past [`MAX_DEPTH`]. Every
+    /// call is paired with a `self.depth -= 1` when the level is done (an
+    /// error ends the parse, so its levels are never given back).
+    fn deeper(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("the arguments nest deeper than {MAX_DEPTH} levels"));
+        }
+        Ok(())
+    }
+
     fn expr(&mut self) -> Result<Expr, String> {
-        let c = self.binary(0)?;
+        self.deeper()?;
+        let mut c = self.binary(0)?;
         if self.eat("?") {
             let a = self.expr()?;
             self.expect(":")?;
             let b = self.expr()?;
-            return Ok(Expr::Cond(Box::new(c), Box::new(a), Box::new(b)));
+            c = Expr::Cond(Box::new(c), Box::new(a), Box::new(b));
         }
+        self.depth -= 1;
         Ok(c)
     }
 
+    /// A chain of binary operators: each operator wraps the chain so far,
+    /// one tree level deeper.
     fn binary(&mut self, min: u8) -> Result<Expr, String> {
         let mut lhs = self.unary()?;
+        let mut levels = 0;
         while let Some(Tok::Punct(p)) = self.peek() {
             let p: &'static str = p;
             let Some(pr) = binop_prec(p) else { break };
@@ -716,13 +745,23 @@ impl Parser<'_> {
                 break;
             }
             self.pos += 1;
+            self.deeper()?;
+            levels += 1;
             let rhs = self.binary(pr)?;
             lhs = Expr::Binary(p, Box::new(lhs), Box::new(rhs));
         }
+        self.depth -= levels;
         Ok(lhs)
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
+        self.deeper()?;
+        let e = self.unary_here()?;
+        self.depth -= 1;
+        Ok(e)
+    }
+
+    fn unary_here(&mut self) -> Result<Expr, String> {
         for op in ["-", "!", "~", "+", "&", "*"] {
             if self.eat(op) {
                 let e = self.unary()?;
@@ -748,12 +787,17 @@ impl Parser<'_> {
         self.postfix(e)
     }
 
+    /// `[index]` suffixes: each wraps the expression one level deeper.
     fn postfix(&mut self, mut e: Expr) -> Result<Expr, String> {
+        let mut levels = 0;
         while self.eat("[") {
+            self.deeper()?;
+            levels += 1;
             let i = self.expr()?;
             self.expect("]")?;
             e = Expr::Index(Box::new(e), Box::new(i));
         }
+        self.depth -= levels;
         Ok(e)
     }
 
@@ -1037,6 +1081,7 @@ impl PrintFmt {
             pos: 0,
             fmt,
             long,
+            depth: 0,
         };
         let f = match p.next() {
             Some(Tok::Str(s)) => s,
@@ -2074,6 +2119,38 @@ REC->v, REC->big, (REC->v < 0)",
             // unsigned (-1 < 0 is false).
             "[0xffffffff] [A   |0xfffffffe] 00000001,000000f1 0,4-7,32 4294967295 100000002 0"
         );
+    }
+
+    /// 100,000 parentheses, 200,000 minus signs, a chain of 100,000 `+` or
+    /// of `[0]` nest far past [`MAX_DEPTH`]: an error, not a stack overflow
+    /// (parsing, evaluating or dropping the tree). A tree just inside the
+    /// bound still parses and prints.
+    #[test]
+    fn nesting_past_the_depth_bound_is_an_error_not_a_crash() {
+        let n = 100_000;
+        let hostile = [
+            format!("\"%d\", {}1{}", "(".repeat(n), ")".repeat(n)),
+            format!("\"%d\", {}1", "-".repeat(2 * n)),
+            format!("\"%d\", {}1", "(int)".repeat(n)),
+            format!("\"%d\", 1{}", "+1".repeat(n)),
+            format!("\"%d\", 1{}", " ? 1 : 1".repeat(n)),
+            format!("\"%d\", REC->a{}", "[0]".repeat(n)),
+        ];
+        let fields = "\tfield:int a[4];\toffset:8;\tsize:16;\tsigned:1;\n";
+        for pf in hostile {
+            let e = PrintFmt::parse(&fmt(fields, &pf), 8).err();
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("nest deeper than 256")),
+                "{}...: {e:?}",
+                &pf[..20]
+            );
+        }
+        let d = MAX_DEPTH / 2 - 1;
+        let f = fmt("", &format!("\"%d\", {}7{}", "(".repeat(d), ")".repeat(d)));
+        assert_eq!(render(&f, &[0; 8]), "7");
+        let f = fmt("", &format!("\"%d\", {}7", "-".repeat(MAX_DEPTH - 2)));
+        assert_eq!(render(&f, &[0; 8]), "7");
     }
 
     #[test]
