@@ -214,6 +214,11 @@ pub struct Source {
     /// The file lies outside the folder of the recipe that was run (a part
     /// returned by [`Source::part_of`]): its content is never shown.
     pub(crate) foreign: bool,
+    /// Each file of the chain as it was read (before rendering), the recipe
+    /// first, then its bases in order: what a run stores
+    /// (`crate::recipe::run_files`), so no file is read twice. Empty for a
+    /// source that was not read from files.
+    pub(crate) written: Vec<String>,
 }
 
 /// A base file's place in [`Source::text`].
@@ -235,6 +240,7 @@ impl Source {
             text: text.into(),
             parts: Vec::new(),
             foreign: false,
+            written: Vec::new(),
         }
     }
 

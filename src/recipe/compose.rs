@@ -467,8 +467,9 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<Row>) {
 /// `recipe.toml`, the recipe as rendered (for a recipe that extends others, the
 /// merged recipe with `extends` dropped, so it stands alone); `recipe.source.toml`,
 /// the recipe as written; `recipe.base-N.toml`, the N-th file of its `extends`
-/// chain as written (1 is the base the recipe names). A file that can no longer
-/// be read is left out.
+/// chain as written (1 is the base the recipe names). The files as written are
+/// the bytes read when the recipe was loaded ([`Source::written`]), never read
+/// again: a file swapped since (a link to a host file, a FIFO) changes nothing.
 pub(crate) fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     if source.parts.is_empty() {
@@ -489,13 +490,57 @@ pub(crate) fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String,
         text.push_str(&toml::to_string(&merged).unwrap_or_default());
         out.push(("recipe.toml".to_string(), text.into_bytes()));
     }
-    if let Ok(raw) = std::fs::read(&source.path) {
-        out.push(("recipe.source.toml".to_string(), raw));
-    }
-    for (i, p) in source.parts.iter().enumerate() {
-        if let Ok(raw) = std::fs::read(&p.path) {
-            out.push((format!("recipe.base-{}.toml", i + 1), raw));
-        }
+    for (i, raw) in source.written.iter().enumerate() {
+        let name = match i {
+            0 => "recipe.source.toml".to_string(),
+            i => format!("recipe.base-{i}.toml"),
+        };
+        out.push((name, raw.clone().into_bytes()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The files a run stores are the bytes read when the recipe was loaded:
+    /// a recipe or base swapped for a link to a host file between the load
+    /// and the run's start is not read again (before: the run folder got the
+    /// host file's content).
+    #[test]
+    fn run_files_are_the_bytes_loaded_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "TOP-SECRET\n").unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let base = "[[events]]\nname = \"sched:sched_switch\"\n";
+        let own = "extends = \"base.toml\"\nname = \"r\"\n";
+        std::fs::write(run.join("base.toml"), base).unwrap();
+        std::fs::write(run.join("r.toml"), own).unwrap();
+        let loaded = crate::recipe::load(
+            &run.join("r.toml"),
+            &[],
+            &crate::recipe::Builtins::default(),
+        )
+        .unwrap();
+        for name in ["r.toml", "base.toml"] {
+            std::fs::remove_file(run.join(name)).unwrap();
+            std::os::unix::fs::symlink(&secret, run.join(name)).unwrap();
+        }
+        let files = run_files(&loaded.source, &loaded.recipe);
+        let get = |n: &str| {
+            files
+                .iter()
+                .find(|(name, _)| name == n)
+                .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        };
+        assert_eq!(get("recipe.source.toml").as_deref(), Some(own));
+        assert_eq!(get("recipe.base-1.toml").as_deref(), Some(base));
+        assert!(
+            files.iter().all(|(_, b)| !b.starts_with(b"TOP-SECRET")),
+            "{files:?}"
+        );
+    }
 }

@@ -153,12 +153,13 @@ fn load_text(
     if !diagnostics.is_empty() {
         return Err(invalid(raw_source(), diagnostics));
     }
-    let source = compose::concat(
+    let mut source = compose::concat(
         files
             .iter()
             .zip(&rendered)
             .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
+    source.written = files.into_iter().map(|f| f.raw).collect();
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
         Ok((recipe, spans, problems)) => Ok(LoadedRecipe {
