@@ -657,7 +657,7 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
 pub(crate) fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
     if path.is_dir() {
         let dat = path.join("trace.dat");
-        crate::untrusted::inside(path, &dat)?;
+        crate::untrusted::member(path, &dat)?;
         // Whatever it is, `tracedat` judges it (a FIFO or device is refused there).
         return if std::fs::metadata(&dat).is_ok() {
             Ok((dat, None))

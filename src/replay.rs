@@ -114,7 +114,7 @@ impl StoredRun {
     /// Errors: the run has none, or they do not parse.
     pub fn facts(&self) -> Result<KernelFacts, FactsError> {
         let path = self.dir.join("facts.json");
-        crate::untrusted::inside(&self.dir, &path).map_err(|r| FactsError::Read {
+        crate::untrusted::member(&self.dir, &path).map_err(|r| FactsError::Read {
             path: crate::untrusted::escape_path(&path),
             source: r.into_io(),
         })?;

@@ -112,6 +112,49 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
     assert_eq!(code, Some(0), "the user's own recipe names it: {all}");
 }
 
+/// A run folder made by hand (no recording): a recipe and a report.
+fn hand_run(dir: &Path, name: &str) -> PathBuf {
+    let f = dir.join(name);
+    std::fs::create_dir_all(&f).unwrap();
+    std::fs::write(f.join("recipe.toml"), RECIPE).unwrap();
+    std::fs::write(f.join("recipe.source.toml"), RECIPE).unwrap();
+    std::fs::write(
+        f.join("report.json"),
+        r#"{"recipe":"x","kernel_release":"6.0","duration_s":1.0}"#,
+    )
+    .unwrap();
+    f
+}
+
+/// A member of a run folder that is a hard link to a 0600 host file lies
+/// inside the folder by its path: it is refused by name (`st_nlink > 1`),
+/// its content never read nor shown.
+#[test]
+fn a_hard_link_in_a_run_folder_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    for (member, cmd) in [
+        ("recipe.source.toml", &["check", "--against"][..]),
+        ("report.json", &["check", "--against"][..]),
+        ("facts.json", &["check", "--against"][..]),
+        ("trace.dat", &["report"][..]),
+    ] {
+        let f = hand_run(dir.path(), member);
+        let _ = std::fs::remove_file(f.join(member));
+        std::fs::hard_link(&secret, f.join(member)).unwrap();
+        let mut args = cmd.to_vec();
+        args.push(f.to_str().unwrap());
+        let (code, all) = bounded(&args);
+        assert_ne!(code, Some(0), "{member}: {all}");
+        assert!(
+            all.contains(&format!("{member}: refused: it has "))
+                && all.contains("names (a hard link"),
+            "{member}: {all}"
+        );
+        assert!(!all.contains("TOP-SECRET"), "{member}: {all}");
+    }
+}
+
 /// One short real run (under the tracefs lock); returns its output folder.
 fn one_run(dir: &Path) -> PathBuf {
     let _g = crate::common::TracefsGuard::acquire();

@@ -164,7 +164,13 @@ pub(crate) fn read_chain(
                 "copy the base into the recipe's folder and name it relative to the recipe".into(),
             ));
         }
-        let raw = match crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe) {
+        // A stored base is a file of its run folder: one name only, too.
+        let read = match chain {
+            Chain::Stored => crate::untrusted::member(folder, &base),
+            Chain::Extends => Ok(()),
+        }
+        .and_then(|()| crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe));
+        let raw = match read {
             Ok(raw) => raw,
             Err(e) => {
                 let help = match chain {

@@ -100,7 +100,7 @@ pub(crate) fn load_with(
     };
     if chain == Chain::Stored {
         // A run's stored recipe must be a file of its folder, not a link out of it.
-        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
+        crate::untrusted::member(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
     }
     let raw =
         crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
