@@ -155,6 +155,54 @@ fn a_hard_link_in_a_run_folder_is_refused_by_name() {
     }
 }
 
+/// A bundle of one `recipe.toml`, `recipe`.
+fn recipe_bundle(dir: &Path, name: &str, recipe: &str) -> PathBuf {
+    use crate::bundle::{Entry, build, manifest_for};
+    let bundle = dir.join(name);
+    build(
+        &bundle,
+        vec![
+            Entry::File(
+                "manifest.json",
+                manifest_for(&[("recipe.toml", recipe.as_bytes())], 1),
+            ),
+            Entry::File("recipe.toml", recipe.as_bytes().to_vec()),
+        ],
+    );
+    bundle
+}
+
+/// A bundle's `[[uprobes]] target = "FILE:SYMBOL"` would have the tool read
+/// FILE whole to find the symbol (a 1.5 GiB file: 12 s, 1.6 GB): a stored
+/// recipe's target is judged by name only (a regular file, `stat`), never
+/// opened, so its symbol is refused with what to do; `FILE:0xOFFSET` passes.
+/// FILE here is a real ELF file with that symbol (this tool's binary), which
+/// the user's own recipe may probe.
+#[test]
+fn a_stored_recipes_uprobe_target_is_checked_by_name_never_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = crate::common::bin();
+    let probe = |target: &str| {
+        format!(
+            "name = \"u\"\n[[uprobes]]\nevent = \"m\"\nkind = \"uprobe\"\ntarget = \"{}:{target}\"\n[[events]]\nname = \"uprobes:m\"\n",
+            exe.display()
+        )
+    };
+    let own = write_recipe(dir.path(), "own.toml", &probe("main"));
+    let (code, all) = bounded(&["check", own.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "the user's own recipe may: {all}");
+    let symbol = recipe_bundle(dir.path(), "symbol.tar.zst", &probe("main"));
+    let (code, all) = bounded(&["check", "--against", symbol.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains(":main` comes from a bundle or run folder: its symbol is not looked up"),
+        "{all}"
+    );
+    let offset = recipe_bundle(dir.path(), "offset.tar.zst", &probe("0x1000"));
+    let (code, all) = bounded(&["check", "--against", offset.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{all}");
+}
+
 /// One short real run (under the tracefs lock); returns its output folder.
 fn one_run(dir: &Path) -> PathBuf {
     let _g = crate::common::TracefsGuard::acquire();
