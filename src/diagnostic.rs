@@ -217,8 +217,8 @@ pub struct Source {
     /// Each file of the chain as it was read (before rendering), the recipe
     /// first, then its bases in order: what a run stores
     /// (`crate::recipe::run_files`), so no file is read twice. Empty for a
-    /// source that was not read from files.
-    pub(crate) written: Vec<String>,
+    /// source that was not read from files. Shared: a source is cloned often.
+    pub(crate) written: std::sync::Arc<Vec<String>>,
 }
 
 /// A base file's place in [`Source::text`].
@@ -240,7 +240,7 @@ impl Source {
             text: text.into(),
             parts: Vec::new(),
             foreign: false,
-            written: Vec::new(),
+            written: Default::default(),
         }
     }
 

@@ -203,6 +203,64 @@ fn a_stored_recipes_uprobe_target_is_checked_by_name_never_opened() {
     assert_eq!(code, Some(0), "{all}");
 }
 
+/// A bundle asking for a 1 GiB-per-CPU ring buffer, two hours and the
+/// osnoise tracer: `rerun -- true` (no command of the bundle's) stops at the
+/// consent step, listing each ask against its modest default (before, it went
+/// on to apply them); `--allow-resources` or the user's own `--buffer-size-kb`
+/// and `--duration` get past it (to validation, which refuses the recipe's
+/// unknown event, so nothing is recorded either way); `check --against` lists
+/// the asks.
+#[test]
+fn what_a_bundle_asks_of_the_machine_is_listed_for_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = recipe_bundle(
+        dir.path(),
+        "greedy.tar.zst",
+        "name = \"greedy\"\nduration = \"2h\"\n[buffer]\nsize_kb = 1048576\n[tracer]\nname = \"osnoise\"\n[[events]]\nname = \"nosuch:event\"\n",
+    );
+    let b = bundle.to_str().unwrap();
+    let (code, all) = bounded(&["rerun", b, "--", "true"]);
+    assert_eq!(code, Some(2), "{all}");
+    for want in [
+        "asks more of this machine than the modest defaults; nothing was run",
+        "  ring buffer: 1048576 KiB per CPU × ",
+        "(modest default: at most 64 MiB in all)",
+        "  duration: 2h (modest default: at most 10 minutes)",
+        "  cpu time: the osnoise tracer",
+        "--allow-resources",
+    ] {
+        assert!(all.contains(want), "no `{want}` in:\n{all}");
+    }
+    assert!(!all.contains("starts commands"), "{all}");
+    let (code, all) = bounded(&["rerun", b, "--allow-resources", "--", "true"]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(all.contains("no event `nosuch:event`"), "{all}");
+    // What the user sets is theirs: only the tracer is still asked.
+    let own = [
+        "rerun",
+        b,
+        "--buffer-size-kb",
+        "1024",
+        "--duration",
+        "1s",
+        "--",
+        "true",
+    ];
+    let (code, all) = bounded(&own);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(all.contains("  cpu time: the osnoise"), "{all}");
+    assert!(
+        !all.contains("ring buffer:") && !all.contains("duration:"),
+        "{all}"
+    );
+    let (_, all) = bounded(&["check", "--against", b]);
+    assert!(
+        all.contains("what a rerun takes of this machine beyond the modest defaults")
+            && all.contains("  duration: 2h"),
+        "{all}"
+    );
+}
+
 /// One short real run (under the tracefs lock); returns its output folder.
 fn one_run(dir: &Path) -> PathBuf {
     let _g = crate::common::TracefsGuard::acquire();

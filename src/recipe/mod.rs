@@ -159,7 +159,7 @@ fn load_text(
             .zip(&rendered)
             .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
-    source.written = files.into_iter().map(|f| f.raw).collect();
+    source.written = std::sync::Arc::new(files.into_iter().map(|f| f.raw).collect());
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
         Ok((recipe, spans, problems)) => Ok(LoadedRecipe {
