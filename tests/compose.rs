@@ -207,12 +207,16 @@ fn a_base_beside_the_recipes_folder_is_foreign_and_cannot_reach_further() {
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(!all.contains("SECRET-LINE"), "{all}");
+    // Refused at the base's `extends` line, the key file never read (a
+    // problem in the key file itself would name it).
     assert!(
-        all.contains(
-            "outside the folder of the recipe you run, has a problem; its content is not shown"
-        ),
+        all.contains(&format!(
+            "{}: error (recipe): this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown",
+            d.join("team/../common/base.toml").display()
+        )),
         "{all}"
     );
+    assert!(!all.contains("id_ed25519"), "{all}");
     // A base of its own folder is fine.
     write_recipe(&d.join("common"), "root.toml", "description = \"y\"\n");
     write_recipe(
