@@ -90,8 +90,16 @@ impl HostFacts {
 /// base of its `extends` chain, never a run's stored recipe: a bundle or folder
 /// from elsewhere cannot make a run read, print or pack a host file).
 fn template_allowed(loaded: &LoadedRecipe, dir: &Path, path: &Path) -> Result<(), String> {
-    if crate::untrusted::inside(dir, path).is_ok() {
-        return Ok(());
+    // A stored recipe's folder is a run folder or bundle: its template must be
+    // a member of it (one name only, see `crate::untrusted::member`).
+    let within = match loaded.stored {
+        true => crate::untrusted::member(dir, path),
+        false => crate::untrusted::inside(dir, path),
+    };
+    match within {
+        Ok(()) => return Ok(()),
+        Err(e @ crate::untrusted::Refusal::HardLink { .. }) => return Err(e.to_string()),
+        Err(_) => {}
     }
     let at = loaded
         .spans

@@ -138,8 +138,13 @@ fn a_hard_link_in_a_run_folder_is_refused_by_name() {
         ("report.json", &["check", "--against"][..]),
         ("facts.json", &["check", "--against"][..]),
         ("trace.dat", &["report"][..]),
+        ("summary.tpl", &["check", "--against"][..]),
     ] {
         let f = hand_run(dir.path(), member);
+        if member == "summary.tpl" {
+            let named = format!("{RECIPE}[output]\ntemplate = \"summary.tpl\"\n");
+            std::fs::write(f.join("recipe.source.toml"), named).unwrap();
+        }
         let _ = std::fs::remove_file(f.join(member));
         std::fs::hard_link(&secret, f.join(member)).unwrap();
         let mut args = cmd.to_vec();
