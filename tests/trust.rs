@@ -112,6 +112,35 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
     assert_eq!(code, Some(0), "the user's own recipe names it: {all}");
 }
 
+/// `check --explain` of a recipe whose `extends` names a TOML credentials file
+/// outside its folder: neither the file's keys nor its values are listed
+/// (before, every one was printed ahead of "its content is not shown").
+#[test]
+fn explain_never_shows_a_base_outside_the_recipes_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    std::fs::write(
+        &secret,
+        "[default]\naws_access_key_id = \"AKIA-TOP-SECRET\"\naws_secret_access_key = \"TOP-SECRET-KEY\"\n",
+    )
+    .unwrap();
+    let r = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!("extends = \"{}\"\n{RECIPE}", secret.display()),
+    );
+    let (_, all) = bounded(&["check", "--explain", r.to_str().unwrap()]);
+    assert!(!all.contains("TOP-SECRET"), "{all}");
+    assert!(!all.contains("aws_"), "{all}");
+    assert!(
+        all.contains(&format!(
+            "# 2 keys set by {}, outside the folder of the recipe you run: not shown",
+            secret.display()
+        )),
+        "{all}"
+    );
+}
+
 /// A run folder made by hand (no recording): a recipe and a report.
 fn hand_run(dir: &Path, name: &str) -> PathBuf {
     let f = dir.join(name);
