@@ -743,7 +743,7 @@ fn parse_manifest(text: &[u8]) -> Result<Manifest, String> {
 pub(crate) fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), BundleError> {
     if path.is_dir() {
         let dat = path.join("trace.dat");
-        crate::untrusted::inside(path, &dat)?;
+        crate::untrusted::member(path, &dat)?;
         // Whatever it is, `tracedat` judges it (a FIFO or device is refused there).
         return if std::fs::metadata(&dat).is_ok() {
             Ok((dat, None))
@@ -794,7 +794,7 @@ mod tests {
         for (name, expect) in [
             ("link.txt", "it is a symbolic link, not a regular file"),
             ("fifo.txt", "it is a FIFO, not a regular file"),
-            ("hard.txt", "it is a hard link (2 names for one file)"),
+            ("hard.txt", "it has 2 names (a hard link"),
         ] {
             let out = d.path().join(format!("{name}.tar.zst"));
             let file = std::fs::File::create(&out).unwrap();

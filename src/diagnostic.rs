@@ -234,6 +234,11 @@ pub struct Source {
     pub(crate) foreign: bool,
     /// Where lines start, built on first use (the text is complete by then).
     index: Box<std::sync::OnceLock<LineIndex>>,
+    /// Each file of the chain as it was read (before rendering), the recipe
+    /// first, then its bases in order: what a run stores
+    /// (`crate::recipe::run_files`), so no file is read twice. Empty for a
+    /// source that was not read from files. Shared: a source is cloned often.
+    pub(crate) written: std::sync::Arc<Vec<String>>,
 }
 
 /// Line starts and character counts of a text, so that the line and column
@@ -332,6 +337,7 @@ impl Source {
             parts: Vec::new(),
             foreign: false,
             index: Default::default(),
+            written: Default::default(),
         }
     }
 

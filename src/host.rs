@@ -53,7 +53,11 @@ impl HostFacts {
             .iter()
             .filter_map(|p| {
                 let (file, what) = split_target(&p.target)?;
-                Some((p.target.clone(), resolve_user_target(file, what)))
+                let resolved = match loaded.stored {
+                    true => resolve_stored_target(file, what),
+                    false => resolve_user_target(file, what),
+                };
+                Some((p.target.clone(), resolved))
             })
             .collect();
         let template = r.output.template.as_ref().map(|t| {
@@ -86,8 +90,16 @@ impl HostFacts {
 /// base of its `extends` chain, never a run's stored recipe: a bundle or folder
 /// from elsewhere cannot make a run read, print or pack a host file).
 fn template_allowed(loaded: &LoadedRecipe, dir: &Path, path: &Path) -> Result<(), String> {
-    if crate::untrusted::inside(dir, path).is_ok() {
-        return Ok(());
+    // A stored recipe's folder is a run folder or bundle: its template must be
+    // a member of it (one name only, see `crate::untrusted::member`).
+    let within = match loaded.stored {
+        true => crate::untrusted::member(dir, path),
+        false => crate::untrusted::inside(dir, path),
+    };
+    match within {
+        Ok(()) => return Ok(()),
+        Err(e @ crate::untrusted::Refusal::Linked { .. }) => return Err(e.to_string()),
+        Err(_) => {}
     }
     let at = loaded
         .spans
@@ -110,21 +122,54 @@ fn template_allowed(loaded: &LoadedRecipe, dir: &Path, path: &Path) -> Result<()
     ))
 }
 
+/// `FILE` made absolute, when it names a regular file (judged by `stat`, never
+/// opened).
+fn target_file(file: &str) -> Result<std::path::PathBuf, TargetProblem> {
+    match std::fs::canonicalize(file) {
+        Ok(p) if p.is_file() => Ok(p),
+        _ => Err((
+            format!("`{}` is not a file", crate::untrusted::escape(file)),
+            Some("give the path of an executable or shared library".into()),
+        )),
+    }
+}
+
+/// `0xOFFSET` as a number.
+fn hex_offset(what: &str) -> Option<Result<u64, TargetProblem>> {
+    let hex = what.strip_prefix("0x")?;
+    Some(u64::from_str_radix(hex, 16).map_err(|_| {
+        (
+            format!("`{}` is not a hex offset", crate::untrusted::escape(what)),
+            None,
+        )
+    }))
+}
+
+/// A uprobe target of a run's stored recipe (a bundle's or folder's): checked
+/// by name only, never opened — a stored recipe makes trace-recipe read no
+/// host file. `FILE:0xOFFSET` naming a regular file is `ABSFILE:0xOFFSET`;
+/// `FILE:SYMBOL` is refused (finding the symbol would read the file).
+fn resolve_stored_target(file: &str, what: &str) -> Result<String, TargetProblem> {
+    let abs = target_file(file)?;
+    match hex_offset(what) {
+        Some(offset) => Ok(format!("{}:{:#x}", abs.display(), offset?)),
+        None => Err((
+            format!(
+                "uprobe target `{}:{}` comes from a bundle or run folder: its symbol is not looked up, since a stored recipe makes trace-recipe read no host file",
+                crate::untrusted::escape(file),
+                crate::untrusted::escape(what)
+            ),
+            Some("`trace-recipe unpack` it and run its recipe.toml as your own recipe, or give the symbol's file offset: PATH:0xOFFSET".into()),
+        )),
+    }
+}
+
 /// `FILE:0xOFFSET` or `FILE:SYMBOL` (its file offset from the ELF symbol table)
 /// as `ABSFILE:0xOFFSET`.
 fn resolve_user_target(file: &str, what: &str) -> Result<String, TargetProblem> {
-    let abs = match std::fs::canonicalize(file) {
-        Ok(p) if p.is_file() => p,
-        _ => {
-            return Err((
-                format!("`{file}` is not a file"),
-                Some("give the path of an executable or shared library".into()),
-            ));
-        }
-    };
-    let offset = match what.strip_prefix("0x") {
-        Some(hex) => u64::from_str_radix(hex, 16)
-            .map_err(|_| (format!("`{what}` is not a hex offset"), None))?,
+    let abs = target_file(file)?;
+    let offset = match hex_offset(what) {
+        Some(offset) => offset?,
         None => crate::elf::symbol_file_offset(&abs, what).map_err(|e| {
             let help = match &e {
                 crate::elf::ElfError::NoSymbol { near, .. } if !near.is_empty() => {

@@ -114,7 +114,7 @@ impl StoredRun {
     /// Errors: the run has none, or they do not parse.
     pub fn facts(&self) -> Result<KernelFacts, FactsError> {
         let path = self.dir.join("facts.json");
-        crate::untrusted::inside(&self.dir, &path).map_err(|r| FactsError::Read {
+        crate::untrusted::member(&self.dir, &path).map_err(|r| FactsError::Read {
             path: crate::untrusted::escape_path(&path),
             source: r.into_io(),
         })?;
@@ -161,6 +161,97 @@ pub fn foreign_commands(recipe: &Recipe, command: &[String]) -> Vec<(&'static st
         out.extend(list.iter().filter_map(|c| Some((phase, c.argv()?))));
     }
     out
+}
+
+/// The modest default of a ring buffer a stored run may take without asking:
+/// 64 MiB in all (`[buffer] size_kb` × this machine's CPUs).
+pub const MODEST_BUFFER_TOTAL_KB: u64 = 64 << 10;
+
+/// The modest default of a stored run's `duration`: 10 minutes.
+pub const MODEST_DURATION: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What a stored run asks of this machine beyond a modest default, listed for
+/// consent like its commands (`rerun --allow-resources`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct MachineAsk {
+    /// `ring buffer` (`[buffer] size_kb` × CPUs), `duration`, or `cpu time`
+    /// (a tracer that samples CPUs: hwlat with interrupts off, osnoise,
+    /// timerlat).
+    pub what: String,
+    /// What the recipe asks, in words (`262144 KiB per CPU × 2 CPUs = 512 MiB`).
+    pub asked: String,
+    /// The modest default it is over (`at most 64 MiB in all`).
+    pub default: String,
+}
+
+/// Which `--duration`/`--buffer-size-kb` the user gave on the command line:
+/// what they set is theirs, not asked by the bundle.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UserSet {
+    /// `--duration` was given.
+    pub duration: bool,
+    /// `--buffer-size-kb` was given.
+    pub buffer_size_kb: bool,
+}
+
+/// What `recipe` asks of a machine with `cpus` CPUs beyond the modest defaults
+/// ([`MODEST_BUFFER_TOTAL_KB`], [`MODEST_DURATION`], no CPU-sampling tracer),
+/// leaving out what the user set (`user`). A value that does not parse is
+/// left to validation, which refuses it.
+pub fn machine_asks(recipe: &Recipe, cpus: u64, user: UserSet) -> Vec<MachineAsk> {
+    let mut out = Vec::new();
+    if let Some(kb) = recipe.buffer.size_kb.filter(|_| !user.buffer_size_kb) {
+        let total = kb.saturating_mul(cpus.max(1));
+        if total > MODEST_BUFFER_TOTAL_KB {
+            out.push(MachineAsk {
+                what: "ring buffer".into(),
+                asked: format!(
+                    "{kb} KiB per CPU × {cpus} CPUs = {} MiB",
+                    total.div_ceil(1024)
+                ),
+                default: format!("at most {} MiB in all", MODEST_BUFFER_TOTAL_KB / 1024),
+            });
+        }
+    }
+    if let Some(text) = recipe.duration.as_deref().filter(|_| !user.duration)
+        && crate::recipe::parse_duration(text).is_ok_and(|d| d > MODEST_DURATION)
+    {
+        out.push(MachineAsk {
+            what: "duration".into(),
+            asked: crate::untrusted::escape(text).into_owned(),
+            default: format!("at most {} minutes", MODEST_DURATION.as_secs() / 60),
+        });
+    }
+    if let Some(t) = recipe.tracer.as_ref().and_then(|t| t.name.as_deref())
+        && matches!(t, "hwlat" | "osnoise" | "timerlat")
+    {
+        out.push(MachineAsk {
+            what: "cpu time".into(),
+            asked: format!("the {t} tracer, which occupies the CPUs it samples"),
+            default: "no tracer that samples CPUs".into(),
+        });
+    }
+    out
+}
+
+/// The online CPUs of this machine (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1).
+pub fn online_cpus() -> u64 {
+    // SAFETY: sysconf reads a configuration value; it has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u64::try_from(n).unwrap_or(1).max(1)
+}
+
+/// [`MachineAsk`]s as lines for people, one a line: `  WHAT: ASKED (modest
+/// default: DEFAULT)`.
+pub fn asks_text(asks: &[MachineAsk]) -> String {
+    asks.iter()
+        .map(|a| {
+            format!(
+                "  {}: {} (modest default: {})\n",
+                a.what, a.asked, a.default
+            )
+        })
+        .collect()
 }
 
 /// One kernel fact that differs between the bundle's kernel and this one and
@@ -469,6 +560,9 @@ pub struct AgainstJson {
     pub differences: Option<Vec<FactDifference>>,
     /// The commands a `rerun` would start that come from the bundle.
     pub commands: Vec<ForeignCommand>,
+    /// What a `rerun` would take of this machine beyond the modest defaults
+    /// (`rerun --allow-resources` agrees to it).
+    pub asks: Vec<MachineAsk>,
 }
 
 /// A command that comes from a bundle.

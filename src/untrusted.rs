@@ -13,9 +13,12 @@
 //!   file (`fstat`), so a file swapped after the first look is still refused;
 //! - its size is checked against the cap of its [`Kind`] before a byte is read,
 //!   and reading stops at the cap should it grow meanwhile;
-//! - a file of a run folder or an unpacked bundle ([`read_in`]) must resolve to
-//!   a place inside that folder: a member that is a symbolic link to a host file
-//!   is refused, named, and its content never read.
+//! - a file of a run folder or an unpacked bundle ([`read_in`], [`member`])
+//!   must resolve to a place inside that folder: a member that is a symbolic
+//!   link to a host file is refused, named, and its content never read; and it
+//!   must have one name only (`st_nlink == 1`, judged before and after opening):
+//!   a hard link to a host file lies inside the folder by its path, so a member
+//!   with other names is refused alike.
 //!
 //! Every error names the file (escaped with [`escape`]) and says why; none
 //! carries the file's content.
@@ -154,7 +157,7 @@ impl Refusal {
                 bytes, cap, what, ..
             } => format!("{bytes} bytes, over the limit of {cap} bytes for a {what}"),
             Refusal::Linked { links, .. } => format!(
-                "it is a hard link ({links} names for one file); a file that may also live outside the folder is never read"
+                "it has {links} names (a hard link, maybe to a file outside the folder); a run folder's or bundle's file must have one: its content is not read (copy the folder with `cp -r`, not `cp -al`)"
             ),
             Refusal::Outside { folder, target, .. } => format!(
                 "it is a symbolic link leading outside {} (to {}); its content is not read",
@@ -227,7 +230,7 @@ pub(crate) fn open(path: &Path, kind: Kind) -> Result<(File, u64), Refusal> {
 /// opening it. Errors: it exists and would be refused.
 pub(crate) fn present_in(folder: &Path, name: &str, kind: Kind) -> Result<bool, Refusal> {
     let path = folder.join(name);
-    inside(folder, &path)?;
+    member(folder, &path)?;
     match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(source) => Err(Refusal::Io { path, source }),
@@ -301,6 +304,12 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// Reads the whole of `path` as a file of `kind` (see [`open`]).
 pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, Refusal> {
     let (file, len) = open(path, kind)?;
+    read_open(path, file, len, kind)
+}
+
+/// The rest of `file` (`path`, opened by [`open`] with size `len`), at most
+/// the cap of `kind`.
+fn read_open(path: &Path, file: File, len: u64, kind: Kind) -> Result<Vec<u8>, Refusal> {
     let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     file.take(kind.cap() + 1)
         .read_to_end(&mut out)
@@ -407,12 +416,43 @@ pub(crate) fn open_member(
     Ok((file, meta.len()))
 }
 
+/// Whether `path`, a file of the run folder (or unpacked bundle) `folder`, may
+/// be read as one: it resolves [inside](inside) `folder` and, when it exists,
+/// has one name only (a hard link to a host file is inside by its path).
+pub(crate) fn member(folder: &Path, path: &Path) -> Result<(), Refusal> {
+    inside(folder, path)?;
+    match std::fs::metadata(path) {
+        Ok(meta) => single_name(path, &meta),
+        Err(_) => Ok(()),
+    }
+}
+
+/// A regular file with more than one name is refused ([`Refusal::Linked`]).
+fn single_name(path: &Path, meta: &std::fs::Metadata) -> Result<(), Refusal> {
+    use std::os::unix::fs::MetadataExt;
+    if meta.is_file() && meta.nlink() > 1 {
+        return Err(Refusal::Linked {
+            path: path.to_path_buf(),
+            links: meta.nlink(),
+        });
+    }
+    Ok(())
+}
+
 /// Reads file `name` of the run folder (or unpacked bundle) `folder` as a file
-/// of `kind`: like [`read`], and it must resolve inside `folder`.
+/// of `kind`: like [`read`], and it must be a [`member`] of `folder` (judged
+/// again on the open file, so a hard link made after the first look is
+/// refused too).
 pub(crate) fn read_in(folder: &Path, name: &str, kind: Kind) -> Result<Vec<u8>, Refusal> {
     let path = folder.join(name);
-    inside(folder, &path)?;
-    read(&path, kind)
+    member(folder, &path)?;
+    let (file, len) = open(&path, kind)?;
+    let meta = file.metadata().map_err(|source| Refusal::Io {
+        path: path.clone(),
+        source,
+    })?;
+    single_name(&path, &meta)?;
+    read_open(&path, file, len, kind)
 }
 
 /// [`read_in`], with a missing file as `None` (any other problem is an error).

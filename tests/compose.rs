@@ -5,12 +5,11 @@ use std::path::Path;
 
 use crate::common::{TracefsGuard, text, trace_recipe, write_recipe};
 
-/// `common/base.toml` and `team/openat.toml` extending it, in `dir`.
+/// `team/common/base.toml` and `team/openat.toml` extending it, in `dir`.
 fn chain(dir: &Path) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir.join("common")).unwrap();
-    std::fs::create_dir_all(dir.join("team")).unwrap();
+    std::fs::create_dir_all(dir.join("team/common")).unwrap();
     write_recipe(
-        &dir.join("common"),
+        &dir.join("team/common"),
         "base.toml",
         r#"name = "base"
 description = "execs and failed opens"
@@ -45,7 +44,7 @@ that = "count(sched:sched_process_exec) >= 100"
     write_recipe(
         &dir.join("team"),
         "openat.toml",
-        r#"extends = "../common/base.toml"
+        r#"extends = "common/base.toml"
 name = "openat-team"
 
 [params.errno]
@@ -76,7 +75,7 @@ fn explain_names_the_file_and_line_of_every_effective_key() {
     let out = trace_recipe(&["check", "--explain", recipe.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    let base = dir.path().join("team/../common/base.toml");
+    let base = dir.path().join("team/common/base.toml");
     let team = recipe.display().to_string();
     let base = base.display().to_string();
     for (key, place) in [
@@ -127,7 +126,7 @@ fn explain_names_the_file_and_line_of_every_effective_key() {
 fn problems_in_a_base_point_into_the_base() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = chain(dir.path());
-    let base = dir.path().join("common/base.toml");
+    let base = dir.path().join("team/common/base.toml");
     let body = std::fs::read_to_string(&base).unwrap();
     std::fs::write(
         &base,
@@ -140,7 +139,7 @@ fn problems_in_a_base_point_into_the_base() {
     let out = trace_recipe(&["check", recipe.to_str().unwrap()]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    let shown = dir.path().join("team/../common/base.toml");
+    let shown = dir.path().join("team/common/base.toml");
     let shown = shown.display();
     assert!(
         stdout.contains(&format!(
@@ -155,6 +154,78 @@ fn problems_in_a_base_point_into_the_base() {
         )),
         "{stdout}"
     );
+}
+
+/// `team/r.toml` extends `../common/base.toml`: the recipe's tree stays
+/// `team/` (never the folder both share), so the base is read but foreign:
+/// `check --explain` lists neither its keys nor its values, only how many it
+/// set, and its own `extends` may not leave `common/` (a base another team
+/// wrote cannot name `../other/.ssh/id_ed25519`, whose first line a parse
+/// error would show).
+#[test]
+fn a_base_beside_the_recipes_folder_is_foreign_and_cannot_reach_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for f in ["team", "common", "other/.ssh"] {
+        std::fs::create_dir_all(d.join(f)).unwrap();
+    }
+    std::fs::write(
+        d.join("other/.ssh/id_ed25519"),
+        "-----BEGIN OPENSSH PRIVATE KEY SECRET-LINE\n",
+    )
+    .unwrap();
+    write_recipe(
+        &d.join("common"),
+        "base.toml",
+        "description = \"BASE-VALUE\"\n[buffer]\nsize_kb = 1024\n",
+    );
+    let r = write_recipe(
+        &d.join("team"),
+        "r.toml",
+        "extends = \"../common/base.toml\"\nname = \"r\"\n[[events]]\nname = \"sched:sched_switch\"\n",
+    );
+    let out = trace_recipe(&["check", "--explain", r.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("BASE-VALUE"), "{stdout}");
+    assert!(!stdout.contains("size_kb"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "# 2 keys set by {}, outside the folder of the recipe you run: not shown",
+            d.join("team/../common/base.toml").display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("name = \"r\""), "{stdout}");
+    // The base names a file of a third folder: refused, its line never shown.
+    write_recipe(
+        &d.join("common"),
+        "base.toml",
+        "extends = \"../other/.ssh/id_ed25519\"\ndescription = \"x\"\n",
+    );
+    let out = trace_recipe(&["check", r.to_str().unwrap()]);
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(!all.contains("SECRET-LINE"), "{all}");
+    // Refused at the base's `extends` line, the key file never read (a
+    // problem in the key file itself would name it).
+    assert!(
+        all.contains(&format!(
+            "{}: error (recipe): this base recipe, outside the folder of the recipe you run, has a problem; its content is not shown",
+            d.join("team/../common/base.toml").display()
+        )),
+        "{all}"
+    );
+    assert!(!all.contains("id_ed25519"), "{all}");
+    // A base of its own folder is fine.
+    write_recipe(&d.join("common"), "root.toml", "description = \"y\"\n");
+    write_recipe(
+        &d.join("common"),
+        "base.toml",
+        "extends = \"root.toml\"\ndescription = \"x\"\n",
+    );
+    let out = trace_recipe(&["check", r.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -234,7 +305,7 @@ fn typed_params_check_set_values_at_the_param_line() {
     assert!(
         stdout.contains(&format!(
             "{}:5:9: error (recipe): `--set dur=5`: `5` is not a duration",
-            dir.path().join("team/../common/base.toml").display()
+            dir.path().join("team/common/base.toml").display()
         )),
         "{stdout}"
     );
@@ -284,7 +355,7 @@ mod tracefs {
         );
         assert_eq!(
             read("recipe.base-1.toml"),
-            std::fs::read_to_string(dir.path().join("common/base.toml")).unwrap()
+            std::fs::read_to_string(dir.path().join("team/common/base.toml")).unwrap()
         );
         // The rendered recipe stands alone: it loads without its bases.
         let rendered = read("recipe.toml");

@@ -112,6 +112,189 @@ fn only_the_recipe_you_run_may_extend_a_file_outside_its_folder() {
     assert_eq!(code, Some(0), "the user's own recipe names it: {all}");
 }
 
+/// `check --explain` of a recipe whose `extends` names a TOML credentials file
+/// outside its folder: neither the file's keys nor its values are listed
+/// (before, every one was printed ahead of "its content is not shown").
+#[test]
+fn explain_never_shows_a_base_outside_the_recipes_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    std::fs::write(
+        &secret,
+        "[default]\naws_access_key_id = \"AKIA-TOP-SECRET\"\naws_secret_access_key = \"TOP-SECRET-KEY\"\n",
+    )
+    .unwrap();
+    let r = write_recipe(
+        dir.path(),
+        "r.toml",
+        &format!("extends = \"{}\"\n{RECIPE}", secret.display()),
+    );
+    let (_, all) = bounded(&["check", "--explain", r.to_str().unwrap()]);
+    assert!(!all.contains("TOP-SECRET"), "{all}");
+    assert!(!all.contains("aws_"), "{all}");
+    assert!(
+        all.contains(&format!(
+            "# 2 keys set by {}, outside the folder of the recipe you run: not shown",
+            secret.display()
+        )),
+        "{all}"
+    );
+}
+
+/// A run folder made by hand (no recording): a recipe and a report.
+fn hand_run(dir: &Path, name: &str) -> PathBuf {
+    let f = dir.join(name);
+    std::fs::create_dir_all(&f).unwrap();
+    std::fs::write(f.join("recipe.toml"), RECIPE).unwrap();
+    std::fs::write(f.join("recipe.source.toml"), RECIPE).unwrap();
+    std::fs::write(
+        f.join("report.json"),
+        r#"{"recipe":"x","kernel_release":"6.0","duration_s":1.0}"#,
+    )
+    .unwrap();
+    f
+}
+
+/// A member of a run folder that is a hard link to a 0600 host file lies
+/// inside the folder by its path: it is refused by name (`st_nlink > 1`),
+/// its content never read nor shown.
+#[test]
+fn a_hard_link_in_a_run_folder_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_keep, secret) = secret();
+    for (member, cmd) in [
+        ("recipe.source.toml", &["check", "--against"][..]),
+        ("report.json", &["check", "--against"][..]),
+        ("facts.json", &["check", "--against"][..]),
+        ("trace.dat", &["report"][..]),
+        ("summary.tpl", &["check", "--against"][..]),
+    ] {
+        let f = hand_run(dir.path(), member);
+        if member == "summary.tpl" {
+            let named = format!("{RECIPE}[output]\ntemplate = \"summary.tpl\"\n");
+            std::fs::write(f.join("recipe.source.toml"), named).unwrap();
+        }
+        let _ = std::fs::remove_file(f.join(member));
+        std::fs::hard_link(&secret, f.join(member)).unwrap();
+        let mut args = cmd.to_vec();
+        args.push(f.to_str().unwrap());
+        let (code, all) = bounded(&args);
+        assert_ne!(code, Some(0), "{member}: {all}");
+        assert!(
+            all.contains(&format!("{member}: refused: it has "))
+                && all.contains("names (a hard link"),
+            "{member}: {all}"
+        );
+        assert!(!all.contains("TOP-SECRET"), "{member}: {all}");
+    }
+}
+
+/// A bundle of one `recipe.toml`, `recipe`.
+fn recipe_bundle(dir: &Path, name: &str, recipe: &str) -> PathBuf {
+    use crate::bundle::{Entry, build, manifest_for};
+    let bundle = dir.join(name);
+    build(
+        &bundle,
+        vec![
+            Entry::File(
+                "manifest.json",
+                manifest_for(&[("recipe.toml", recipe.as_bytes())], 1),
+            ),
+            Entry::File("recipe.toml", recipe.as_bytes().to_vec()),
+        ],
+    );
+    bundle
+}
+
+/// A bundle's `[[uprobes]] target = "FILE:SYMBOL"` would have the tool read
+/// FILE whole to find the symbol (a 1.5 GiB file: 12 s, 1.6 GB): a stored
+/// recipe's target is judged by name only (a regular file, `stat`), never
+/// opened, so its symbol is refused with what to do; `FILE:0xOFFSET` passes.
+/// FILE here is a real ELF file with that symbol (this tool's binary), which
+/// the user's own recipe may probe.
+#[test]
+fn a_stored_recipes_uprobe_target_is_checked_by_name_never_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = crate::common::bin();
+    let probe = |target: &str| {
+        format!(
+            "name = \"u\"\n[[uprobes]]\nevent = \"m\"\nkind = \"uprobe\"\ntarget = \"{}:{target}\"\n[[events]]\nname = \"uprobes:m\"\n",
+            exe.display()
+        )
+    };
+    let own = write_recipe(dir.path(), "own.toml", &probe("main"));
+    let (code, all) = bounded(&["check", own.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "the user's own recipe may: {all}");
+    let symbol = recipe_bundle(dir.path(), "symbol.tar.zst", &probe("main"));
+    let (code, all) = bounded(&["check", "--against", symbol.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains(":main` comes from a bundle or run folder: its symbol is not looked up"),
+        "{all}"
+    );
+    let offset = recipe_bundle(dir.path(), "offset.tar.zst", &probe("0x1000"));
+    let (code, all) = bounded(&["check", "--against", offset.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{all}");
+}
+
+/// A bundle asking for a 1 GiB-per-CPU ring buffer, two hours and the
+/// osnoise tracer: `rerun -- true` (no command of the bundle's) stops at the
+/// consent step, listing each ask against its modest default (before, it went
+/// on to apply them); `--allow-resources` or the user's own `--buffer-size-kb`
+/// and `--duration` get past it (to validation, which refuses the recipe's
+/// unknown event, so nothing is recorded either way); `check --against` lists
+/// the asks.
+#[test]
+fn what_a_bundle_asks_of_the_machine_is_listed_for_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = recipe_bundle(
+        dir.path(),
+        "greedy.tar.zst",
+        "name = \"greedy\"\nduration = \"2h\"\n[buffer]\nsize_kb = 1048576\n[tracer]\nname = \"osnoise\"\n[[events]]\nname = \"nosuch:event\"\n",
+    );
+    let b = bundle.to_str().unwrap();
+    let (code, all) = bounded(&["rerun", b, "--", "true"]);
+    assert_eq!(code, Some(2), "{all}");
+    for want in [
+        "asks more of this machine than the modest defaults; nothing was run",
+        "  ring buffer: 1048576 KiB per CPU × ",
+        "(modest default: at most 64 MiB in all)",
+        "  duration: 2h (modest default: at most 10 minutes)",
+        "  cpu time: the osnoise tracer",
+        "--allow-resources",
+    ] {
+        assert!(all.contains(want), "no `{want}` in:\n{all}");
+    }
+    assert!(!all.contains("starts commands"), "{all}");
+    let (code, all) = bounded(&["rerun", b, "--allow-resources", "--", "true"]);
+    assert_eq!(code, Some(1), "{all}");
+    assert!(all.contains("no event `nosuch:event`"), "{all}");
+    // What the user sets is theirs: only the tracer is still asked.
+    let own = [
+        "rerun",
+        b,
+        "--buffer-size-kb",
+        "1024",
+        "--duration",
+        "1s",
+        "--",
+        "true",
+    ];
+    let (code, all) = bounded(&own);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(all.contains("  cpu time: the osnoise"), "{all}");
+    assert!(
+        !all.contains("ring buffer:") && !all.contains("duration:"),
+        "{all}"
+    );
+    let (_, all) = bounded(&["check", "--against", b]);
+    assert!(
+        all.contains("what a rerun takes of this machine beyond the modest defaults")
+            && all.contains("  duration: 2h"),
+        "{all}"
+    );
+}
+
 /// One short real run (under the tracefs lock); returns its output folder.
 fn one_run(dir: &Path) -> PathBuf {
     let _g = crate::common::TracefsGuard::acquire();

@@ -155,6 +155,11 @@ pub(crate) struct RerunArgs {
     /// Start the commands that come from the bundle without asking.
     #[arg(long)]
     pub(crate) allow_commands: bool,
+    /// Take what the bundle asks of this machine beyond the modest defaults
+    /// (a ring buffer over 64 MiB in all, a duration over 10 minutes, a
+    /// tracer that samples CPUs) without asking.
+    #[arg(long)]
+    pub(crate) allow_resources: bool,
     #[command(flatten)]
     pub(crate) flags: RunFlags,
     /// A workload of your own instead of the run's.

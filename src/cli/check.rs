@@ -359,6 +359,16 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
             .transpose()
             .map_err(Failure::failed)?;
         let m = &stored.manifest;
+        let asks = replay.rendered.as_ref().map_or_else(
+            |_| Vec::new(),
+            |l| {
+                crate::replay::machine_asks(
+                    &l.recipe,
+                    crate::replay::online_cpus(),
+                    crate::replay::UserSet::default(),
+                )
+            },
+        );
         let json = crate::replay::AgainstJson {
             bundle: from.display().to_string(),
             kernel_release: m.kernel_release.clone(),
@@ -372,6 +382,7 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
                     argv: argv.clone(),
                 })
                 .collect(),
+            asks: asks.clone(),
         };
         if format == CheckFormat::Text {
             let m = crate::bundle::ManifestText::of(m);
@@ -435,6 +446,12 @@ fn against_cmd(from: &Path, sets: &[String], show_plan: bool, format: CheckForma
                     "commands a rerun starts that come from the bundle (`rerun --allow-commands` agrees to them):"
                 );
                 tprint!("{}", crate::replay::commands_text(&replay.foreign));
+            }
+            if !asks.is_empty() {
+                tprintln!(
+                    "what a rerun takes of this machine beyond the modest defaults (`rerun --allow-resources` agrees to it):"
+                );
+                tprint!("{}", crate::replay::asks_text(&asks));
             }
         }
         verdict

@@ -237,13 +237,16 @@ fn run_error(e: &RunError) -> Failure {
 
 /// `rerun BUNDLE`: the bundle's recipe run here like `run`, with the params it
 /// ran with (then `sets`) and its workload (unless `command`). The commands that
-/// come from the bundle start only with `allow_commands` or a yes typed on a
+/// come from the bundle start only with `allow_commands`, and what it asks of
+/// the machine beyond the modest defaults ([`crate::replay::machine_asks`]) is
+/// taken only with `allow_resources`, or either with a yes typed on a
 /// terminal; otherwise nothing runs and the exit code is 2.
 pub(super) fn rerun(a: RerunArgs) -> Exit {
     let RerunArgs {
         from,
         sets,
         allow_commands,
+        allow_resources,
         flags: args,
         command,
     } = a;
@@ -268,15 +271,39 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
             }
         );
     }
-    if !replay.foreign.is_empty() && !allow_commands && !agreed(&replay.foreign) {
-        return args.failed(Failure::Usage(Some(
-            format!(
+    let commands: &[_] = match allow_commands {
+        true => &[],
+        false => &replay.foreign,
+    };
+    let asks = match (allow_resources, &replay.rendered) {
+        (false, Ok(l)) => crate::replay::machine_asks(
+            &l.recipe,
+            crate::replay::online_cpus(),
+            crate::replay::UserSet {
+                duration: args.duration.is_some(),
+                buffer_size_kb: args.buffer_size_kb.is_some(),
+            },
+        ),
+        _ => Vec::new(),
+    };
+    let asked = !commands.is_empty() || !asks.is_empty();
+    if asked && !agreed(commands, &asks) {
+        let mut why = Vec::new();
+        if !commands.is_empty() {
+            why.push(format!(
                 "the recipe of {} starts commands that come from the bundle, not from you; nothing was run\n{}  = help: read them; pass `--allow-commands` to start them, or give a workload of your own after `--` (`[collect]` commands still need `--allow-commands`)",
-                from.display(),
-                crate::replay::commands_text(&replay.foreign)
-            )
-            .into(),
-        )));
+                escape_path(&from),
+                crate::replay::commands_text(commands)
+            ));
+        }
+        if !asks.is_empty() {
+            why.push(format!(
+                "the recipe of {} asks more of this machine than the modest defaults; nothing was run\n{}  = help: pass `--allow-resources` to grant it, or set your own with `--buffer-size-kb` / `--duration`",
+                escape_path(&from),
+                crate::replay::asks_text(&asks)
+            ));
+        }
+        return args.failed(Failure::Usage(Some(why.join("\n").into())));
     }
     // The render whose commands were listed is the one that runs.
     let rendered = match replay.rendered {
@@ -299,17 +326,26 @@ pub(super) fn rerun(a: RerunArgs) -> Exit {
     })
 }
 
-/// Asks on the terminal whether to start `commands` (stdin and stderr must both
-/// be terminals; otherwise no). True on `y` or `yes`.
-fn agreed(commands: &[(&'static str, Vec<String>)]) -> bool {
+/// Asks on the terminal whether to start `commands` and grant `asks` (stdin
+/// and stderr must both be terminals; otherwise no). True on `y` or `yes`.
+fn agreed(commands: &[(&'static str, Vec<String>)], asks: &[crate::replay::MachineAsk]) -> bool {
     use std::io::IsTerminal;
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return false;
     }
-    teprint!(
-        "this bundle's recipe starts these commands:\n{}start them? [y/N] ",
-        crate::replay::commands_text(commands)
-    );
+    if !commands.is_empty() {
+        teprint!(
+            "this bundle's recipe starts these commands:\n{}",
+            crate::replay::commands_text(commands)
+        );
+    }
+    if !asks.is_empty() {
+        teprint!(
+            "this bundle's recipe asks this of the machine, beyond the modest defaults:\n{}",
+            crate::replay::asks_text(asks)
+        );
+    }
+    teprint!("go ahead? [y/N] ");
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer).is_ok()
         && matches!(answer.trim().to_lowercase().as_str(), "y" | "yes")

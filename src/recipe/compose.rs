@@ -70,14 +70,9 @@ pub(crate) fn read_chain(
         foreign: false,
     }];
     let folder = path.parent().unwrap_or(Path::new(""));
-    // The recipe's tree: its folder, widened to the folder shared with the base
-    // it names by a relative path (`../common/base.toml`), never to `/`.
-    let mut root = std::fs::canonicalize(if folder.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        folder
-    })
-    .ok();
+    // The recipe's tree: its own folder, never widened (a base it names outside
+    // it is read, yet foreign: its content is never shown).
+    let root = canonical_folder(path);
     let mut heads = vec![render::raw_head(&files[0].raw, 0)];
     let mut seen = vec![std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())];
     loop {
@@ -127,21 +122,31 @@ pub(crate) fn read_chain(
                 "a base must not extend, directly or not, a recipe that extends it".into(),
             ));
         }
-        if last == 0
-            && chain == Chain::Extends
-            && Path::new(&name).is_relative()
-            && let Some(r) = &root
-        {
-            let shared = common_ancestor(r, canonical.parent().unwrap_or(&canonical));
-            if shared.parent().is_some() {
-                root = Some(shared);
-            }
-        }
         let foreign = root
             .as_ref()
             .is_some_and(|root| !canonical.starts_with(root));
-        if foreign && (last > 0 || chain == Chain::Stored) {
+        // Only the recipe you run may name a base outside its folder; a base
+        // of the recipe's folder may name one anywhere in it, and a base
+        // outside it (foreign) one of its own folder only, so that a base
+        // another team wrote cannot reach into a third place.
+        let naming_folder = canonical_folder(&files[last].path);
+        let refused = match chain {
+            Chain::Stored => foreign,
+            Chain::Extends if last == 0 => false,
+            Chain::Extends if files[last].foreign => !naming_folder
+                .as_ref()
+                .is_some_and(|f| canonical.starts_with(f)),
+            Chain::Extends => foreign,
+        };
+        if refused {
             let why = match chain {
+                Chain::Extends if files[last].foreign => format!(
+                    "base recipe `{}` lies outside the folder of the base that names it ({}); a base outside the folder of the recipe you run may only extend a file of its own folder",
+                    crate::untrusted::escape_path(&base),
+                    crate::untrusted::escape_path(
+                        naming_folder.as_deref().unwrap_or(Path::new("?"))
+                    )
+                ),
                 Chain::Extends => format!(
                     "base recipe `{}` lies outside the folder of the recipe you run ({}); only that recipe may name a base outside it",
                     crate::untrusted::escape_path(&base),
@@ -159,7 +164,13 @@ pub(crate) fn read_chain(
                 "copy the base into the recipe's folder and name it relative to the recipe".into(),
             ));
         }
-        let raw = match crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe) {
+        // A stored base is a file of its run folder: one name only, too.
+        let read = match chain {
+            Chain::Stored => crate::untrusted::member(folder, &base),
+            Chain::Extends => Ok(()),
+        }
+        .and_then(|()| crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe));
+        let raw = match read {
             Ok(raw) => raw,
             Err(e) => {
                 let help = match chain {
@@ -193,13 +204,16 @@ pub(crate) fn read_chain(
     Ok((files, heads))
 }
 
-/// The deepest folder holding both `a` and `b` (absolute paths).
-fn common_ancestor(a: &Path, b: &Path) -> PathBuf {
-    a.components()
-        .zip(b.components())
-        .take_while(|(x, y)| x == y)
-        .map(|(x, _)| x)
-        .collect()
+/// The folder of file `path`, resolved (symbolic links followed); `None` when
+/// it does not resolve.
+fn canonical_folder(path: &Path) -> Option<PathBuf> {
+    let folder = path.parent().unwrap_or(Path::new(""));
+    std::fs::canonicalize(if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    })
+    .ok()
 }
 
 /// One [`Source`] of texts: the first at offset 0, each next one right after.
@@ -364,24 +378,53 @@ fn identity(array: &str, t: &Table) -> Option<String> {
 
 /// `check --explain`: every effective key of the merged `root`, as `KEY = VALUE`
 /// and the `FILE:LINE` that set it, one per line in document order; entries of
-/// arrays of tables as `events[0].name`.
+/// arrays of tables as `events[0].name`. Keys set by a base outside the
+/// recipe's folder (a foreign part of `source`) are not listed, neither key nor
+/// value: a last line per such file says how many keys it set.
 pub(crate) fn explain(root: &Table, source: &Source) -> String {
-    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     walk(root, String::new(), source, &mut rows);
+    let (rows, hidden): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.foreign.is_none());
     let width = rows
         .iter()
-        .map(|r| r.0.len() + r.1.len() + 3)
+        .map(|r| r.key.len() + r.value.len() + 3)
         .max()
         .unwrap_or(0);
     let mut out = String::new();
-    for (k, v, place) in rows {
-        let kv = format!("{k} = {v}");
-        out.push_str(&format!("{kv:width$}  # {place}\n"));
+    for r in rows {
+        let kv = format!("{} = {}", r.key, r.value);
+        out.push_str(&format!("{kv:width$}  # {}\n", r.place));
+    }
+    let mut counts: Vec<(PathBuf, usize)> = Vec::new();
+    for file in hidden.into_iter().filter_map(|r| r.foreign) {
+        match counts.iter_mut().find(|(f, _)| *f == file) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((file, 1)),
+        }
+    }
+    for (file, n) in counts {
+        out.push_str(&format!(
+            "# {n} key{} set by {}, outside the folder of the recipe you run: not shown\n",
+            if n == 1 { "" } else { "s" },
+            crate::untrusted::escape_path(&file)
+        ));
     }
     out
 }
 
-fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, String, String)>) {
+/// One row of [`explain`].
+struct Row {
+    /// The key's path (`events[0].name`), escaped.
+    key: String,
+    /// The value as written.
+    value: String,
+    /// `FILE:LINE` of the key.
+    place: String,
+    /// The base outside the recipe's folder that set it: the row is not shown.
+    foreign: Option<PathBuf>,
+}
+
+fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<Row>) {
     for (k, item) in table.iter() {
         // A quoted key may hold any character: escaped, it cannot drive the
         // terminal nor fake a line of the listing.
@@ -404,7 +447,8 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, 
                     .span()
                     .and_then(|s| source.text.get(s))
                     .map_or_else(|| v.to_string(), |t| t.trim().to_string());
-                let place = key_span.or(v.span()).map_or_else(
+                let at = key_span.or(v.span());
+                let place = at.clone().map_or_else(
                     || "?".to_string(),
                     |s| {
                         let p = source.place(s.start);
@@ -412,7 +456,13 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, 
                             .map_or(p.clone(), |(fl, _)| fl.to_string())
                     },
                 );
-                rows.push((path, text, place));
+                let (part, _) = source.part_of(at);
+                rows.push(Row {
+                    key: path,
+                    value: text,
+                    place,
+                    foreign: part.foreign.then_some(part.path),
+                });
             }
             Item::None => {}
         }
@@ -423,8 +473,9 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<(String, 
 /// `recipe.toml`, the recipe as rendered (for a recipe that extends others, the
 /// merged recipe with `extends` dropped, so it stands alone); `recipe.source.toml`,
 /// the recipe as written; `recipe.base-N.toml`, the N-th file of its `extends`
-/// chain as written (1 is the base the recipe names). A file that can no longer
-/// be read is left out.
+/// chain as written (1 is the base the recipe names). The files as written are
+/// the bytes read when the recipe was loaded ([`Source::written`]), never read
+/// again: a file swapped since (a link to a host file, a FIFO) changes nothing.
 pub(crate) fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     if source.parts.is_empty() {
@@ -445,13 +496,57 @@ pub(crate) fn run_files(source: &Source, recipe: &super::Recipe) -> Vec<(String,
         text.push_str(&toml::to_string(&merged).unwrap_or_default());
         out.push(("recipe.toml".to_string(), text.into_bytes()));
     }
-    if let Ok(raw) = std::fs::read(&source.path) {
-        out.push(("recipe.source.toml".to_string(), raw));
-    }
-    for (i, p) in source.parts.iter().enumerate() {
-        if let Ok(raw) = std::fs::read(&p.path) {
-            out.push((format!("recipe.base-{}.toml", i + 1), raw));
-        }
+    for (i, raw) in source.written.iter().enumerate() {
+        let name = match i {
+            0 => "recipe.source.toml".to_string(),
+            i => format!("recipe.base-{i}.toml"),
+        };
+        out.push((name, raw.clone().into_bytes()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The files a run stores are the bytes read when the recipe was loaded:
+    /// a recipe or base swapped for a link to a host file between the load
+    /// and the run's start is not read again (before: the run folder got the
+    /// host file's content).
+    #[test]
+    fn run_files_are_the_bytes_loaded_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "TOP-SECRET\n").unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        let base = "[[events]]\nname = \"sched:sched_switch\"\n";
+        let own = "extends = \"base.toml\"\nname = \"r\"\n";
+        std::fs::write(run.join("base.toml"), base).unwrap();
+        std::fs::write(run.join("r.toml"), own).unwrap();
+        let loaded = crate::recipe::load(
+            &run.join("r.toml"),
+            &[],
+            &crate::recipe::Builtins::default(),
+        )
+        .unwrap();
+        for name in ["r.toml", "base.toml"] {
+            std::fs::remove_file(run.join(name)).unwrap();
+            std::os::unix::fs::symlink(&secret, run.join(name)).unwrap();
+        }
+        let files = run_files(&loaded.source, &loaded.recipe);
+        let get = |n: &str| {
+            files
+                .iter()
+                .find(|(name, _)| name == n)
+                .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+        };
+        assert_eq!(get("recipe.source.toml").as_deref(), Some(own));
+        assert_eq!(get("recipe.base-1.toml").as_deref(), Some(base));
+        assert!(
+            files.iter().all(|(_, b)| !b.starts_with(b"TOP-SECRET")),
+            "{files:?}"
+        );
+    }
 }

@@ -100,7 +100,7 @@ pub(crate) fn load_with(
     };
     if chain == Chain::Stored {
         // A run's stored recipe must be a file of its folder, not a link out of it.
-        crate::untrusted::inside(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
+        crate::untrusted::member(path.parent().unwrap_or(Path::new(".")), path).map_err(refused)?;
     }
     let raw =
         crate::untrusted::read_to_string(path, crate::untrusted::Kind::Recipe).map_err(refused)?;
@@ -153,12 +153,13 @@ fn load_text(
     if !diagnostics.is_empty() {
         return Err(invalid(raw_source(), diagnostics));
     }
-    let source = compose::concat(
+    let mut source = compose::concat(
         files
             .iter()
             .zip(&rendered)
             .map(|(f, text)| (f.path.as_path(), text.as_str(), f.foreign)),
     );
+    source.written = std::sync::Arc::new(files.into_iter().map(|f| f.raw).collect());
     let root = compose::merge_files(&source).map_err(|d| invalid(source.clone(), d))?;
     match parse(root) {
         Ok((recipe, spans, problems)) => Ok(LoadedRecipe {
