@@ -27,8 +27,8 @@ pub enum CheckError {
     /// The recipe is invalid for this kernel; nothing was written.
     #[error("{}", crate::diagnostic::render_all(.diagnostics, .text).trim_end())]
     Invalid {
-        /// Text the diagnostics point into.
-        text: Source,
+        /// Text the diagnostics point into (boxed: the error stays small).
+        text: Box<Source>,
         /// Every problem.
         diagnostics: Vec<Diagnostic>,
     },
@@ -39,7 +39,10 @@ impl From<LoadError> for CheckError {
     /// read is [`CheckError::Load`].
     fn from(e: LoadError) -> CheckError {
         match e {
-            LoadError::Invalid { text, diagnostics } => CheckError::Invalid { text, diagnostics },
+            LoadError::Invalid { text, diagnostics } => CheckError::Invalid {
+                text: Box::new(text),
+                diagnostics,
+            },
             other => CheckError::Load(other),
         }
     }
@@ -112,11 +115,11 @@ pub fn validate_loaded(
     match validate(&loaded, &facts, &host) {
         Ok(valid) if flag_problems.is_empty() => Ok((valid, loaded.source, facts)),
         Ok(_) => Err(CheckError::Invalid {
-            text: loaded.source,
+            text: Box::new(loaded.source),
             diagnostics: flag_problems,
         }),
         Err(diagnostics) => Err(CheckError::Invalid {
-            text: loaded.source,
+            text: Box::new(loaded.source),
             diagnostics: [flag_problems, overrides.name_flags(diagnostics)].concat(),
         }),
     }

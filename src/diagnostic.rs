@@ -310,11 +310,11 @@ fn memchr_lines(text: &str) -> Vec<usize> {
 
 /// One file of a [`Source`], borrowed: its path, where its text starts in
 /// the source, and whether its content may be shown.
-struct Part<'s> {
-    path: &'s std::path::Path,
+pub(crate) struct Part<'s> {
+    pub(crate) path: &'s std::path::Path,
     start: usize,
     end: usize,
-    foreign: bool,
+    pub(crate) foreign: bool,
 }
 
 /// A base file's place in [`Source::text`].
@@ -346,7 +346,7 @@ impl Source {
     }
 
     /// The file `offset` falls in (the first when `None`).
-    fn part(&self, offset: Option<usize>) -> Part<'_> {
+    pub(crate) fn part(&self, offset: Option<usize>) -> Part<'_> {
         let first_end = self.parts.first().map_or(self.text.len(), |p| p.start);
         let first = Part {
             path: &self.path,

@@ -456,12 +456,12 @@ fn walk(table: &Table, prefix: String, source: &Source, rows: &mut Vec<Row>) {
                             .map_or(p.clone(), |(fl, _)| fl.to_string())
                     },
                 );
-                let (part, _) = source.part_of(at);
+                let part = source.part(at.map(|s| s.start));
                 rows.push(Row {
                     key: path,
                     value: text,
                     place,
-                    foreign: part.foreign.then_some(part.path),
+                    foreign: part.foreign.then(|| part.path.to_path_buf()),
                 });
             }
             Item::None => {}
