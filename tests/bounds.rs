@@ -57,37 +57,10 @@ fn measured(args: &[&str]) -> Measured {
 /// A trace.dat of one `synth:small` event whose format's print fmt is
 /// `print`, written by the crate's writer.
 fn trace_with_print_fmt(dir: &Path, print: &str) -> std::path::PathBuf {
-    use tracedat::testing::{Endian, Page, small, small_format};
-    let e = Endian::LITTLE64;
-    let mut page = Page::new(e, 4096, 1_000_000);
-    page.event(10, &small(e, 7, 1, b"x\0"));
-    let raw = dir.join("cpu0.raw");
-    std::fs::write(&raw, page.finish(None)).unwrap();
-    let format = small_format();
+    let format = tracedat::testing::small_format();
     let at = format.find("print fmt: ").unwrap();
     let format = format!("{}print fmt: {print}\n", &format[..at]);
-    let meta = tracedat::CaptureMeta {
-        header_page: e.header_page(4096).into_bytes(),
-        header_event: Vec::new(),
-        ftrace_formats: Vec::new(),
-        event_formats: vec![("synth".into(), vec![format.into_bytes()])],
-        kallsyms: Vec::new(),
-        printk_formats: Vec::new(),
-        cmdlines: b"7 a\n".to_vec(),
-        cpu_count: 1,
-        trace_clock: "[local] global".into(),
-        uname: "Linux t 6.0 x86_64".into(),
-        version: "test".into(),
-        cpu_stats: vec![String::new()],
-    };
-    let dat = dir.join("t.dat");
-    tracedat::write_v6(
-        std::fs::File::create(&dat).unwrap(),
-        &meta,
-        &[tracedat::CpuData { cpu: 0, path: raw }],
-    )
-    .unwrap();
-    dat
+    crate::common::one_record_trace(dir, b"x\0", "synth", format, "a", "Linux t 6.0 x86_64")
 }
 
 /// A print fmt nesting 100,000 parentheses or 200,000 minus signs used to

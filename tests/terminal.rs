@@ -143,33 +143,14 @@ fn shown(args: &[&str], env: Env) -> (Option<i32>, Vec<u8>) {
 
 /// A one-record trace.dat whose event system, comm and string field are `H`.
 fn hostile_trace(dir: &Path) -> Vec<u8> {
-    use tracedat::testing::{Endian, Page, small, small_format};
-    let e = Endian::LITTLE64;
-    let mut page = Page::new(e, 4096, 1_000_000);
-    page.event(10, &small(e, 7, 1, b"\x1b[31mX\0"));
-    let raw = dir.join("cpu0.raw");
-    std::fs::write(&raw, page.finish(None)).unwrap();
-    let meta = tracedat::CaptureMeta {
-        header_page: e.header_page(4096).into_bytes(),
-        header_event: Vec::new(),
-        ftrace_formats: Vec::new(),
-        event_formats: vec![(format!("sys{H}"), vec![small_format().into_bytes()])],
-        kallsyms: Vec::new(),
-        printk_formats: Vec::new(),
-        cmdlines: format!("7 {H}\n").into_bytes(),
-        cpu_count: 1,
-        trace_clock: "[local] global".into(),
-        uname: format!("Linux {H} 6.0 x86_64"),
-        version: "test".into(),
-        cpu_stats: vec![String::new()],
-    };
-    let dat = dir.join("t.dat");
-    tracedat::write_v6(
-        std::fs::File::create(&dat).unwrap(),
-        &meta,
-        &[tracedat::CpuData { cpu: 0, path: raw }],
-    )
-    .unwrap();
+    let dat = crate::common::one_record_trace(
+        dir,
+        b"\x1b[31mX\0",
+        &format!("sys{H}"),
+        tracedat::testing::small_format(),
+        H,
+        &format!("Linux {H} 6.0 x86_64"),
+    );
     std::fs::read(dat).unwrap()
 }
 

@@ -232,14 +232,7 @@ const TRACER_DIR: &str = "tracer";
 
 /// Tracers whose `trace` shows their max buffer (the worst case's trace):
 /// those that set `use_max_tr` (kernel/trace/trace_irqsoff.c, trace_sched_wakeup.c).
-const MAX_TRACE_TRACERS: &[&str] = &[
-    "irqsoff",
-    "preemptoff",
-    "preemptirqsoff",
-    "wakeup",
-    "wakeup_rt",
-    "wakeup_dl",
-];
+const MAX_TRACE_TRACERS: &[&str] = crate::validate::MAX_LATENCY_TRACERS.split_at(6).0;
 
 /// Whether tracer `name` keeps the trace of its worst case in the max buffer,
 /// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).

@@ -28,6 +28,7 @@ mod noise;
 mod probe;
 mod scope;
 mod tracer;
+pub(crate) use tracer::MAX_LATENCY_TRACERS;
 mod trigger;
 
 use std::ops::Range;

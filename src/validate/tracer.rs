@@ -26,6 +26,8 @@ pub(crate) const FUNCTION_TRACERS: &[&str] = &["function", "function_graph"];
 /// trace_hwlat.c, trace_osnoise.c `notify_new_max_latency`;
 /// Documentation/trace/ftrace.rst "irqsoff"). A run resets the file and, where
 /// it is the global one, restores it.
+/// The first six keep the trace of their worst case in the max buffer
+/// (`use_max_tr`; the run's output saves it).
 pub(crate) const MAX_LATENCY_TRACERS: &[&str] = &[
     "irqsoff",
     "preemptoff",

@@ -185,6 +185,48 @@ pub fn shared_recording(name: &str, record: impl FnOnce(&Path)) -> PathBuf {
     folder
 }
 
+/// A trace.dat `dir/t.dat` of one record of tracedat's testing event `small`
+/// (pid 7, its string field `text`), whose event is `SYSTEM:small` with format
+/// `format`, the task comm `comm` and the kernel `uname`: the one-record file
+/// the hostile-input tests start from. Returns its path.
+pub fn one_record_trace(
+    dir: &Path,
+    text: &[u8],
+    system: &str,
+    format: String,
+    comm: &str,
+    uname: &str,
+) -> PathBuf {
+    use tracedat::testing::{Endian, Page, small};
+    let e = Endian::LITTLE64;
+    let mut page = Page::new(e, 4096, 1_000_000);
+    page.event(10, &small(e, 7, 1, text));
+    let raw = dir.join("cpu0.raw");
+    std::fs::write(&raw, page.finish(None)).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![(system.to_string(), vec![format.into_bytes()])],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: format!("7 {comm}\n").into_bytes(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: uname.to_string(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.join("t.dat");
+    tracedat::write_v6(
+        File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    dat
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_trace-recipe"))
 }
