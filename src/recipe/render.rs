@@ -394,9 +394,17 @@ fn confined(raw: &str, ctx: &BTreeMap<String, Value>) -> Result<String, RenderEr
     let answer = match answer {
         Ok(a) => a,
         Err(e) => {
+            // The answer carries one byte before the text: past the output
+            // budget, the text itself is over MAX_RENDERED.
+            let why = match e {
+                crate::confine::Exceeded::Output(_) => {
+                    format!("the rendered recipe is over the limit of {MAX_RENDERED} bytes")
+                }
+                other => other.to_string(),
+            };
             return Err((
                 None,
-                format!("template error: rendering the recipe stopped: {e}"),
+                format!("template error: rendering the recipe stopped: {why}"),
                 format!(
                     "a recipe's templates may use {} MiB, {} s and render to {MAX_RENDERED} bytes",
                     RECIPE_BUDGET.memory >> 20,
@@ -593,7 +601,7 @@ mod tests {
         let wide = "name = \"{{ 'x' * 2000000 }}\"\n";
         let shown = format!("{:?}", super::render(wide, &ctx, 0).unwrap_err());
         assert!(
-            shown.contains("its output went past the budget of 1048577 bytes"),
+            shown.contains("the rendered recipe is over the limit of 1048576 bytes"),
             "{shown}"
         );
         let undefined = "name = \"{{ nope }}\"\n";
