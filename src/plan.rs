@@ -336,6 +336,16 @@ fn buffer_and_scope(b: &mut Builder, valid: &ValidRecipe, pids: &[u32]) {
             span.clone(),
         );
     }
+    if valid.copy_marker {
+        // The instance is removed at teardown: nothing to restore.
+        b.write(
+            b.f("options/copy_trace_marker"),
+            "1".into(),
+            WriteMode::Replace,
+            Undo::Nothing,
+            None,
+        );
+    }
     if valid.recipe.scope.follow_forks {
         b.write(
             b.f("options/event-fork"),

@@ -249,4 +249,47 @@ mod tracefs {
         );
         guard.assert_unchanged();
     }
+
+    /// Where the kernel has `copy_trace_marker` (6.16+; this host's 6.18 has
+    /// it), a workload that writes the top-level `trace_marker` rather than
+    /// `$TRACE_RECIPE_MARKER` finds its line in the run too: the run's
+    /// instance turns the option on, and the instance is gone afterwards.
+    #[test]
+    fn markers_written_to_the_top_level_trace_marker_reach_the_run_where_the_kernel_copies_them() {
+        let guard = TracefsGuard::acquire();
+        let tracefs = crate::common::tracefs();
+        let root = tracefs.root();
+        if !root.join("options/copy_trace_marker").exists() {
+            eprintln!("this kernel has no copy_trace_marker (6.16+): nothing to test");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "topmarker.toml",
+            "name = \"topmarker\"\ndescription = \"t\"\n[[events]]\nname = \"sched:sched_process_exec\"\n[output]\nreports = [\"json\"]\n",
+        );
+        let out = dir.path().join("out");
+        let script = format!("echo 'top-level marker' > {}/trace_marker", root.display());
+        let o = run_recipe(&recipe, &out, &["sh", "-c", &script]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        let workload = report["workload"]["pid"].as_i64().unwrap();
+        let ours: Vec<&serde_json::Value> = report["markers"]["first"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|x| x["pid"].as_i64() == Some(workload))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            ours.len() == 1 && ours[0]["text"] == "top-level marker",
+            "{:#}",
+            report["markers"]
+        );
+        guard.assert_unchanged();
+    }
 }

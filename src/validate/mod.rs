@@ -90,6 +90,12 @@ pub struct ValidRecipe {
     pub(crate) expectations: Vec<ValidExpect>,
     /// How the run keeps its own threads out of the trace on this kernel.
     pub(crate) self_exclusion: SelfExclusion,
+    /// Whether the run's instance turns on `options/copy_trace_marker`
+    /// (Linux 6.16+, Documentation/trace/ftrace.rst): what any program writes
+    /// to the top-level `trace_marker` is copied into the instance, so a
+    /// workload that writes the well-known path rather than
+    /// `$TRACE_RECIPE_MARKER` lands in the run too.
+    pub(crate) copy_marker: bool,
     /// The parameters the recipe was rendered with ([`LoadedRecipe::params`]).
     pub(crate) params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
 }
@@ -141,6 +147,7 @@ impl ValidRecipe {
             template: None,
             expectations: Vec::new(),
             self_exclusion: SelfExclusion::Filter { ftrace: true },
+            copy_marker: false,
             params: Default::default(),
         }
     }
@@ -333,6 +340,8 @@ pub fn validate(
         diags.sort_by_key(|d| d.span.as_ref().map_or(0, |s| s.start));
         return Err(diags);
     }
+    let copy_marker = !tracer.as_ref().is_some_and(|t| t.at_top_level)
+        && facts.instance.options.contains("copy_trace_marker");
     Ok(ValidRecipe {
         recipe: r.clone(),
         duration,
@@ -354,6 +363,7 @@ pub fn validate(
                 ftrace: facts.has_file("set_ftrace_notrace_pid"),
             },
         },
+        copy_marker,
         params: loaded.params.clone(),
     })
 }
