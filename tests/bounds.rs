@@ -113,21 +113,27 @@ fn a_summary_template_is_bounded_in_width_memory_and_output() {
     let d = tempfile::tempdir().unwrap();
     let dat = trace_with_print_fmt(d.path(), "\"val=%u name=%s\", REC->val, REC->name");
     let dat = dat.to_str().unwrap();
+    // The bomb's first 100 MB string takes long on a loaded machine: whether
+    // the memory or the time budget stops it first, it is stopped, within
+    // both (the RSS bound below).
     for (name, body, expect) in [
         (
             "wide.j2",
             "{{ 'x' | ljust(1500000000) }}",
-            "ljust(1500000000) is over the template budget of 4096",
+            &["ljust(1500000000) is over the template budget of 4096"][..],
         ),
         (
             "bomb.j2",
             "{% set a = 'x' * 100000000 %}{% set b = a ~ a ~ a ~ a %}{% set c = b ~ b ~ b ~ b %}{{ c | length }}",
-            "rendering stopped: it stopped without finishing (more than 256 MiB of memory",
+            &[
+                "rendering stopped: it stopped without finishing (more than 256 MiB of memory",
+                "rendering stopped: it ran past its time budget of",
+            ][..],
         ),
         (
             "long.j2",
             "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}",
-            "rendering stopped: its output went past the budget of 16777216 bytes",
+            &["rendering stopped: its output went past the budget of 16777216 bytes"][..],
         ),
     ] {
         let t = d.path().join(name);
@@ -143,7 +149,8 @@ fn a_summary_template_is_bounded_in_width_memory_and_output() {
         assert_ne!(m.code, Some(0), "{name}: {}", m.all);
         assert!(m.code.is_some(), "{name}: killed by a signal: {}", m.all);
         assert!(
-            m.all.contains(&format!("template {}", t.display())) && m.all.contains(expect),
+            m.all.contains(&format!("template {}", t.display()))
+                && expect.iter().any(|e| m.all.contains(e)),
             "{name}: {}",
             m.all
         );
