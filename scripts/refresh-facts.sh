@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refreshes the kernel fact files the validation tests run from (tests/facts/):
-# this host's, and those of the kernel lab's freshly booted Debian 6.1, 6.12 and
-# PREEMPT_RT 6.1 guests (`trace-recipe facts` run first thing after boot, so the top-level ring
+# this host's, and those of the kernel lab's freshly booted Debian 6.1, 6.12,
+# PREEMPT_RT 6.1 and unstable's 7.2 (scripts/lab-kernel) guests (`trace-recipe facts` run first thing after boot, so the top-level ring
 # buffer is still unexpanded). Needs root and the kernel lab
 # (../shared/kernel-lab/README.md); takes a few minutes under emulation.
 #
@@ -23,7 +23,9 @@ flock 9
 target/release/trace-recipe facts -o tests/facts/host.json.zst
 # The RT kernel: the versioned package linux-image-rt-amd64 depends on.
 rt=$(apt-cache depends linux-image-rt-amd64 2>/dev/null | awk '/Depends: linux-image-6/{print $2; exit}')
-for spec in "6.1:" "6.12:linux-image-6.12.117+deb12-amd64" "6.1-rt:${rt:-linux-image-6.1.0-56-rt-amd64}"; do
+# Debian unstable's newest 7.2, fetched into the lab's cache by scripts/lab-kernel.
+k72=$(scripts/lab-kernel sid 7.2 amd64)
+for spec in "6.1:" "6.12:linux-image-6.12.117+deb12-amd64" "6.1-rt:${rt:-linux-image-6.1.0-56-rt-amd64}" "7.2:$k72"; do
   tag=${spec%%:*} pkg=${spec#*:}
   "$lab" --smp 1 --timeout 900 ${pkg:+--kernel-package "$pkg"} --out "$work/$tag" \
     "$work/payload" -- sh /payload/facts.sh

@@ -1,7 +1,7 @@
 //! Kernel facts as data: `trace-recipe facts` reads tracefs without changing
 //! it, `check --facts` validates offline (no root, no tracefs) against a fact
 //! file, a bundle or an output folder, and validation runs from the fact files
-//! of this host and the kernel lab's Debian 6.1 and 6.12 (tests/facts/, made by
+//! of this host and the kernel lab's Debian 6.1, 6.12 and 7.2 (tests/facts/, made by
 //! scripts/refresh-facts.sh) without the tracefs lock.
 
 use std::path::{Path, PathBuf};
@@ -95,6 +95,7 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
     ] {
         assert_eq!(verdict("debian-6.1", recipe), Ok(()), "{recipe} on 6.1");
         assert_eq!(verdict("debian-6.12", recipe), Ok(()), "{recipe} on 6.12");
+        assert_eq!(verdict("debian-7.2", recipe), Ok(()), "{recipe} on 7.2");
         let here = verdict("host", recipe).unwrap_err();
         assert!(here.contains(missing), "{recipe} here: {here}");
     }
@@ -125,7 +126,7 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
         f61.top_buffer
     );
     // Events of every kernel: the plain recipes pass everywhere.
-    for facts in ["debian-6.1", "debian-6.12", "host"] {
+    for facts in ["debian-6.1", "debian-6.12", "debian-7.2", "host"] {
         assert_eq!(verdict(facts, "recipes/exec-tree.toml"), Ok(()), "{facts}");
     }
 }

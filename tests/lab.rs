@@ -88,6 +88,9 @@ enum Kernel {
     /// Debian 12's PREEMPT_RT 6.1 (`linux-image-rt-amd64`): the wakeup tracers,
     /// hwlat, osnoise, timerlat and the stack tracer.
     Rt61,
+    /// Debian unstable's newest 7.2 (scripts/lab-kernel): fprobes, BTF
+    /// fetchargs, eprobes, func-args, copy_trace_marker.
+    Debian72,
 }
 
 impl Kernel {
@@ -97,13 +100,39 @@ impl Kernel {
             Kernel::Debian61 => "6.1",
             Kernel::Debian612 => "6.12",
             Kernel::Rt61 => "6.1-rt",
+            Kernel::Debian72 => "7.2",
+        }
+    }
+
+    /// The function that opens a path by a `struct filename`: renamed from
+    /// do_filp_open to do_file_open (same arguments) after 6.18;
+    /// tests/lab/guest.sh names the kernel's in the lab's recipes.
+    fn open_fn(self) -> &'static str {
+        match self {
+            Kernel::Debian72 => "do_file_open",
+            _ => "do_filp_open",
         }
     }
 
     /// Whether instances offer function_graph (6.11 and later).
     fn graph_in_instance(self) -> bool {
-        self == Kernel::Debian612
+        matches!(self, Kernel::Debian612 | Kernel::Debian72)
     }
+}
+
+/// The kernel of Debian unstable's 7.2 series, put into the lab's cache by
+/// scripts/lab-kernel (downloaded once, then cached).
+fn kernel_72() -> String {
+    let o = Command::new(repo().join("scripts/lab-kernel"))
+        .args(["sid", "7.2", "amd64"])
+        .output()
+        .expect("run scripts/lab-kernel");
+    assert!(
+        o.status.success(),
+        "scripts/lab-kernel sid 7.2 failed:\n{}",
+        tail(&text(&o.stderr))
+    );
+    text(&o.stdout).trim().to_string()
 }
 
 /// The versioned package `linux-image-rt-amd64` depends on, else the one the lab README names.
@@ -358,9 +387,13 @@ fn assert_lab(out: &Path, kernel: Kernel) {
     let tag = kernel.tag();
     let six_twelve = kernel.graph_in_instance();
     let release = read(&out.join("release.txt"));
+    let series = match kernel {
+        Kernel::Debian61 | Kernel::Rt61 => "6.1.",
+        Kernel::Debian612 => "6.12.",
+        Kernel::Debian72 => "7.2.",
+    };
     assert!(
-        release.starts_with(if six_twelve { "6.12." } else { "6.1." })
-            && release.contains("-rt-") == (kernel == Kernel::Rt61),
+        release.starts_with(series) && release.contains("-rt-") == (kernel == Kernel::Rt61),
         "{tag}: booted {release}"
     );
 
@@ -730,6 +763,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
             continue;
         }
         let recipe = match name.strip_prefix("recipe-") {
+            _ if d.join("recipe.toml").is_file() => d.join("recipe.toml"),
             Some(n) => repo().join(format!("recipes/{n}.toml")),
             None if repo().join(format!("tests/lab/rt/{name}.toml")).is_file() => {
                 repo().join(format!("tests/lab/rt/{name}.toml"))
@@ -764,7 +798,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
     // hist trigger plan (tests/lab/guest.sh; in the 6.12 boot), and of the
     // stack tracer and a latency tracer (in the RT boot).
     let trials: &[&str] = match kernel {
-        Kernel::Debian61 => &[],
+        Kernel::Debian61 | Kernel::Debian72 => &[],
         Kernel::Debian612 => &["kprobe-fetch", "function-filter", "hist-trigger"],
         Kernel::Rt61 => &["stack-filter", "wakeup-rt", "osnoise"],
     };
@@ -925,7 +959,7 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         status.contains("top level: as after a clean boot"),
         "{tag}: {status}"
     );
-    assert_triggers_and_filters(out, tag);
+    assert_triggers_and_filters(out, kernel);
 }
 
 // --- ftrig (issue 22 items 7 and 8) ---
@@ -940,7 +974,8 @@ fn num(r: &BTreeMap<String, String>, field: &str) -> u64 {
 /// filter, the event triggers traceon / traceoff / disable_event / stacktrace
 /// with a count, kprobes at an offset and on a module's function with @SYM,
 /// $stackN, $argN and $comm (tests/lab/*.toml, each asserted on what it recorded).
-fn assert_triggers_and_filters(out: &Path, tag: &str) {
+fn assert_triggers_and_filters(out: &Path, kernel: Kernel) {
+    let tag = kernel.tag();
     // function enable_event / disable_event on ksys_sync: forks until the
     // workload's sync, exits (an event in no [[events]]) after it. The
     // snapshot trigger on the same call swapped the live buffer, with the
@@ -996,9 +1031,9 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
 
     // :mod:virtio_ring with virtqueue_kick left out (notrace), the workload's
     // children traced too (function-fork); a kprobe on virtio_ring:virtqueue_kick
-    // shows they call it. 6.12 has virtio_ring built in: the check says so.
+    // shows they call it. 6.12 and 7.2 have virtio_ring built in: the check says so.
     let mut calls = Vec::new();
-    if tag == "6.12" {
+    if matches!(tag, "6.12" | "7.2") {
         assert!(
             read(&out.join("function-mod/check.txt"))
                 .contains("no loaded module `virtio_ring` has traceable functions"),
@@ -1036,7 +1071,9 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
         );
     }
 
-    // set_graph_notrace: function-graph.toml graphs do_filp_open, this one not.
+    // set_graph_notrace: function-graph.toml graphs do_filp_open (7.2:
+    // do_file_open), this one not.
+    let open_fn = kernel.open_fn();
     let graphed = |name: &str, f: &str| {
         records_of(out, name, "funcgraph_entry")
             .iter()
@@ -1044,9 +1081,9 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
     };
     ran(out, "graph-notrace");
     assert!(
-        graphed("function-graph", "do_filp_open")
+        graphed("function-graph", open_fn)
             && graphed("graph-notrace", "do_sys_openat2")
-            && !graphed("graph-notrace", "do_filp_open")
+            && !graphed("graph-notrace", open_fn)
             && !graphed("graph-notrace", "path_openat"),
         "{tag}: graph-notrace"
     );
@@ -1180,7 +1217,9 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
     // Nested dereferences, a u8 array and bitfields (kprobe-deref): the path
     // through `struct filename` (its kernel copy and the caller's pointer),
     // its first 4 bytes "/pay", the second byte of its first 32-bit word
-    // ('p', 112) and that word's low 4 bits ('/' is 0x2f: 15).
+    // ('p', 112) and that word's low 4 bits ('/' is 0x2f: 15). 7.2's
+    // `struct filename` no longer holds the caller's pointer at offset 8 (the
+    // read there gives an empty string): `uname` is asserted up to 6.12.
     // The kernel declares the array `u8 head[]` with size 4; its print format
     // shows the elements, which the report line carries.
     let report = ran(out, "kprobe-deref");
@@ -1189,7 +1228,7 @@ fn assert_triggers_and_filters(out: &Path, tag: &str) {
     assert!(
         !opens.is_empty()
             && opens.iter().all(|r| r["kname"] == "/payload/lab/marker.txt"
-                && r["uname"] == "/payload/lab/marker.txt"
+                && (r["uname"] == "/payload/lab/marker.txt" || kernel == Kernel::Debian72)
                 && r["second"] == "112"
                 && r["low"] == "15")
             && lines.len() == opens.len()
@@ -1287,6 +1326,17 @@ fn debian_6_12() {
         &["faults", "answers"],
     );
     assert_lab(&out, Kernel::Debian612);
+}
+
+/// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/.
+#[test]
+fn debian_7_2() {
+    let tag = Kernel::Debian72.tag();
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot(&dir, &payload, tag, Some(&kernel_72()), &[]);
+    assert_lab(&out, Kernel::Debian72);
 }
 
 /// Debian 12's PREEMPT_RT 6.1: every recipe of tests/lab/ and tests/lab/rt/

@@ -55,11 +55,18 @@ tracefs_state nobuf > "$KLAB_OUT/boot-state.txt"
 ./trace-recipe run lab/function-graph.toml -o "$KLAB_OUT/fresh-run" > "$KLAB_OUT/fresh-run.txt" 2>&1
 echo $? > "$KLAB_OUT/fresh-run.rc"
 tracefs_state > "$KLAB_OUT/fresh-after.txt"
+# 6.18 and older open a path in do_filp_open, 7.2 in do_file_open (the same
+# arguments): the lab's recipes name the kernel's. Each run's folder keeps the
+# recipe as run (recipe.toml), which the host checks offline.
+if grep -qx do_file_open "$TRACEFS/available_filter_functions"; then
+  sed -i 's/do_filp_open/do_file_open/g' lab/*.toml
+fi
 for r in lab/*.toml ${rt:+lab/rt/*.toml} recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
   o="$KLAB_OUT/$n"
   mkdir -p "$o"
+  cp "$r" "$o/recipe.toml"
   ./trace-recipe check "$r" > "$o/check.txt" 2>&1
   echo $? > "$o/check.rc"
   case "$r" in
