@@ -267,6 +267,11 @@ impl KernelAnswer {
         let mut notes = vec![format!(
             "computed in the kernel by hist triggers (table `{name}`)"
         )];
+        if text.is_empty() {
+            notes.push(format!(
+                "the kernel's `hist` file held no table named `{name}`: the answer is empty"
+            ));
+        }
         if self.values.contains(&AnswerValue::Latency) {
             notes.push("latency min, percentiles and max are the upper bounds of the kernel's power-of-two microsecond buckets (`.log2`); total is exact to the microsecond".into());
         }
@@ -650,4 +655,326 @@ pub(crate) fn compile(
         by,
         values: values.to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::kernel::KernelFacts;
+    use crate::validate::{ValidRecipe, validate};
+
+    fn facts(name: &str) -> KernelFacts {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts")
+            .join(format!("{name}.json.zst"));
+        KernelFacts::load(&path).unwrap()
+    }
+
+    /// `answers` (TOML of `[[answer]]` tables) in a recipe, validated against `facts`.
+    fn valid(answers: &str, facts: &KernelFacts) -> ValidRecipe {
+        let text = format!("name = \"t\"\n[scope]\ninclude_self = true\n{answers}");
+        let builtins = crate::recipe::Builtins::default();
+        let loaded = crate::recipe::load_str(Path::new("r.toml"), &text, &[], &builtins).unwrap();
+        validate(&loaded, facts, &Default::default()).unwrap_or_else(|d| panic!("{d:?}"))
+    }
+
+    const NAMES: RunNames<'static> = RunNames {
+        group: "trace_recipe_7",
+    };
+
+    /// Each write of the answer named `name` of `v`, as `FILE << VALUE`.
+    fn writes(v: &ValidRecipe, name: &str) -> Vec<String> {
+        let a = v.answers.iter().find(|a| a.answer.name == name).unwrap();
+        a.kernel
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: {}", a.why))
+            .writes(&NAMES, &|_| None)
+            .into_iter()
+            .map(|w| format!("{} << {} (undo {})", w.file, w.value, w.removal))
+            .collect()
+    }
+
+    #[test]
+    fn one_event_answers_compile_to_one_named_hist_trigger() {
+        let v = valid(
+            r#"
+[[answer]]
+name = "signals"
+event = "signal:signal_generate"
+by = ["common_comm", "sig", "comm"]
+
+[[answer]]
+name = "open_errors"
+event = "syscalls:sys_exit_openat"
+by = ["errno(ret)"]
+where = "ret == -ENOENT || ret == -EACCES"
+
+[[answer]]
+name = "syscalls"
+event = "raw_syscalls:sys_enter"
+by = ["syscall(id)", "common_pid"]
+sort = "count"
+
+[[answer]]
+name = "allocs"
+event = "kmem:kmalloc"
+by = ["sym(call_site)", "log2(bytes_req)"]
+values = ["count", "sum(bytes_req)", "avg(bytes_alloc)"]
+sort = "-sum(bytes_req)"
+"#,
+            &facts("debian-6.12"),
+        );
+        assert_eq!(
+            writes(&v, "signals"),
+            [
+                "events/signal/signal_generate/trigger << hist:keys=common_pid.execname,sig,comm:vals=hitcount:name=trace_recipe_7_signals (undo !hist:keys=common_pid.execname,sig,comm:vals=hitcount:name=trace_recipe_7_signals)"
+            ]
+        );
+        // errno names in `where` become numbers; `errno(F)` keys on F.
+        assert_eq!(
+            writes(&v, "open_errors"),
+            [
+                "events/syscalls/sys_exit_openat/trigger << hist:keys=ret:vals=hitcount:name=trace_recipe_7_open_errors if ret == -2 || ret == -13 (undo !hist:keys=ret:vals=hitcount:name=trace_recipe_7_open_errors if ret == -2 || ret == -13)"
+            ]
+        );
+        assert_eq!(
+            writes(&v, "syscalls")[0],
+            "events/raw_syscalls/sys_enter/trigger << hist:keys=id.syscall,common_pid.execname:vals=hitcount:sort=hitcount.ascending:name=trace_recipe_7_syscalls (undo !hist:keys=id.syscall,common_pid.execname:vals=hitcount:sort=hitcount.ascending:name=trace_recipe_7_syscalls)"
+        );
+        assert_eq!(
+            writes(&v, "allocs")[0],
+            "events/kmem/kmalloc/trigger << hist:keys=call_site.sym,bytes_req.log2:vals=hitcount,bytes_req,bytes_alloc:sort=bytes_req.descending:name=trace_recipe_7_allocs (undo !hist:keys=call_site.sym,bytes_req.log2:vals=hitcount,bytes_req,bytes_alloc:sort=bytes_req.descending:name=trace_recipe_7_allocs)"
+        );
+        // Each answer's events are recorded too (trace_dat defaults to true).
+        let events: Vec<&str> = v.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            events,
+            [
+                "signal:signal_generate",
+                "syscalls:sys_exit_openat",
+                "raw_syscalls:sys_enter",
+                "kmem:kmalloc"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_span_compiles_to_a_synthetic_event_fed_by_onmatch() {
+        let answers = r#"
+[[answer]]
+name = "blk"
+from = "block:block_rq_issue"
+to = "block:block_rq_complete"
+match = ["dev", "sector"]
+by = ["dev", "from.bytes"]
+where = "error == 0"
+[output]
+trace_dat = false
+"#;
+        let v = valid(answers, &facts("debian-6.12"));
+        assert_eq!(
+            writes(&v, "blk"),
+            [
+                "synthetic_events << trace_recipe_7_blk u64 latency_us; u32 dev; u32 from_bytes (undo !trace_recipe_7_blk)",
+                "events/synthetic/trace_recipe_7_blk/trigger << hist:keys=dev,from_bytes,latency_us.log2:vals=hitcount,latency_us:name=trace_recipe_7_blk (undo !hist:keys=dev,from_bytes,latency_us.log2:vals=hitcount,latency_us:name=trace_recipe_7_blk)",
+                "events/block/block_rq_issue/trigger << hist:keys=dev,sector:blk_ts=common_timestamp.usecs:blk_f_bytes=bytes (undo !hist:keys=dev,sector:blk_ts=common_timestamp.usecs:blk_f_bytes=bytes)",
+                "events/block/block_rq_complete/trigger << hist:keys=dev,sector:blk_lat=common_timestamp.usecs-$blk_ts:onmatch(block.block_rq_issue).trace(trace_recipe_7_blk,$blk_lat,dev,$blk_f_bytes) if error == 0 (undo !hist:keys=dev,sector:blk_lat=common_timestamp.usecs-$blk_ts:onmatch(block.block_rq_issue).trace(trace_recipe_7_blk,$blk_lat,dev,$blk_f_bytes) if error == 0)",
+            ]
+        );
+        // trace_dat = false and only kernel answers: nothing is streamed.
+        assert!(v.events.is_empty());
+        // The plan writes them in the run's instance, the definition at the top level.
+        let plan = crate::plan::plan(&v, "i", "trace_recipe_7", &[], &[], &[]);
+        let files: Vec<String> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                crate::plan::Op::Write { file, .. } => Some(file.clone()),
+                _ => None,
+            })
+            .filter(|f| f.contains("trigger") || f.contains("synthetic"))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                "synthetic_events",
+                "instances/i/events/synthetic/trace_recipe_7_blk/trigger",
+                "instances/i/events/block/block_rq_issue/trigger",
+                "instances/i/events/block/block_rq_complete/trigger",
+            ]
+        );
+    }
+
+    #[test]
+    fn what_hist_triggers_cannot_do_goes_to_trace_dat_and_says_why() {
+        let v = valid(
+            r#"
+[[answer]]
+name = "biggest"
+event = "kmem:kmalloc"
+by = ["common_comm"]
+values = ["max(bytes_req)"]
+
+[[answer]]
+name = "four_keys"
+event = "sched:sched_switch"
+by = ["prev_comm", "next_comm", "prev_state", "cpu"]
+
+[[answer]]
+name = "span_stack"
+from = "syscalls:sys_enter_read"
+to = "syscalls:sys_exit_read"
+by = ["stack"]
+"#,
+            &facts("debian-6.12"),
+        );
+        let why = |n: &str| {
+            let a = v.answers.iter().find(|a| a.answer.name == n).unwrap();
+            assert_eq!(a.engine, EngineUsed::Trace, "{n}");
+            a.why.clone()
+        };
+        assert!(why("biggest").contains("`max(bytes_req)` has no hist-trigger equivalent"));
+        assert!(
+            why("four_keys").contains("at most 3 keys"),
+            "{}",
+            why("four_keys")
+        );
+        assert!(why("span_stack").contains("`stack` of a span"));
+        // The stack answer records its events with stacks.
+        assert!(
+            v.events
+                .iter()
+                .all(|e| e.stacktrace == e.name.starts_with("syscalls:"))
+        );
+    }
+
+    /// `text` as the kernel would print the table of a trigger named `name`.
+    fn named(name: &str, keys: &str, rows: &str) -> String {
+        format!(
+            "# event histogram\n#\n# trigger info: hist:{name}:keys={keys}:vals=hitcount:sort=hitcount:size=2048 [active]\n#\n\n{rows}\nTotals:\n    Hits: 0\n    Entries: 0\n    Dropped: 3\n"
+        )
+    }
+
+    #[test]
+    fn hist_files_read_back_as_answer_tables() {
+        let v = valid(
+            r#"
+[[answer]]
+name = "by_syscall"
+event = "raw_syscalls:sys_enter"
+by = ["syscall(id)", "common_comm"]
+
+[[answer]]
+name = "wake"
+from = "sched:sched_waking"
+to = "sched:sched_wakeup"
+match = ["pid"]
+by = ["pid", "prio"]
+"#,
+            &facts("debian-6.1"),
+        );
+        let answer = |n: &str| v.answers.iter().find(|a| a.answer.name == n).unwrap();
+        // Rows as histogram.rst and the sqlhist article print them
+        // (`.execname` and `.syscall` keys), in another trigger's table first.
+        let rows = "{ common_pid: bash            [     18116], id: sys_setpgid                   [109] } hitcount:          1\n{ common_pid: cat             [     18116], id: sys_munmap                    [ 11] } hitcount:          1\n{ common_pid: cat             [     18115], id: sys_munmap                    [ 11] } hitcount:          4\n{ common_pid: cat             [     18115], id: unknown_syscall               [999] } hitcount:          2\n";
+        let text = format!(
+            "{}{}",
+            named("other", "id", "{ id: 3 } hitcount: 100\n"),
+            named(
+                "trace_recipe_7_by_syscall",
+                "id.syscall,common_pid.execname",
+                rows
+            )
+        );
+        let a = answer("by_syscall");
+        let t = a.kernel.as_ref().unwrap().read(&NAMES, &text, &a.answer, 2);
+        assert_eq!(t.engine, EngineUsed::Kernel);
+        assert_eq!(t.keys, ["syscall(id)", "common_comm"]);
+        let rows: Vec<(Vec<String>, u64)> =
+            t.rows.iter().map(|r| (r.keys.clone(), r.count)).collect();
+        // cat's two pids merge into one row of 5 munmaps.
+        assert_eq!(
+            rows,
+            [
+                (vec!["munmap".to_string(), "cat".to_string()], 5),
+                (vec!["NR 999".to_string(), "cat".to_string()], 2),
+            ]
+        );
+        assert_eq!(t.other.as_ref().map(|o| o.count), Some(1));
+        assert_eq!(t.total.count, 8);
+        assert_eq!(t.dropped, 3);
+
+        // The wakeup_latency table of histogram.rst (`pid, prio, lat.log2`),
+        // under the names this run gives its synthetic event's fields.
+        let rows = "{ pid:       2035, prio:          9, latency_us: ~ 2^2  } hitcount:         43  latency_us:        150\n{ pid:       2034, prio:          9, latency_us: ~ 2^2  } hitcount:         60  latency_us:        200\n{ pid:       2034, prio:          9, latency_us: ~ 2^5  } hitcount:          1  latency_us:         20\n";
+        let text = named("trace_recipe_7_wake", "pid,prio,latency_us.log2", rows);
+        let a = answer("wake");
+        let k = a.kernel.as_ref().unwrap();
+        assert_eq!(k.table_dir(&NAMES), "events/synthetic/trace_recipe_7_wake");
+        assert!(
+            k.writes(&NAMES, &|_| None)[3]
+                .value
+                .contains(".trace(trace_recipe_7_wake,$wake_lat,pid,prio)"),
+            "6.1 spells the action trace()"
+        );
+        let t = k.read(&NAMES, &text, &a.answer, 20);
+        assert_eq!(t.values, ["count", "latency"]);
+        let r = &t.rows[0];
+        assert_eq!(
+            (r.keys.clone(), r.count),
+            (vec!["2034".to_string(), "9".to_string()], 61)
+        );
+        let Cell::Latency(l) = &r.cells[1] else {
+            panic!("{r:?}")
+        };
+        assert_eq!(
+            l.buckets,
+            [Bucket { log2: 2, count: 60 }, Bucket { log2: 5, count: 1 }]
+        );
+        assert_eq!(
+            (l.total_us, l.p50_us, l.p99_us, l.max_us),
+            (220.0, 4.0, 32.0, 32.0)
+        );
+        assert!(!l.exact);
+        assert!(t.notes.iter().any(|n| n.contains("power-of-two")));
+        // A file without the answer's table: empty, and said so.
+        let t = k.read(&NAMES, "", &a.answer, 20);
+        assert!(t.rows.is_empty() && t.notes.iter().any(|n| n.contains("no table")));
+    }
+
+    #[test]
+    fn printed_keys_decode_as_the_trace_engine_writes_them() {
+        assert_eq!(decode(&Decode::Errno, "18446744073709551614"), "-ENOENT");
+        assert_eq!(decode(&Decode::Errno, "3"), "3");
+        assert_eq!(
+            decode(&Decode::Number { signed: true }, "18446744073709551615"),
+            "-1"
+        );
+        assert_eq!(decode(&Decode::Number { signed: false }, "   42"), "42");
+        assert_eq!(
+            decode(
+                &Decode::Sym,
+                "[ffffffffb787c3f0] tomoyo_find_next_domain                       "
+            ),
+            "tomoyo_find_next_domain"
+        );
+        assert_eq!(
+            decode(&Decode::Sym, "[ffffffffb787c3f0]"),
+            "ffffffffb787c3f0"
+        );
+        assert_eq!(decode(&Decode::Log2, "~ 2^12 "), "2^12");
+        assert_eq!(
+            decode(
+                &Decode::Stack,
+                "do_sys_openat2+0x5/0x10 __x64_sys_openat+0x1/0x2"
+            ),
+            "__x64_sys_openat;do_sys_openat2"
+        );
+        assert_eq!(
+            decode(&Decode::Text, "migration/4                    "),
+            "migration/4"
+        );
+    }
 }

@@ -578,3 +578,98 @@ fn record_event(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::kernel::KernelFacts;
+
+    fn facts(name: &str) -> KernelFacts {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts")
+            .join(format!("{name}.json.zst"));
+        KernelFacts::load(&path).unwrap()
+    }
+
+    /// Every problem of a recipe of `answers`, as `LINE:COL: MESSAGE`.
+    fn problems(answers: &str, facts: &KernelFacts) -> Vec<String> {
+        let text = format!("name = \"t\"\n{answers}");
+        let builtins = crate::recipe::Builtins::default();
+        let loaded = match crate::recipe::load_str(Path::new("r.toml"), &text, &[], &builtins) {
+            Ok(l) => l,
+            Err(crate::recipe::LoadError::Invalid { diagnostics, .. }) => {
+                return diagnostics.iter().map(|d| d.message.clone()).collect();
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let diags = super::super::validate(&loaded, facts, &Default::default())
+            .err()
+            .unwrap_or_default();
+        diags
+            .iter()
+            .map(|d| {
+                let at = d
+                    .span
+                    .as_ref()
+                    .map_or("-".into(), |s| loaded.source.place(s.start));
+                format!("{at}: {}", d.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn check_reports_each_answer_problem_at_its_place() {
+        let p = problems(
+            r#"
+[[answer]]
+name = "a"
+event = "sched:sched_switch"
+by = ["prev_pidd", "from.x"]
+values = ["latency", "sum(prev_comm)"]
+where = "next_pid >"
+sort = "max(prev_pid)"
+
+[[answer]]
+name = "a"
+from = "sched:sched_waking"
+to = "sched:no_such"
+"#,
+            &facts("debian-6.12"),
+        );
+        let want = [
+            "r.toml:6:7: event `sched:sched_switch` has no field `prev_pidd`",
+            "r.toml:6:20: `from.x` names the start of a span, and this answer is one event",
+            "r.toml:7:11: `latency` is the duration of a span: it needs `from` and `to`",
+            "r.toml:7:22: a value needs a number, and `prev_comm` of `sched:sched_switch` is a string",
+            "r.toml:8:20: `where` syntax: filter ends too early",
+            "r.toml:9:8: `sort = \"max(prev_pid)\"` names no value of this answer",
+            "r.toml:12:8: answer name `a` is used twice (first at r.toml:4:8)",
+            "r.toml:14:6: this kernel has no event `sched:no_such`",
+        ];
+        assert_eq!(p, want);
+    }
+
+    #[test]
+    fn engine_kernel_is_refused_where_the_kernel_lacks_hist_triggers() {
+        let answer = "[[answer]]\nname = \"a\"\nevent = \"sched:sched_switch\"\nby = [\"prev_comm\"]\nengine = \"kernel\"\n";
+        let p = problems(answer, &facts("host"));
+        assert_eq!(
+            p,
+            [
+                "r.toml:6:10: `engine = \"kernel\"`: this kernel has no hist triggers (events have no `hist` file: CONFIG_HIST_TRIGGERS)"
+            ]
+        );
+        assert!(problems(answer, &facts("debian-6.1")).is_empty());
+        // A `by` item of no known form is refused at parse time, with the forms.
+        let p = problems(
+            "[[answer]]\nname = \"a\"\nevent = \"sched:sched_switch\"\nby = [\"median(x)\"]\n",
+            &facts("debian-6.1"),
+        );
+        assert!(
+            p.iter()
+                .any(|m| m.contains("`median(...)` is not a `by` function")),
+            "{p:#?}"
+        );
+    }
+}
