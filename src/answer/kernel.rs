@@ -786,6 +786,36 @@ sort = "-sum(bytes_req)"
     }
 
     #[test]
+    fn under_the_kernels_pid_list_every_trigger_has_a_condition() {
+        // The run's threads traced (no exclusion filter) and a workload's pid
+        // (42) in set_event_pid: the trigger gets an always-true condition,
+        // so that the kernel applies the pid list to it.
+        let v = valid(
+            "[[answer]]\nname = \"s\"\nevent = \"raw_syscalls:sys_enter\"\nby = [\"syscall(id)\"]\n",
+            &facts("debian-6.12"),
+        );
+        let plan = crate::plan::plan(&v, "i", "trace_recipe_7", &[42], &[], &[]);
+        let triggers: Vec<&str> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                crate::plan::Op::Write { file, value, .. } if file.ends_with("/trigger") => {
+                    Some(value.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            triggers,
+            ["hist:keys=id.syscall:vals=hitcount:name=trace_recipe_7_s if common_pid >= 0"]
+        );
+        // Without a pid list, none.
+        let plan = crate::plan::plan(&v, "i", "trace_recipe_7", &[], &[], &[]);
+        assert!(plan.steps.iter().any(|s| matches!(&s.op,
+            crate::plan::Op::Write { value, .. } if value == "hist:keys=id.syscall:vals=hitcount:name=trace_recipe_7_s")));
+    }
+
+    #[test]
     fn a_span_compiles_to_a_synthetic_event_fed_by_onmatch() {
         let answers = r#"
 [[answer]]
