@@ -621,6 +621,16 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
+/// The facts of `tests/facts/NAME.json.zst` (`debian-6.1`, `debian-6.12`,
+/// `host`, ...), for unit tests.
+#[cfg(test)]
+pub(crate) fn test_facts(name: &str) -> KernelFacts {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/facts")
+        .join(format!("{name}.json.zst"));
+    KernelFacts::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{TopBuffer, glob_match, release_version};

@@ -690,12 +690,7 @@ mod tests {
     use crate::kernel::KernelFacts;
     use crate::validate::{ValidRecipe, validate};
 
-    fn facts(name: &str) -> KernelFacts {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/facts")
-            .join(format!("{name}.json.zst"));
-        KernelFacts::load(&path).unwrap()
-    }
+    use crate::kernel::test_facts as facts;
 
     /// `answers` (TOML of `[[answer]]` tables) in a recipe, validated against `facts`.
     fn valid(answers: &str, facts: &KernelFacts) -> ValidRecipe {

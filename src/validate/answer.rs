@@ -585,12 +585,7 @@ mod tests {
 
     use crate::kernel::KernelFacts;
 
-    fn facts(name: &str) -> KernelFacts {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/facts")
-            .join(format!("{name}.json.zst"));
-        KernelFacts::load(&path).unwrap()
-    }
+    use crate::kernel::test_facts as facts;
 
     /// Every problem of a recipe of `answers`, as `LINE:COL: MESSAGE`.
     fn problems(answers: &str, facts: &KernelFacts) -> Vec<String> {
