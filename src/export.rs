@@ -135,8 +135,8 @@ struct EventArgs {
 /// `[scope] system_wide`); without one, a
 /// `duration` becomes `sleep SECONDS`. The global knobs trace-cmd record cannot
 /// set for an instance (`max_graph_depth`, `tracing_thresh`) are written
-/// before it and restored after it, as probes are defined before it and
-/// removed after it. The run's own-thread exclusion needs
+/// before it and restored after it, as probes (and the synthetic events of
+/// answers the kernel computes) are defined before it and removed after it. The run's own-thread exclusion needs
 /// nothing: trace-cmd leaves its own threads out unless `--no-filter`.
 pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
     let r = &valid.recipe;
@@ -224,7 +224,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
                 after.push(format!("echo \"${var}\" > /sys/kernel/tracing/{rel}"));
             }
             ["current_tracer"] => opts.push(format!("-p {}", word(value))),
-            ["kprobe_events" | "uprobe_events"] => {
+            ["kprobe_events" | "uprobe_events" | "synthetic_events"] => {
                 before.push(format!(
                     "echo {} >> /sys/kernel/tracing/{rel}",
                     q(value)

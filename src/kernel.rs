@@ -110,7 +110,7 @@ impl Scope {
     }
 
     /// What validating `recipe` needs: the formats of every system its events,
-    /// triggers and expectations name (all systems when a system is a glob), the
+    /// triggers, answers and expectations name (all systems when a system is a glob), the
     /// kernel's symbols when it has kprobes, the filter functions when it has a
     /// tracer or a function trigger.
     pub(crate) fn for_recipe(recipe: &crate::recipe::Recipe) -> Scope {
@@ -119,7 +119,12 @@ impl Scope {
             .iter()
             .map(|e| e.name.as_str())
             .chain(recipe.triggers.iter().filter_map(|t| t.event.as_deref()))
-            .chain(recipe.triggers.iter().filter_map(|t| t.target.as_deref()));
+            .chain(recipe.triggers.iter().filter_map(|t| t.target.as_deref()))
+            .chain(recipe.answer.iter().flat_map(|a| {
+                [&a.event, &a.from, &a.to]
+                    .into_iter()
+                    .filter_map(|e| e.as_deref())
+            }));
         let mut systems = Some(BTreeSet::new());
         for name in names {
             let system = name.split_once(':').map_or(name, |(s, _)| s);
@@ -614,6 +619,16 @@ pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
         }
     }
     p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The facts of `tests/facts/NAME.json.zst` (`debian-6.1`, `debian-6.12`,
+/// `host`, ...), for unit tests.
+#[cfg(test)]
+pub(crate) fn test_facts(name: &str) -> KernelFacts {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/facts")
+        .join(format!("{name}.json.zst"));
+    KernelFacts::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[cfg(test)]

@@ -601,12 +601,7 @@ pub fn commands_text(foreign: &[(&'static str, Vec<String>)]) -> String {
 mod tests {
     use super::*;
 
-    fn facts(name: &str) -> KernelFacts {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/facts")
-            .join(format!("{name}.json.zst"));
-        KernelFacts::load(&path).unwrap()
-    }
+    use crate::kernel::test_facts as facts;
 
     fn recipe(text: &str) -> Recipe {
         let builtins = crate::recipe::Builtins::default();
