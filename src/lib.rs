@@ -32,6 +32,7 @@
 
 pub mod analysis;
 pub mod apply;
+pub(crate) mod btf;
 pub mod bundle;
 pub(crate) mod check;
 pub mod cli;
