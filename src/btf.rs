@@ -287,6 +287,9 @@ pub(crate) struct Btf {
     strings_len: usize,
     /// Index = type id; id 0 is `void` (a placeholder entry).
     types: Vec<Raw>,
+    /// [`Btf::ty`] of each type id asked so far (a digest of everything asks
+    /// for the same few thousand types some 400,000 times).
+    seen: std::cell::RefCell<std::collections::HashMap<u32, Ty>>,
 }
 
 impl Btf {
@@ -334,6 +337,7 @@ impl Btf {
             strings_at: 0,
             strings_len: 0,
             types: Vec::new(),
+            seen: Default::default(),
         };
         let hdr_len = btf.u32_at(4).ok_or_else(|| bad("short header"))? as usize;
         let field = |i: usize| btf.u32_at(8 + 4 * i).map(|v| v as usize);
@@ -347,12 +351,15 @@ impl Btf {
             let end = start.checked_add(len)?;
             (end <= btf.data.len()).then_some(start)
         };
-        btf.types_at = section(type_off, type_len).ok_or_else(|| bad("type section outside the file"))?;
+        btf.types_at =
+            section(type_off, type_len).ok_or_else(|| bad("type section outside the file"))?;
         btf.types_len = type_len;
         btf.strings_at =
             section(str_off, str_len).ok_or_else(|| bad("string section outside the file"))?;
         btf.strings_len = str_len;
-        btf.types = btf.scan().ok_or_else(|| bad("a type runs past its section"))?;
+        btf.types = btf
+            .scan()
+            .ok_or_else(|| bad("a type runs past its section"))?;
         Ok(btf)
     }
 
@@ -549,10 +556,15 @@ impl Btf {
     }
 
     fn ty(&self, id: u32) -> Ty {
-        Ty {
+        if let Some(t) = self.seen.borrow().get(&id) {
+            return t.clone();
+        }
+        let t = Ty {
             c: self.c_name(id, MAX_CHAIN),
             shape: self.shape(id),
-        }
+        };
+        self.seen.borrow_mut().insert(id, t.clone());
+        t
     }
 
     /// The prototype of FUNC_PROTO `id`, without its first `skip` parameters.
@@ -821,13 +833,19 @@ impl BtfFacts {
                 (Shape::PtrAgg(k), true) | (Shape::Agg(k), false) => k,
                 (Shape::Agg(_), true) => {
                     return Some(Err((
-                        format!("`{shown}` is a `{}`, not a pointer: write `{shown}.{field}`", ty.c),
+                        format!(
+                            "`{shown}` is a `{}`, not a pointer: write `{shown}.{field}`",
+                            ty.c
+                        ),
                         here,
                     )));
                 }
                 (Shape::PtrAgg(_), false) => {
                     return Some(Err((
-                        format!("`{shown}` is a pointer (`{}`): write `{shown}->{field}`", ty.c),
+                        format!(
+                            "`{shown}` is a pointer (`{}`): write `{shown}->{field}`",
+                            ty.c
+                        ),
                         here,
                     )));
                 }
@@ -887,7 +905,8 @@ mod tests {
     /// { struct dentry *dentry; union { int a; }; }`, and
     /// `long f(struct file *file, int n)`.
     fn blob(big_endian: bool) -> Vec<u8> {
-        let mut strings = b"\0int\0char\0qstr\0name\0dentry\0d_name\0file\0a\0f\0n\0long\0".to_vec();
+        let mut strings =
+            b"\0int\0char\0qstr\0name\0dentry\0d_name\0file\0a\0f\0n\0long\0".to_vec();
         strings.push(0);
         let s = |n: &str| {
             let hay = b"\0int\0char\0qstr\0name\0dentry\0d_name\0file\0a\0f\0n\0long\0";
@@ -933,7 +952,13 @@ mod tests {
             false => [0x9f, 0xeb],
         });
         out.extend([1, 0]);
-        for v in [24, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
+        for v in [
+            24,
+            0,
+            types.len() as u32,
+            types.len() as u32,
+            strings.len() as u32,
+        ] {
             out.extend(w(v));
         }
         out.extend(types);
@@ -949,10 +974,30 @@ mod tests {
             assert_eq!(f.params[0].name, "file");
             assert_eq!(f.params[0].ty.c, "struct file *");
             assert_eq!(f.params[0].ty.shape, Shape::PtrAgg("struct file".into()));
-            assert_eq!(f.params[1].ty.shape, Shape::Int { size: 4, signed: true });
-            assert_eq!(f.ret.shape, Shape::Int { size: 8, signed: true });
-            let file: Vec<&str> = d.structs["struct file"].0.iter().map(|v| v.name.as_str()).collect();
-            assert_eq!(file, ["dentry", "a"], "the anonymous union's member is the struct's");
+            assert_eq!(
+                f.params[1].ty.shape,
+                Shape::Int {
+                    size: 4,
+                    signed: true
+                }
+            );
+            assert_eq!(
+                f.ret.shape,
+                Shape::Int {
+                    size: 8,
+                    signed: true
+                }
+            );
+            let file: Vec<&str> = d.structs["struct file"]
+                .0
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect();
+            assert_eq!(
+                file,
+                ["dentry", "a"],
+                "the anonymous union's member is the struct's"
+            );
             let path = FieldPath::parse("file->dentry->d_name.name").unwrap();
             let end = d.walk(&f.params[0].ty, &path).unwrap().unwrap();
             assert_eq!(end.shape, Shape::PtrChar);
@@ -972,8 +1017,14 @@ mod tests {
         );
         let root = &d.functions["f"].params[0].ty;
         let text = "file->dentry->d_name.nosuch";
-        let (msg, at) = d.walk(root, &FieldPath::parse(text).unwrap()).unwrap().unwrap_err();
-        assert!(msg.contains("`struct qstr` has no member `nosuch`; it has: `name` (const char *)"), "{msg}");
+        let (msg, at) = d
+            .walk(root, &FieldPath::parse(text).unwrap())
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            msg.contains("`struct qstr` has no member `nosuch`; it has: `name` (const char *)"),
+            "{msg}"
+        );
         assert_eq!(&text[at], "nosuch");
         let (msg, _) = d
             .walk(root, &FieldPath::parse("file.dentry").unwrap())
@@ -981,7 +1032,10 @@ mod tests {
             .unwrap_err();
         assert!(msg.contains("write `file->dentry`"), "{msg}");
         let (msg, _) = d
-            .walk(root, &FieldPath::parse("file->dentry->d_name->name").unwrap())
+            .walk(
+                root,
+                &FieldPath::parse("file->dentry->d_name->name").unwrap(),
+            )
             .unwrap()
             .unwrap_err();
         assert!(msg.contains("write `file->dentry->d_name.name`"), "{msg}");
@@ -1010,7 +1064,9 @@ mod tests {
         assert_eq!(p.at, [6, 13]);
         assert!(FieldPath::parse("$retval->name").is_ok());
         assert!(FieldPath::parse("$arg2").is_ok());
-        for bad in ["+0(%di)", "%di", "$stack", "a->", "a-b", "@sym", "1abc", "$argx"] {
+        for bad in [
+            "+0(%di)", "%di", "$stack", "a->", "a-b", "@sym", "1abc", "$argx",
+        ] {
             assert!(FieldPath::parse(bad).is_err(), "{bad}");
         }
     }
@@ -1043,22 +1099,5 @@ mod tests {
             .map(|v| v.name.as_str())
             .collect();
         assert!(sw.starts_with(&["preempt", "prev", "next"]), "{sw:?}");
-    }
-}
-#[cfg(test)]
-mod measure {
-    #[test]
-    fn measure_digest() {
-        let t = std::time::Instant::now();
-        let btf = super::Btf::read_vmlinux().unwrap();
-        let d = btf.digest_all();
-        eprintln!("digest {:?}", t.elapsed());
-        let j = serde_json::to_string(&d).unwrap();
-        let z = zstd::encode_all(j.as_bytes(), 3).unwrap();
-        let back: super::BtfFacts = serde_json::from_str(&j).unwrap();
-        assert_eq!(back, d);
-        eprintln!("functions {} tracepoints {} structs {} json {} zst {}", d.functions.len(), d.tracepoints.len(), d.structs.len(), j.len(), z.len());
-        let f = serde_json::to_string(&d.functions).unwrap();
-        eprintln!("functions json {}", f.len());
     }
 }

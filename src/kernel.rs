@@ -262,8 +262,11 @@ impl Scope {
                 }
             }
             for f in p.fetch.values() {
-                btf.fetches
-                    .insert(f.rsplit_once(':').map_or(f.as_str(), |(a, _)| a).to_string());
+                btf.fetches.insert(
+                    f.rsplit_once(':')
+                        .map_or(f.as_str(), |(a, _)| a)
+                        .to_string(),
+                );
             }
         }
         Scope {
@@ -583,7 +586,9 @@ impl KernelFacts {
             },
             complete: all,
             probe_syntax: tracefs.read("README").ok().map(|r| probe_syntax(&r)),
-            btf: (all || scope.btf.wanted()).then(|| scope.btf.read(all)).flatten(),
+            btf: (all || scope.btf.wanted())
+                .then(|| scope.btf.read(all))
+                .flatten(),
         })
     }
 

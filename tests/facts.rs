@@ -709,27 +709,60 @@ fetch = { a0 = "+0(+u0($argv)):ustring", file = "+0($filename):ustring", comm = 
     let bad_field = good.replace("d_name.name:string", "d_nam.name:string");
     let (code, out) = check(&facts, &bad_field);
     assert_eq!(code, Some(1), "{out}");
-    let line = bad_field.lines().position(|l| l.contains("d_nam.")).unwrap() + 1;
-    let col = bad_field.lines().nth(line - 1).unwrap().find("d_nam.").unwrap() + 1;
+    let line = bad_field
+        .lines()
+        .position(|l| l.contains("d_nam."))
+        .unwrap()
+        + 1;
+    let col = bad_field
+        .lines()
+        .nth(line - 1)
+        .unwrap()
+        .find("d_nam.")
+        .unwrap()
+        + 1;
     assert!(
         out.contains(&format!("probes.toml:{line}:{col}: error (this kernel): fetcharg `name`: `struct dentry` has no member `d_nam`; it has: `d_flags` (unsigned int), `d_parent` (struct dentry *), `d_name` (struct qstr), `d_iname` (unsigned char[40])")),
         "{out}"
     );
     // An argument name the function lacks: near name and the argument list.
-    let (code, out) = check(&facts, &good.replace("count = \"count\"", "count = \"cnt\""));
+    let (code, out) = check(
+        &facts,
+        &good.replace("count = \"count\"", "count = \"cout\""),
+    );
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("`vfs_read` has no argument `cnt` (did you mean `count`?)")
+        out.contains("`vfs_read` has no argument `cout` (did you mean `count`?)")
             && out.contains("its arguments are: `file` (struct file *), `buf` (char *), `count` (size_t), `pos` (loff_t *)"),
         "{out}"
     );
     // `->` on a struct by value, `:string` on an integer, `$arg5` of four.
     for (from, to, says) in [
-        ("file->f_path.dentry", "file->f_path->dentry", "`file->f_path` is a `struct path`, not a pointer: write `file->f_path.dentry`"),
-        ("count = \"count\"", "count = \"count:string\"", "`count` is a `size_t`, not a `char *` or `char[]`"),
-        ("file = \"$arg1\"", "file = \"$arg5\"", "`vfs_read` has 4 arguments: there is no `$arg5`"),
-        ("$comm:string\"", "$comm\"", "in an eprobe `$comm` without a type records an address: write `$comm:string`"),
-        ("+0($filename)", "+0($filenam)", "the event has no field `filenam`; its fields are: `__syscall_nr`, `filename`, `argv`, `envp`"),
+        (
+            "file->f_path.dentry",
+            "file->f_path->dentry",
+            "`file->f_path` is a `struct path`, not a pointer: write `file->f_path.dentry`",
+        ),
+        (
+            "count = \"count\"",
+            "count = \"count:string\"",
+            "`count` is a `size_t`, not a `char *` or `char[]`",
+        ),
+        (
+            "file = \"$arg1\"",
+            "file = \"$arg5\"",
+            "`vfs_read` has 4 arguments: there is no `$arg5`",
+        ),
+        (
+            "$comm:string\"",
+            "$comm\"",
+            "in an eprobe `$comm` without a type records an address: write `$comm:string`",
+        ),
+        (
+            "+0($filename)",
+            "+0($filenam)",
+            "the event has no field `filenam`; its fields are: `__syscall_nr`, `filename`, `argv`, `envp`",
+        ),
     ] {
         let (code, out) = check(&facts, &good.replace(from, to));
         assert_eq!(code, Some(1), "{to}: {out}");
@@ -742,8 +775,14 @@ fetch = { a0 = "+0(+u0($argv)):ustring", file = "+0($filename):ustring", comm = 
     let lacks: Vec<&str> = out.lines().filter(|l| l.contains(": error (")).collect();
     assert!(
         lacks.len() == 3
-            && lacks.iter().all(|l| l.contains("error (this kernel): this kernel (6.1."))
-            && lacks.iter().filter(|l| l.contains("has no fprobe events")).count() == 2
+            && lacks
+                .iter()
+                .all(|l| l.contains("error (this kernel): this kernel (6.1."))
+            && lacks
+                .iter()
+                .filter(|l| l.contains("has no fprobe events"))
+                .count()
+                == 2
             && out.contains("come with Linux 6.5"),
         "{out}"
     );

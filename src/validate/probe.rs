@@ -734,7 +734,11 @@ fn tracepoint_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> O
         return None;
     }
     let from_btf = cx.facts.btf.as_ref().map(|b| &b.tracepoints);
-    let from_events = cx.facts.events.iter().filter_map(|e| e.split_once(':').map(|(_, n)| n));
+    let from_events = cx
+        .facts
+        .events
+        .iter()
+        .filter_map(|e| e.split_once(':').map(|(_, n)| n));
     let known: std::collections::BTreeSet<&str> = from_btf
         .into_iter()
         .flat_map(|t| t.keys().map(String::as_str))
@@ -955,7 +959,8 @@ fn fetcharg(text: &str, kind: ProbeKind, env: &Env<'_>) -> Result<Layout, Bad> {
     let Some((ty, at)) = ty else {
         if source == Source::Comm && kind == ProbeKind::Eprobe {
             return Err(Bad::from((
-                "in an eprobe `$comm` without a type records an address: write `$comm:string`".to_string(),
+                "in an eprobe `$comm` without a type records an address: write `$comm:string`"
+                    .to_string(),
                 0..text.len(),
             )));
         }
@@ -1130,7 +1135,9 @@ fn btf_fetch(
         }
         if env.no_btf_here {
             return recipe(
-                format!("`{arg}` is a BTF name, and BTF names a function's arguments only at its entry (a kprobe on SYMBOL without offset or module)"),
+                format!(
+                    "`{arg}` is a BTF name, and BTF names a function's arguments only at its entry (a kprobe on SYMBOL without offset or module)"
+                ),
                 0..arg.len(),
                 bare_help,
             );
@@ -1151,7 +1158,10 @@ fn btf_fetch(
     let Some(proto) = env.proto else {
         if env.proto_missing {
             return kernel(
-                format!("the kernel's BTF has no prototype of `{}`: `{arg}` cannot be resolved", env.owner),
+                format!(
+                    "the kernel's BTF has no prototype of `{}`: `{arg}` cannot be resolved",
+                    env.owner
+                ),
                 0..arg.len(),
                 bare_help,
             );
@@ -1183,7 +1193,10 @@ fn btf_fetch(
                             if proto.params.len() == 1 { "" } else { "s" }
                         ),
                         root_at,
-                        format!("its arguments are: {}", crate::btf::list_vars(&proto.params, 20)),
+                        format!(
+                            "its arguments are: {}",
+                            crate::btf::list_vars(&proto.params, 20)
+                        ),
                     );
                 }
             }
@@ -1195,10 +1208,14 @@ fn btf_fetch(
                 return kernel(
                     format!(
                         "`{owner}` has no argument `{name}`{}",
-                        near.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default()
+                        near.map(|n| format!(" (did you mean `{n}`?)"))
+                            .unwrap_or_default()
                     ),
                     root_at,
-                    format!("its arguments are: {}", crate::btf::list_vars(&proto.params, 20)),
+                    format!(
+                        "its arguments are: {}",
+                        crate::btf::list_vars(&proto.params, 20)
+                    ),
                 );
             }
         },
@@ -1248,7 +1265,9 @@ fn typed_layout(
                     ),
                     at: at..len,
                     fault: Fault::Kernel,
-                    help: Some("fetch a char pointer or array member, or drop the string type".into()),
+                    help: Some(
+                        "fetch a char pointer or array member, or drop the string type".into(),
+                    ),
                 });
             }
             Ok(layout)
@@ -1260,7 +1279,10 @@ fn typed_layout(
                 string: false,
             }),
             Shape::Agg(key) => Err(Bad {
-                msg: format!("`{arg}` is a `{}` (a struct by value): fetch one of its members", end.c),
+                msg: format!(
+                    "`{arg}` is a `{}` (a struct by value): fetch one of its members",
+                    end.c
+                ),
                 at: whole,
                 fault: Fault::Recipe,
                 help: Some(format!("write `{arg}.MEMBER` (see the members of `{key}`)")),
@@ -1566,9 +1588,208 @@ mod tests {
             "$comm:u32",
             "%ax:b40@0/32",
             "%di:u8[0]",
-            "foo",
+            "1foo",
         ] {
             assert!(!ok(a, Kprobe), "{a}");
+        }
+        // A bare name is a BTF argument: a kernel without BTF names refuses it
+        // as its own lack (Linux 6.5).
+        assert!(ok("foo", Kprobe));
+        let old = Env {
+            btf_args: false,
+            ..Env::bare("x86_64")
+        };
+        let bad = fetcharg("foo", Kprobe, &old).unwrap_err();
+        assert!(
+            bad.fault == Fault::Kernel && bad.msg.contains("needs Linux 6.5"),
+            "{bad:?}"
+        );
+    }
+
+    /// vfs_read's prototype and the structs to a file's name, as a digest keeps them.
+    fn vfs_read_btf() -> BtfFacts {
+        serde_json::from_value(serde_json::json!({
+            "functions": {
+                "vfs_read": "|i8s|ssize_t;file|p>struct file|struct file *;buf|pc|char *;count|i8u|size_t;pos|p|loff_t *"
+            },
+            "tracepoints": {},
+            "structs": {
+                "struct file": "f_path|s>struct path|struct path",
+                "struct path": "dentry|p>struct dentry|struct dentry *",
+                "struct dentry": "d_name|s>struct qstr|struct qstr;d_iname|ac|unsigned char[40]",
+                "struct qstr": "len|i4u|u32;name|pc|const unsigned char *"
+            },
+            "complete": false,
+            "looked_up": ["vfs_read", "nosuch"]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn btf_fetches_walk_the_prototype_and_its_structs() {
+        use ProbeKind::*;
+        let btf = vfs_read_btf();
+        let env = Env {
+            owner: "vfs_read".into(),
+            proto: Some(&btf.functions["vfs_read"]),
+            btf: Some(&btf),
+            ..Env::bare("x86_64")
+        };
+        // Layouts come from BTF: size_t is a u64, ssize_t an s64.
+        assert_eq!(fetcharg("count", Fprobe, &env).unwrap(), WORD);
+        let ret = fetcharg("$retval", Fexit, &env).unwrap();
+        assert!(ret.signed && ret.size == 8);
+        assert_eq!(
+            fetcharg("file->f_path.dentry->d_name.len", Fprobe, &env)
+                .unwrap()
+                .size,
+            4
+        );
+        assert_eq!(
+            fetcharg("file->f_path.dentry->d_name.name:string", Fprobe, &env).unwrap(),
+            STRING
+        );
+        assert_eq!(
+            fetcharg("$arg1->f_path.dentry->d_iname:string", Kprobe, &env).unwrap(),
+            STRING
+        );
+        // A member the struct lacks: the kernel's, at the member, listing the struct.
+        let text = "file->f_path.dentry->d_nam.name:string";
+        let bad = fetcharg(text, Fprobe, &env).unwrap_err();
+        assert_eq!(bad.fault, Fault::Kernel);
+        assert_eq!(&text[bad.at.clone()], "d_nam");
+        assert!(
+            bad.msg
+                .contains("it has: `d_name` (struct qstr), `d_iname` (unsigned char[40])"),
+            "{}",
+            bad.msg
+        );
+        // Strings only from `char *` / `char[]`; structs by value need a member.
+        let bad = fetcharg("count:string", Fprobe, &env).unwrap_err();
+        assert!(
+            bad.msg.contains("not a `char *` or `char[]`"),
+            "{}",
+            bad.msg
+        );
+        let bad = fetcharg("file->f_path", Fprobe, &env).unwrap_err();
+        assert!(bad.msg.contains("fetch one of its members"), "{}", bad.msg);
+        // Argument names and numbers the prototype lacks.
+        let bad = fetcharg("cout", Fprobe, &env).unwrap_err();
+        assert!(bad.msg.contains("(did you mean `count`?)"), "{}", bad.msg);
+        assert_eq!(bad.at, 0..4);
+        assert!(
+            fetcharg("$arg5", Fprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("4 arguments")
+        );
+        // BTF names only at a function's entry for kprobes, and where BTF knows it.
+        let past = Env {
+            no_btf_here: true,
+            ..env
+        };
+        assert_eq!(
+            fetcharg("count", Kprobe, &past).unwrap_err().fault,
+            Fault::Recipe
+        );
+        let missing = Env {
+            owner: "nosuch".into(),
+            proto_missing: true,
+            ..Env::bare("x86_64")
+        };
+        let bad = fetcharg("count", Fprobe, &missing).unwrap_err();
+        assert!(
+            bad.msg.contains("BTF has no prototype of `nosuch`"),
+            "{}",
+            bad.msg
+        );
+        // Fields need 6.6 even where names work (6.5).
+        let six_five = Env {
+            btf_fields: false,
+            ..Env::bare("x86_64")
+        };
+        assert!(fetcharg("count", Fprobe, &six_five).is_ok());
+        let bad = fetcharg("file->f_path.dentry", Fprobe, &six_five).unwrap_err();
+        assert!(bad.msg.contains("needs Linux 6.6"), "{}", bad.msg);
+    }
+
+    #[test]
+    fn eprobes_read_the_events_fields() {
+        use ProbeKind::*;
+        let format = EventFormat::parse(
+            "syscalls",
+            "name: sys_enter_execve\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:const char * filename;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:const char *const * argv;\toffset:24;\tsize:8;\tsigned:0;\n\nprint fmt: \"\"\n",
+        )
+        .unwrap();
+        let env = Env {
+            event: Some(format),
+            ..Env::bare("x86_64")
+        };
+        assert_eq!(
+            fetcharg("+0(+u8($argv)):ustring", Eprobe, &env).unwrap(),
+            STRING
+        );
+        assert_eq!(fetcharg("$argv", Eprobe, &env).unwrap(), WORD);
+        assert_eq!(fetcharg("$comm:string", Eprobe, &env).unwrap(), STRING);
+        let bad = fetcharg("$argx", Eprobe, &env).unwrap_err();
+        assert!(
+            bad.msg
+                .contains("its fields are: `__syscall_nr`, `filename`, `argv`"),
+            "{}",
+            bad.msg
+        );
+        assert!(
+            fetcharg("$comm", Eprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("`$comm:string`")
+        );
+        assert!(
+            fetcharg("%di", Eprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("not registers")
+        );
+        // Names are BTF's, which eprobes do not have.
+        assert!(fetcharg("argv", Eprobe, &env).is_err());
+    }
+
+    #[test]
+    fn dynamic_event_kinds_define_their_lines() {
+        let p = |kind, spec: &str| ResolvedProbe {
+            kind,
+            event: "e".into(),
+            spec: spec.into(),
+            filter: None,
+            stacktrace: false,
+            span: None,
+        };
+        for (kind, spec, line) in [
+            (
+                ProbeKind::Fprobe,
+                "vfs_read count=count",
+                "f:g/e vfs_read count=count",
+            ),
+            (
+                ProbeKind::Fexit,
+                "vfs_read%return r=$retval",
+                "f:g/e vfs_read%return r=$retval",
+            ),
+            (
+                ProbeKind::Tprobe,
+                "sched_switch p=prev->pid",
+                "t:g/e sched_switch p=prev->pid",
+            ),
+            (
+                ProbeKind::Eprobe,
+                "syscalls.sys_enter_execve a=$argv",
+                "e:g/e syscalls.sys_enter_execve a=$argv",
+            ),
+        ] {
+            let p = p(kind, spec);
+            assert_eq!(p.definition("g"), line);
+            assert_eq!(p.removal("g"), "-:g/e");
+            assert_eq!(kind.events_file(), "dynamic_events");
         }
     }
 
@@ -1583,7 +1804,10 @@ mod tests {
             ("ppc64le", "%gpr3", "%r3"),
             ("x86_64", "%di", "%x0"),
         ] {
-            assert!(fetcharg(good, Kprobe, &Env::bare(arch)).is_ok(), "{arch} {good}");
+            assert!(
+                fetcharg(good, Kprobe, &Env::bare(arch)).is_ok(),
+                "{arch} {good}"
+            );
             let msg = fetcharg(bad, Kprobe, &Env::bare(arch)).unwrap_err().msg;
             assert!(msg.contains("is not a register on"), "{arch}: {msg}");
         }
