@@ -182,8 +182,11 @@ pub(crate) struct Scope {
     pub(crate) kernel_symbols: bool,
     /// Read available_filter_functions (function tracers and filters).
     pub(crate) filter_functions: bool,
-    /// What of the kernel's BTF to keep.
+    /// What of the kernel's BTF to keep for one recipe.
     pub(crate) btf: BtfScope,
+    /// Keep a digest of all of the kernel's BTF (`facts --btf`; costly: some
+    /// 70,000 prototypes and structs).
+    pub(crate) btf_all: bool,
 }
 
 /// The functions, tracepoints and fetchargs whose BTF types a recipe's
@@ -215,6 +218,7 @@ impl Scope {
             kernel_symbols: true,
             filter_functions: true,
             btf: BtfScope::default(),
+            btf_all: false,
         }
     }
 
@@ -272,6 +276,7 @@ impl Scope {
         Scope {
             systems,
             btf,
+            btf_all: false,
             kernel_symbols: !recipe.kprobes.is_empty(),
             // fprobes sit on ftrace: their functions are checked against it.
             filter_functions: recipe.tracer.is_some()
@@ -586,8 +591,8 @@ impl KernelFacts {
             },
             complete: all,
             probe_syntax: tracefs.read("README").ok().map(|r| probe_syntax(&r)),
-            btf: (all || scope.btf.wanted())
-                .then(|| scope.btf.read(all))
+            btf: (scope.btf_all || scope.btf.wanted())
+                .then(|| scope.btf.read(scope.btf_all))
                 .flatten(),
         })
     }

@@ -109,6 +109,7 @@ pub(super) fn events(a: EventsArgs) -> Exit {
                 kernel_symbols: false,
                 filter_functions: false,
                 btf: Default::default(),
+                btf_all: false,
             };
             let facts =
                 crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(Failure::failed)?;
