@@ -709,6 +709,8 @@ fetch = { a0 = "+0(+u0($argv)):ustring", file = "+0($filename):ustring", comm = 
     let bad_field = good.replace("d_name.name:string", "d_nam.name:string");
     let (code, out) = check(&facts, &bad_field);
     assert_eq!(code, Some(1), "{out}");
+    // One problem: the probe's filter on `name` still checks against a string field.
+    assert_eq!(out.matches(": error (").count(), 1, "{out}");
     let line = bad_field
         .lines()
         .position(|l| l.contains("d_nam."))

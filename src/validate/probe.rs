@@ -395,6 +395,9 @@ pub(super) fn resolve_probes(
                     fields.push((name.clone(), layout));
                 }
                 Err(bad) => {
+                    // The field still exists for the filter's check (one problem, not two).
+                    let ty = arg.rsplit_once(':').map(|(_, t)| (t, 0));
+                    fields.push((name.clone(), untyped_layout(ty, 0, kind)));
                     let span = cx.inner_span(&key, &bad.at);
                     let help = bad.help.unwrap_or_else(|| {
                         format!(
