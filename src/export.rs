@@ -224,7 +224,7 @@ pub fn trace_cmd(plan: &Plan, valid: &ValidRecipe) -> String {
                 after.push(format!("echo \"${var}\" > /sys/kernel/tracing/{rel}"));
             }
             ["current_tracer"] => opts.push(format!("-p {}", word(value))),
-            ["kprobe_events" | "uprobe_events" | "synthetic_events"] => {
+            ["kprobe_events" | "uprobe_events" | "dynamic_events" | "synthetic_events"] => {
                 before.push(format!(
                     "echo {} >> /sys/kernel/tracing/{rel}",
                     q(value)

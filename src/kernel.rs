@@ -86,6 +86,91 @@ pub struct KernelFacts {
     /// facts`), or only those one recipe needs (a run's `facts.json`).
     #[serde(default)]
     pub complete: bool,
+    /// The lines of tracefs's `README` on dynamic events (from `accepts:
+    /// event-definitions` on: the definition forms `p[`, `r[`, `f[`, `t[`,
+    /// `e[`, the fetchargs, the types), which tell the probe kinds and
+    /// fetchargs this kernel accepts (kernel/trace/trace.c `readme_msg`).
+    /// `None` in fact files written before it was kept: then the release decides.
+    #[serde(default)]
+    pub(crate) probe_syntax: Option<Vec<String>>,
+    /// The kernel's BTF, as far as probes need it (see `crate::btf`): `None`
+    /// without `/sys/kernel/btf/vmlinux` (or in older fact files).
+    #[serde(default)]
+    pub(crate) btf: Option<crate::btf::BtfFacts>,
+}
+
+/// A dynamic-event feature that not every kernel has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProbeFeature {
+    /// fprobe events, `f:` and `f:... FUNC%return` (CONFIG_FPROBE_EVENTS, Linux 6.5).
+    Fprobe,
+    /// Tracepoint probes, `t:` (CONFIG_FPROBE_EVENTS, Linux 6.5).
+    Tprobe,
+    /// Event probes, `e:` (CONFIG_EPROBE_EVENTS, Linux 5.15).
+    Eprobe,
+    /// BTF argument names and typed `$argN` (CONFIG_PROBE_EVENTS_BTF_ARGS, Linux 6.5).
+    BtfArgs,
+    /// `arg->field.field` (Linux 6.6).
+    BtfFields,
+    /// `$argN` and argument names in return probes (Linux 6.9).
+    ReturnArgs,
+}
+
+impl ProbeFeature {
+    /// The release that brought it, as `(major, minor)`.
+    pub(crate) fn since(self) -> (u32, u32) {
+        match self {
+            ProbeFeature::Fprobe | ProbeFeature::Tprobe | ProbeFeature::BtfArgs => (6, 5),
+            ProbeFeature::Eprobe => (5, 15),
+            ProbeFeature::BtfFields => (6, 6),
+            ProbeFeature::ReturnArgs => (6, 9),
+        }
+    }
+    /// What it is, for messages: `fprobe events (`f:` in dynamic_events, CONFIG_FPROBE_EVENTS)`.
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            ProbeFeature::Fprobe => "fprobe events (`f:` in dynamic_events, CONFIG_FPROBE_EVENTS)",
+            ProbeFeature::Tprobe => {
+                "tracepoint probes (`t:` in dynamic_events, CONFIG_FPROBE_EVENTS)"
+            }
+            ProbeFeature::Eprobe => "event probes (`e:` in dynamic_events, CONFIG_EPROBE_EVENTS)",
+            ProbeFeature::BtfArgs => {
+                "BTF fetchargs (argument names, typed `$argN`; CONFIG_PROBE_EVENTS_BTF_ARGS)"
+            }
+            ProbeFeature::BtfFields => "BTF field access (`arg->field.field`)",
+            ProbeFeature::ReturnArgs => "arguments in return probes (`$argN`, argument names)",
+        }
+    }
+    /// The README text whose presence shows it (see [`KernelFacts::probe_syntax`]).
+    pub(crate) fn readme_mark(self) -> &'static str {
+        match self {
+            ProbeFeature::Fprobe => "f[",
+            ProbeFeature::Tprobe => "t[",
+            ProbeFeature::Eprobe => "e[",
+            ProbeFeature::BtfArgs => "<argname>",
+            ProbeFeature::BtfFields => "->field",
+            ProbeFeature::ReturnArgs => "kernel return probes support: $retval, $arg<N>",
+        }
+    }
+}
+
+/// The lines of `README` that describe dynamic events (see
+/// [`KernelFacts::probe_syntax`]): from the one with `accepts:
+/// event-definitions` to the next file entry (`  NAME\t...`), at most 64, trimmed.
+pub(crate) fn probe_syntax(readme: &str) -> Vec<String> {
+    let mut lines = readme.lines();
+    if !lines
+        .by_ref()
+        .any(|l| l.contains("accepts: event-definitions"))
+    {
+        return Vec::new();
+    }
+    lines
+        .take_while(|l| !(l.starts_with("  ") && !l.starts_with("   ") && l.contains('\t')))
+        .take(64)
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// Which of the costly facts [`KernelFacts::read_scoped`] reads.
@@ -97,6 +182,32 @@ pub(crate) struct Scope {
     pub(crate) kernel_symbols: bool,
     /// Read available_filter_functions (function tracers and filters).
     pub(crate) filter_functions: bool,
+    /// What of the kernel's BTF to keep for one recipe.
+    pub(crate) btf: BtfScope,
+    /// Keep a digest of all of the kernel's BTF (`facts --btf`; costly: some
+    /// 70,000 prototypes and structs).
+    pub(crate) btf_all: bool,
+}
+
+/// The functions, tracepoints and fetchargs whose BTF types a recipe's
+/// probes need (see `crate::btf::Btf::digest_for`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BtfScope {
+    /// Functions the probes sit on.
+    pub(crate) functions: BTreeSet<String>,
+    /// Tracepoints the tprobes sit on.
+    pub(crate) tracepoints: BTreeSet<String>,
+    /// Every fetcharg, without its `:TYPE`.
+    pub(crate) fetches: BTreeSet<String>,
+}
+
+impl BtfScope {
+    fn wanted(&self) -> bool {
+        !self.functions.is_empty() || !self.tracepoints.is_empty()
+    }
+    fn read(&self, all: bool) -> Option<crate::btf::BtfFacts> {
+        crate::btf::BtfFacts::read(all, &self.functions, &self.tracepoints, &self.fetches)
+    }
 }
 
 impl Scope {
@@ -106,6 +217,8 @@ impl Scope {
             systems: None,
             kernel_symbols: true,
             filter_functions: true,
+            btf: BtfScope::default(),
+            btf_all: false,
         }
     }
 
@@ -114,10 +227,17 @@ impl Scope {
     /// kernel's symbols when it has kprobes, the filter functions when it has a
     /// tracer or a function trigger.
     pub(crate) fn for_recipe(recipe: &crate::recipe::Recipe) -> Scope {
+        // An eprobe's target names the event it sits on (`system:event`).
+        let eprobes = recipe
+            .kprobes
+            .iter()
+            .filter(|p| p.kind == "eprobe")
+            .map(|p| p.target.as_str());
         let names = recipe
             .events
             .iter()
             .map(|e| e.name.as_str())
+            .chain(eprobes)
             .chain(recipe.triggers.iter().filter_map(|t| t.event.as_deref()))
             .chain(recipe.triggers.iter().filter_map(|t| t.target.as_deref()))
             .chain(recipe.answer.iter().flat_map(|a| {
@@ -137,12 +257,40 @@ impl Scope {
                 }
             }
         }
+        let mut btf = BtfScope::default();
+        for p in &recipe.kprobes {
+            match p.kind.as_str() {
+                "tprobe" => {
+                    btf.tracepoints.insert(p.target.clone());
+                }
+                "eprobe" => continue,
+                _ => {
+                    let symbol = p.target.rsplit(':').next().unwrap_or_default();
+                    let symbol = symbol.split('+').next().unwrap_or_default();
+                    btf.functions.insert(symbol.to_string());
+                }
+            }
+            for f in p.fetch.values() {
+                btf.fetches.insert(
+                    f.rsplit_once(':')
+                        .map_or(f.as_str(), |(a, _)| a)
+                        .to_string(),
+                );
+            }
+        }
         Scope {
             systems,
+            btf,
+            btf_all: false,
             kernel_symbols: !recipe.kprobes.is_empty(),
+            // fprobes sit on ftrace: their functions are checked against it.
             filter_functions: recipe.tracer.is_some()
                 || recipe.stack.is_some()
-                || recipe.triggers.iter().any(|t| t.function.is_some()),
+                || recipe.triggers.iter().any(|t| t.function.is_some())
+                || recipe
+                    .kprobes
+                    .iter()
+                    .any(|p| matches!(p.kind.as_str(), "fprobe" | "fexit")),
         }
     }
 
@@ -328,6 +476,27 @@ pub(crate) fn instance_rule(
 }
 
 impl KernelFacts {
+    /// Whether this kernel has `feature`: by the README lines it keeps, else
+    /// (older fact files) by its release and `dynamic_events`.
+    pub(crate) fn has_probe_feature(&self, feature: ProbeFeature) -> bool {
+        match &self.probe_syntax {
+            Some(lines) => {
+                let mark = feature.readme_mark();
+                lines.iter().any(|l| {
+                    let l = l.strip_prefix("Format:").unwrap_or(l).trim_start();
+                    match mark.ends_with('[') {
+                        true => l.starts_with(mark),
+                        false => l.contains(mark),
+                    }
+                })
+            }
+            None => {
+                self.has_dynamic_events
+                    && release_version(&self.release).is_some_and(|v| v >= feature.since())
+            }
+        }
+    }
+
     /// Reads every fact from a live tracefs, read-only (root sees everything;
     /// others see what tracefs lets them read): what `trace-recipe facts`
     /// prints. Errors: a core tracefs file (`available_events`, `trace_clock`,
@@ -343,6 +512,7 @@ impl KernelFacts {
         tracefs: &Tracefs,
         scope: &Scope,
     ) -> Result<KernelFacts, TracefsError> {
+        let all = scope.systems.is_none() && scope.kernel_symbols && scope.filter_functions;
         let events: BTreeSet<String> = tracefs
             .read("available_events")?
             .lines()
@@ -424,7 +594,11 @@ impl KernelFacts {
                 true => read_filter_functions(tracefs),
                 false => Err("not read (the recipe traces no function)".into()),
             },
-            complete: scope.systems.is_none() && scope.kernel_symbols && scope.filter_functions,
+            complete: all,
+            probe_syntax: tracefs.read("README").ok().map(|r| probe_syntax(&r)),
+            btf: (scope.btf_all || scope.btf.wanted())
+                .then(|| scope.btf.read(scope.btf_all))
+                .flatten(),
         })
     }
 

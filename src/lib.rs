@@ -33,6 +33,7 @@
 pub mod analysis;
 pub(crate) mod answer;
 pub mod apply;
+pub(crate) mod btf;
 pub mod bundle;
 pub(crate) mod check;
 pub mod cli;

@@ -47,7 +47,8 @@ pub(crate) fn our_instances(tracefs: &Tracefs) -> Vec<OurInstance> {
 /// A probe of ours (group `trace_recipe_PID`) and whether its run is alive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OurProbe {
-    /// `kprobe_events` or `uprobe_events`.
+    /// `kprobe_events`, `uprobe_events` or `dynamic_events` (fprobes,
+    /// tracepoint and event probes).
     pub(crate) file: &'static str,
     /// `trace_recipe_PID`.
     pub(crate) group: String,
@@ -60,11 +61,14 @@ pub(crate) struct OurProbe {
 /// Probes defined in a `trace_recipe_PID` group, with their owner's liveness.
 pub(crate) fn our_probes(tracefs: &Tracefs) -> Vec<OurProbe> {
     let mut out = Vec::new();
-    for file in ["kprobe_events", "uprobe_events"] {
+    for file in ["kprobe_events", "uprobe_events", "dynamic_events"] {
         let Ok(text) = tracefs.read(file) else {
             continue;
         };
-        for line in text.lines() {
+        // dynamic_events lists kprobes and uprobes too: only the kinds that
+        // live there alone (`f:`, `t:`, `e:`) are counted from it.
+        let own = |line: &str| file != "dynamic_events" || line.starts_with(['f', 't', 'e']);
+        for line in text.lines().filter(|l| own(l)) {
             // `p:GROUP/EVENT TARGET ...`
             let Some(name) = line
                 .split_whitespace()

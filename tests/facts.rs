@@ -614,3 +614,179 @@ mod tracefs {
         guard.assert_unchanged();
     }
 }
+
+/// A copy of the Debian 6.12 fact file as a 7.2 guest writes it: the
+/// dynamic-event lines of its tracefs README (as the lab's 7.2 guest printed
+/// them) and a BTF digest of `vfs_read`, the `sched_process_exec`
+/// tracepoint and the structs from `struct file` to a file's name (Linux 7.2's
+/// types, trimmed to the members walked).
+fn facts_with_btf(dir: &Path) -> PathBuf {
+    let bytes = zstd::decode_all(std::fs::File::open(facts_file("debian-6.12")).unwrap()).unwrap();
+    let mut facts: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    facts["probe_syntax"] = serde_json::json!([
+        "accepts: event-definitions (one definition per line)",
+        "Format: p[:[<group>/][<event>]] <place> [<args>]",
+        "r[maxactive][:[<group>/][<event>]] <place> [<args>]",
+        "f[:[<group>/][<event>]] <func-name>[%return] [<args>]",
+        "t[:[<group>/][<event>]] <tracepoint> [<args>]",
+        "s:[synthetic/]<event> <field> [<field>]",
+        "e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]",
+        "-:[<group>/][<event>]",
+        "fetcharg: (%<register>|$<efield>), @<address>, @<symbol>[+|-<offset>],",
+        "$stack<index>, $stack, $retval, $comm, $arg<N>,",
+        "<argname>[->field[->field|.field...]],",
+        "kernel return probes support: $retval, $arg<N>, $comm"
+    ]);
+    facts["btf"] = serde_json::json!({
+        "functions": {
+            "vfs_read": "|i8s|ssize_t;file|p>struct file|struct file *;buf|pc|char *;count|i8u|size_t;pos|p|loff_t *"
+        },
+        "tracepoints": {
+            "sched_process_exec": "|v|void;p|p>struct task_struct|struct task_struct *;old_pid|i4s|pid_t;bprm|p>struct linux_binprm|struct linux_binprm *"
+        },
+        "structs": {
+            "struct file": "f_mode|i4u|fmode_t;f_path|s>struct path|struct path;f_inode|p>struct inode|struct inode *",
+            "struct path": "mnt|p>struct vfsmount|struct vfsmount *;dentry|p>struct dentry|struct dentry *",
+            "struct dentry": "d_flags|i4u|unsigned int;d_parent|p>struct dentry|struct dentry *;d_name|s>struct qstr|struct qstr;d_iname|ac|unsigned char[40]",
+            "struct qstr": "hash|i4u|u32;len|i4u|u32;name|pc|const unsigned char *",
+            "struct task_struct": "pid|i4s|pid_t;comm|ac|char[16]",
+            "struct linux_binprm": "filename|pc|const char *;argc|i4s|int"
+        },
+        "complete": false,
+        "looked_up": ["vfs_read", "sched_process_exec", "do_sys_openat2"]
+    });
+    let path = dir.join("debian-7.2-like.json");
+    std::fs::write(&path, serde_json::to_vec(&facts).unwrap()).unwrap();
+    path
+}
+
+/// fprobes, fexits, tprobes and eprobes are checked offline against a fact
+/// file's README lines and BTF digest: the names and fields that exist pass,
+/// and each one the kernel's types lack is refused at the recipe's line:col
+/// as this kernel's problem, listing what it has; a kernel before 6.5 refuses
+/// the kinds, naming the release that has them.
+#[test]
+fn btf_fetchargs_are_checked_offline_against_the_fact_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = facts_with_btf(dir.path());
+    let check = |facts: &Path, body: &str| {
+        let r = write_recipe(dir.path(), "probes.toml", body);
+        let o = Command::new(bin())
+            .args(["check", "--facts"])
+            .arg(facts)
+            .arg(&r)
+            .output()
+            .unwrap();
+        (o.status.code(), text(&o.stdout) + &text(&o.stderr))
+    };
+    let good = r#"name = "p"
+description = "d"
+[[kprobes]]
+event = "read_entry"
+kind = "fprobe"
+target = "vfs_read"
+fetch = { file = "$arg1", count = "count", name = "file->f_path.dentry->d_name.name:string" }
+filter = 'name == "marker.txt" && count > 8'
+[[kprobes]]
+event = "read_exit"
+kind = "fexit"
+target = "vfs_read"
+fetch = { ret = "$retval" }
+filter = "ret < 0"
+[[kprobes]]
+event = "exec_tp"
+kind = "tprobe"
+target = "sched_process_exec"
+fetch = { task_pid = "p->pid", file = "bprm->filename:string", comm = "p->comm:string" }
+[[kprobes]]
+event = "exec_args"
+kind = "eprobe"
+target = "syscalls:sys_enter_execve"
+fetch = { a0 = "+0(+u0($argv)):ustring", file = "+0($filename):ustring", comm = "$comm:string" }
+"#;
+    let (code, out) = check(&facts, good);
+    assert_eq!(code, Some(0), "{out}");
+    // A member the struct lacks: at its column, with the members it has.
+    let bad_field = good.replace("d_name.name:string", "d_nam.name:string");
+    let (code, out) = check(&facts, &bad_field);
+    assert_eq!(code, Some(1), "{out}");
+    // One problem: the probe's filter on `name` still checks against a string field.
+    assert_eq!(out.matches(": error (").count(), 1, "{out}");
+    let line = bad_field
+        .lines()
+        .position(|l| l.contains("d_nam."))
+        .unwrap()
+        + 1;
+    let col = bad_field
+        .lines()
+        .nth(line - 1)
+        .unwrap()
+        .find("d_nam.")
+        .unwrap()
+        + 1;
+    assert!(
+        out.contains(&format!("probes.toml:{line}:{col}: error (this kernel): fetcharg `name`: `struct dentry` has no member `d_nam`; it has: `d_flags` (unsigned int), `d_parent` (struct dentry *), `d_name` (struct qstr), `d_iname` (unsigned char[40])")),
+        "{out}"
+    );
+    // An argument name the function lacks: near name and the argument list.
+    let (code, out) = check(
+        &facts,
+        &good.replace("count = \"count\"", "count = \"cout\""),
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("`vfs_read` has no argument `cout` (did you mean `count`?)")
+            && out.contains("its arguments are: `file` (struct file *), `buf` (char *), `count` (size_t), `pos` (loff_t *)"),
+        "{out}"
+    );
+    // `->` on a struct by value, `:string` on an integer, `$arg5` of four.
+    for (from, to, says) in [
+        (
+            "file->f_path.dentry",
+            "file->f_path->dentry",
+            "`file->f_path` is a `struct path`, not a pointer: write `file->f_path.dentry`",
+        ),
+        (
+            "count = \"count\"",
+            "count = \"count:string\"",
+            "`count` is a `size_t`, not a `char *` or `char[]`",
+        ),
+        (
+            "file = \"$arg1\"",
+            "file = \"$arg5\"",
+            "`vfs_read` has 4 arguments: there is no `$arg5`",
+        ),
+        (
+            "$comm:string\"",
+            "$comm\"",
+            "in an eprobe `$comm` without a type records an address: write `$comm:string`",
+        ),
+        (
+            "+0($filename)",
+            "+0($filenam)",
+            "the event has no field `filenam`; its fields are: `__syscall_nr`, `filename`, `argv`, `envp`",
+        ),
+    ] {
+        let (code, out) = check(&facts, &good.replace(from, to));
+        assert_eq!(code, Some(1), "{to}: {out}");
+        assert!(out.contains(says), "{to}: {out}");
+    }
+    // 6.1 has eprobes but neither fprobes nor tracepoint probes: refused as this
+    // kernel's lack, with the release that has them.
+    let (code, out) = check(&facts_file("debian-6.1"), good);
+    assert_eq!(code, Some(1), "{out}");
+    let lacks: Vec<&str> = out.lines().filter(|l| l.contains(": error (")).collect();
+    assert!(
+        lacks.len() == 3
+            && lacks
+                .iter()
+                .all(|l| l.contains("error (this kernel): this kernel (6.1."))
+            && lacks
+                .iter()
+                .filter(|l| l.contains("has no fprobe events"))
+                .count()
+                == 2
+            && out.contains("come with Linux 6.5"),
+        "{out}"
+    );
+}

@@ -1308,6 +1308,7 @@ fn debian_6_1() {
     };
     let out = boot(&dir, &payload, tag, None, &[]);
     assert_lab(&out, Kernel::Debian61);
+    assert_lab_probes(&out, tag);
 }
 
 /// Debian 12's 6.12 (bookworm-security): every recipe of tests/lab/, the
@@ -1326,6 +1327,7 @@ fn debian_6_12() {
         &["faults", "answers"],
     );
     assert_lab(&out, Kernel::Debian612);
+    assert_lab_probes(&out, tag);
 }
 
 /// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/.
@@ -1337,6 +1339,7 @@ fn debian_7_2() {
     };
     let out = boot(&dir, &payload, tag, Some(&kernel_72()), &[]);
     assert_lab(&out, Kernel::Debian72);
+    assert_lab_probes(&out, tag);
 }
 
 /// Debian 12's PREEMPT_RT 6.1: every recipe of tests/lab/ and tests/lab/rt/
@@ -1349,6 +1352,7 @@ fn rt_6_1() {
     };
     let out = boot(&dir, &payload, tag, Some(&kernel_rt()), &["rt"]);
     assert_lab(&out, Kernel::Rt61);
+    assert_lab_probes(&out, tag);
     assert_rt(&out);
 }
 
@@ -1740,4 +1744,90 @@ fn diff_lines(a: &str, b: &str) -> Vec<String> {
         .map(|l| format!("- {l}"))
         .chain(sb.difference(&sa).map(|l| format!("+ {l}")))
         .collect()
+}
+
+/// fprobes, fexits, tracepoint probes and event probes (issue 35 items 2 and 3)
+/// in one boot's output `out` (tests/lab/fprobe-btf.toml, tprobe-exec.toml and
+/// eprobe-exec.toml, checked and run by tests/lab/guest.sh like every lab
+/// recipe); `tag` is the kernel's (`6.1`, `6.1-rt`, `6.12`, `7.2`).
+///
+/// Every kernel (eprobes are 5.15's): the workload's execve seen through an
+/// eprobe on syscalls:sys_enter_execve carries its real arguments, `ls`, `-d`,
+/// `/payload/lab`, read from user memory through the event's `argv`, the
+/// path searched (one event per PATH directory tried, one of them `/bin/ls`)
+/// and the held stub's name (`$comm:string`). From 6.5 (6.12, 7.2): vfs_read's
+/// arguments by BTF name, the file name read through
+/// `file->f_path.dentry->d_name.name` (`marker.txt`, 16 bytes asked), the fexit's
+/// return values (16, 15, then 0 at the end of the 31-byte file) and the
+/// sched_process_exec tracepoint's raw arguments (`p->pid` equals the pid
+/// before the exec and the task's, `bprm->filename` is the absolute path the
+/// workload was exec'd by). Before 6.5 (6.1, 6.1-rt), `check` refuses the
+/// fprobe and tprobe recipes as this kernel's lack, naming Linux 6.5.
+fn assert_lab_probes(out: &Path, tag: &str) {
+    ran(out, "eprobe-exec");
+    let execs = records_of(out, "eprobe-exec", "exec_args");
+    assert!(
+        !execs.is_empty()
+            && execs.iter().all(|r| r["a0"] == "ls"
+                && r["a1"] == "-d"
+                && r["a2"] == "/payload/lab"
+                && r["comm"] == "trace-recipe")
+            && execs.iter().any(|r| r["file"] == "/bin/ls"),
+        "{tag}: eprobe-exec: {execs:?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: eprobe on sys_enter_execve: {} execve attempts with argv {} {} {}",
+        execs.len(),
+        execs[0]["a0"],
+        execs[0]["a1"],
+        execs[0]["a2"]
+    );
+    if matches!(tag, "6.1" | "6.1-rt") {
+        for name in ["fprobe-btf", "tprobe-exec"] {
+            let check = read(&out.join(name).join("check.txt"));
+            assert!(
+                read(&out.join(name).join("check.rc")).trim() != "0"
+                    && check.contains("error (this kernel)")
+                    && check.contains("Linux 6.5"),
+                "{tag}: {name} must be refused for what this kernel lacks:\n{check}"
+            );
+        }
+        return;
+    }
+    ran(out, "fprobe-btf");
+    let entries = records_of(out, "fprobe-btf", "read_entry");
+    assert!(
+        entries.len() >= 2
+            && entries
+                .iter()
+                .all(|r| r["name"] == "marker.txt" && r["count"] == "16" && num(r, "file") != 0),
+        "{tag}: fprobe-btf: {entries:?}"
+    );
+    let rets: std::collections::BTreeSet<String> = records_of(out, "fprobe-btf", "read_exit")
+        .into_iter()
+        .map(|r| r["ret"].clone())
+        .collect();
+    assert!(
+        ["16", "15", "0"].iter().all(|v| rets.contains(*v)),
+        "{tag}: fprobe-btf: vfs_read returned {rets:?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: fprobe by BTF: {} reads of {} (count {}), fexit returns {rets:?}",
+        entries.len(),
+        entries[0]["name"],
+        entries[0]["count"]
+    );
+    ran(out, "tprobe-exec");
+    let execs = records_of(out, "tprobe-exec", "exec_tp");
+    assert!(
+        execs.iter().any(|r| r["filename"] == "/bin/sh"
+            && r["task_pid"] == r["old_pid"]
+            && r["task_pid"] == r["pid"]),
+        "{tag}: tprobe-exec: {execs:?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: tprobe on sched_process_exec: {} execs, bprm->filename {}",
+        execs.len(),
+        execs[0]["filename"]
+    );
 }

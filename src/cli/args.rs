@@ -125,6 +125,12 @@ pub(crate) struct FactsArgs {
     /// Write to FILE instead of stdout (`.zst` at the end: compressed with zstd).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub(crate) out: Option<PathBuf>,
+    /// Also keep a digest of the kernel's BTF (/sys/kernel/btf/vmlinux): every
+    /// function's and tracepoint's prototype and every struct's members (about
+    /// 9 MB of JSON, 1.4 MB compressed), so that `check --facts` checks
+    /// BTF-named fetchargs (`count`, `file->f_path.dentry`) offline.
+    #[arg(long)]
+    pub(crate) btf: bool,
 }
 
 // `run`'s arguments (the variant's doc comment is its help).

@@ -133,7 +133,12 @@ fn print_explain(recipe: &Path, sets: &[String]) {
 /// `trace-recipe facts [-o FILE]`: the running kernel's facts as JSON.
 pub(super) fn facts(a: FactsArgs) -> Exit {
     with_tracefs(|tracefs| {
-        let facts = crate::kernel::KernelFacts::read(tracefs).map_err(Failure::failed)?;
+        let scope = crate::kernel::Scope {
+            btf_all: a.btf,
+            ..crate::kernel::Scope::all()
+        };
+        let facts =
+            crate::kernel::KernelFacts::read_scoped(tracefs, &scope).map_err(Failure::failed)?;
         match a.out {
             Some(path) => facts.save(&path).map_err(Failure::failed)?,
             None => tprint!("{}", crate::output::to_json(&facts)),

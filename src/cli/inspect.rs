@@ -108,6 +108,8 @@ pub(super) fn events(a: EventsArgs) -> Exit {
                 systems: None,
                 kernel_symbols: false,
                 filter_functions: false,
+                btf: Default::default(),
+                btf_all: false,
             };
             let facts =
                 crate::kernel::KernelFacts::read_scoped(t, &scope).map_err(Failure::failed)?;

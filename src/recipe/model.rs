@@ -49,7 +49,7 @@ pub struct Recipe {
     /// during the run, with each frame's size.
     #[serde(default)]
     pub(crate) stack: Option<Stack>,
-    /// Dynamic kernel probes (kprobe_events syntax), defined in the run's probe group.
+    /// Dynamic kernel probes (kprobe_events and dynamic_events syntax), defined in the run's probe group.
     #[serde(default)]
     pub(crate) kprobes: Vec<Probe>,
     /// Dynamic user-space probes (uprobe_events syntax), defined in the run's probe group.
@@ -363,9 +363,12 @@ pub(crate) struct Stack {
 pub(crate) struct Probe {
     /// Event name; its system is the run's probe group.
     pub(crate) event: String,
-    /// `kprobe` | `kretprobe` | `uprobe` | `uretprobe`.
+    /// `kprobe` | `kretprobe` | `fprobe` | `fexit` | `tprobe` | `eprobe` in
+    /// `[[kprobes]]`; `uprobe` | `uretprobe` in `[[uprobes]]`.
     pub(crate) kind: String,
-    /// `SYMBOL[+offs]`, `MODULE:SYMBOL`, `PATH:SYMBOL` or `PATH:0xOFFSET`.
+    /// `SYMBOL[+offs]` or `MODULE:SYMBOL` (kprobe, kretprobe), `FUNCTION`
+    /// (fprobe, fexit), `TRACEPOINT` (tprobe), `system:event` (eprobe),
+    /// `PATH:SYMBOL` or `PATH:0xOFFSET` (uprobes).
     pub(crate) target: String,
     /// `name = "FETCHARG[:TYPE]"`, kept in order.
     #[serde(default)]

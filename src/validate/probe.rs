@@ -3,7 +3,9 @@
 //! and the filter against the event format the kernel will create.
 //!
 //! Sources of truth: Documentation/trace/kprobetrace.rst and uprobetracer.rst
-//! ("Synopsis of kprobe_events" / "Synopsis of uprobe_tracer", "Types").
+//! ("Synopsis of kprobe_events" / "Synopsis of uprobe_tracer", "Types"),
+//! fprobetrace.rst (fprobes, fexit and tracepoint probes, BTF arguments and
+//! fields) and eprobetrace.rst (event probes, `$FIELD`).
 //!
 //! Why this file is long: the fetcharg grammar, the registers of each
 //! architecture kprobetrace.rst lists (judged by the facts' architecture, not
@@ -15,10 +17,13 @@ use std::ops::Range;
 use tracedat::EventFormat;
 
 use super::{Ctx, Span, check_predicates, filter};
+use crate::btf::{BtfFacts, FieldPath, Proto, Shape, Ty};
+use crate::diagnostic::Fault;
+use crate::kernel::{KernelFacts, ProbeFeature};
 use crate::recipe::Probe;
 use crate::suggest;
 
-/// Which of the four probe kinds.
+/// Which probe kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ProbeKind {
     /// `p:` in kprobe_events.
@@ -29,13 +34,28 @@ pub(crate) enum ProbeKind {
     Uprobe,
     /// `r:` in uprobe_events.
     Uretprobe,
+    /// `f:GROUP/EVENT FUNC` in dynamic_events: a function's entry (Linux 6.5).
+    Fprobe,
+    /// `f:GROUP/EVENT FUNC%return` in dynamic_events: its exit (Linux 6.5).
+    Fexit,
+    /// `t:GROUP/EVENT TRACEPOINT` in dynamic_events (Linux 6.5).
+    Tprobe,
+    /// `e:GROUP/EVENT SYSTEM.EVENT` in dynamic_events: on an event (Linux 5.15).
+    Eprobe,
 }
+
+/// The kinds `[[kprobes]]` takes, as recipes spell them.
+const KERNEL_KINDS: &str = "kprobe, kretprobe, fprobe, fexit, tprobe, eprobe";
 
 impl ProbeKind {
     fn parse(kind: &str, kernel: bool) -> Option<ProbeKind> {
         match (kind, kernel) {
             ("kprobe", true) => Some(ProbeKind::Kprobe),
             ("kretprobe", true) => Some(ProbeKind::Kretprobe),
+            ("fprobe", true) => Some(ProbeKind::Fprobe),
+            ("fexit", true) => Some(ProbeKind::Fexit),
+            ("tprobe", true) => Some(ProbeKind::Tprobe),
+            ("eprobe", true) => Some(ProbeKind::Eprobe),
             ("uprobe", false) => Some(ProbeKind::Uprobe),
             ("uretprobe", false) => Some(ProbeKind::Uretprobe),
             _ => None,
@@ -43,7 +63,71 @@ impl ProbeKind {
     }
     /// A return probe (`$retval` allowed, `__probe_func`/`__probe_ret_ip` fields).
     pub(crate) fn is_return(self) -> bool {
-        matches!(self, ProbeKind::Kretprobe | ProbeKind::Uretprobe)
+        matches!(
+            self,
+            ProbeKind::Kretprobe | ProbeKind::Uretprobe | ProbeKind::Fexit
+        )
+    }
+    /// The letter that starts its definition line.
+    fn letter(self) -> char {
+        match self {
+            ProbeKind::Kprobe | ProbeKind::Uprobe => 'p',
+            ProbeKind::Kretprobe | ProbeKind::Uretprobe => 'r',
+            ProbeKind::Fprobe | ProbeKind::Fexit => 'f',
+            ProbeKind::Tprobe => 't',
+            ProbeKind::Eprobe => 'e',
+        }
+    }
+    /// As recipes spell it.
+    fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Kprobe => "kprobe",
+            ProbeKind::Kretprobe => "kretprobe",
+            ProbeKind::Uprobe => "uprobe",
+            ProbeKind::Uretprobe => "uretprobe",
+            ProbeKind::Fprobe => "fprobe",
+            ProbeKind::Fexit => "fexit",
+            ProbeKind::Tprobe => "tprobe",
+            ProbeKind::Eprobe => "eprobe",
+        }
+    }
+    /// The kernel document of its fetchargs.
+    fn doc(self) -> &'static str {
+        match self {
+            ProbeKind::Kprobe | ProbeKind::Kretprobe => "kprobetrace.rst",
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => "uprobetracer.rst",
+            ProbeKind::Fprobe | ProbeKind::Fexit | ProbeKind::Tprobe => "fprobetrace.rst",
+            ProbeKind::Eprobe => "eprobetrace.rst",
+        }
+    }
+    /// Example fetchargs of its kind.
+    fn example(self) -> &'static str {
+        match self {
+            ProbeKind::Kprobe | ProbeKind::Kretprobe => "\"+0(%si):string\", \"$retval:s32\"",
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => "\"+0($retval):string\", \"%di:x64\"",
+            ProbeKind::Fprobe | ProbeKind::Tprobe => {
+                "\"count\", \"$arg2\", \"file->f_path.dentry->d_name.name:string\""
+            }
+            ProbeKind::Fexit => "\"$retval\", \"$retval->name:string\"",
+            ProbeKind::Eprobe => "\"$prev_pid:u32\", \"+0(+u0($argv)):ustring\"",
+        }
+    }
+    /// Whether it sits where BTF names the arguments: a function's entry or
+    /// exit, or a tracepoint (not an event probe, not a uprobe).
+    fn has_btf(self) -> bool {
+        !matches!(
+            self,
+            ProbeKind::Uprobe | ProbeKind::Uretprobe | ProbeKind::Eprobe
+        )
+    }
+    /// The feature of `dynamic_events` it needs, if any.
+    fn feature(self) -> Option<ProbeFeature> {
+        match self {
+            ProbeKind::Fprobe | ProbeKind::Fexit => Some(ProbeFeature::Fprobe),
+            ProbeKind::Tprobe => Some(ProbeFeature::Tprobe),
+            ProbeKind::Eprobe => Some(ProbeFeature::Eprobe),
+            _ => None,
+        }
     }
     /// The system name recipes and reports use for the run's own probes of this
     /// kind: `kprobes` or `uprobes` (the kernel's group is `trace_recipe_PID`).
@@ -54,16 +138,16 @@ impl ProbeKind {
             "uprobes"
         }
     }
-    /// A kernel probe (kprobe_events) rather than a user one (uprobe_events).
+    /// A kernel probe (`[[kprobes]]`) rather than a user one (uprobe_events).
     pub(crate) fn is_kernel(self) -> bool {
-        matches!(self, ProbeKind::Kprobe | ProbeKind::Kretprobe)
+        !matches!(self, ProbeKind::Uprobe | ProbeKind::Uretprobe)
     }
     /// The global tracefs file that holds its definition.
     pub(crate) fn events_file(self) -> &'static str {
-        if self.is_kernel() {
-            "kprobe_events"
-        } else {
-            "uprobe_events"
+        match self {
+            ProbeKind::Kprobe | ProbeKind::Kretprobe => "kprobe_events",
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => "uprobe_events",
+            _ => "dynamic_events",
         }
     }
 }
@@ -88,10 +172,16 @@ pub(crate) struct ResolvedProbe {
 
 impl ResolvedProbe {
     /// The line that defines the probe in group `group`:
-    /// `p:GROUP/EVENT TARGET ARGS` (or `r:` for return probes).
+    /// `p:GROUP/EVENT TARGET ARGS` (`r:` for return probes, `f:` for fprobes
+    /// and fexits, whose spec ends its function in `%return`, `t:` for
+    /// tracepoint probes, `e:` for event probes).
     pub(crate) fn definition(&self, group: &str) -> String {
-        let p = if self.kind.is_return() { 'r' } else { 'p' };
-        format!("{p}:{group}/{} {}", self.event, self.spec)
+        format!(
+            "{}:{group}/{} {}",
+            self.kind.letter(),
+            self.event,
+            self.spec
+        )
     }
     /// The line that removes exactly this probe: `-:GROUP/EVENT`.
     pub(crate) fn removal(&self, group: &str) -> String {
@@ -225,31 +315,7 @@ pub(super) fn resolve_probes(
     out: &mut Vec<ResolvedProbe>,
 ) {
     let kernel = table == "kprobes";
-    if !probes.is_empty() {
-        let (has, file, config) = if kernel {
-            (
-                cx.facts.has_kprobe_events,
-                "kprobe_events",
-                "CONFIG_KPROBE_EVENTS",
-            )
-        } else {
-            (
-                cx.facts.has_uprobe_events,
-                "uprobe_events",
-                "CONFIG_UPROBE_EVENTS",
-            )
-        };
-        if !has {
-            let span = cx.key_span(&path!(table));
-            cx.kernel(
-                span,
-                format!("this kernel has no `{file}` ({config}): it cannot define `[[{table}]]`"),
-                Some(format!(
-                    "run this recipe on a kernel built with {config} (e.g. a distribution kernel; see the kernel lab in README.md)"
-                )),
-            );
-        }
-    }
+    let mut files_said = std::collections::BTreeSet::new();
     let mut names = std::collections::BTreeSet::new();
     for (i, p) in probes.iter().enumerate() {
         let entry = cx.span(&path!(table, i));
@@ -273,7 +339,7 @@ pub(super) fn resolve_probes(
         let kind_span = cx.span(&path!(table, i, "kind"));
         let Some(kind) = ProbeKind::parse(&p.kind, kernel) else {
             let kinds = if kernel {
-                "kprobe, kretprobe"
+                KERNEL_KINDS
             } else {
                 "uprobe, uretprobe"
             };
@@ -285,12 +351,21 @@ pub(super) fn resolve_probes(
             continue;
         };
         let before = cx.diags.len();
-        let target = if kernel {
-            kernel_target(cx, table, i, kind, &p.target)
-        } else {
-            user_target(cx, table, i, &p.target)
+        // A kind this kernel lacks is one problem, not one per fetcharg.
+        if !kind_available(cx, kind, kind_span, &mut files_said) {
+            continue;
+        }
+        let target = match kind {
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => user_target(cx, table, i, &p.target),
+            ProbeKind::Kprobe | ProbeKind::Kretprobe => {
+                kernel_target(cx, table, i, kind, &p.target)
+            }
+            ProbeKind::Fprobe | ProbeKind::Fexit => function_target(cx, table, i, kind, &p.target),
+            ProbeKind::Tprobe => tracepoint_target(cx, table, i, &p.target),
+            ProbeKind::Eprobe => event_target(cx, table, i, &p.target),
         };
-        let mut spec = target.unwrap_or_default();
+        let mut spec = target.clone().unwrap_or_default();
+        let env = Env::new(cx.facts, kind, &p.target);
         let mut fields = Vec::new();
         if p.fetch.len() > MAX_ARGS {
             let span = cx.key_span(&path!(table, i, "fetch"));
@@ -314,23 +389,28 @@ pub(super) fn resolve_probes(
                 );
                 continue;
             }
-            match fetcharg(arg, kind, &cx.facts.arch) {
+            match fetcharg(arg, kind, &env) {
                 Ok(layout) => {
                     spec.push_str(&format!(" {name}={arg}"));
                     fields.push((name.clone(), layout));
                 }
-                Err((msg, at)) => {
-                    let span = cx.inner_span(&key, &at);
-                    let doc = if kernel {
-                        "kprobetrace.rst"
-                    } else {
-                        "uprobetracer.rst"
-                    };
-                    cx.recipe(
-                        span,
-                        format!("fetcharg `{name}`: {msg}"),
-                        Some(format!("write FETCHARG[:TYPE] as in Documentation/trace/{doc}, e.g. \"+0(%si):string\", \"$retval:s32\"")),
-                    );
+                Err(bad) => {
+                    // The field still exists for the filter's check (one problem, not two).
+                    let ty = arg.rsplit_once(':').map(|(_, t)| (t, 0));
+                    fields.push((name.clone(), untyped_layout(ty, 0, kind)));
+                    let span = cx.inner_span(&key, &bad.at);
+                    let help = bad.help.unwrap_or_else(|| {
+                        format!(
+                            "write FETCHARG[:TYPE] as in Documentation/trace/{}, e.g. {}",
+                            kind.doc(),
+                            kind.example()
+                        )
+                    });
+                    let msg = format!("fetcharg `{name}`: {}", bad.msg);
+                    match bad.fault {
+                        Fault::Kernel => cx.kernel(span, msg, Some(help)),
+                        Fault::Recipe => cx.recipe(span, msg, Some(help)),
+                    }
                 }
             }
         }
@@ -366,7 +446,7 @@ pub(super) fn resolve_probes(
             cx.probe_formats
                 .insert(format!("{table}:{}", p.event), format);
         }
-        if cx.diags.len() == before {
+        if cx.diags.len() == before && target.is_some() {
             out.push(ResolvedProbe {
                 kind,
                 event: p.event.clone(),
@@ -377,6 +457,79 @@ pub(super) fn resolve_probes(
             });
         }
     }
+}
+
+/// Whether this kernel has what `kind` needs; says what it lacks: its events
+/// file (at the table, once per file: `said`), or its dynamic-event feature
+/// (at `span`, the entry's `kind`).
+fn kind_available(
+    cx: &mut Ctx<'_>,
+    kind: ProbeKind,
+    span: Span,
+    said: &mut std::collections::BTreeSet<&'static str>,
+) -> bool {
+    let (has, file, config) = match kind.events_file() {
+        "kprobe_events" => (
+            cx.facts.has_kprobe_events,
+            "kprobe_events",
+            "CONFIG_KPROBE_EVENTS",
+        ),
+        "uprobe_events" => (
+            cx.facts.has_uprobe_events,
+            "uprobe_events",
+            "CONFIG_UPROBE_EVENTS",
+        ),
+        _ => (
+            cx.facts.has_dynamic_events,
+            "dynamic_events",
+            "CONFIG_DYNAMIC_EVENTS",
+        ),
+    };
+    let table = if kind.is_kernel() {
+        "kprobes"
+    } else {
+        "uprobes"
+    };
+    if !has {
+        if !said.insert(file) {
+            return false;
+        }
+        let span = cx.key_span(&path!(table));
+        cx.kernel(
+            span,
+            format!("this kernel has no `{file}` ({config}): it cannot define `[[{table}]]`"),
+            Some(format!(
+                "run this recipe on a kernel built with {config} (e.g. a distribution kernel; see the kernel lab in README.md)"
+            )),
+        );
+        return false;
+    }
+    if let Some(f) = kind.feature()
+        && !cx.facts.has_probe_feature(f)
+    {
+        let (major, minor) = f.since();
+        let why = match cx.facts.probe_syntax {
+            Some(_) => format!(
+                "its tracefs README does not list `{}` among the dynamic events",
+                f.readme_mark()
+            ),
+            None => "judged by its release (the fact file keeps no README)".to_string(),
+        };
+        cx.kernel(
+            span,
+            format!(
+                "this kernel ({}) has no {}: {why}",
+                cx.facts.release,
+                f.what()
+            ),
+            Some(format!(
+                "{} come with Linux {major}.{minor}; use kind = \"kprobe\" / \"kretprobe\" here, or run on a newer kernel",
+                f.what()
+            )),
+        );
+        return false;
+    }
+    true
 }
 
 /// When `[[events]]` entry `i` names one of the recipe's own probes
@@ -524,6 +677,131 @@ fn kernel_target(
     Some(target.to_string())
 }
 
+/// An fprobe's or fexit's function, checked against the functions ftrace can
+/// trace (`available_filter_functions`, where read) or the kernel's symbols;
+/// as the definition spells it (`FUNC` or `FUNC%return`).
+fn function_target(
+    cx: &mut Ctx<'_>,
+    table: &str,
+    i: usize,
+    kind: ProbeKind,
+    target: &str,
+) -> Option<String> {
+    let span = cx.span(&path!(table, i, "target"));
+    if !is_symbol(target) {
+        cx.recipe(
+            span,
+            format!("{} target `{target}` is not a function name", kind.name()),
+            Some("name the function alone, e.g. target = \"vfs_read\" (fprobes take no offset and no module)".into()),
+        );
+        return None;
+    }
+    let known: Option<Vec<&str>> = match &cx.facts.filter_functions {
+        Ok(f) if !f.names.is_empty() => Some(f.names.iter().map(String::as_str).collect()),
+        _ => cx
+            .facts
+            .kernel_symbols()
+            .map(|s| s.iter().map(String::as_str).collect()),
+    };
+    if let Some(known) = known
+        && !known.contains(&target)
+    {
+        let near = suggest::nearest_n(target, known.iter().copied(), 3);
+        cx.kernel(
+            span,
+            format!("this kernel has no function `{target}` that ftrace can trace (an fprobe sits on ftrace)"),
+            Some(if near.is_empty() {
+                "see available_filter_functions for the functions of this kernel".into()
+            } else {
+                format!("did you mean {}?", backticked(&near))
+            }),
+        );
+        return None;
+    }
+    Some(match kind {
+        ProbeKind::Fexit => format!("{target}%return"),
+        _ => target.to_string(),
+    })
+}
+
+/// A tprobe's tracepoint: one the kernel's BTF has a stub for, or one an event
+/// of the kernel is named after.
+fn tracepoint_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<String> {
+    let span = cx.span(&path!(table, i, "target"));
+    if !is_good_name(target) {
+        cx.recipe(
+            span,
+            format!("tprobe target `{target}` is not a tracepoint name"),
+            Some("name the tracepoint alone, e.g. target = \"sched_switch\"".into()),
+        );
+        return None;
+    }
+    let from_btf = cx.facts.btf.as_ref().map(|b| &b.tracepoints);
+    let from_events = cx
+        .facts
+        .events
+        .iter()
+        .filter_map(|e| e.split_once(':').map(|(_, n)| n));
+    let known: std::collections::BTreeSet<&str> = from_btf
+        .into_iter()
+        .flat_map(|t| t.keys().map(String::as_str))
+        .chain(from_events)
+        .collect();
+    if !known.contains(target) {
+        let near = suggest::nearest_n(target, known.iter().copied(), 3);
+        cx.kernel(
+            span,
+            format!("this kernel has no tracepoint `{target}`"),
+            Some(if near.is_empty() {
+                "see available_events (and the kernel's `__probestub_*` functions) for its tracepoints".into()
+            } else {
+                format!("did you mean {}?", backticked(&near))
+            }),
+        );
+        return None;
+    }
+    Some(target.to_string())
+}
+
+/// An eprobe's event, `system:event`, which must exist; as the definition
+/// spells it (`system.event`).
+fn event_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<String> {
+    let span = cx.span(&path!(table, i, "target"));
+    let Some((system, event)) = target
+        .split_once(':')
+        .filter(|(s, e)| is_good_name(s) && is_good_name(e))
+    else {
+        cx.recipe(
+            span,
+            format!("eprobe target `{target}` is not `system:event`"),
+            Some("name the event it sits on, e.g. target = \"syscalls:sys_enter_execve\"".into()),
+        );
+        return None;
+    };
+    if !cx.facts.events.contains(target) {
+        let near = suggest::nearest_n(target, cx.facts.events.iter().map(String::as_str), 3);
+        cx.kernel(
+            span,
+            format!("this kernel has no event `{target}` to put an eprobe on"),
+            Some(if near.is_empty() {
+                "see available_events".into()
+            } else {
+                format!("did you mean {}?", backticked(&near))
+            }),
+        );
+        return None;
+    }
+    Some(format!("{system}.{event}"))
+}
+
+/// A C symbol: letters, digits, `_`, `.` (as in `foo.isra.0`), not starting with a digit.
+fn is_symbol(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+}
+
 /// `PATH:SYMBOL` (resolved from the ELF file) or `PATH:0xOFFSET`, as `PATH:0xOFFSET`
 /// with PATH made absolute.
 fn user_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<String> {
@@ -578,9 +856,90 @@ fn parse_number(s: &str) -> Option<u64> {
     }
 }
 
-/// Checks `FETCHARG[:TYPE]`; returns the field layout it produces, or a message
-/// and the byte range (in `text`) it is about.
-fn fetcharg(text: &str, kind: ProbeKind, arch: &str) -> Result<Layout, (String, Range<usize>)> {
+/// A fetcharg the kernel would refuse: what is wrong, where in its text,
+/// whose fault (a BTF name the kernel's types lack is the kernel's), and what
+/// to do (`None`: the kind's general advice).
+#[derive(Debug)]
+struct Bad {
+    msg: String,
+    at: Range<usize>,
+    fault: Fault,
+    help: Option<String>,
+}
+
+impl From<(String, Range<usize>)> for Bad {
+    fn from((msg, at): (String, Range<usize>)) -> Bad {
+        Bad {
+            msg,
+            at,
+            fault: Fault::Recipe,
+            help: None,
+        }
+    }
+}
+
+/// What checking one probe's fetchargs needs besides their text: the traced
+/// architecture, the kernel's BTF features and the prototype BTF names start
+/// at, an eprobe's event format.
+struct Env<'a> {
+    arch: &'a str,
+    release: &'a str,
+    btf_args: bool,
+    btf_fields: bool,
+    return_args: bool,
+    /// The function (or tracepoint) BTF fetches start at, as named in messages.
+    owner: String,
+    /// Its prototype, when the BTF digest has it.
+    proto: Option<&'a Proto>,
+    /// The BTF digest, for field walks.
+    btf: Option<&'a BtfFacts>,
+    /// The BTF digest was asked for `owner` and the kernel's BTF lacks it.
+    proto_missing: bool,
+    /// A kprobe placed past the function's entry (`SYMBOL+OFFS`) or in a
+    /// module: BTF names nothing there.
+    no_btf_here: bool,
+    /// An eprobe's event format (its fields are `$FIELD`).
+    event: Option<EventFormat>,
+}
+
+impl<'a> Env<'a> {
+    fn new(facts: &'a KernelFacts, kind: ProbeKind, target: &str) -> Env<'a> {
+        let (module, rest) = match target.split_once(':') {
+            Some((m, r)) if kind != ProbeKind::Eprobe => (Some(m), r),
+            _ => (None, target),
+        };
+        let (symbol, offs) = rest.split_once('+').unwrap_or((rest, "0"));
+        let past_entry = !matches!(offs, "0" | "0x0" | "");
+        let btf = facts.btf.as_ref();
+        let proto = btf.and_then(|b| match kind {
+            ProbeKind::Tprobe => b.tracepoints.get(symbol),
+            _ => b.functions.get(symbol),
+        });
+        Env {
+            arch: &facts.arch,
+            release: &facts.release,
+            btf_args: facts.has_probe_feature(ProbeFeature::BtfArgs),
+            btf_fields: facts.has_probe_feature(ProbeFeature::BtfFields),
+            return_args: facts.has_probe_feature(ProbeFeature::ReturnArgs),
+            owner: symbol.to_string(),
+            proto,
+            btf,
+            proto_missing: proto.is_none()
+                && btf.is_some_and(|b| b.complete || b.looked_up.contains(symbol)),
+            no_btf_here: module.is_some() || past_entry,
+            event: match kind {
+                ProbeKind::Eprobe => facts.formats.get(target).and_then(|text| {
+                    EventFormat::parse(target.split(':').next().unwrap_or(""), text).ok()
+                }),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Checks `FETCHARG[:TYPE]`; returns the field layout it produces, or what
+/// is wrong and the byte range (in `text`) it is about.
+fn fetcharg(text: &str, kind: ProbeKind, env: &Env<'_>) -> Result<Layout, Bad> {
     // The type follows the last ':' outside parentheses.
     let mut depth = 0i32;
     let mut colon = None;
@@ -596,22 +955,62 @@ fn fetcharg(text: &str, kind: ProbeKind, arch: &str) -> Result<Layout, (String, 
         Some(c) => (&text[..c], Some((&text[c + 1..], c + 1))),
         None => (text, None),
     };
-    let source = fetch_source(arg, 0, kind, arch)?;
+    if let Some(result) = btf_fetch(arg, ty, text.len(), kind, env) {
+        return result;
+    }
+    let source = fetch_source(arg, 0, kind, env)?;
     let Some((ty, at)) = ty else {
+        if source == Source::Comm && kind == ProbeKind::Eprobe {
+            return Err(Bad::from((
+                "in an eprobe `$comm` without a type records an address: write `$comm:string`"
+                    .to_string(),
+                0..text.len(),
+            )));
+        }
         return Ok(match source {
-            Source::Comm => Layout {
-                size: 4,
-                signed: false,
-                string: true,
-            },
-            _ => Layout {
-                size: 8,
-                signed: false,
-                string: false,
-            },
+            Source::Comm => STRING,
+            _ => WORD,
         });
     };
     let whole = at..text.len();
+    let bad = |msg: String| Err(Bad::from((msg, whole.clone())));
+    let (layout, base, array) = parse_type(ty, whole.clone(), kind)?;
+    let memory = matches!(source, Source::Memory | Source::Imm | Source::Field);
+    if layout.string {
+        if !(memory || source == Source::Comm) {
+            return bad(format!(
+                "type `{base}` needs a memory dereference such as +0(%si) or @ADDR, or $comm"
+            ));
+        }
+    } else if source == Source::Comm {
+        return bad("`$comm` is a string: its type can only be `string`".into());
+    }
+    if array && layout.string && base != "string" {
+        return bad(format!("`{base}` cannot be an array"));
+    }
+    Ok(layout)
+}
+
+/// A string field (`__data_loc char[]`).
+const STRING: Layout = Layout {
+    size: 4,
+    signed: false,
+    string: true,
+};
+/// An unsigned machine word (the default fetch type, `x64`/`u64`).
+const WORD: Layout = Layout {
+    size: 8,
+    signed: false,
+    string: false,
+};
+
+/// Parses TYPE (`u32`, `string`, `b4@0/32`, `u8[16]`, ...) at `whole` of the
+/// fetch text: its layout, its base type, whether it is an array.
+fn parse_type(
+    ty: &str,
+    whole: Range<usize>,
+    kind: ProbeKind,
+) -> Result<(Layout, &str, bool), (String, Range<usize>)> {
     let bad = |msg: String| Err((msg, whole.clone()));
     let (base, array) = match ty.split_once('[') {
         Some((b, rest)) => {
@@ -627,31 +1026,14 @@ fn fetcharg(text: &str, kind: ProbeKind, arch: &str) -> Result<Layout, (String, 
         }
         None => (ty, false),
     };
-    let memory = matches!(source, Source::Memory | Source::Imm);
     let layout = match base {
         "string" | "ustring" | "symstr" => {
             if base != "string" && !kind.is_kernel() {
                 return bad(format!("type `{base}` exists for kprobes only"));
             }
-            if !(memory || source == Source::Comm) {
-                return bad(format!(
-                    "type `{base}` needs a memory dereference such as +0(%si) or @ADDR, or $comm"
-                ));
-            }
-            Layout {
-                size: 4,
-                signed: false,
-                string: true,
-            }
+            STRING
         }
-        _ if source == Source::Comm => {
-            return bad("`$comm` is a string: its type can only be `string`".into());
-        }
-        "symbol" if kind.is_kernel() => Layout {
-            size: 8,
-            signed: false,
-            string: false,
-        },
+        "symbol" if kind.is_kernel() => WORD,
         "char" if kind.is_kernel() => Layout {
             size: 1,
             signed: false,
@@ -684,10 +1066,239 @@ fn fetcharg(text: &str, kind: ProbeKind, arch: &str) -> Result<Layout, (String, 
             }
         }
     };
-    if array && layout.string && base != "string" {
-        return bad(format!("`{base}` cannot be an array"));
+    Ok((layout, base, array))
+}
+
+/// A BTF fetch (`count`, `$arg2`, `$retval`, `file->f_path.dentry`, with an
+/// optional TYPE) on a kind that has BTF names, checked against the kernel's
+/// features and, where the digest has them, its types (Documentation/trace/
+/// fprobetrace.rst, "BTF arguments"). `None`: not a BTF fetch, or a plain
+/// `$argN`/`$retval` without a prototype to type it (the caller checks it).
+fn btf_fetch(
+    arg: &str,
+    ty: Option<(&str, usize)>,
+    len: usize,
+    kind: ProbeKind,
+    env: &Env<'_>,
+) -> Option<Result<Layout, Bad>> {
+    if !kind.has_btf() {
+        return None;
     }
-    Ok(layout)
+    let path = FieldPath::parse(arg).ok()?;
+    let named = !path.root.starts_with('$');
+    if path.root == "$retval" && !kind.is_return() {
+        return None;
+    }
+    if !named && path.fields.is_empty() && env.proto.is_none() {
+        return None;
+    }
+    let root_at = 0..path.root.len();
+    let kernel = |msg: String, at: Range<usize>, help: String| {
+        Some(Err(Bad {
+            msg,
+            at,
+            fault: Fault::Kernel,
+            help: Some(help),
+        }))
+    };
+    let recipe = |msg: String, at: Range<usize>, help: String| {
+        Some(Err(Bad {
+            msg,
+            at,
+            fault: Fault::Recipe,
+            help: Some(help),
+        }))
+    };
+    let bare_help = format!(
+        "use $argN, registers or memory fetchargs here, e.g. {}",
+        "\"+0(%si):string\""
+    );
+    if named || !path.fields.is_empty() {
+        if !env.btf_args {
+            return kernel(
+                format!(
+                    "this kernel ({}) has no {}: `{arg}` needs Linux 6.5",
+                    env.release,
+                    ProbeFeature::BtfArgs.what()
+                ),
+                0..arg.len(),
+                bare_help,
+            );
+        }
+        if !path.fields.is_empty() && !env.btf_fields {
+            return kernel(
+                format!(
+                    "this kernel ({}) has no {}: `{arg}` needs Linux 6.6",
+                    env.release,
+                    ProbeFeature::BtfFields.what()
+                ),
+                0..arg.len(),
+                "fetch the member by its offset instead, e.g. \"+8($arg1):u64\"".into(),
+            );
+        }
+        if env.no_btf_here {
+            return recipe(
+                format!(
+                    "`{arg}` is a BTF name, and BTF names a function's arguments only at its entry (a kprobe on SYMBOL without offset or module)"
+                ),
+                0..arg.len(),
+                bare_help,
+            );
+        }
+        if named && kind.is_return() && !env.return_args {
+            return kernel(
+                format!(
+                    "this kernel ({}) has no {}: `{}` cannot be read at a function's exit",
+                    env.release,
+                    ProbeFeature::ReturnArgs.what(),
+                    path.root
+                ),
+                root_at,
+                "read it at the entry (kind = \"fprobe\") or use $retval here".into(),
+            );
+        }
+    }
+    let Some(proto) = env.proto else {
+        if env.proto_missing {
+            return kernel(
+                format!(
+                    "the kernel's BTF has no prototype of `{}`: `{arg}` cannot be resolved",
+                    env.owner
+                ),
+                0..arg.len(),
+                bare_help,
+            );
+        }
+        // Not in this digest: nothing to check against.
+        return Some(Ok(untyped_layout(ty, len, kind)));
+    };
+    let owner = &env.owner;
+    let root = match path.root {
+        "$retval" => {
+            if proto.ret.shape == Shape::Void {
+                return kernel(
+                    format!("`{owner}` returns void: there is no `$retval`"),
+                    root_at,
+                    "fetch its arguments instead".into(),
+                );
+            }
+            proto.ret.clone()
+        }
+        r if r.starts_with("$arg") => {
+            let n: usize = r[4..].parse().unwrap_or(0);
+            match proto.params.get(n.wrapping_sub(1)) {
+                Some(v) => v.ty.clone(),
+                None => {
+                    return kernel(
+                        format!(
+                            "`{owner}` has {} argument{}: there is no `{r}`",
+                            proto.params.len(),
+                            if proto.params.len() == 1 { "" } else { "s" }
+                        ),
+                        root_at,
+                        format!(
+                            "its arguments are: {}",
+                            crate::btf::list_vars(&proto.params, 20)
+                        ),
+                    );
+                }
+            }
+        }
+        name => match proto.params.iter().find(|v| v.name == name) {
+            Some(v) => v.ty.clone(),
+            None => {
+                let near = suggest::nearest(name, proto.params.iter().map(|v| v.name.as_str()));
+                return kernel(
+                    format!(
+                        "`{owner}` has no argument `{name}`{}",
+                        near.map(|n| format!(" (did you mean `{n}`?)"))
+                            .unwrap_or_default()
+                    ),
+                    root_at,
+                    format!(
+                        "its arguments are: {}",
+                        crate::btf::list_vars(&proto.params, 20)
+                    ),
+                );
+            }
+        },
+    };
+    let end = match env.btf.and_then(|b| b.walk(&root, &path)) {
+        None => return Some(Ok(untyped_layout(ty, len, kind))),
+        Some(Err((msg, at))) => {
+            return kernel(
+                msg,
+                at,
+                "fields are the kernel's struct members (BTF); see the listing".into(),
+            );
+        }
+        Some(Ok(t)) => t,
+    };
+    Some(typed_layout(arg, &end, ty, len, kind))
+}
+
+/// A BTF fetch's layout when its type is unknown here: the TYPE's, else a word.
+fn untyped_layout(ty: Option<(&str, usize)>, len: usize, kind: ProbeKind) -> Layout {
+    ty.and_then(|(t, at)| parse_type(t, at..len, kind).ok())
+        .map_or(WORD, |(l, _, _)| l)
+}
+
+/// A BTF fetch that ends at type `end`: with `:string`/`:ustring` it must be
+/// a `char *` or `char[]`; without a TYPE the kernel takes the layout from
+/// BTF (integers by size and sign, pointers as words) and refuses a struct.
+fn typed_layout(
+    arg: &str,
+    end: &Ty,
+    ty: Option<(&str, usize)>,
+    len: usize,
+    kind: ProbeKind,
+) -> Result<Layout, Bad> {
+    let whole = 0..arg.len();
+    match ty {
+        Some((t, at)) => {
+            let (layout, base, _) = parse_type(t, at..len, kind)?;
+            if layout.string
+                && base != "symstr"
+                && !matches!(end.shape, Shape::PtrChar | Shape::CharArray)
+            {
+                return Err(Bad {
+                    msg: format!(
+                        "`{arg}` is a `{}`, not a `char *` or `char[]`: `:{base}` needs one",
+                        end.c
+                    ),
+                    at: at..len,
+                    fault: Fault::Kernel,
+                    help: Some(
+                        "fetch a char pointer or array member, or drop the string type".into(),
+                    ),
+                });
+            }
+            Ok(layout)
+        }
+        None => match &end.shape {
+            Shape::Int { size, signed } => Ok(Layout {
+                size: *size,
+                signed: *signed,
+                string: false,
+            }),
+            Shape::Agg(key) => Err(Bad {
+                msg: format!(
+                    "`{arg}` is a `{}` (a struct by value): fetch one of its members",
+                    end.c
+                ),
+                at: whole,
+                fault: Fault::Recipe,
+                help: Some(format!("write `{arg}.MEMBER` (see the members of `{key}`)")),
+            }),
+            Shape::CharArray => Err(Bad {
+                msg: format!("`{arg}` is a `{}`: fetch it as a string", end.c),
+                at: whole,
+                fault: Fault::Recipe,
+                help: Some(format!("write \"{arg}:string\"")),
+            }),
+            _ => Ok(WORD),
+        },
+    }
 }
 
 fn bitfield(b: &str) -> Option<Layout> {
@@ -715,6 +1326,8 @@ enum Source {
     Comm,
     Arg,
     Imm,
+    /// An eprobe's `$FIELD`.
+    Field,
 }
 
 /// Checks the FETCHARG part (no type); `at` is its offset in the whole text;
@@ -723,17 +1336,42 @@ fn fetch_source(
     arg: &str,
     at: usize,
     kind: ProbeKind,
-    arch: &str,
+    env: &Env<'_>,
 ) -> Result<Source, (String, Range<usize>)> {
     let here = at..at + arg.len().max(1);
     let err = |m: String| Err((m, here.clone()));
-    let doc_kinds = if kind.is_kernel() {
-        "kprobes"
-    } else {
-        "uprobes"
+    let doc_kinds = match kind {
+        ProbeKind::Uprobe | ProbeKind::Uretprobe => "uprobes",
+        ProbeKind::Eprobe => "eprobes",
+        _ => "kprobes",
     };
+    if kind == ProbeKind::Eprobe {
+        if arg.starts_with('%') || arg.starts_with("$stack") {
+            return err(format!(
+                "`{arg}`: an eprobe reads the event's fields (`$FIELD`), not registers or the stack"
+            ));
+        }
+        if let Some(var) = arg.strip_prefix('$') {
+            let fields = env.event.as_ref().map(|f| {
+                f.fields
+                    .iter()
+                    .filter(|f| !f.name.starts_with("common_"))
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+            });
+            return match fields {
+                Some(names) if names.contains(&var) => Ok(Source::Field),
+                _ if var == "comm" => Ok(Source::Comm),
+                None => Ok(Source::Field),
+                Some(names) => err(format!(
+                    "the event has no field `{var}`; its fields are: {}, and `$comm`",
+                    backticked(&names)
+                )),
+            };
+        }
+    }
     if let Some(reg) = arg.strip_prefix('%') {
-        if let Some((name, regs)) = registers(arch)
+        if let Some((name, regs)) = registers(env.arch)
             && !regs.contains(&reg)
         {
             let near = suggest::nearest(reg, regs.iter().copied());
@@ -781,7 +1419,7 @@ fn fetch_source(
             "comm" => Ok(Source::Comm),
             "retval" if kind.is_return() => Ok(Source::Retval),
             "retval" => err(
-                "`$retval` exists only on return probes (kind = \"kretprobe\" or \"uretprobe\")"
+                "`$retval` exists only on return probes (kind = \"kretprobe\", \"fexit\" or \"uretprobe\")"
                     .into(),
             ),
             v if v
@@ -824,7 +1462,7 @@ fn fetch_source(
             return err(format!("`{offs}` in `{arg}` is not an offset"));
         }
         let inner = &arg[open + 1..arg.len() - 1];
-        fetch_source(inner, at + open + 1, kind, arch)?;
+        fetch_source(inner, at + open + 1, kind, env)?;
         return Ok(Source::Memory);
     }
     err(format!(
@@ -844,10 +1482,10 @@ fn probe_format(kind: ProbeKind, event: &str, fields: &[(String, Layout)]) -> Op
         "name: {event}\nID: 0\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
     );
     let mut offset = 8;
-    let fixed: &[&str] = if kind.is_return() {
-        &["__probe_func", "__probe_ret_ip"]
-    } else {
-        &["__probe_ip"]
+    let fixed: &[&str] = match kind {
+        ProbeKind::Eprobe => &[],
+        _ if kind.is_return() => &["__probe_func", "__probe_ret_ip"],
+        _ => &["__probe_ip"],
     };
     for f in fixed {
         text.push_str(&format!(
@@ -889,11 +1527,31 @@ impl ResolvedProbe {
 }
 
 #[cfg(test)]
+impl Env<'static> {
+    /// An `arch` kernel with every probe feature and no BTF digest.
+    fn bare(arch: &'static str) -> Env<'static> {
+        Env {
+            arch,
+            release: "7.2.0",
+            btf_args: true,
+            btf_fields: true,
+            return_args: true,
+            owner: String::new(),
+            proto: None,
+            btf: None,
+            proto_missing: false,
+            no_btf_here: false,
+            event: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn ok(arg: &str, kind: ProbeKind) -> bool {
-        fetcharg(arg, kind, "x86_64").is_ok()
+        fetcharg(arg, kind, &Env::bare("x86_64")).is_ok()
     }
 
     #[test]
@@ -933,9 +1591,208 @@ mod tests {
             "$comm:u32",
             "%ax:b40@0/32",
             "%di:u8[0]",
-            "foo",
+            "1foo",
         ] {
             assert!(!ok(a, Kprobe), "{a}");
+        }
+        // A bare name is a BTF argument: a kernel without BTF names refuses it
+        // as its own lack (Linux 6.5).
+        assert!(ok("foo", Kprobe));
+        let old = Env {
+            btf_args: false,
+            ..Env::bare("x86_64")
+        };
+        let bad = fetcharg("foo", Kprobe, &old).unwrap_err();
+        assert!(
+            bad.fault == Fault::Kernel && bad.msg.contains("needs Linux 6.5"),
+            "{bad:?}"
+        );
+    }
+
+    /// vfs_read's prototype and the structs to a file's name, as a digest keeps them.
+    fn vfs_read_btf() -> BtfFacts {
+        serde_json::from_value(serde_json::json!({
+            "functions": {
+                "vfs_read": "|i8s|ssize_t;file|p>struct file|struct file *;buf|pc|char *;count|i8u|size_t;pos|p|loff_t *"
+            },
+            "tracepoints": {},
+            "structs": {
+                "struct file": "f_path|s>struct path|struct path",
+                "struct path": "dentry|p>struct dentry|struct dentry *",
+                "struct dentry": "d_name|s>struct qstr|struct qstr;d_iname|ac|unsigned char[40]",
+                "struct qstr": "len|i4u|u32;name|pc|const unsigned char *"
+            },
+            "complete": false,
+            "looked_up": ["vfs_read", "nosuch"]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn btf_fetches_walk_the_prototype_and_its_structs() {
+        use ProbeKind::*;
+        let btf = vfs_read_btf();
+        let env = Env {
+            owner: "vfs_read".into(),
+            proto: Some(&btf.functions["vfs_read"]),
+            btf: Some(&btf),
+            ..Env::bare("x86_64")
+        };
+        // Layouts come from BTF: size_t is a u64, ssize_t an s64.
+        assert_eq!(fetcharg("count", Fprobe, &env).unwrap(), WORD);
+        let ret = fetcharg("$retval", Fexit, &env).unwrap();
+        assert!(ret.signed && ret.size == 8);
+        assert_eq!(
+            fetcharg("file->f_path.dentry->d_name.len", Fprobe, &env)
+                .unwrap()
+                .size,
+            4
+        );
+        assert_eq!(
+            fetcharg("file->f_path.dentry->d_name.name:string", Fprobe, &env).unwrap(),
+            STRING
+        );
+        assert_eq!(
+            fetcharg("$arg1->f_path.dentry->d_iname:string", Kprobe, &env).unwrap(),
+            STRING
+        );
+        // A member the struct lacks: the kernel's, at the member, listing the struct.
+        let text = "file->f_path.dentry->d_nam.name:string";
+        let bad = fetcharg(text, Fprobe, &env).unwrap_err();
+        assert_eq!(bad.fault, Fault::Kernel);
+        assert_eq!(&text[bad.at.clone()], "d_nam");
+        assert!(
+            bad.msg
+                .contains("it has: `d_name` (struct qstr), `d_iname` (unsigned char[40])"),
+            "{}",
+            bad.msg
+        );
+        // Strings only from `char *` / `char[]`; structs by value need a member.
+        let bad = fetcharg("count:string", Fprobe, &env).unwrap_err();
+        assert!(
+            bad.msg.contains("not a `char *` or `char[]`"),
+            "{}",
+            bad.msg
+        );
+        let bad = fetcharg("file->f_path", Fprobe, &env).unwrap_err();
+        assert!(bad.msg.contains("fetch one of its members"), "{}", bad.msg);
+        // Argument names and numbers the prototype lacks.
+        let bad = fetcharg("cout", Fprobe, &env).unwrap_err();
+        assert!(bad.msg.contains("(did you mean `count`?)"), "{}", bad.msg);
+        assert_eq!(bad.at, 0..4);
+        assert!(
+            fetcharg("$arg5", Fprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("4 arguments")
+        );
+        // BTF names only at a function's entry for kprobes, and where BTF knows it.
+        let past = Env {
+            no_btf_here: true,
+            ..env
+        };
+        assert_eq!(
+            fetcharg("count", Kprobe, &past).unwrap_err().fault,
+            Fault::Recipe
+        );
+        let missing = Env {
+            owner: "nosuch".into(),
+            proto_missing: true,
+            ..Env::bare("x86_64")
+        };
+        let bad = fetcharg("count", Fprobe, &missing).unwrap_err();
+        assert!(
+            bad.msg.contains("BTF has no prototype of `nosuch`"),
+            "{}",
+            bad.msg
+        );
+        // Fields need 6.6 even where names work (6.5).
+        let six_five = Env {
+            btf_fields: false,
+            ..Env::bare("x86_64")
+        };
+        assert!(fetcharg("count", Fprobe, &six_five).is_ok());
+        let bad = fetcharg("file->f_path.dentry", Fprobe, &six_five).unwrap_err();
+        assert!(bad.msg.contains("needs Linux 6.6"), "{}", bad.msg);
+    }
+
+    #[test]
+    fn eprobes_read_the_events_fields() {
+        use ProbeKind::*;
+        let format = EventFormat::parse(
+            "syscalls",
+            "name: sys_enter_execve\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:const char * filename;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:const char *const * argv;\toffset:24;\tsize:8;\tsigned:0;\n\nprint fmt: \"\"\n",
+        )
+        .unwrap();
+        let env = Env {
+            event: Some(format),
+            ..Env::bare("x86_64")
+        };
+        assert_eq!(
+            fetcharg("+0(+u8($argv)):ustring", Eprobe, &env).unwrap(),
+            STRING
+        );
+        assert_eq!(fetcharg("$argv", Eprobe, &env).unwrap(), WORD);
+        assert_eq!(fetcharg("$comm:string", Eprobe, &env).unwrap(), STRING);
+        let bad = fetcharg("$argx", Eprobe, &env).unwrap_err();
+        assert!(
+            bad.msg
+                .contains("its fields are: `__syscall_nr`, `filename`, `argv`"),
+            "{}",
+            bad.msg
+        );
+        assert!(
+            fetcharg("$comm", Eprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("`$comm:string`")
+        );
+        assert!(
+            fetcharg("%di", Eprobe, &env)
+                .unwrap_err()
+                .msg
+                .contains("not registers")
+        );
+        // Names are BTF's, which eprobes do not have.
+        assert!(fetcharg("argv", Eprobe, &env).is_err());
+    }
+
+    #[test]
+    fn dynamic_event_kinds_define_their_lines() {
+        let p = |kind, spec: &str| ResolvedProbe {
+            kind,
+            event: "e".into(),
+            spec: spec.into(),
+            filter: None,
+            stacktrace: false,
+            span: None,
+        };
+        for (kind, spec, line) in [
+            (
+                ProbeKind::Fprobe,
+                "vfs_read count=count",
+                "f:g/e vfs_read count=count",
+            ),
+            (
+                ProbeKind::Fexit,
+                "vfs_read%return r=$retval",
+                "f:g/e vfs_read%return r=$retval",
+            ),
+            (
+                ProbeKind::Tprobe,
+                "sched_switch p=prev->pid",
+                "t:g/e sched_switch p=prev->pid",
+            ),
+            (
+                ProbeKind::Eprobe,
+                "syscalls.sys_enter_execve a=$argv",
+                "e:g/e syscalls.sys_enter_execve a=$argv",
+            ),
+        ] {
+            let p = p(kind, spec);
+            assert_eq!(p.definition("g"), line);
+            assert_eq!(p.removal("g"), "-:g/e");
+            assert_eq!(kind.events_file(), "dynamic_events");
         }
     }
 
@@ -950,12 +1807,15 @@ mod tests {
             ("ppc64le", "%gpr3", "%r3"),
             ("x86_64", "%di", "%x0"),
         ] {
-            assert!(fetcharg(good, Kprobe, arch).is_ok(), "{arch} {good}");
-            let (msg, _) = fetcharg(bad, Kprobe, arch).unwrap_err();
+            assert!(
+                fetcharg(good, Kprobe, &Env::bare(arch)).is_ok(),
+                "{arch} {good}"
+            );
+            let msg = fetcharg(bad, Kprobe, &Env::bare(arch)).unwrap_err().msg;
             assert!(msg.contains("is not a register on"), "{arch}: {msg}");
         }
         // An architecture without a table: registers are not checked.
-        assert!(fetcharg("%anything", Kprobe, "loongarch64").is_ok());
+        assert!(fetcharg("%anything", Kprobe, &Env::bare("loongarch64")).is_ok());
     }
 
     #[test]
@@ -967,9 +1827,9 @@ mod tests {
         assert!(!ok("$arg1", Uprobe));
         assert!(!ok("%di:symbol", Uprobe));
         assert!(!ok("+0(%di):ustring", Uprobe));
-        let (msg, at) = fetcharg("+0(%qq):string", Uprobe, "x86_64").unwrap_err();
-        assert!(msg.contains("%qq"), "{msg}");
-        assert_eq!(at, 3..6);
+        let bad = fetcharg("+0(%qq):string", Uprobe, &Env::bare("x86_64")).unwrap_err();
+        assert!(bad.msg.contains("%qq"), "{}", bad.msg);
+        assert_eq!(bad.at, 3..6);
     }
 
     #[test]
