@@ -40,6 +40,9 @@ pub struct CpuCapture {
     pub stats: String,
     /// CPU time the reader thread used (user + system).
     pub(crate) cpu_time: Duration,
+    /// The output file system filled up while recording: the raw file holds
+    /// what fitted (whole sub-buffers), and every reader stopped there.
+    pub(crate) truncated: bool,
 }
 
 /// A reader thread; it returns the bytes it wrote and its CPU time.
@@ -66,6 +69,7 @@ pub struct Readers {
     threads: Vec<(u32, std::sync::mpsc::Sender<Job>, ReaderThread)>,
     tids: Vec<u32>,
     draining: Arc<AtomicBool>,
+    full: Arc<AtomicBool>,
     wake_rd: Arc<OwnedFd>,
     wake: Option<OwnedFd>,
     bytes: Arc<AtomicU64>,
@@ -87,6 +91,7 @@ impl Readers {
             threads: Vec::new(),
             tids: Vec::new(),
             draining: Arc::new(AtomicBool::new(false)),
+            full: Arc::new(AtomicBool::new(false)),
             wake_rd: Arc::new(wake_rd),
             wake: Some(wake),
             bytes: Arc::new(AtomicU64::new(0)),
@@ -94,8 +99,9 @@ impl Readers {
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         for &cpu in cpus {
             let (job_tx, job_rx) = std::sync::mpsc::channel::<Job>();
-            let (draining, bytes, wake) = (
+            let (draining, full, bytes, wake) = (
                 readers.draining.clone(),
+                readers.full.clone(),
                 readers.bytes.clone(),
                 readers.wake_rd.clone(),
             );
@@ -111,7 +117,12 @@ impl Readers {
                             if j.at_end {
                                 wait_for_drain(&draining, &wake);
                             }
-                            read_cpu(j.fd, j.out, j.subbuf, (&draining, &wake), &bytes)
+                            let flags = Flags {
+                                draining: &draining,
+                                full: &full,
+                                wake: &wake,
+                            };
+                            read_cpu(j.fd, j.out, j.subbuf, flags, &bytes)
                         }
                         Err(_) => Ok((0, Duration::ZERO)),
                     }
@@ -139,8 +150,11 @@ impl Readers {
     /// [`Recorder::finish`] (then what the buffer holds): reading consumes, and a
     /// latency tracer swaps the live buffer into its max buffer at each new
     /// maximum, so a reader running meanwhile would empty the worst case's trace
-    /// (kernel/trace/trace.c, `update_max_tr`). Errors: a file could not be
-    /// opened or created (the readers are then ended).
+    /// (kernel/trace/trace.c, `update_max_tr`). Also sets aside
+    /// [`RESERVE_BYTES`] in `raw_dir` ([`Recorder::finish`] frees it), so that a
+    /// run whose output file system fills up still has room for trace.dat's
+    /// metadata and the reports. Errors: a file could not be opened or created
+    /// (the readers are then ended).
     pub fn start(
         mut self,
         instance: &Instance,
@@ -181,9 +195,11 @@ impl Readers {
         let mut rec = Recorder {
             threads: Vec::new(),
             draining: self.draining.clone(),
+            full: self.full.clone(),
             wake: None,
             bytes: self.bytes.clone(),
             instance: instance.clone(),
+            reserve: reserve(raw_dir),
         };
         for ((cpu, tx, handle), (job, out_path)) in
             std::mem::take(&mut self.threads).into_iter().zip(jobs)
@@ -213,6 +229,10 @@ impl Drop for Readers {
 pub struct Recorder {
     threads: Vec<(u32, PathBuf, ReaderThread)>,
     draining: Arc<AtomicBool>,
+    /// Set by the reader that found the output file system full.
+    full: Arc<AtomicBool>,
+    /// The room set aside ([`RESERVE_BYTES`]), when it could be.
+    reserve: Option<PathBuf>,
     /// Write end of the readers' wake-up pipe: closing it (after setting
     /// `draining`) wakes every reader at once instead of at its next poll timeout.
     wake: Option<OwnedFd>,
@@ -247,6 +267,12 @@ pub enum RecordError {
 }
 
 impl Recorder {
+    /// Whether a reader found the output file system full (every reader then
+    /// stops: the run should stop too).
+    pub(crate) fn output_full(&self) -> bool {
+        self.full.load(Ordering::SeqCst)
+    }
+
     /// Raw bytes captured so far, all CPUs together.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
@@ -269,8 +295,10 @@ impl Recorder {
             })
     }
 
-    /// Drains what is left (call after tracing was turned off), stops the readers
-    /// and reads each CPU's stats.
+    /// Drains what is left (call after tracing was turned off), stops the readers,
+    /// reads each CPU's stats and frees the room set aside. A reader that found
+    /// the output file system full is no error: every capture is then marked
+    /// [`CpuCapture::truncated`].
     pub fn finish(mut self) -> Result<Vec<CpuCapture>, RecordError> {
         self.draining.store(true, Ordering::SeqCst);
         self.wake = None;
@@ -287,6 +315,7 @@ impl Recorder {
                         bytes,
                         stats,
                         cpu_time,
+                        truncated: false,
                     });
                 }
                 Ok(Err(source)) => {
@@ -299,6 +328,13 @@ impl Recorder {
                     });
                 }
             }
+        }
+        if let Some(r) = self.reserve.take() {
+            let _ = std::fs::remove_file(r);
+        }
+        let truncated = self.output_full();
+        for c in &mut out {
+            c.truncated = truncated;
         }
         if let Err(source) = crate::fault::fail_at("drain") {
             first_err.get_or_insert(RecordError::Read { cpu: 0, source });
@@ -331,32 +367,89 @@ const IDLE_WAIT: Duration = Duration::from_millis(500);
 /// Bytes a pipe between trace_pipe_raw and the file may hold (pages moved per splice).
 const PIPE_BYTES: usize = 1 << 20;
 
-/// Whether draining was asked for, and the wake-up pipe that says so at once.
-type Stop<'a> = (&'a AtomicBool, &'a OwnedFd);
+/// Room set aside in the raw folder while recording, freed when the readers
+/// stop: what trace.dat's metadata (formats, printk formats, cmdlines; here
+/// about 100 KB without kallsyms) and the reports need once the output file
+/// system has filled up.
+pub(crate) const RESERVE_BYTES: u64 = 1 << 20;
+
+/// Sets aside [`RESERVE_BYTES`] as the file `reserve` of `raw_dir`
+/// (`fallocate(2)`, so the blocks are really taken); `None` when the file
+/// system has not that much room or cannot allocate (the run then records
+/// without the reserve).
+fn reserve(raw_dir: &Path) -> Option<PathBuf> {
+    let path = raw_dir.join("reserve");
+    let f = File::create(&path).ok()?;
+    match rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES) {
+        Ok(()) => Some(path),
+        Err(_) => {
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
+/// What a reader watches besides its CPU: whether draining was asked for,
+/// whether a reader found the output file system full (all then stop), and the
+/// wake-up pipe that says draining is asked for at once.
+#[derive(Clone, Copy)]
+struct Flags<'a> {
+    draining: &'a AtomicBool,
+    full: &'a AtomicBool,
+    wake: &'a OwnedFd,
+}
+
+/// Whether a write failed for want of room: the file system is full
+/// (`ENOSPC`), a quota is spent (`EDQUOT`) or the file is at its size limit
+/// (`EFBIG`).
+pub(crate) fn out_of_space(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+    )
+}
 
 fn read_cpu(
     fd: std::os::fd::OwnedFd,
     out: File,
     subbuf: usize,
-    draining: Stop<'_>,
+    flags: Flags<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<(u64, Duration)> {
-    let mut total = splice_cpu(&fd, &out, subbuf, draining, bytes)?;
-    total += read_pages(&fd, &out, subbuf, draining, bytes)?;
+    let read = splice_cpu(&fd, &out, subbuf, flags, bytes)
+        .and_then(|spliced| Ok(spliced + read_pages(&fd, &out, subbuf, flags, bytes)?));
+    let total = match read {
+        Ok(total) => total,
+        // Out of room: keep the whole sub-buffers that fitted, and stop every reader.
+        Err(e) if out_of_space(&e) => {
+            flags.full.store(true, Ordering::SeqCst);
+            let len = out.metadata()?.len();
+            let kept = len - len % subbuf as u64;
+            out.set_len(kept)?;
+            kept
+        }
+        Err(e) => return Err(e),
+    };
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     Ok((total, Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
 }
 
 /// Moves full sub-buffers trace_pipe_raw → pipe → `out` until draining is
 /// asked for and none is ready, or until the kernel refuses to splice (then
-/// [`read_pages`] does the work). Returns the bytes moved.
+/// [`read_pages`] does the work), or another reader found the output full.
+/// Returns the bytes moved.
 fn splice_cpu(
     fd: &std::os::fd::OwnedFd,
     out: &File,
     subbuf: usize,
-    (draining, wake): Stop<'_>,
+    flags: Flags<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<u64> {
+    let Flags {
+        draining,
+        full,
+        wake,
+    } = flags;
     use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
     let Ok((rd, wr)) = pipe_with(PipeFlags::CLOEXEC) else {
         return Ok(0);
@@ -366,6 +459,9 @@ fn splice_cpu(
     let mut total = 0u64;
     loop {
         let drain = draining.load(Ordering::SeqCst);
+        if full.load(Ordering::SeqCst) {
+            return Ok(total);
+        }
         match splice(fd, None, &wr, None, chunk, SpliceFlags::NONBLOCK) {
             Ok(0) | Err(Errno::AGAIN) => {
                 if drain {
@@ -394,14 +490,20 @@ fn splice_cpu(
 }
 
 /// Reads one sub-buffer at a time (zero-filled to its full size) into `out`
-/// until draining is asked for and the CPU's buffer is empty.
+/// until draining is asked for and the CPU's buffer is empty, or another
+/// reader found the output full.
 fn read_pages(
     fd: &std::os::fd::OwnedFd,
     out: &File,
     subbuf: usize,
-    (draining, wake): Stop<'_>,
+    flags: Flags<'_>,
     bytes: &AtomicU64,
 ) -> std::io::Result<u64> {
+    let Flags {
+        draining,
+        full,
+        wake,
+    } = flags;
     let mut out = BufWriter::new(out);
     let mut page = vec![0u8; subbuf];
     let mut total = 0u64;
@@ -409,6 +511,9 @@ fn read_pages(
         // Read the flag before reading, so that a page that arrives after the
         // drain request is still read before we stop at EAGAIN.
         let drain = draining.load(Ordering::SeqCst);
+        if full.load(Ordering::SeqCst) {
+            break;
+        }
         match rustix::io::read(fd, &mut page) {
             Ok(0) | Err(Errno::AGAIN) => {
                 if drain {

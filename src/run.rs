@@ -265,6 +265,9 @@ pub struct RunOutcome {
     pub rollback: RollbackReport,
     /// The bundle written beside the output folder (`--bundle`, `[output] bundle`).
     pub bundle: Option<PathBuf>,
+    /// The output file system filled up while recording: trace.dat holds what
+    /// fitted and is marked truncated ([`tracedat::TRUNCATED_STAT`]).
+    pub output_full: bool,
 }
 
 /// The id of the calling thread (`gettid(2)`).
@@ -750,6 +753,9 @@ impl Armed {
                 .is_some_and(|max| recorder.bytes() >= max)
             {
                 break StopReason::MaxSize;
+            }
+            if recorder.output_full() {
+                break StopReason::OutputFull;
             }
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 last_progress = Instant::now();

@@ -1319,7 +1319,7 @@ mod tests {
             std::path::Path::new("/sys/kernel/tracing"),
         )
         .unwrap();
-        let merged = out.write_trace_dat("trace.dat", &meta, &cpus).unwrap();
+        let merged = out.write_trace_dat("trace.dat", &meta, &cpus, false).unwrap();
         let out = std::process::Command::new("trace-cmd")
             .arg("report")
             .arg(&merged)

@@ -43,7 +43,10 @@ pub(super) fn write_output(
             path: c.path.clone(),
         })
         .collect();
-    let dat_path = out.write_trace_dat(dat_name, &meta, &cpus)?;
+    // A recording cut short by a full file system is turned into trace.dat
+    // in place: each piece copied is freed from its raw file.
+    let output_full = captures.iter().any(|c| c.truncated);
+    let dat_path = out.write_trace_dat(dat_name, &meta, &cpus, output_full)?;
     out.remove_raw()?;
     let file = TraceFile::open(&dat_path).map_err(|source| RunError::ReadBack {
         path: dat_path.clone(),
@@ -156,6 +159,7 @@ pub(super) fn write_output(
         signal: p.signals.get(),
         rollback: RollbackReport::default(),
         bundle,
+        output_full,
     })
 }
 
@@ -398,7 +402,10 @@ pub(super) fn capture_meta(
                 captures
                     .iter()
                     .find(|c| c.cpu == cpu)
-                    .map(|c| c.stats.clone())
+                    .map(|c| match c.truncated {
+                        true => format!("{}{}", c.stats, tracedat::TRUNCATED_STAT),
+                        false => c.stats.clone(),
+                    })
                     .unwrap_or_default()
             })
             .collect(),
