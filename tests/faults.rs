@@ -124,4 +124,126 @@ mod tracefs {
         fs.unmount();
         s.finish();
     }
+
+    /// The run (its per-CPU readers are threads of it) SIGSTOPped for 5 s
+    /// while its workload keeps writing markers into a 16 KiB-per-CPU buffer:
+    /// the kernel overwrites what nobody reads. Every marker written is either
+    /// in trace.dat or counted lost, once: per CPU, report.json's overrun is
+    /// the overrun of trace.dat's stats, its in-page count the sum of
+    /// trace-cmd's `[N EVENTS DROPPED]` lines of that CPU, and the summary
+    /// shows the same total.
+    #[test]
+    fn a_recorder_stopped_for_5_s_counts_the_loss_per_cpu_exactly_once() {
+        use std::collections::BTreeMap;
+        let s = Scenario::new(&markers_recipe("stopped", 16, "300s"));
+        let (stop, count) = (s.path("stop"), s.path("count"));
+        let writer = marker_writer(&stop, &count);
+        let out = s.out();
+        let mut child = std::process::Command::new(crate::common::bin())
+            .args(run_args(&s.recipe, &out, &[], &["sh", "-c", &writer]))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (mut stderr, mut seen) = crate::common::until_recording(&mut child);
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        let stats = |cpu: &str| {
+            std::fs::read_to_string(
+                crate::common::tracefs()
+                    .root()
+                    .join(format!("instances/trace-recipe-stopped-{pid}/per_cpu/{cpu}/stats")),
+            )
+            .unwrap_or_default()
+        };
+        let overrun_now = || -> u64 {
+            crate::common::tracefs()
+                .list(&format!("instances/trace-recipe-stopped-{pid}/per_cpu"))
+                .iter()
+                .map(|cpu| stat(&stats(cpu), "overrun:"))
+                .sum()
+        };
+        let before = overrun_now();
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+        // The fault itself lasts 5 s; nothing waits on time to decide an outcome.
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        let during = overrun_now();
+        rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+        std::fs::write(&stop, "").unwrap();
+        let status = child.wait().unwrap();
+        std::io::Read::read_to_string(&mut stderr, &mut seen).unwrap();
+        assert_eq!(status.code(), Some(0), "{seen}");
+        assert!(
+            during > before,
+            "the kernel overwrote nothing while the recorder was stopped ({before} -> {during})"
+        );
+        let written: u64 = std::fs::read_to_string(&count)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let report = s.report();
+        let lost = report["lost_events"].as_object().unwrap().clone();
+        let total: u64 = lost.values().map(|l| l["total"].as_u64().unwrap()).sum();
+        assert_eq!(report["lost_total"].as_u64(), Some(total), "{report:#}");
+        assert!(total >= during - before, "{report:#}");
+        // Read + lost = written: each marker counted once, in one place.
+        let dat = out.join("trace.dat");
+        let listing = trace_cmd_report(&dat);
+        let kept = event_lines(&listing)
+            .iter()
+            .filter(|l| l.contains("fault-marker "))
+            .count() as u64;
+        assert_eq!(kept + total, written, "{report:#}");
+        // Per CPU: report.json's overrun is trace.dat's, its in-page count
+        // trace-cmd's dropped lines, its total the larger of the two.
+        let file = tracedat::TraceFile::open(&dat).unwrap();
+        let mut dropped_lines: BTreeMap<String, u64> = BTreeMap::new();
+        for l in crate::common::listing_lines(&listing)
+            .into_iter()
+            .filter(|l| crate::common::is_lost_marker(l))
+        {
+            let (cpu, rest) = l["CPU:".len()..].split_once(' ').unwrap();
+            let n: u64 = rest
+                .trim_start_matches('[')
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap_or(0);
+            *dropped_lines.entry(cpu.to_string()).or_default() += n;
+        }
+        for (cpu, l) in &lost {
+            let in_file = file
+                .cpu_stats()
+                .iter()
+                .find(|st| st.starts_with(&format!("CPU: {cpu}\n")))
+                .map_or(0, |st| stat(st, "overrun:"));
+            assert_eq!(l["overrun"].as_u64(), Some(in_file), "cpu {cpu}: {l:#}");
+            assert_eq!(
+                l["in_pages"].as_u64(),
+                Some(dropped_lines.get(cpu).copied().unwrap_or(0)),
+                "cpu {cpu}: {l:#}\n{dropped_lines:?}"
+            );
+            let (o, p) = (l["overrun"].as_u64().unwrap(), l["in_pages"].as_u64().unwrap());
+            assert_eq!(l["total"].as_u64(), Some(o.max(p) + l["dropped"].as_u64().unwrap()));
+        }
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(&format!("lost events: {total} (")),
+            "{summary}"
+        );
+        eprintln!(
+            "FIGURE recorder stopped 5 s: {written} markers written, {kept} kept, {total} lost ({lost:?})"
+        );
+        s.finish();
+    }
+}
+
+/// The number after `key` in a `per_cpu/cpuN/stats` text (0 when absent).
+fn stat(stats: &str, key: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
