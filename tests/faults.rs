@@ -237,6 +237,73 @@ mod tracefs {
         );
         s.finish();
     }
+
+    /// One tracefs write (the fork event's `enable`, applied and undone) made
+    /// to fail by the test hook: `EINTR` three times is tried again and the
+    /// run succeeds; `EINTR` past the bound of tries and `EBUSY` fail the step,
+    /// and every step before it is undone (exit 3, nothing left, the output
+    /// folder discarded); `EBUSY` on its undo leaves the journal as evidence
+    /// (exit 7) until `reset` finishes the rollback.
+    #[test]
+    fn a_busy_or_interrupted_tracefs_write_is_retried_or_rolled_back_never_half_applied() {
+        let s = Scenario::new(
+            "name = \"busy\"\ndescription = \"t\"\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_process_fork\"\n",
+        );
+        let run = |name: &str, fault: &str| {
+            let out = s.path(name);
+            let o = std::process::Command::new(crate::common::bin())
+                .args(run_args(&s.recipe, &out, &[], &["sh", "-c", "true & wait"]))
+                .env(
+                    "TRACE_RECIPE_TEST_TRACEFS_ERRNO",
+                    format!("{fault}:sched/sched_process_fork/enable:{}", &name[name.len() - 3..]),
+                )
+                .output()
+                .unwrap();
+            (o, out)
+        };
+        // Interrupted three times: tried again, recorded as usual.
+        let (o, out) = run("eintr-1x3", "EINTR");
+        assert_exit(&o, 0);
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        assert!(
+            report["events"]["sched:sched_process_fork"].as_u64() >= Some(1),
+            "{report:#}"
+        );
+        assert_eq!(s.guard.changes(), Vec::<String>::new());
+        // Interrupted past the bound, or busy: the step fails, all is undone.
+        for (name, fault, says) in [
+            ("eintr-1x8", "EINTR", "Interrupted system call"),
+            ("ebusy-1x1", "EBUSY", "Device or resource busy"),
+        ] {
+            let (o, out) = run(name, fault);
+            let stderr = text(&o.stderr);
+            assert_exit(&o, 3);
+            assert!(
+                stderr.contains("sched_process_fork/enable")
+                    && stderr.contains(says)
+                    && stderr.contains("every step already applied was undone"),
+                "{name}: {stderr}"
+            );
+            assert!(!out.exists(), "{name}: the refused run's folder was kept");
+            assert_eq!(s.guard.changes(), Vec::<String>::new(), "{name}");
+        }
+        // Busy when undone: the undo fails, the journal is kept, exit 7.
+        let (o, _) = run("ebusy-2x1", "EBUSY");
+        let stderr = text(&o.stderr);
+        assert_exit(&o, 7);
+        let journal = stderr
+            .lines()
+            .find_map(|l| l.split("journal kept: ").nth(1))
+            .map(|j| PathBuf::from(j.trim()))
+            .unwrap_or_else(|| panic!("no journal named:\n{stderr}"));
+        assert!(journal.exists(), "the journal of the failed undo was deleted");
+        assert!(stderr.contains("Device or resource busy"), "{stderr}");
+        let reset = crate::common::trace_recipe(&["reset"]);
+        assert_exit(&reset, 0);
+        assert!(!journal.exists(), "reset left the journal");
+        s.finish();
+    }
 }
 
 /// The number after `key` in a `per_cpu/cpuN/stats` text (0 when absent).
