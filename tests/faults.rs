@@ -304,6 +304,66 @@ mod tracefs {
         assert!(!journal.exists(), "reset left the journal");
         s.finish();
     }
+
+    /// A workload forking 5,000 short tasks, followed (`follow_forks`): the
+    /// run leaves nothing of its own (instance, pid lists, journal, a task),
+    /// the profile follows at most 4,096 tasks one by one and counts the rest
+    /// as `(other)`, lists 20, and the run stays under 300 MB.
+    #[test]
+    fn five_thousand_forked_tasks_leave_nothing_behind_and_the_profile_stays_bounded() {
+        let s = Scenario::new(
+            "name = \"forks\"\ndescription = \"t\"\n[buffer]\nsize_kb = 8192\n[scope]\nfollow_forks = true\n[[events]]\nname = \"sched:sched_switch\"\n[[events]]\nname = \"sched:sched_wakeup\"\n[[events]]\nname = \"sched:sched_process_fork\"\n",
+        );
+        let out = s.out();
+        let tag = format!("fault-forks-{}", std::process::id());
+        let m = crate::bounds::measured(&run_args(
+            &s.recipe,
+            &out,
+            &[],
+            &[
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 5000 ]; do ( : ) & i=$((i+1)); done; wait",
+                &tag,
+            ],
+        ));
+        assert_eq!(m.code, Some(0), "{}", m.all);
+        let report = s.report();
+        let forks = report["events"]["sched:sched_process_fork"].as_u64().unwrap_or(0);
+        let lost = report["lost_total"].as_u64().unwrap();
+        assert!(forks >= 5000 || lost > 0, "{forks} forks recorded, none lost");
+        let p = &report["profile"];
+        let (followed, other) = (
+            p["tasks_total"].as_u64().unwrap(),
+            p["tasks_other"].as_u64().unwrap_or(0),
+        );
+        assert!(followed <= 4096, "{followed} tasks followed one by one");
+        assert!(
+            followed + other > 5000 || lost > 0,
+            "{followed} + {other} tasks seen of 5,001"
+        );
+        assert!(p["tasks"].as_array().unwrap().len() <= 20);
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            other == 0 || summary.contains(&format!("and {other} more past that bound, (other)")),
+            "{summary:.3000}"
+        );
+        assert!(m.max_rss_mb < 300, "the run peaked at {} MB", m.max_rss_mb);
+        eprintln!(
+            "FIGURE 5,000 forks: {forks} fork events, {followed} tasks followed + {other} (other), lost {lost}, peak {} MB",
+            m.max_rss_mb
+        );
+        // No task of the workload is left.
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| text(&c))
+            .filter(|c| c.contains(&tag))
+            .collect();
+        assert!(left.is_empty(), "tasks left: {left:?}");
+        s.finish();
+    }
 }
 
 /// The number after `key` in a `per_cpu/cpuN/stats` text (0 when absent).
