@@ -13,7 +13,7 @@
 //! Documentation/trace/ftrace.rst (trace_pipe_raw, per_cpu/cpuN/stats).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,8 +45,19 @@ pub struct CpuCapture {
     pub(crate) truncated: bool,
 }
 
-/// A reader thread; it returns the bytes it wrote and its CPU time.
-type ReaderThread = JoinHandle<std::io::Result<(u64, Duration)>>;
+/// A reader thread; it returns the bytes it wrote, its CPU time and its last
+/// raw file.
+type ReaderThread = JoinHandle<std::io::Result<(u64, Duration, PathBuf)>>;
+
+/// The raw file of CPU `cpu` for piece `piece` of a rotating run
+/// ([`Recorder::rotate`]): `cpuN.raw` for the first (and only, without
+/// rotation), `cpuN.K.raw` for piece K after it.
+pub(crate) fn raw_path(raw_dir: &Path, cpu: u32, piece: u64) -> PathBuf {
+    match piece {
+        0 => raw_dir.join(format!("cpu{cpu}.raw")),
+        k => raw_dir.join(format!("cpu{cpu}.{k}.raw")),
+    }
+}
 
 /// What an idle reader is given to start reading: its CPU's trace_pipe_raw,
 /// its raw file, the sub-buffer size, and whether to read only once draining
@@ -56,6 +67,8 @@ struct Job {
     out: File,
     subbuf: usize,
     at_end: bool,
+    cpu: u32,
+    raw_dir: PathBuf,
 }
 
 /// Per-CPU reader threads started before anything is applied, each waiting for
@@ -73,6 +86,10 @@ pub struct Readers {
     wake_rd: Arc<OwnedFd>,
     wake: Option<OwnedFd>,
     bytes: Arc<AtomicU64>,
+    /// The piece asked for ([`Recorder::rotate`]) and, per reader, the piece
+    /// it writes.
+    piece: Arc<AtomicU64>,
+    writing: Vec<Arc<AtomicU64>>,
 }
 
 impl Readers {
@@ -95,6 +112,8 @@ impl Readers {
             wake_rd: Arc::new(wake_rd),
             wake: Some(wake),
             bytes: Arc::new(AtomicU64::new(0)),
+            piece: Arc::new(AtomicU64::new(0)),
+            writing: Vec::new(),
         };
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         for &cpu in cpus {
@@ -105,6 +124,8 @@ impl Readers {
                 readers.bytes.clone(),
                 readers.wake_rd.clone(),
             );
+            let (piece, writing) = (readers.piece.clone(), Arc::new(AtomicU64::new(0)));
+            readers.writing.push(writing.clone());
             let tid_tx = tid_tx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("record-cpu{cpu}"))
@@ -122,9 +143,16 @@ impl Readers {
                                 full: &full,
                                 wake: &wake,
                             };
-                            read_cpu(j.fd, j.out, j.subbuf, flags, &bytes)
+                            let out = Out {
+                                file: j.out,
+                                cpu: j.cpu,
+                                raw_dir: j.raw_dir,
+                                asked: &piece,
+                                writing: &writing,
+                            };
+                            read_cpu(j.fd, out, j.subbuf, flags, &bytes)
                         }
-                        Err(_) => Ok((0, Duration::ZERO)),
+                        Err(_) => Ok((0, Duration::ZERO, PathBuf::new())),
                     }
                 })
                 .map_err(|source| RecordError::Open {
@@ -176,7 +204,7 @@ impl Readers {
                 path: pipe.clone(),
                 source: e.into(),
             })?;
-            let out_path = raw_dir.join(format!("cpu{cpu}.raw"));
+            let out_path = raw_path(raw_dir, cpu, 0);
             let out = File::create(&out_path).map_err(|source| RecordError::Open {
                 cpu,
                 path: out_path.clone(),
@@ -188,6 +216,8 @@ impl Readers {
                     out,
                     subbuf,
                     at_end,
+                    cpu,
+                    raw_dir: raw_dir.to_path_buf(),
                 },
                 out_path,
             ));
@@ -200,6 +230,8 @@ impl Readers {
             bytes: self.bytes.clone(),
             instance: instance.clone(),
             reserve: reserve(raw_dir),
+            piece: self.piece.clone(),
+            writing: std::mem::take(&mut self.writing),
         };
         for ((cpu, tx, handle), (job, out_path)) in
             std::mem::take(&mut self.threads).into_iter().zip(jobs)
@@ -233,6 +265,9 @@ pub struct Recorder {
     full: Arc<AtomicBool>,
     /// The room set aside ([`RESERVE_BYTES`]), when it could be.
     reserve: Option<PathBuf>,
+    /// The piece asked for, and the one each reader writes ([`Recorder::rotate`]).
+    piece: Arc<AtomicU64>,
+    writing: Vec<Arc<AtomicU64>>,
     /// Write end of the readers' wake-up pipe: closing it (after setting
     /// `draining`) wakes every reader at once instead of at its next poll timeout.
     wake: Option<OwnedFd>,
@@ -273,6 +308,21 @@ impl Recorder {
         self.full.load(Ordering::SeqCst)
     }
 
+    /// Asks every reader to go on in a new raw file, [`raw_path`] of the next
+    /// piece, at its next sub-buffers; returns that piece's number. The files
+    /// of the piece before are complete once [`Recorder::switched`] says so.
+    pub(crate) fn rotate(&self) -> u64 {
+        self.piece.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Whether every reader writes piece `piece` (or a later one): the raw
+    /// files of the pieces before it are then complete.
+    pub(crate) fn switched(&self, piece: u64) -> bool {
+        self.writing
+            .iter()
+            .all(|w| w.load(Ordering::SeqCst) >= piece)
+    }
+
     /// Raw bytes captured so far, all CPUs together.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
@@ -305,9 +355,9 @@ impl Recorder {
         crate::fault::kill_at("drain");
         let mut out = Vec::new();
         let mut first_err = None;
-        for (cpu, path, handle) in std::mem::take(&mut self.threads) {
+        for (cpu, _, handle) in std::mem::take(&mut self.threads) {
             match handle.join() {
-                Ok(Ok((bytes, cpu_time))) => {
+                Ok(Ok((bytes, cpu_time, path))) => {
                     let stats = self.instance.read(&format!("per_cpu/cpu{cpu}/stats"))?;
                     out.push(CpuCapture {
                         cpu,
@@ -409,29 +459,61 @@ pub(crate) fn out_of_space(e: &std::io::Error) -> bool {
     )
 }
 
+/// A reader's raw file, and the piece it belongs to ([`Recorder::rotate`]).
+struct Out<'a> {
+    file: File,
+    cpu: u32,
+    raw_dir: PathBuf,
+    /// The piece asked for.
+    asked: &'a AtomicU64,
+    /// The piece this reader writes (what [`Recorder::switched`] reads).
+    writing: &'a AtomicU64,
+}
+
+impl Out<'_> {
+    /// Goes on in the raw file of the piece asked for, when a newer one was.
+    fn follow(&mut self) -> std::io::Result<()> {
+        let asked = self.asked.load(Ordering::SeqCst);
+        if asked > self.writing.load(Ordering::SeqCst) {
+            self.file = File::create(raw_path(&self.raw_dir, self.cpu, asked))?;
+            self.writing.store(asked, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// The file written now.
+    fn path(&self) -> PathBuf {
+        raw_path(&self.raw_dir, self.cpu, self.writing.load(Ordering::SeqCst))
+    }
+}
+
 fn read_cpu(
     fd: std::os::fd::OwnedFd,
-    out: File,
+    mut out: Out<'_>,
     subbuf: usize,
     flags: Flags<'_>,
     bytes: &AtomicU64,
-) -> std::io::Result<(u64, Duration)> {
-    let read = splice_cpu(&fd, &out, subbuf, flags, bytes)
-        .and_then(|spliced| Ok(spliced + read_pages(&fd, &out, subbuf, flags, bytes)?));
+) -> std::io::Result<(u64, Duration, PathBuf)> {
+    let read = splice_cpu(&fd, &mut out, subbuf, flags, bytes)
+        .and_then(|spliced| Ok(spliced + read_pages(&fd, &mut out, subbuf, flags, bytes)?));
     let total = match read {
         Ok(total) => total,
         // Out of room: keep the whole sub-buffers that fitted, and stop every reader.
         Err(e) if out_of_space(&e) => {
             flags.full.store(true, Ordering::SeqCst);
-            let len = out.metadata()?.len();
+            let len = out.file.metadata()?.len();
             let kept = len - len % subbuf as u64;
-            out.set_len(kept)?;
+            out.file.set_len(kept)?;
             kept
         }
         Err(e) => return Err(e),
     };
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Ok((total, Duration::new(t.tv_sec as u64, t.tv_nsec as u32)))
+    Ok((
+        total,
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32),
+        out.path(),
+    ))
 }
 
 /// Moves full sub-buffers trace_pipe_raw → pipe → `out` until draining is
@@ -440,7 +522,7 @@ fn read_cpu(
 /// Returns the bytes moved.
 fn splice_cpu(
     fd: &std::os::fd::OwnedFd,
-    out: &File,
+    out: &mut Out<'_>,
     subbuf: usize,
     flags: Flags<'_>,
     bytes: &AtomicU64,
@@ -462,6 +544,7 @@ fn splice_cpu(
         if full.load(Ordering::SeqCst) {
             return Ok(total);
         }
+        out.follow()?;
         match splice(fd, None, &wr, None, chunk, SpliceFlags::NONBLOCK) {
             Ok(0) | Err(Errno::AGAIN) => {
                 if drain {
@@ -472,7 +555,7 @@ fn splice_cpu(
             Ok(n) => {
                 let mut left = n;
                 while left > 0 {
-                    match splice(&rd, None, out, None, left, SpliceFlags::MOVE) {
+                    match splice(&rd, None, &out.file, None, left, SpliceFlags::MOVE) {
                         Ok(0) => return Err(std::io::Error::other("pipe emptied early")),
                         Ok(m) => left -= m,
                         Err(Errno::INTR) => {}
@@ -494,7 +577,7 @@ fn splice_cpu(
 /// reader found the output full.
 fn read_pages(
     fd: &std::os::fd::OwnedFd,
-    out: &File,
+    out: &mut Out<'_>,
     subbuf: usize,
     flags: Flags<'_>,
     bytes: &AtomicU64,
@@ -504,7 +587,6 @@ fn read_pages(
         full,
         wake,
     } = flags;
-    let mut out = BufWriter::new(out);
     let mut page = vec![0u8; subbuf];
     let mut total = 0u64;
     loop {
@@ -514,6 +596,7 @@ fn read_pages(
         if full.load(Ordering::SeqCst) {
             break;
         }
+        out.follow()?;
         match rustix::io::read(fd, &mut page) {
             Ok(0) | Err(Errno::AGAIN) => {
                 if drain {
@@ -523,7 +606,7 @@ fn read_pages(
             }
             Ok(n) => {
                 page[n..].fill(0);
-                out.write_all(&page)?;
+                out.file.write_all(&page)?;
                 total += subbuf as u64;
                 bytes.fetch_add(subbuf as u64, Ordering::Relaxed);
             }
@@ -531,7 +614,6 @@ fn read_pages(
             Err(e) => return Err(e.into()),
         }
     }
-    out.flush()?;
     Ok(total)
 }
 

@@ -145,6 +145,10 @@ pub struct JsonReport {
     /// [`tracedat::TRUNCATED_STAT`]), and events after it are neither recorded
     /// nor counted as lost.
     pub(crate) truncated: bool,
+    /// A rotating run's pieces (`[output] rotate`): which were kept (the
+    /// report covers them all) and how many were dropped. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pieces: Option<crate::run::Pieces>,
     /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
     /// `funcgraph`, `stacks`).
     pub(crate) analyses: Vec<String>,
@@ -346,6 +350,7 @@ impl JsonReport {
             lost_total,
             lost_percent: lost_percent(c.total, lost_total),
             truncated: file.truncated(),
+            pieces: None,
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),
