@@ -43,11 +43,13 @@ pub struct CpuCapture {
     /// The output file system filled up while recording: the raw file holds
     /// what fitted (whole sub-buffers), and every reader stopped there.
     pub(crate) truncated: bool,
+    /// The piece `path` belongs to (`[output] rotate`; 0 without).
+    pub(crate) piece: u64,
 }
 
-/// A reader thread; it returns the bytes it wrote, its CPU time and its last
-/// raw file.
-type ReaderThread = JoinHandle<std::io::Result<(u64, Duration, PathBuf)>>;
+/// A reader thread; it returns the bytes it wrote, its CPU time, and its
+/// last raw file with the piece it belongs to.
+type ReaderThread = JoinHandle<std::io::Result<(u64, Duration, PathBuf, u64)>>;
 
 /// The raw file of CPU `cpu` for piece `piece` of a rotating run
 /// ([`Recorder::rotate`]): `cpuN.raw` for the first (and only, without
@@ -86,10 +88,38 @@ pub struct Readers {
     wake_rd: Arc<OwnedFd>,
     wake: Option<OwnedFd>,
     bytes: Arc<AtomicU64>,
-    /// The piece asked for ([`Recorder::rotate`]) and, per reader, the piece
-    /// it writes.
-    piece: Arc<AtomicU64>,
+    /// The pieces of a rotating run: see [`Pieces`].
+    pieces: Arc<Pieces>,
     writing: Vec<Arc<AtomicU64>>,
+}
+
+/// How a rotating run's readers cut pieces ([`Recorder::rotate_at`]): the
+/// piece asked for, the raw bytes written since it was, and the bytes at which
+/// a reader asks for the next one (0: never).
+#[derive(Debug, Default)]
+struct Pieces {
+    asked: AtomicU64,
+    bytes: AtomicU64,
+    threshold: AtomicU64,
+}
+
+impl Pieces {
+    /// Counts `n` bytes written into piece `piece`; the reader whose bytes
+    /// take it to the threshold asks for the next piece.
+    fn wrote(&self, piece: u64, n: u64) {
+        let threshold = self.threshold.load(Ordering::Relaxed);
+        if threshold == 0 {
+            return;
+        }
+        if self.bytes.fetch_add(n, Ordering::SeqCst) + n >= threshold
+            && self
+                .asked
+                .compare_exchange(piece, piece + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.bytes.store(0, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Readers {
@@ -112,7 +142,7 @@ impl Readers {
             wake_rd: Arc::new(wake_rd),
             wake: Some(wake),
             bytes: Arc::new(AtomicU64::new(0)),
-            piece: Arc::new(AtomicU64::new(0)),
+            pieces: Arc::new(Pieces::default()),
             writing: Vec::new(),
         };
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
@@ -124,7 +154,7 @@ impl Readers {
                 readers.bytes.clone(),
                 readers.wake_rd.clone(),
             );
-            let (piece, writing) = (readers.piece.clone(), Arc::new(AtomicU64::new(0)));
+            let (pieces, writing) = (readers.pieces.clone(), Arc::new(AtomicU64::new(0)));
             readers.writing.push(writing.clone());
             let tid_tx = tid_tx.clone();
             let handle = std::thread::Builder::new()
@@ -147,12 +177,12 @@ impl Readers {
                                 file: j.out,
                                 cpu: j.cpu,
                                 raw_dir: j.raw_dir,
-                                asked: &piece,
+                                pieces: &pieces,
                                 writing: &writing,
                             };
                             read_cpu(j.fd, out, j.subbuf, flags, &bytes)
                         }
-                        Err(_) => Ok((0, Duration::ZERO, PathBuf::new())),
+                        Err(_) => Ok((0, Duration::ZERO, PathBuf::new(), 0)),
                     }
                 })
                 .map_err(|source| RecordError::Open {
@@ -230,7 +260,7 @@ impl Readers {
             bytes: self.bytes.clone(),
             instance: instance.clone(),
             reserve: reserve(raw_dir),
-            piece: self.piece.clone(),
+            pieces: self.pieces.clone(),
             writing: std::mem::take(&mut self.writing),
         };
         for ((cpu, tx, handle), (job, out_path)) in
@@ -265,8 +295,9 @@ pub struct Recorder {
     full: Arc<AtomicBool>,
     /// The room set aside ([`RESERVE_BYTES`]), when it could be.
     reserve: Option<PathBuf>,
-    /// The piece asked for, and the one each reader writes ([`Recorder::rotate`]).
-    piece: Arc<AtomicU64>,
+    /// The pieces of a rotating run, and the one each reader writes
+    /// ([`Recorder::rotate_at`]).
+    pieces: Arc<Pieces>,
     writing: Vec<Arc<AtomicU64>>,
     /// Write end of the readers' wake-up pipe: closing it (after setting
     /// `draining`) wakes every reader at once instead of at its next poll timeout.
@@ -308,11 +339,14 @@ impl Recorder {
         self.full.load(Ordering::SeqCst)
     }
 
-    /// Asks every reader to go on in a new raw file, [`raw_path`] of the next
-    /// piece, at its next sub-buffers; returns that piece's number. The files
-    /// of the piece before are complete once [`Recorder::switched`] says so.
-    pub(crate) fn rotate(&self) -> u64 {
-        self.piece.fetch_add(1, Ordering::SeqCst) + 1
+    /// Records in pieces: once `threshold` raw bytes (all CPUs) were written
+    /// into a piece, the reader that wrote the last of them asks for the next,
+    /// and every reader goes on in its raw file of it ([`raw_path`]) before
+    /// its next sub-buffers: a piece gets at most one splice per CPU past the
+    /// threshold. The files of a piece are complete once
+    /// [`Recorder::switched`] says every reader is past it.
+    pub(crate) fn rotate_at(&self, threshold: u64) {
+        self.pieces.threshold.store(threshold, Ordering::SeqCst);
     }
 
     /// Whether every reader writes piece `piece` (or a later one): the raw
@@ -357,7 +391,7 @@ impl Recorder {
         let mut first_err = None;
         for (cpu, _, handle) in std::mem::take(&mut self.threads) {
             match handle.join() {
-                Ok(Ok((bytes, cpu_time, path))) => {
+                Ok(Ok((bytes, cpu_time, path, piece))) => {
                     let stats = self.instance.read(&format!("per_cpu/cpu{cpu}/stats"))?;
                     out.push(CpuCapture {
                         cpu,
@@ -366,6 +400,7 @@ impl Recorder {
                         stats,
                         cpu_time,
                         truncated: false,
+                        piece,
                     });
                 }
                 Ok(Err(source)) => {
@@ -464,8 +499,8 @@ struct Out<'a> {
     file: File,
     cpu: u32,
     raw_dir: PathBuf,
-    /// The piece asked for.
-    asked: &'a AtomicU64,
+    /// The pieces of a rotating run.
+    pieces: &'a Pieces,
     /// The piece this reader writes (what [`Recorder::switched`] reads).
     writing: &'a AtomicU64,
 }
@@ -473,7 +508,7 @@ struct Out<'a> {
 impl Out<'_> {
     /// Goes on in the raw file of the piece asked for, when a newer one was.
     fn follow(&mut self) -> std::io::Result<()> {
-        let asked = self.asked.load(Ordering::SeqCst);
+        let asked = self.pieces.asked.load(Ordering::SeqCst);
         if asked > self.writing.load(Ordering::SeqCst) {
             self.file = File::create(raw_path(&self.raw_dir, self.cpu, asked))?;
             self.writing.store(asked, Ordering::SeqCst);
@@ -481,9 +516,14 @@ impl Out<'_> {
         Ok(())
     }
 
-    /// The file written now.
-    fn path(&self) -> PathBuf {
-        raw_path(&self.raw_dir, self.cpu, self.writing.load(Ordering::SeqCst))
+    /// The piece written now.
+    fn piece(&self) -> u64 {
+        self.writing.load(Ordering::SeqCst)
+    }
+
+    /// Counts `n` bytes written into the current piece.
+    fn wrote(&self, n: u64) {
+        self.pieces.wrote(self.piece(), n);
     }
 }
 
@@ -493,7 +533,7 @@ fn read_cpu(
     subbuf: usize,
     flags: Flags<'_>,
     bytes: &AtomicU64,
-) -> std::io::Result<(u64, Duration, PathBuf)> {
+) -> std::io::Result<(u64, Duration, PathBuf, u64)> {
     let read = splice_cpu(&fd, &mut out, subbuf, flags, bytes)
         .and_then(|spliced| Ok(spliced + read_pages(&fd, &mut out, subbuf, flags, bytes)?));
     let total = match read {
@@ -509,10 +549,12 @@ fn read_cpu(
         Err(e) => return Err(e),
     };
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    let piece = out.piece();
     Ok((
         total,
         Duration::new(t.tv_sec as u64, t.tv_nsec as u32),
-        out.path(),
+        raw_path(&out.raw_dir, out.cpu, piece),
+        piece,
     ))
 }
 
@@ -564,6 +606,7 @@ fn splice_cpu(
                 }
                 total += n as u64;
                 bytes.fetch_add(n as u64, Ordering::Relaxed);
+                out.wrote(n as u64);
             }
             Err(Errno::INTR) => {}
             Err(_) if total == 0 => return Ok(0),
@@ -609,6 +652,7 @@ fn read_pages(
                 out.file.write_all(&page)?;
                 total += subbuf as u64;
                 bytes.fetch_add(subbuf as u64, Ordering::Relaxed);
+                out.wrote(subbuf as u64);
             }
             Err(Errno::INTR) => {}
             Err(e) => return Err(e.into()),

@@ -712,14 +712,30 @@ impl Armed {
                     .parse::<u64>()
                     .unwrap_or(0);
                 let cpus = self.p.facts.cpus.len() as u64;
-                let symbols = self.kallsyms.len() as u64;
-                Some(rotate::Rotation::new(r, cpus, ring_kb, symbols).map_err(RunError::Rotate)?)
+                // What a piece holds besides the pages, measured on the metadata as it reads now.
+                let meta = capture_meta(
+                    inst,
+                    &self.p.plan,
+                    valid,
+                    &self.p.facts,
+                    &header_page,
+                    &[],
+                    self.kallsyms.clone(),
+                )?;
+                let meta_bytes = rotate::metadata_bytes(&meta);
+                Some(
+                    rotate::Rotation::new(r, cpus, ring_kb, meta_bytes)
+                        .map_err(RunError::Rotate)?,
+                )
             }
             None => None,
         };
         let recorder = self
             .recorder
             .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
+        if let Some(rot) = &rotation {
+            recorder.rotate_at(rot.threshold);
+        }
         crate::fault::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),

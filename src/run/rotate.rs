@@ -1,7 +1,7 @@
 //! `[output] rotate`: a long run recorded in pieces. While recording, once the
-//! current piece's raw data reaches its threshold, the readers are asked to go
-//! on in new raw files ([`Recorder::rotate`]); when every reader has switched,
-//! the piece's raw files become `trace.K.dat` (K = 1, 2, ... in recording
+//! current piece's raw data reaches its threshold, the readers go on in new
+//! raw files ([`Recorder::rotate_at`]); when every reader has switched, the
+//! piece's raw files become `trace.K.dat` (K = 1, 2, ... in recording
 //! order) and are deleted, and the oldest pieces are deleted while the pieces
 //! kept, with room for the one being recorded, take more than `keep_mb`. The
 //! run's last piece is `trace.dat`, written at the end like any run's.
@@ -13,9 +13,31 @@ use super::RunError;
 use crate::output::OutputDir;
 use crate::record::{CpuCapture, Recorder, raw_path};
 
-/// What a piece's trace.dat holds besides the pages, at most: formats,
-/// printk formats, cmdlines (about 100 KB here), kallsyms aside.
+/// Room for what a piece's metadata may gain after it was measured
+/// ([`metadata_bytes`]): task names learned from the events and added to its
+/// cmdlines, and the CPU stats.
 const META_ALLOWANCE: u64 = 256 << 10;
+
+/// The bytes of a trace.dat of `meta` without pages: what every piece holds
+/// besides them.
+pub(super) fn metadata_bytes(meta: &tracedat::CaptureMeta) -> u64 {
+    /// A writer that only counts.
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    match tracedat::write_v6(&mut n, meta, &[]) {
+        Ok(()) => n.0,
+        Err(_) => 0,
+    }
+}
 
 /// Bytes one reader may still write into a piece after it was asked to
 /// switch: one splice (`record::PIPE_BYTES`).
@@ -27,12 +49,10 @@ pub(super) struct Rotation {
     /// `size_mb` and `keep_mb`, in bytes.
     size: u64,
     keep: u64,
-    /// Raw bytes after which a piece is cut.
-    threshold: u64,
-    /// The recorder's byte count when the current piece began.
-    start: u64,
-    /// The piece asked for, while some reader still writes the one before.
-    pending: Option<u64>,
+    /// Raw bytes after which a piece is cut ([`Recorder::rotate_at`]).
+    pub(super) threshold: u64,
+    /// The next piece to write as a trace.dat.
+    next: u64,
     /// Pieces written, oldest first: name and size in bytes.
     kept: VecDeque<(String, u64)>,
     /// Pieces deleted, and their bytes.
@@ -58,7 +78,7 @@ pub(crate) struct Pieces {
 
 impl Rotation {
     /// The rotation of a run with `cpus` CPUs, a ring buffer of `ring_kb` KiB
-    /// per CPU and `kallsyms` bytes of symbols in each piece. A piece is cut
+    /// per CPU and `meta` bytes of metadata in each piece. A piece is cut
     /// when its raw data reaches `size_mb` less what may still come after the
     /// cut (a splice per CPU, and at the end the ring buffer's content) and
     /// trace.dat's metadata. Errors: that leaves less than half of `size_mb`.
@@ -66,16 +86,17 @@ impl Rotation {
         rotate: &crate::recipe::Rotate,
         cpus: u64,
         ring_kb: u64,
-        kallsyms: u64,
+        meta: u64,
     ) -> Result<Rotation, String> {
         let size = rotate.size_mb << 20;
-        let margin = cpus * (SPLICE_BYTES + (ring_kb << 10)) + META_ALLOWANCE + kallsyms;
+        let margin = cpus * (SPLICE_BYTES + (ring_kb << 10)) + META_ALLOWANCE + meta;
         let threshold = size.saturating_sub(margin);
         if threshold < size / 2 {
             return Err(format!(
-                "`[output] rotate` size_mb = {} is too small for a ring buffer of {ring_kb} KiB on {cpus} CPUs: a piece must hold twice {} MiB (a splice and the ring buffer per CPU, and the metadata)\n  = help: raise `rotate.size_mb` to at least {}, or lower `[buffer] size_kb`",
+                "`[output] rotate` size_mb = {} is too small here: besides its events a piece must have room for {:.1} MiB (a splice and the ring buffer's {ring_kb} KiB on each of {cpus} CPUs, and {:.1} MiB of metadata), at most half of it\n  = help: raise `rotate.size_mb` to at least {}, or lower `[buffer] size_kb`",
                 rotate.size_mb,
-                margin.div_ceil(1 << 20),
+                margin as f64 / f64::from(1 << 20),
+                meta as f64 / f64::from(1 << 20),
                 (2 * margin).div_ceil(1 << 20)
             ));
         }
@@ -83,63 +104,49 @@ impl Rotation {
             size,
             keep: rotate.keep_mb << 20,
             threshold,
-            start: 0,
-            pending: None,
+            next: 0,
             kept: VecDeque::new(),
             dropped: 0,
             dropped_bytes: 0,
         })
     }
 
-    /// One step while recording: asks for a new piece when the current one is
-    /// full, and once every reader has switched, writes the finished piece with
-    /// `cut(piece, name)` (which returns its size) and drops the oldest pieces
-    /// past `keep_mb`.
+    /// One step while recording: each piece every reader is past is written
+    /// with `cut(piece, name)` (which returns its size), and the oldest
+    /// pieces past `keep_mb` are dropped.
     pub(super) fn tick(
         &mut self,
         rec: &Recorder,
         out: &OutputDir,
-        cut: impl FnOnce(u64, &str) -> Result<u64, RunError>,
+        mut cut: impl FnMut(u64, &str) -> Result<u64, RunError>,
     ) -> Result<(), RunError> {
-        match self.pending {
-            Some(asked) if rec.switched(asked) => {
-                self.pending = None;
-                self.write(asked - 1, out, cut)
-            }
-            Some(_) => Ok(()),
-            None => {
-                if rec.bytes().saturating_sub(self.start) >= self.threshold {
-                    self.start = rec.bytes();
-                    self.pending = Some(rec.rotate());
-                }
-                Ok(())
-            }
+        while rec.switched(self.next + 1) {
+            self.write(self.next, out, &mut cut)?;
         }
+        Ok(())
     }
 
-    /// After the readers stopped: the piece a rotation was switching from
-    /// when the run stopped is written with `cut` too, and a capture still on
-    /// that piece's raw file goes on with an empty file of the next piece.
+    /// After the readers stopped: every piece before the last one a reader
+    /// reached is written with `cut` too, and a capture whose last raw file
+    /// was one of them goes on with an empty file of that last piece.
     pub(super) fn settle(
         &mut self,
         captures: &mut [CpuCapture],
         raw_dir: &Path,
         out: &OutputDir,
-        cut: impl FnOnce(u64, &str) -> Result<u64, RunError>,
+        mut cut: impl FnMut(u64, &str) -> Result<u64, RunError>,
     ) -> Result<(), RunError> {
-        let Some(asked) = self.pending.take() else {
-            return Ok(());
-        };
-        self.write(asked - 1, out, cut)?;
-        for c in captures.iter_mut() {
-            if c.path == raw_path(raw_dir, c.cpu, asked - 1) {
-                let next = raw_path(raw_dir, c.cpu, asked);
-                std::fs::File::create(&next).map_err(|source| crate::output::OutputError::Io {
-                    path: next.clone(),
-                    source,
-                })?;
-                c.path = next;
-            }
+        let last = captures.iter().map(|c| c.piece).max().unwrap_or(0);
+        while self.next < last {
+            self.write(self.next, out, &mut cut)?;
+        }
+        for c in captures.iter_mut().filter(|c| c.piece < last) {
+            let next = raw_path(raw_dir, c.cpu, last);
+            std::fs::File::create(&next).map_err(|source| crate::output::OutputError::Io {
+                path: next.clone(),
+                source,
+            })?;
+            (c.path, c.piece) = (next, last);
         }
         Ok(())
     }
@@ -150,10 +157,11 @@ impl Rotation {
         &mut self,
         piece: u64,
         out: &OutputDir,
-        cut: impl FnOnce(u64, &str) -> Result<u64, RunError>,
+        cut: &mut impl FnMut(u64, &str) -> Result<u64, RunError>,
     ) -> Result<(), RunError> {
         let name = format!("trace.{}.dat", piece + 1);
         let size = cut(piece, &name)?;
+        self.next = piece + 1;
         self.kept.push_back((name, size));
         self.drop_past(out, self.size)
     }
@@ -228,6 +236,7 @@ impl PieceSource<'_> {
                     .unwrap_or_default(),
                 cpu_time: std::time::Duration::ZERO,
                 truncated: false,
+                piece,
             })
             .filter(|c| c.path.exists())
             .collect();
