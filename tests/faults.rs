@@ -364,6 +364,84 @@ mod tracefs {
         assert!(left.is_empty(), "tasks left: {left:?}");
         s.finish();
     }
+
+    /// `[output] rotate = { size_mb = 6, keep_mb = 12 }` on 30 MiB of
+    /// markers: pieces of at most 6 MiB, the oldest dropped so that those
+    /// kept take at most 12 MiB, each read whole by trace-cmd, in recording
+    /// order, and the report's events are those of every piece kept.
+    #[test]
+    fn a_rotating_run_keeps_bounded_pieces_each_readable_and_reports_over_all_of_them() {
+        let s = Scenario::new(&format!(
+            "{}[stop]\nmax_size_mb = 30\n[output]\nrotate = {{ size_mb = 6, keep_mb = 12 }}\n",
+            markers_recipe("rotate", 64, "300s")
+        ));
+        let (stop, count) = (s.path("never"), s.path("count"));
+        let writer = marker_writer(&stop, &count);
+        s.run(&[], &["sh", "-c", &writer], 0);
+        let out = s.out();
+        let report = s.report();
+        assert_eq!(report["stop_reason"], "max_size_mb", "{report:#}");
+        let pieces = &report["pieces"];
+        let kept: Vec<(String, u64)> = pieces["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| (k[0].as_str().unwrap().to_string(), k[1].as_u64().unwrap()))
+            .collect();
+        let mut on_disk: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("trace") && n.ends_with(".dat"))
+            .collect();
+        on_disk.sort_by_key(|n| {
+            n.trim_start_matches("trace.")
+                .trim_end_matches("dat")
+                .trim_end_matches('.')
+                .parse::<u64>()
+                .unwrap_or(u64::MAX)
+        });
+        let names: Vec<&str> = kept.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(on_disk, names, "{pieces:#}");
+        assert!(pieces["dropped"].as_u64() >= Some(1), "{pieces:#}");
+        assert!(kept.len() >= 2, "{pieces:#}");
+        let mut total = 0;
+        let mut markers = 0;
+        let mut last_seen: Option<u64> = None;
+        for (name, size) in &kept {
+            let path = out.join(name);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), *size, "{name}");
+            assert!(*size <= 6 << 20, "{name} is {size} bytes, over 6 MiB");
+            total += size;
+            let listing = trace_cmd_report(&path);
+            let numbers: Vec<u64> = event_lines(&listing)
+                .iter()
+                .filter_map(|l| l.split("fault-marker ").nth(1))
+                .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+                .collect();
+            // In recording order: each piece's markers come after the last piece's.
+            if let (Some(prev), Some(first)) = (last_seen, numbers.iter().min()) {
+                assert!(*first > prev, "{name} starts at marker {first}, not after {prev}");
+            }
+            last_seen = numbers.iter().max().copied().or(last_seen);
+            markers += numbers.len() as u64;
+        }
+        assert!(total <= 12 << 20, "the pieces kept take {total} bytes");
+        assert_eq!(report["total_events"].as_u64(), Some(markers), "{pieces:#}");
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(&format!("events:   {markers} "))
+                && summary.contains(&format!("pieces: {} kept", kept.len())),
+            "{summary:.2000}"
+        );
+        assert!(!out.join(".raw").exists(), "raw files left behind");
+        eprintln!(
+            "FIGURE rotate 6/12 MiB on 30 MiB: {} pieces kept ({total} bytes), {} dropped, {markers} events",
+            kept.len(),
+            pieces["dropped"]
+        );
+        s.finish();
+    }
 }
 
 /// The number after `key` in a `per_cpu/cpuN/stats` text (0 when absent).
