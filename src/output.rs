@@ -265,7 +265,10 @@ impl OutputDir {
             let mut open: Option<(PathBuf, std::fs::File)> = None;
             let punch = |path: &Path, offset: u64, len: u64| -> std::io::Result<()> {
                 if open.as_ref().is_none_or(|(at, _)| at != path) {
-                    open = Some((path.to_path_buf(), OpenOptions::new().write(true).open(path)?));
+                    open = Some((
+                        path.to_path_buf(),
+                        OpenOptions::new().write(true).open(path)?,
+                    ));
                 }
                 let Some((_, raw)) = &open else {
                     return Ok(());

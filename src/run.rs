@@ -44,8 +44,8 @@ mod rotate;
 mod stop;
 
 pub(crate) use output::keeps_max_trace;
-pub(crate) use rotate::Pieces;
 use output::{capture_meta, observe_irreversible, save_tables, save_tracer_files, write_output};
+pub(crate) use rotate::Pieces;
 use stop::Signals;
 pub use stop::{Signal, StopReason};
 
@@ -956,8 +956,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             i.effect
         )]));
     }
-    let result =
-        captured.and_then(|c| write_output(&p, c, workload_exit, irreversible, rotation));
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible, rotation));
     match (result, rollback.complete()) {
         (Ok(mut outcome), _) => {
             outcome.rollback = rollback;

@@ -81,12 +81,8 @@ mod tracefs {
         let out = fs.0.join("out");
         let (stop, count) = (s.path("never"), s.path("count"));
         let writer = marker_writer(&stop, &count);
-        let o = crate::common::trace_recipe(&run_args(
-            &s.recipe,
-            &out,
-            &[],
-            &["sh", "-c", &writer],
-        ));
+        let o =
+            crate::common::trace_recipe(&run_args(&s.recipe, &out, &[], &["sh", "-c", &writer]));
         let stderr = text(&o.stderr);
         assert_exit(&o, 3);
         assert!(
@@ -97,7 +93,10 @@ mod tracefs {
         );
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-        assert_eq!(report["stop_reason"], "output file system full", "{report:#}");
+        assert_eq!(
+            report["stop_reason"], "output file system full",
+            "{report:#}"
+        );
         assert_eq!(report["truncated"], true, "{report:#}");
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert!(
@@ -113,12 +112,11 @@ mod tracefs {
             .iter()
             .filter(|l| l.contains("fault-marker "))
             .count() as u64;
-        assert!(markers > 1000, "only {markers} markers kept:\n{listing:.2000}");
-        assert_eq!(
-            report["total_events"].as_u64(),
-            Some(markers),
-            "{report:#}"
+        assert!(
+            markers > 1000,
+            "only {markers} markers kept:\n{listing:.2000}"
         );
+        assert_eq!(report["total_events"].as_u64(), Some(markers), "{report:#}");
         assert!(!out.join(".raw").exists(), "the raw files were left behind");
         drop(file);
         fs.unmount();
@@ -148,11 +146,9 @@ mod tracefs {
         let (mut stderr, mut seen) = crate::common::until_recording(&mut child);
         let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
         let stats = |cpu: &str| {
-            std::fs::read_to_string(
-                crate::common::tracefs()
-                    .root()
-                    .join(format!("instances/trace-recipe-stopped-{pid}/per_cpu/{cpu}/stats")),
-            )
+            std::fs::read_to_string(crate::common::tracefs().root().join(format!(
+                "instances/trace-recipe-stopped-{pid}/per_cpu/{cpu}/stats"
+            )))
             .unwrap_or_default()
         };
         let overrun_now = || -> u64 {
@@ -224,8 +220,14 @@ mod tracefs {
                 Some(dropped_lines.get(cpu).copied().unwrap_or(0)),
                 "cpu {cpu}: {l:#}\n{dropped_lines:?}"
             );
-            let (o, p) = (l["overrun"].as_u64().unwrap(), l["in_pages"].as_u64().unwrap());
-            assert_eq!(l["total"].as_u64(), Some(o.max(p) + l["dropped"].as_u64().unwrap()));
+            let (o, p) = (
+                l["overrun"].as_u64().unwrap(),
+                l["in_pages"].as_u64().unwrap(),
+            );
+            assert_eq!(
+                l["total"].as_u64(),
+                Some(o.max(p) + l["dropped"].as_u64().unwrap())
+            );
         }
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert!(
@@ -255,7 +257,10 @@ mod tracefs {
                 .args(run_args(&s.recipe, &out, &[], &["sh", "-c", "true & wait"]))
                 .env(
                     "TRACE_RECIPE_TEST_TRACEFS_ERRNO",
-                    format!("{fault}:sched/sched_process_fork/enable:{}", &name[name.len() - 3..]),
+                    format!(
+                        "{fault}:sched/sched_process_fork/enable:{}",
+                        &name[name.len() - 3..]
+                    ),
                 )
                 .output()
                 .unwrap();
@@ -297,7 +302,10 @@ mod tracefs {
             .find_map(|l| l.split("journal kept: ").nth(1))
             .map(|j| PathBuf::from(j.trim()))
             .unwrap_or_else(|| panic!("no journal named:\n{stderr}"));
-        assert!(journal.exists(), "the journal of the failed undo was deleted");
+        assert!(
+            journal.exists(),
+            "the journal of the failed undo was deleted"
+        );
         assert!(stderr.contains("Device or resource busy"), "{stderr}");
         let reset = crate::common::trace_recipe(&["reset"]);
         assert_exit(&reset, 0);
@@ -329,9 +337,14 @@ mod tracefs {
         ));
         assert_eq!(m.code, Some(0), "{}", m.all);
         let report = s.report();
-        let forks = report["events"]["sched:sched_process_fork"].as_u64().unwrap_or(0);
+        let forks = report["events"]["sched:sched_process_fork"]
+            .as_u64()
+            .unwrap_or(0);
         let lost = report["lost_total"].as_u64().unwrap();
-        assert!(forks >= 5000 || lost > 0, "{forks} forks recorded, none lost");
+        assert!(
+            forks >= 5000 || lost > 0,
+            "{forks} forks recorded, none lost"
+        );
         let p = &report["profile"];
         let (followed, other) = (
             p["tasks_total"].as_u64().unwrap(),
@@ -421,7 +434,10 @@ mod tracefs {
                 .collect();
             // In recording order: each piece's markers come after the last piece's.
             if let (Some(prev), Some(first)) = (last_seen, numbers.iter().min()) {
-                assert!(*first > prev, "{name} starts at marker {first}, not after {prev}");
+                assert!(
+                    *first > prev,
+                    "{name} starts at marker {first}, not after {prev}"
+                );
             }
             last_seen = numbers.iter().max().copied().or(last_seen);
             markers += numbers.len() as u64;

@@ -1349,7 +1349,9 @@ mod tests {
             std::path::Path::new("/sys/kernel/tracing"),
         )
         .unwrap();
-        let merged = out.write_trace_dat("trace.dat", &meta, &cpus, false).unwrap();
+        let merged = out
+            .write_trace_dat("trace.dat", &meta, &cpus, false)
+            .unwrap();
         let out = std::process::Command::new("trace-cmd")
             .arg("report")
             .arg(&merged)

@@ -26,8 +26,8 @@ use std::path::Path;
 
 pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
-    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Rotate, Stack, Tracer,
-    Trigger, parse_duration,
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Rotate, Stack, Tracer, Trigger,
+    parse_duration,
 };
 pub use render::Builtins;
 pub(crate) use spans::{PathSeg, SpanIndex};

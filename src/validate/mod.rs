@@ -581,11 +581,25 @@ fn check_scope_and_output(cx: &mut Ctx<'_>, r: &Recipe) {
         }
         if rot.keep_mb < rot.size_mb.saturating_mul(2) {
             let span = cx.span(&path!("output", "rotate", "keep_mb"));
-            cx.recipe(span, format!("`rotate.keep_mb` is {}, less than two pieces of {} MiB", rot.keep_mb, rot.size_mb), Some(format!("give at least {} (two pieces)", rot.size_mb.saturating_mul(2))));
+            cx.recipe(
+                span,
+                format!(
+                    "`rotate.keep_mb` is {}, less than two pieces of {} MiB",
+                    rot.keep_mb, rot.size_mb
+                ),
+                Some(format!(
+                    "give at least {} (two pieces)",
+                    rot.size_mb.saturating_mul(2)
+                )),
+            );
         }
         if r.output.trace_dat == Some(false) {
             let span = cx.span(&path!("output", "rotate"));
-            cx.recipe(span, "`rotate` writes trace.dat pieces, and `trace_dat = false` asks for none", Some("remove one of the two keys".into()));
+            cx.recipe(
+                span,
+                "`rotate` writes trace.dat pieces, and `trace_dat = false` asks for none",
+                Some("remove one of the two keys".into()),
+            );
         }
         if let Some(name) = r.tracer.as_ref().and_then(|t| t.name.as_deref())
             && crate::run::keeps_max_trace(name)
