@@ -26,7 +26,8 @@
 //! apply), [`FAIL_UNDO_ENV`] (an undo, wherever it is performed) and
 //! [`FAIL_JOURNAL_ENV`] (a journal write). [`HOLD_READERS_ENV`] holds the
 //! per-CPU readers back until a file exists, so that a test can overflow the
-//! ring buffer on purpose.
+//! ring buffer on purpose. [`TRACEFS_ERRNO_ENV`] makes chosen tracefs writes
+//! fail with `EBUSY` or `EINTR`, as a busy or interrupted kernel would.
 
 /// Comma-separated points at which the process SIGKILLs itself.
 pub const KILL_AT_ENV: &str = "TRACE_RECIPE_TEST_KILL_AT";
@@ -58,6 +59,48 @@ pub const FAIL_JOURNAL_ENV: &str = "TRACE_RECIPE_TEST_FAIL_JOURNAL";
 /// use it to fill a small ring buffer past its size with a known number of
 /// events and check the lost count.
 pub(crate) const HOLD_READERS_ENV: &str = "TRACE_RECIPE_TEST_HOLD_READERS";
+
+/// Test-only: `ERRNO:FILE:N` or `ERRNO:FILE:NxK` — the N-th attempt (1-based)
+/// of this process to write a tracefs file whose path ends with FILE (whole
+/// components: `sched/sched_switch/enable`), and the K - 1 attempts after it
+/// (default K = 1), fail with ERRNO (`EBUSY` or `EINTR`) before reaching the
+/// kernel. A retried write is a new attempt. Tests use it to prove a busy file
+/// is never half-applied and an interrupted write is tried again
+/// ([`crate::tracefs::Instance::write`]).
+pub const TRACEFS_ERRNO_ENV: &str = "TRACE_RECIPE_TEST_TRACEFS_ERRNO";
+
+/// Attempts so far to write the file [`TRACEFS_ERRNO_ENV`] names.
+static TRACEFS_ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `Err` with the errno [`TRACEFS_ERRNO_ENV`] chooses when this attempt to
+/// write the tracefs file `path` is one it names; `Ok` otherwise (always,
+/// without the feature or the variable).
+pub(crate) fn tracefs_write(path: &std::path::Path) -> std::io::Result<()> {
+    let Some(spec) = var(TRACEFS_ERRNO_ENV) else {
+        return Ok(());
+    };
+    let mut parts = spec.splitn(3, ':');
+    let (Some(errno), Some(file), Some(which)) = (parts.next(), parts.next(), parts.next()) else {
+        return Ok(());
+    };
+    let errno = match errno {
+        "EBUSY" => libc::EBUSY,
+        "EINTR" => libc::EINTR,
+        _ => return Ok(()),
+    };
+    if !path.ends_with(file) {
+        return Ok(());
+    }
+    let (first, times) = which.split_once('x').unwrap_or((which, "1"));
+    let (Ok(first), Ok(times)) = (first.parse::<usize>(), times.parse::<usize>()) else {
+        return Ok(());
+    };
+    let attempt = TRACEFS_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    match (first..first + times).contains(&attempt) {
+        true => Err(std::io::Error::from_raw_os_error(errno)),
+        false => Ok(()),
+    }
+}
 
 /// The value of the hook variable `name`: the one place the hooks read the
 /// environment.

@@ -246,13 +246,47 @@ impl OutputDir {
     /// [`tracedat::Comms`]), the file is written a second time with those
     /// comms added to its cmdlines section, so trace-cmd and KernelShark show
     /// them too.
+    ///
+    /// With `in_place` (the output file system filled up while recording),
+    /// each piece of a raw file is punched out of it (`fallocate(2)`,
+    /// `FALLOC_FL_PUNCH_HOLE`) once copied, so the copy needs little more room
+    /// than the raw files already take, and the file is written once, with
+    /// `saved_cmdlines` only (there is no room for a second copy). On a file
+    /// system that cannot punch holes the copy needs the raw files' size again.
     pub fn write_trace_dat(
         &self,
         name: &str,
         meta: &CaptureMeta,
         cpus: &[CpuData],
+        in_place: bool,
     ) -> Result<PathBuf, OutputError> {
         let (f, p) = self.create_new(name)?;
+        if in_place {
+            let mut open: Option<(PathBuf, std::fs::File)> = None;
+            let punch = |path: &Path, offset: u64, len: u64| -> std::io::Result<()> {
+                if open.as_ref().is_none_or(|(at, _)| at != path) {
+                    open = Some((
+                        path.to_path_buf(),
+                        OpenOptions::new().write(true).open(path)?,
+                    ));
+                }
+                let Some((_, raw)) = &open else {
+                    return Ok(());
+                };
+                use rustix::fs::FallocateFlags as F;
+                match rustix::fs::fallocate(raw, F::PUNCH_HOLE | F::KEEP_SIZE, offset, len) {
+                    Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            };
+            tracedat::write_v6_then(&f, meta, cpus, punch).map_err(|source| {
+                OutputError::TraceDat {
+                    path: p.clone(),
+                    source,
+                }
+            })?;
+            return Ok(p);
+        }
         write_dat(f, &p, meta, cpus)?;
         let dat_err = |source| OutputError::TraceDat {
             path: p.clone(),

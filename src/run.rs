@@ -40,9 +40,12 @@ use crate::validate::{MaxLatencyAt, ValidRecipe};
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
 
 mod output;
+mod rotate;
 mod stop;
 
+pub(crate) use output::keeps_max_trace;
 use output::{capture_meta, observe_irreversible, save_tables, save_tracer_files, write_output};
+pub(crate) use rotate::Pieces;
 use stop::Signals;
 pub use stop::{Signal, StopReason};
 
@@ -189,6 +192,10 @@ pub enum RunError {
     /// A signal arrived before tracing started; everything was undone.
     #[error("interrupted by signal {} before recording started; tracefs was rolled back", .0.number())]
     Interrupted(Signal),
+    /// `[output] rotate` cannot cut this run in pieces of its size (nothing
+    /// was recorded).
+    #[error("{0}")]
+    Rotate(String),
     /// The run failed and its rollback is incomplete: undos failed, the journal is
     /// kept, and `trace-recipe reset` finishes the job.
     #[error("{error}\n{}", incomplete_message(.rollback))]
@@ -265,6 +272,9 @@ pub struct RunOutcome {
     pub rollback: RollbackReport,
     /// The bundle written beside the output folder (`--bundle`, `[output] bundle`).
     pub bundle: Option<PathBuf>,
+    /// The output file system filled up while recording: trace.dat holds what
+    /// fitted and is marked truncated ([`tracedat::TRUNCATED_STAT`]).
+    pub output_full: bool,
 }
 
 /// The id of the calling thread (`gettid(2)`).
@@ -318,6 +328,10 @@ struct Armed {
     tracing_on: bool,
     /// /proc/kallsyms as read before tracing started.
     kallsyms: Vec<u8>,
+    /// The raw files' folder, once recording started.
+    raw_dir: PathBuf,
+    /// The pieces of a rotating run (`[output] rotate`).
+    rotation: Option<rotate::Rotation>,
 }
 
 /// How recording ended (what [`Armed::record`] returns when it got that far).
@@ -340,6 +354,8 @@ struct RolledBack {
     captured: Result<(Stopped, Vec<CpuCapture>, CaptureMeta), RunError>,
     /// Whether tracing was turned on ([`Armed::tracing_on`]).
     tracing_on: bool,
+    /// The pieces written while recording (`[output] rotate`).
+    rotation: Option<rotate::Rotation>,
 }
 
 fn prepare(opts: &RunOptions, on_event: &mut impl FnMut(RunEvent)) -> Result<Prepared, RunError> {
@@ -652,6 +668,8 @@ impl Prepared {
             workload_exit: None,
             tracing_on: false,
             kallsyms: Vec::new(),
+            raw_dir: PathBuf::new(),
+            rotation: None,
         })
     }
 }
@@ -668,6 +686,7 @@ impl Armed {
         let header_page = inst.read("events/header_page")?;
         let subbuf = tracedat::subbuffer_size(header_page.as_bytes()).unwrap_or(4096);
         let raw_dir = self.p.out.raw_dir()?;
+        self.raw_dir = raw_dir.clone();
         let readers = self.p.readers.take().ok_or_else(|| RecordError::Read {
             cpu: 0,
             source: std::io::Error::other("the readers were started already"),
@@ -685,9 +704,38 @@ impl Armed {
             .tracer
             .as_ref()
             .is_some_and(|t| output::keeps_max_trace(&t.name));
+        let mut rotation = match &valid.recipe.output.rotate {
+            Some(r) => {
+                let ring_kb = inst
+                    .read("buffer_size_kb")?
+                    .trim()
+                    .parse::<u64>()
+                    .unwrap_or(0);
+                let cpus = self.p.facts.cpus.len() as u64;
+                // What a piece holds besides the pages, measured on the metadata as it reads now.
+                let meta = capture_meta(
+                    inst,
+                    &self.p.plan,
+                    valid,
+                    &self.p.facts,
+                    &header_page,
+                    &[],
+                    self.kallsyms.clone(),
+                )?;
+                let meta_bytes = rotate::metadata_bytes(&meta);
+                Some(
+                    rotate::Rotation::new(r, cpus, ring_kb, meta_bytes)
+                        .map_err(RunError::Rotate)?,
+                )
+            }
+            None => None,
+        };
         let recorder = self
             .recorder
             .insert(readers.start(inst, subbuf, &raw_dir, at_end)?);
+        if let Some(rot) = &rotation {
+            recorder.rotate_at(rot.threshold);
+        }
         crate::fault::fail_at("tracing_on").map_err(|source| TracefsError::Write {
             path: inst.path("tracing_on"),
             value: "1".into(),
@@ -751,6 +799,22 @@ impl Armed {
             {
                 break StopReason::MaxSize;
             }
+            if recorder.output_full() {
+                break StopReason::OutputFull;
+            }
+            if let Some(rot) = rotation.as_mut() {
+                let source = rotate::PieceSource {
+                    inst,
+                    plan: &self.p.plan,
+                    valid,
+                    facts: &self.p.facts,
+                    header_page: &header_page,
+                    kallsyms: &self.kallsyms,
+                    out: &self.p.out,
+                    raw_dir: &raw_dir,
+                };
+                rot.tick(recorder, &self.p.out, |piece, name| source.cut(piece, name))?;
+            }
             if last_progress.elapsed() >= Duration::from_millis(250) {
                 last_progress = Instant::now();
                 let (events, lost) = recorder.live_counts();
@@ -773,6 +837,7 @@ impl Armed {
                 None => std::thread::sleep(tick),
             }
         };
+        self.rotation = rotation;
         Ok(Stopped {
             reason,
             ended_at: jiff::Timestamp::now(),
@@ -808,7 +873,22 @@ impl Armed {
         let drained = self.recorder.take().map(Recorder::finish);
         let kallsyms = std::mem::take(&mut self.kallsyms);
         let captured = recorded.and_then(|stopped| {
-            let captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
+            let mut captures = drained.unwrap_or_else(|| Ok(Vec::new()))?;
+            if let Some(rot) = self.rotation.as_mut() {
+                let source = rotate::PieceSource {
+                    inst: &inst,
+                    plan: &self.p.plan,
+                    valid: &self.p.valid,
+                    facts: &self.p.facts,
+                    header_page: &stopped.header_page,
+                    kallsyms: &kallsyms,
+                    out: &self.p.out,
+                    raw_dir: &self.raw_dir,
+                };
+                rot.settle(&mut captures, &self.raw_dir, &self.p.out, |piece, name| {
+                    source.cut(piece, name)
+                })?;
+            }
             let meta = capture_meta(
                 &inst,
                 &self.p.plan,
@@ -848,6 +928,7 @@ impl Armed {
             workload_exit: self.workload_exit,
             captured,
             tracing_on: self.tracing_on,
+            rotation: self.rotation,
         }
     }
 }
@@ -867,6 +948,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
         workload_exit,
         captured,
         tracing_on,
+        rotation,
     } = rolled_back;
     for i in irreversible.iter().filter(|i| !i.declared) {
         on_event(RunEvent::Irreversible(vec![format!(
@@ -874,7 +956,7 @@ pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunO
             i.effect
         )]));
     }
-    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible));
+    let result = captured.and_then(|c| write_output(&p, c, workload_exit, irreversible, rotation));
     match (result, rollback.complete()) {
         (Ok(mut outcome), _) => {
             outcome.rollback = rollback;

@@ -21,6 +21,10 @@ pub(crate) const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
 /// Prefix of every instance a run creates: `trace-recipe-NAME-PID`.
 pub const INSTANCE_PREFIX: &str = "trace-recipe-";
 
+/// Attempts at one tracefs write that keeps being interrupted (`EINTR`)
+/// before it is reported as failed ([`Instance::write`]).
+pub const WRITE_TRIES: usize = 8;
+
 /// A failed tracefs operation: which file, what was written, the errno, and the
 /// kernel's `error_log` entry when it left one.
 #[derive(Debug, thiserror::Error)]
@@ -335,7 +339,12 @@ impl Instance {
         self.tracefs.list(&self.rel(dir))
     }
 
-    /// Writes `value` to `file` of this instance in one `write(2)`. Errors:
+    /// Writes `value` to `file` of this instance in one `write(2)`. A write
+    /// interrupted by a signal (`EINTR`: the kernel applied nothing) is tried
+    /// again, [`WRITE_TRIES`] times in all; any other refusal, `EBUSY`
+    /// included, is returned at once (the caller rolls back: a busy file stays
+    /// busy while whatever holds it does, and waiting for it would be a guess
+    /// at a time). Errors:
     /// [`TracefsError::Write`] with the errno and the entries this write added
     /// to the instance's `error_log` (never an older entry: the first write of
     /// a [`Tracefs`] and its clones into an instance marks the newest entry
@@ -366,7 +375,17 @@ impl Instance {
             }
             _ => value.as_bytes(),
         };
-        let result = opts.open(&path).and_then(|mut f| f.write_all(value_bytes));
+        let attempt = || {
+            crate::fault::tracefs_write(&path)?;
+            opts.open(&path).and_then(|mut f| f.write_all(value_bytes))
+        };
+        let mut result = attempt();
+        for _ in 1..WRITE_TRIES {
+            match &result {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => result = attempt(),
+                _ => break,
+            }
+        }
         result.map_err(|source| TracefsError::Write {
             error_log: self.error_log_since_mark(),
             path,

@@ -12,17 +12,17 @@ use crate::common::{bin, text};
 
 /// What a child run of trace-recipe did: its exit code, stdout and stderr
 /// joined, and its peak resident memory in MB.
-struct Measured {
-    code: Option<i32>,
-    all: String,
-    max_rss_mb: u64,
+pub(crate) struct Measured {
+    pub(crate) code: Option<i32>,
+    pub(crate) all: String,
+    pub(crate) max_rss_mb: u64,
 }
 
 /// Runs trace-recipe with `args` (stdin empty) and measures its peak memory
 /// through `wait4`, which reports the rusage of that one child (not of the
 /// other tests' children, as `RUSAGE_CHILDREN` would).
 #[expect(clippy::zombie_processes, reason = "the child is reaped by wait4")]
-fn measured(args: &[&str]) -> Measured {
+pub(crate) fn measured(args: &[&str]) -> Measured {
     let mut child = std::process::Command::new(bin())
         .args(args)
         .stdin(std::process::Stdio::null())

@@ -16,6 +16,7 @@ mod docs;
 mod expect;
 mod export;
 mod facts;
+mod faults;
 mod fleet;
 mod hostile;
 mod lab;

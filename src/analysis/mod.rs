@@ -455,6 +455,29 @@ pub fn analyze_kept(
     selection: &Selection,
     keep: Option<&mut Select>,
 ) -> Result<Analysis, tracedat::Error> {
+    pass(file, &[], selection, keep)
+}
+
+/// [`analyze`] over the pieces of one rotating run (`[output] rotate`), in
+/// recording order: one pass over the records of every piece, as over one
+/// file. The pieces share their formats (one run wrote them); the last gives
+/// the formats, task names and symbols. `None` for no pieces.
+pub(crate) fn analyze_pieces(
+    pieces: &[TraceFile],
+    selection: &Selection,
+) -> Option<Result<Analysis, tracedat::Error>> {
+    let (last, before) = pieces.split_last()?;
+    Some(pass(last, before, selection, None))
+}
+
+/// The analysis pass over the records of `before` (earlier pieces of the
+/// same run, with the same formats), then those of `file` that `keep` keeps.
+fn pass(
+    file: &TraceFile,
+    before: &[TraceFile],
+    selection: &Selection,
+    keep: Option<&mut Select>,
+) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
     // Counted index 0 is "an id with no format".
@@ -536,6 +559,8 @@ pub fn analyze_kept(
     // The timestamps of the first and last events (`counts.span`).
     let (mut first_ts, mut last_ts) = (None, 0);
 
+    // The file the records come from (an earlier piece's, then `file`'s).
+    let source = std::cell::Cell::new(file);
     let mut on_record = |rec: &Record<'_>| -> Result<(), tracedat::Error> {
         let ev = match rec {
             Record::Event(ev) => ev,
@@ -546,7 +571,7 @@ pub fn analyze_kept(
         };
         // An event's format is the one of its `common_type`, or the
         // placeholder of an unknown one.
-        let slot = if file.is_unknown(ev.format) {
+        let slot = if source.get().is_unknown(ev.format) {
             None
         } else {
             slots.get(usize::from(ev.format.id))
@@ -649,6 +674,11 @@ pub fn analyze_kept(
         }
         Ok(())
     };
+    for piece in before {
+        source.set(piece);
+        piece.records().try_for_each_record(&mut on_record)?;
+    }
+    source.set(file);
     match keep {
         Some(k) => k.records(file).try_for_each_record(&mut on_record)?,
         None => file.records().try_for_each_record(&mut on_record)?,
@@ -1319,7 +1349,9 @@ mod tests {
             std::path::Path::new("/sys/kernel/tracing"),
         )
         .unwrap();
-        let merged = out.write_trace_dat("trace.dat", &meta, &cpus).unwrap();
+        let merged = out
+            .write_trace_dat("trace.dat", &meta, &cpus, false)
+            .unwrap();
         let out = std::process::Command::new("trace-cmd")
             .arg("report")
             .arg(&merged)

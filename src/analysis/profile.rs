@@ -132,8 +132,13 @@ pub(crate) struct Profile {
     /// Which measures the file's events allow: `running`, `preempted` (sched_switch),
     /// `wakeup`, `sleeping`, `blocked` (a wakeup event), `irq`, `softirq`, `page_faults`.
     pub(crate) measures: Vec<String>,
-    /// Tasks seen (the idle task aside).
+    /// Tasks followed one by one (the idle task aside): at most 4,096
+    /// (`MAX_TASKS`).
     pub(crate) tasks_total: usize,
+    /// Tasks seen after that bound was reached: `(other)`, whose time counts
+    /// in `cpus` only. Absent when none.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub(crate) tasks_other: usize,
     /// Of those, a scoped run's own tasks (see [`TaskProfile::in_scope`]);
     /// absent when the run was not scoped.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,6 +160,10 @@ pub(crate) struct Profile {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_usize(n: &usize) -> bool {
     *n == 0
 }
 
@@ -491,6 +500,7 @@ impl Profiler {
         Profile {
             measures: self.measures,
             tasks_total,
+            tasks_other: self.task_index.refused(),
             tasks_in_scope: None,
             tasks: tasks
                 .into_iter()

@@ -65,11 +65,17 @@ const DIRECT_PIDS: usize = 1 << 22;
 /// Memory: the table is 16 MiB of address space, allocated zeroed, so only
 /// the pages of the pids met are ever touched (4 KiB per 1024 pids).
 pub(super) struct PidIndex {
-    /// Per pid: its index + 1, or 0 for none.
+    /// Per pid: its index + 1, 0 for none, or [`REFUSED`].
     table: Vec<u32>,
     other: rustc_hash::FxHashMap<i32, u32>,
     len: usize,
+    /// Pids of the table refused an index because the limit was reached,
+    /// each counted once ([`PidIndex::refused`]).
+    refused: usize,
 }
+
+/// A table entry: this pid came after the limit and has no index.
+const REFUSED: u32 = u32::MAX;
 
 impl PidIndex {
     pub(super) fn new() -> PidIndex {
@@ -77,7 +83,16 @@ impl PidIndex {
             table: Vec::new(),
             other: rustc_hash::FxHashMap::default(),
             len: 0,
+            refused: 0,
         }
+    }
+
+    /// How many pids were refused an index because `limit` indices were
+    /// taken, each counted once (pids outside the table, which only a
+    /// hostile file has, are not counted: remembering them would cost memory
+    /// without bound).
+    pub(super) fn refused(&self) -> usize {
+        self.refused
     }
 
     /// The index of `pid`, if it has one.
@@ -85,7 +100,7 @@ impl PidIndex {
     pub(super) fn get(&self, pid: i32) -> Option<usize> {
         match usize::try_from(pid) {
             Ok(p) if p < DIRECT_PIDS => match self.table.get(p) {
-                Some(&i) if i > 0 => Some(i as usize - 1),
+                Some(&i) if i > 0 && i != REFUSED => Some(i as usize - 1),
                 _ => None,
             },
             _ => self.get_other(pid),
@@ -112,6 +127,17 @@ impl PidIndex {
     #[cold]
     fn insert(&mut self, pid: i32, limit: usize) -> Option<usize> {
         if self.len >= limit || self.len >= u32::MAX as usize - 1 {
+            if let Ok(p) = usize::try_from(pid)
+                && p < DIRECT_PIDS
+            {
+                if self.table.is_empty() {
+                    self.table = vec![0; DIRECT_PIDS];
+                }
+                if self.table[p] != REFUSED {
+                    self.table[p] = REFUSED;
+                    self.refused += 1;
+                }
+            }
             return None;
         }
         let i = self.len;
@@ -144,6 +170,9 @@ mod tests {
             assert_eq!(p.get_or_insert(pid, 4), Some(want), "pid {pid}");
         }
         assert_eq!(p.get_or_insert(8, 4), None, "the limit is reached");
+        assert_eq!(p.get_or_insert(8, 4), None, "and stays reached");
+        assert_eq!(p.get_or_insert(9, 4), None);
+        assert_eq!(p.refused(), 2, "8 and 9, each once");
         assert_eq!(
             (p.get(-5), p.get(1 << 22), p.get(8)),
             (Some(2), Some(1), None)

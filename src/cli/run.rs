@@ -180,6 +180,14 @@ fn run_outcome(outcome: &crate::run::RunOutcome) -> Exit {
         );
         return Err(Failure::RollbackIncomplete);
     }
+    if outcome.output_full {
+        teprintln!(
+            "trace-recipe: error: the output file system filled up after {:.1} MiB were recorded; recording stopped there, tracefs was rolled back, and trace.dat keeps what was written (marked truncated)\n  = help: free space in {}, or record to a larger file system with `-o DIR`; `[stop] max_size_mb` stops a run before its disk is full",
+            outcome.report.recorder.as_ref().map_or(0, |r| r.bytes) as f64 / f64::from(1 << 20),
+            outcome.dir.display()
+        );
+        return Err(Failure::Failed(None));
+    }
     match outcome.signal {
         Some(sig) => {
             teprintln!("trace-recipe: interrupted by {sig}");

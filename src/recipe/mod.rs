@@ -30,7 +30,7 @@ pub(crate) use answer::{
 };
 pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
-    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Stack, Tracer, Trigger,
+    Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Rotate, Stack, Tracer, Trigger,
     parse_duration,
 };
 pub use render::Builtins;

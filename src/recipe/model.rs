@@ -458,6 +458,24 @@ pub(crate) struct Output {
     /// Also write the output folder as one bundle, `DIR.tar.zst` (manifest.json and
     /// every artifact), as `run --bundle` does.
     pub(crate) bundle: Option<bool>,
+    /// Record in pieces for long runs: `{ size_mb = N, keep_mb = M }` writes
+    /// trace.1.dat, trace.2.dat, ... of at most N MiB each while recording, the
+    /// newest piece last as trace.dat, and drops the oldest pieces while all
+    /// of them take more than M MiB. report.json and summary.txt cover every
+    /// piece kept.
+    pub(crate) rotate: Option<Rotate>,
+}
+
+/// `[output] rotate`: pieces of at most `size_mb` MiB, `keep_mb` MiB of them kept.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Rotate {
+    /// The largest a piece (a trace.dat) may be, MiB (at least 4).
+    pub(crate) size_mb: u64,
+    /// The most all pieces kept may take together, MiB (at least twice `size_mb`):
+    /// past it the oldest pieces are deleted.
+    pub(crate) keep_mb: u64,
 }
 
 /// Parses `"500ms"`, `"10s"`, `"2m"`, `"1h30m"` (jiff's friendly format). Errors: not

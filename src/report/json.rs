@@ -140,6 +140,15 @@ pub struct JsonReport {
     pub(crate) lost_total: u64,
     /// `lost_total` as a percentage of recorded plus lost events (0 when none).
     pub(crate) lost_percent: f64,
+    /// The recording was cut short because the output file system filled up:
+    /// trace.dat holds what fitted (marked in its CPU stats,
+    /// [`tracedat::TRUNCATED_STAT`]), and events after it are neither recorded
+    /// nor counted as lost.
+    pub(crate) truncated: bool,
+    /// A rotating run's pieces (`[output] rotate`): which were kept (the
+    /// report covers them all) and how many were dropped. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pieces: Option<crate::run::Pieces>,
     /// The analyses that ran (`counts`, `syscalls`, `wakeup`, `kretprobe`,
     /// `funcgraph`, `stacks`).
     pub(crate) analyses: Vec<String>,
@@ -344,6 +353,8 @@ impl JsonReport {
             lost_events: lost,
             lost_total,
             lost_percent: lost_percent(c.total, lost_total),
+            truncated: file.truncated(),
+            pieces: None,
             analyses: a.selected.iter().map(|n| n.as_str().to_string()).collect(),
             answer: a.answer().as_str().to_string(),
             timeline: a.timeline.clone(),

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use tracedat::{CaptureMeta, CpuData, TraceFile};
 
 use super::{Prepared, RunError, RunOutcome, Stopped, required_failure};
-use crate::analysis::{Selection, analyze};
+use crate::analysis::{Selection, analyze, analyze_pieces};
 use crate::apply::RollbackReport;
 use crate::kernel::KernelFacts;
 use crate::output::OutputDir;
@@ -29,6 +29,7 @@ pub(super) fn write_output(
     (stopped, captures, meta): (Stopped, Vec<CpuCapture>, CaptureMeta),
     workload_exit: Option<WorkloadExit>,
     irreversible: Vec<crate::tracefs::Irreversible>,
+    rotation: Option<super::rotate::Rotation>,
 ) -> Result<RunOutcome, RunError> {
     let (recipe, out) = (&p.valid.recipe, &p.out);
     let dat_name = if recipe.output.trace_dat.unwrap_or(true) {
@@ -43,17 +44,39 @@ pub(super) fn write_output(
             path: c.path.clone(),
         })
         .collect();
-    let dat_path = out.write_trace_dat(dat_name, &meta, &cpus)?;
+    // A recording cut short by a full file system is turned into trace.dat
+    // in place: each piece copied is freed from its raw file.
+    let output_full = captures.iter().any(|c| c.truncated);
+    let dat_path = out.write_trace_dat(dat_name, &meta, &cpus, output_full)?;
     out.remove_raw()?;
-    let file = TraceFile::open(&dat_path).map_err(|source| RunError::ReadBack {
+    // A rotating run's report covers every piece kept, trace.dat last.
+    let (paths, pieces) = match (rotation, &recipe.output.rotate) {
+        (Some(rot), Some(r)) => {
+            let last = std::fs::metadata(&dat_path).map_or(0, |m| m.len());
+            let (paths, pieces) = rot.finish(out, last, r)?;
+            (paths, Some(pieces))
+        }
+        _ => (vec![dat_path.clone()], None),
+    };
+    let files = paths
+        .iter()
+        .map(|p| {
+            TraceFile::open(p).map_err(|source| RunError::ReadBack {
+                path: p.clone(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let read_back = |source| RunError::ReadBack {
         path: dat_path.clone(),
         source,
-    })?;
-    let analysis =
-        analyze(&file, &Selection::for_file(&file)).map_err(|source| RunError::ReadBack {
-            path: dat_path.clone(),
-            source,
-        })?;
+    };
+    let file = files
+        .last()
+        .ok_or_else(|| read_back(tracedat::Error::Capture("no trace.dat".into())))?;
+    let analysis = analyze_pieces(&files, &Selection::for_file(file))
+        .unwrap_or_else(|| analyze(file, &Selection::for_file(file)))
+        .map_err(read_back)?;
     let recorder_info = RecorderInfo {
         bytes: captures.iter().map(|c| c.bytes).sum(),
         cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
@@ -81,8 +104,9 @@ pub(super) fn write_output(
                 exit,
             }),
     };
-    let mut report = JsonReport::new(&file, &analysis, Some(&info));
+    let mut report = JsonReport::new(file, &analysis, Some(&info));
     report.irreversible = irreversible;
+    report.pieces = pieces;
     report.tracer = crate::report::tracer::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::report::tracer::stack_report(out.path(), &p.valid);
     report.hist = crate::report::tracer::hist_report(out.path(), &p.valid);
@@ -103,7 +127,7 @@ pub(super) fn write_output(
             .map(|e| (e.that.as_str(), &e.expr)),
         &report,
     );
-    drop(file);
+    drop(files);
     let reports = recipe
         .output
         .reports
@@ -157,6 +181,7 @@ pub(super) fn write_output(
         signal: p.signals.get(),
         rollback: RollbackReport::default(),
         bundle,
+        output_full,
     })
 }
 
@@ -283,7 +308,7 @@ const MAX_TRACE_TRACERS: &[&str] = crate::validate::MAX_LATENCY_TRACERS.split_at
 
 /// Whether tracer `name` keeps the trace of its worst case in the max buffer,
 /// which its `trace` file then shows (see [`MAX_TRACE_TRACERS`]).
-pub(super) fn keeps_max_trace(name: &str) -> bool {
+pub(crate) fn keeps_max_trace(name: &str) -> bool {
     MAX_TRACE_TRACERS.contains(&name)
 }
 
@@ -445,7 +470,10 @@ pub(super) fn capture_meta(
                 captures
                     .iter()
                     .find(|c| c.cpu == cpu)
-                    .map(|c| c.stats.clone())
+                    .map(|c| match c.truncated {
+                        true => format!("{}{}", c.stats, tracedat::TRUNCATED_STAT),
+                        false => c.stats.clone(),
+                    })
                     .unwrap_or_default()
             })
             .collect(),

@@ -56,6 +56,8 @@ pub enum StopReason {
     Traceoff,
     /// `[stop] max_size_mb` was reached.
     MaxSize,
+    /// The output file system filled up: the recorder kept what fitted.
+    OutputFull,
 }
 
 impl std::fmt::Display for StopReason {
@@ -66,6 +68,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Duration => f.write_str("duration"),
             StopReason::Traceoff => f.write_str("traceoff (tracing_on dropped to 0)"),
             StopReason::MaxSize => f.write_str("max_size_mb"),
+            StopReason::OutputFull => f.write_str("output file system full"),
         }
     }
 }

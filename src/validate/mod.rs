@@ -604,6 +604,40 @@ fn check_scope_and_output(cx: &mut Ctx<'_>, r: &Recipe) {
             }
         }
     }
+    if let Some(rot) = &r.output.rotate {
+        if rot.size_mb < 4 {
+            let span = cx.span(&path!("output", "rotate", "size_mb"));
+            cx.recipe(span, format!("`rotate.size_mb` is {}; a piece must be at least 4 MiB", rot.size_mb), Some("a piece holds the ring buffer's pages and trace.dat's metadata; give 4 or more".into()));
+        }
+        if rot.keep_mb < rot.size_mb.saturating_mul(2) {
+            let span = cx.span(&path!("output", "rotate", "keep_mb"));
+            cx.recipe(
+                span,
+                format!(
+                    "`rotate.keep_mb` is {}, less than two pieces of {} MiB",
+                    rot.keep_mb, rot.size_mb
+                ),
+                Some(format!(
+                    "give at least {} (two pieces)",
+                    rot.size_mb.saturating_mul(2)
+                )),
+            );
+        }
+        if r.output.trace_dat == Some(false) {
+            let span = cx.span(&path!("output", "rotate"));
+            cx.recipe(
+                span,
+                "`rotate` writes trace.dat pieces, and `trace_dat = false` asks for none",
+                Some("remove one of the two keys".into()),
+            );
+        }
+        if let Some(name) = r.tracer.as_ref().and_then(|t| t.name.as_deref())
+            && crate::run::keeps_max_trace(name)
+        {
+            let span = cx.span(&path!("output", "rotate"));
+            cx.recipe(span, format!("tracer `{name}` keeps its worst case in the ring buffer until the run ends, so its run cannot be cut in pieces"), Some("remove `[output] rotate`, or trace events instead".into()));
+        }
+    }
     if r.stop.max_size_mb == Some(0) {
         let span = cx.span(&path!("stop", "max_size_mb"));
         cx.recipe(span, "`max_size_mb` must be at least 1", None);

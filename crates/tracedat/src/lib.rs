@@ -32,7 +32,9 @@ pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
 pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
 pub use records::{Event, EventData, Record, Records};
 pub use report::{Printer, clock_is_nanoseconds, format_record, format_ts};
-pub use writer::{CaptureMeta, CpuData, read_tracefs_file, write_v6};
+pub use writer::{
+    CaptureMeta, CpuData, TRUNCATED_STAT, read_tracefs_file, write_v6, write_v6_then,
+};
 
 /// The three magic bytes at the start of every trace.dat.
 pub(crate) const MAGIC: [u8; 3] = [0x17, 0x08, 0x44];

@@ -500,6 +500,15 @@ impl TraceFile {
         &self.cpu_stats
     }
 
+    /// Whether the recording was cut short because its output file system
+    /// filled up: a CPUSTAT option carries [`crate::TRUNCATED_STAT`]. The
+    /// pages stored are still whole and readable.
+    pub fn truncated(&self) -> bool {
+        self.cpu_stats
+            .iter()
+            .any(|s| s.lines().any(|l| l == crate::TRUNCATED_STAT.trim_end()))
+    }
+
     /// All event formats stored in the file (ftrace ones first).
     pub fn formats(&self) -> impl Iterator<Item = &EventFormat> {
         self.formats.iter()

@@ -39,6 +39,13 @@ pub struct CaptureMeta {
     pub cpu_stats: Vec<String>,
 }
 
+/// The line a CPUSTAT option (after the kernel's `per_cpu/cpuN/stats` text)
+/// carries when the recording of that CPU was cut short because its output
+/// file system filled up: what is stored is a prefix of what the kernel
+/// recorded (whole sub-buffers), readable as it is. `trace-cmd report --stat`
+/// prints it with the stats; [`crate::TraceFile::truncated`] finds it.
+pub const TRUNCATED_STAT: &str = "truncated: the output file system was full\n";
+
 /// One CPU's raw data: a file holding whole sub-buffers exactly as read from
 /// `per_cpu/cpuN/trace_pipe_raw`.
 #[derive(Debug, Clone)]
@@ -115,6 +122,21 @@ fn cstr(s: &str) -> Vec<u8> {
 /// page size or that changes size while being copied; [`Error::Io`] for CPU
 /// files that cannot be read; [`Error::Write`] for output errors.
 pub fn write_v6(out: impl Write, meta: &CaptureMeta, cpus: &[CpuData]) -> Result<(), Error> {
+    write_v6_then(out, meta, cpus, |_, _, _| Ok(()))
+}
+
+/// [`write_v6`], calling `copied(path, offset, len)` after each piece of a CPU
+/// file (`len` bytes at `offset`, at most 64 KiB) has been written to `out`
+/// (flushed out of this function's buffer): a caller short of disk space
+/// punches that piece out of the CPU file there, so that the copy needs
+/// little more room than the original. Errors: those of [`write_v6`], and
+/// `copied`'s as [`Error::Io`] naming the CPU file.
+pub fn write_v6_then(
+    out: impl Write,
+    meta: &CaptureMeta,
+    cpus: &[CpuData],
+    mut copied: impl FnMut(&std::path::Path, u64, u64) -> std::io::Result<()>,
+) -> Result<(), Error> {
     let page_size = subbuffer_size(&meta.header_page)
         .map_err(|e| Error::Capture(format!("header_page: {e}")))?;
     let layout = crate::reader::parse_header_page(&meta.header_page, page_size, false)
@@ -234,18 +256,20 @@ pub fn write_v6(out: impl Write, meta: &CaptureMeta, cpus: &[CpuData]) -> Result
         };
         let f = std::fs::File::open(path).map_err(io)?;
         let mut r = f.take(*len);
-        let mut copied = 0u64;
+        let mut done = 0u64;
         loop {
             let k = r.read(&mut buf).map_err(io)?;
             if k == 0 {
                 break;
             }
             o.put(&buf[..k])?;
-            copied += k as u64;
+            o.w.flush().map_err(Error::Write)?;
+            copied(path, done, k as u64).map_err(io)?;
+            done += k as u64;
         }
-        if copied != *len {
+        if done != *len {
             return Err(Error::Capture(format!(
-                "{}: shrank from {len} to {copied} bytes while writing",
+                "{}: shrank from {len} to {done} bytes while writing",
                 path.display()
             )));
         }
