@@ -1075,10 +1075,12 @@ mod tests {
     /// the path of a file's name.
     #[test]
     fn the_running_kernels_btf_has_vfs_read() {
-        let Ok(btf) = Btf::read_vmlinux() else {
-            eprintln!("no {VMLINUX}: skipped");
+        // A kernel without BTF (none of ours: this host's and the lab's
+        // have it) has nothing to check here.
+        if !std::path::Path::new(VMLINUX).exists() {
             return;
-        };
+        }
+        let btf = Btf::read_vmlinux().unwrap();
         let fetch = "file->f_path.dentry->d_name.name".to_string();
         let d = btf.digest_for(
             &["vfs_read".to_string()].into(),
