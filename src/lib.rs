@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub(crate) mod answer;
 pub mod apply;
 pub mod bundle;
 pub(crate) mod check;

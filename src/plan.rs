@@ -217,6 +217,7 @@ pub fn plan(
     probe_steps(&mut b, valid, group, filtered, own);
     event_steps(&mut b, valid, filtered, own);
     trigger_steps(&mut b, valid, group);
+    answer_steps(&mut b, valid, group, filtered, own);
     let mut steps = b.steps;
     if let Some(st) = &valid.stack {
         steps.push(Step {
@@ -572,6 +573,46 @@ fn trigger_steps(b: &mut Builder, valid: &ValidRecipe, group: &str) {
             Undo::Append(t.removal.clone()),
             t.span.clone(),
         );
+    }
+}
+
+/// The hist triggers (and synthetic events) of the answers the kernel
+/// computes ([`crate::answer::kernel`]), each appended and undone by its
+/// removal. Each trigger's condition carries the filter the run writes on its
+/// event (the recipe's and the scope's, with `pids` and the run's own threads
+/// `own` as on the event itself): a hist trigger counts what it sees, and
+/// the kernel calls an unconditional one before the event's pid list or
+/// filter is looked at (kernel/trace/trace_events_trigger.c,
+/// `trace_trigger_soft_disabled`).
+fn answer_steps(b: &mut Builder, valid: &ValidRecipe, group: &str, pids: &[u32], own: &[u32]) {
+    let names = crate::answer::kernel::RunNames { group };
+    for a in &valid.answers {
+        let Some(k) = &a.kernel else {
+            continue;
+        };
+        let scope = |event: &str| {
+            let own_filter = a
+                .event_filters
+                .iter()
+                .find(|(e, _)| e == event)
+                .and_then(|(_, f)| f.clone());
+            let pid = pid_filter(event, pids);
+            let filter = crate::validate::and_filters(own_filter.as_deref(), pid.as_deref());
+            without_own(filter.as_deref(), event, own, valid.self_exclusion)
+        };
+        for w in k.writes(&names, &scope) {
+            let file = match w.global {
+                true => w.file,
+                false => b.f(&w.file),
+            };
+            b.write(
+                file,
+                w.value,
+                WriteMode::Append,
+                Undo::Append(w.removal),
+                a.span.clone(),
+            );
+        }
     }
 }
 

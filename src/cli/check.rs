@@ -322,6 +322,17 @@ fn print_valid(
     if let Some(n) = crate::validate::scope_note(valid) {
         tprintln!("note: {}", n.message);
     }
+    for a in &valid.answers {
+        tprintln!(
+            "answer `{}`: {} engine: {}",
+            a.answer.name,
+            match a.engine {
+                crate::answer::EngineUsed::Kernel => "kernel",
+                crate::answer::EngineUsed::Trace => "trace",
+            },
+            a.why
+        );
+    }
     if show_plan {
         tprintln!(
             "plan (pid 0 stands for the workload's pid, {} for each of the run's own threads):",

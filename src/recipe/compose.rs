@@ -8,8 +8,8 @@
 //!
 //! - tables (`[buffer]`, `[scope]`, `[params]`, `options = {...}`, ...) merge key
 //!   by key, the later file's value winning;
-//! - `[[events]]`, `[[kprobes]]`, `[[uprobes]]`, `[[triggers]]` and `[[expect]]`
-//!   entries whose identity ([`identity`]) matches one of the base's replace it
+//! - `[[events]]`, `[[kprobes]]`, `[[uprobes]]`, `[[triggers]]`, `[[expect]]` and
+//!   `[[answer]]` entries whose identity ([`identity`]) matches one of the base's replace it
 //!   in place; the others are appended;
 //! - everything else (strings, numbers, plain arrays) is replaced.
 //!
@@ -268,7 +268,9 @@ pub(crate) fn merge_files(source: &Source) -> Result<Table, Vec<Diagnostic>> {
 }
 
 /// The arrays of entries merged by identity.
-const ENTRY_ARRAYS: [&str; 5] = ["events", "kprobes", "uprobes", "triggers", "expect"];
+const ENTRY_ARRAYS: [&str; 6] = [
+    "events", "kprobes", "uprobes", "triggers", "expect", "answer",
+];
 
 fn merge_table(base: &mut Table, over: Table, root: bool) {
     let keys: Vec<String> = over.iter().map(|(k, _)| k.to_string()).collect();
@@ -351,11 +353,12 @@ fn merge_entries(array: &str, base: Vec<Table>, over: Vec<Table>) -> ArrayOfTabl
 /// replaces: `[[events]]` its `name`; `[[kprobes]]`/`[[uprobes]]` its `event`;
 /// `[[triggers]]` its `event` (or `function`), `action` and `target`;
 /// `[[expect]]` what its `that` measures (the text before the comparison, blanks
-/// removed: `p99(syscalls:openat)`, `lost_events`). None when the keys are missing.
+/// removed: `p99(syscalls:openat)`, `lost_events`); `[[answer]]` its `name`.
+/// None when the keys are missing.
 fn identity(array: &str, t: &Table) -> Option<String> {
     let s = |k: &str| t.get(k).and_then(Item::as_str).map(str::to_string);
     match array {
-        "events" => s("name"),
+        "events" | "answer" => s("name"),
         "kprobes" | "uprobes" => s("event"),
         "triggers" => {
             let on = s("event")

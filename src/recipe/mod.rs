@@ -15,6 +15,7 @@
 //!
 //! Nothing here touches the kernel.
 
+mod answer;
 mod compose;
 mod model;
 mod render;
@@ -24,6 +25,9 @@ mod summary;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub(crate) use answer::{
+    Answer, AnswerBy, AnswerEngine, AnswerSort, AnswerValue, FieldRef, LatencyStat, SortKey,
+};
 pub(crate) use compose::{Chain, explain, run_files};
 pub(crate) use model::{
     Collect, Event, OnAbort, ParamType, ParamValue, Probe, Recipe, Stack, Tracer, Trigger,
@@ -342,14 +346,23 @@ fn accepted_form(key: &str) -> Option<String> {
         "pids" => "`pids` is an array of integers: [1234]",
         "comms" => "`comms` is an array of task names: [\"bash\"]",
         "command" => "`command` is an argv array: [\"make\", \"-j4\"]",
-        "functions" | "notrace" | "graph_functions" | "graph_notrace" | "keys" | "values"
-        | "sort" | "reports" => "an array of strings: [\"vfs_*\"]",
+        "by" => {
+            "an array of strings: [\"common_comm\", \"errno(ret)\"]; each is a field, `from.FIELD`, common_comm, common_pid, cpu, stack, errno(F), syscall(F), sym(F) or log2(F)"
+        }
+        "values" => {
+            "an array of strings: [\"count\", \"sum(bytes)\"] (an answer's: count, sum(F), min(F), max(F), avg(F), latency; a hist trigger's: field names)"
+        }
+        "match" => "an array of field names: [\"common_pid\"]",
+        "top" => "an integer: 20",
+        "engine" => "one of \"auto\", \"kernel\", \"trace\"",
+        "functions" | "notrace" | "graph_functions" | "graph_notrace" | "keys" | "reports" => {
+            "an array of strings: [\"vfs_*\"]"
+        }
         "overwrite" | "follow_forks" | "include_self" | "system_wide" | "stacktrace"
         | "on_traceoff" | "trace_dat" | "bundle" | "required" => "`true` or `false`",
         "name" | "description" | "event" | "kind" | "target" | "filter" | "if" | "action"
-        | "clock" | "cpus" | "dir" | "template" | "that" | "extends" | "mode" => {
-            "a quoted string: \"...\""
-        }
+        | "clock" | "cpus" | "dir" | "template" | "that" | "extends" | "mode" | "question"
+        | "from" | "to" | "where" => "a quoted string: \"...\"",
         _ => return None,
     };
     Some(form.to_string())

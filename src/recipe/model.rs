@@ -19,8 +19,8 @@ pub struct Recipe {
     /// A base recipe this one builds on, relative to this file's folder
     /// (recipe-format 1.1). Chains are allowed; cycles and chains deeper than 8
     /// are refused. Tables merge key by key; `[[events]]`, `[[kprobes]]`,
-    /// `[[uprobes]]`, `[[triggers]]` and `[[expect]]` entries with the identity of
-    /// one of the base's replace it, the others are appended.
+    /// `[[uprobes]]`, `[[triggers]]`, `[[expect]]` and `[[answer]]` entries with
+    /// the identity of one of the base's replace it, the others are appended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) extends: Option<String>,
     /// `[a-z0-9_-]+`, used in instance and output folder names.
@@ -75,6 +75,10 @@ pub struct Recipe {
     /// tracing starts and after it is rolled back.
     #[serde(default)]
     pub(crate) collect: Collect,
+    /// Tables the recipe answers with (recipe-format 1.3): computed by the
+    /// kernel's hist triggers where it has them, else from trace.dat.
+    #[serde(default)]
+    pub(crate) answer: Vec<super::answer::Answer>,
 }
 
 /// `[collect]`: commands whose output is saved in the output folder (and so the

@@ -211,6 +211,7 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "output",
             "expect",
             "collect",
+            "answer",
         ],
         Some("collect") => vec!["before", "after", "timeout", "max_output_kb", "required"],
         Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
@@ -241,6 +242,10 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             vec!["event", "kind", "target", "fetch", "filter", "stacktrace"]
         }
         Some("events") => vec!["name", "filter", "stacktrace"],
+        Some("answer") => vec![
+            "name", "question", "event", "from", "to", "match", "by", "values", "where", "sort",
+            "top", "engine",
+        ],
         Some("triggers") => vec!["event", "function", "action", "target", "if", "count"],
         Some("stop") => vec!["on_traceoff", "max_size_mb"],
         Some("output") => vec!["dir", "trace_dat", "reports"],

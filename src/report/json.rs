@@ -200,6 +200,10 @@ pub struct JsonReport {
     /// The table of each hist trigger of the run, parsed; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hist: Vec<crate::report::tracer::HistTable>,
+    /// Each `[[answer]]`'s table by its name (recipe-format 1.3), whichever
+    /// engine computed it; empty without answers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) answers: BTreeMap<String, crate::answer::AnswerTable>,
     /// What user space wrote to the run's `trace_marker` (`ftrace:print`
     /// records): the count and the first 100, time, CPU, task and text (escaped,
     /// at most 256 characters); absent without markers.
@@ -357,6 +361,7 @@ impl JsonReport {
             tracer: None,
             stack_tracer: None,
             hist: Vec::new(),
+            answers: BTreeMap::new(),
             markers: a.markers.clone(),
             function_profile: Vec::new(),
             irreversible: Vec::new(),
@@ -367,7 +372,7 @@ impl JsonReport {
 impl JsonReport {
     /// Takes from `j`, a run's report.json (untrusted: what does not parse is
     /// left out), what only the run knew: its expectations' results, the
-    /// tracer's and stack tracer's results, hist tables, the function
+    /// tracer's and stack tracer's results, hist tables, answers, the function
     /// profile, irreversible effects, collected context and params.
     pub(crate) fn add_run_results(&mut self, j: &serde_json::Value) {
         fn take<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> T {
@@ -377,6 +382,7 @@ impl JsonReport {
         self.tracer = take(&j["tracer"]);
         self.stack_tracer = take(&j["stack_tracer"]);
         self.hist = take(&j["hist"]);
+        self.answers = take(&j["answers"]);
         self.function_profile = take(&j["function_profile"]);
         self.irreversible = take(&j["irreversible"]);
         self.collected = take(&j["collected"]);

@@ -362,14 +362,15 @@ pub(crate) fn hist_report(dir: &Path, valid: &ValidRecipe) -> Vec<HistTable> {
         .filter_map(|event| {
             let file = hist_file(event);
             let text = read_small(&dir.join(&file))?;
-            Some(parse_hist(event, file, &text))
+            Some(parse_hist(event, file, &text, HIST_ROWS))
         })
         .collect()
 }
 
 /// Parses a `hist` file: the `# trigger info:` line, rows (a key may span
-/// lines, as a `stacktrace` key does, until its `}`), and `Totals:`.
-fn parse_hist(event: &str, file: String, text: &str) -> HistTable {
+/// lines, as a `stacktrace` key does, until its `}`; the first `max_rows`
+/// kept, all of them totalled), and `Totals:`.
+pub(crate) fn parse_hist(event: &str, file: String, text: &str, max_rows: usize) -> HistTable {
     let mut table = HistTable {
         event: event.to_string(),
         file,
@@ -411,7 +412,7 @@ fn parse_hist(event: &str, file: String, text: &str) -> HistTable {
             let t = table.totals.entry(k.clone()).or_default();
             *t = t.saturating_add(*v);
         }
-        if table.rows.len() < HIST_ROWS {
+        if table.rows.len() < max_rows {
             table.rows.push(row);
         }
     }
@@ -455,7 +456,7 @@ fn parse_row(keys: &str, values: &str) -> HistRow {
 }
 
 /// A regular file of ours, read whole up to [`MAX_READ`] bytes; `None` when missing or unreadable.
-fn read_small(path: &Path) -> Option<String> {
+pub(crate) fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.is_file() {
@@ -513,7 +514,7 @@ mod tests {
         // As the kernel lab's Debian 6.1 printed them (tests/lab/hist-trigger.toml,
         // kretprobe-filter.toml).
         let text = "# event histogram\n#\n# trigger info: hist:keys=call_site.sym:vals=hitcount,bytes_req:sort=bytes_req.descending:size=2048 [active]\n#\n\n{ call_site: [ffffffffb787c3f0] tomoyo_find_next_domain                       } hitcount:          1  bytes_req:       4096\n{ call_site: [ffffffffb77700e2] alloc_bprm                                    } hitcount:          8  bytes_req:       3328\n\nTotals:\n    Hits: 9\n    Entries: 2\n    Dropped: 0\n";
-        let t = parse_hist("kmem:kmalloc", hist_file("kmem:kmalloc"), text);
+        let t = parse_hist("kmem:kmalloc", hist_file("kmem:kmalloc"), text, HIST_ROWS);
         assert_eq!(t.file, "hist/kmem-kmalloc.txt");
         assert_eq!(
             t.trigger.as_deref(),
@@ -531,6 +532,7 @@ mod tests {
             "kprobes:open_ret",
             "f".into(),
             "{ ret: 18446744073709551614 } hitcount:          1\n{ ret:          3 } hitcount:          1\n\nTotals:\n    Hits: 2\n",
+            HIST_ROWS,
         );
         assert_eq!(t.rows[1].keys["ret"], "3");
         assert_eq!((t.entries, t.hits, t.dropped), (2, Some(2), None));
@@ -540,6 +542,7 @@ mod tests {
             "sched:sched_switch",
             "f".into(),
             "{ common_pid: bash [ 12], prev_prio: 120 } hitcount: 3\n{ stacktrace:\n         do_sys_openat2+0x5/0x10\n         __x64_sys_openat+0x1/0x2\n} hitcount: 2\n",
+            HIST_ROWS,
         );
         assert_eq!(t.rows[0].keys["common_pid"], "bash [ 12]");
         assert_eq!(t.rows[0].keys["prev_prio"], "120");
@@ -549,7 +552,7 @@ mod tests {
             t.rows[1]
         );
         assert_eq!(t.totals["hitcount"], 5);
-        assert_eq!(parse_hist("a:b", "f".into(), "").rows.len(), 0);
+        assert_eq!(parse_hist("a:b", "f".into(), "", HIST_ROWS).rows.len(), 0);
     }
 
     #[test]

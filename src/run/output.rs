@@ -86,6 +86,7 @@ pub(super) fn write_output(
     report.tracer = crate::report::tracer::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::report::tracer::stack_report(out.path(), &p.valid);
     report.hist = crate::report::tracer::hist_report(out.path(), &p.valid);
+    report.answers = kernel_answers(out.path(), &p.valid, &p.plan.probe_group);
     report.function_profile = crate::report::tracer::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
@@ -187,8 +188,9 @@ pub(super) fn observe_irreversible(
 }
 
 /// Saves what the kernel aggregated in the instance before it goes away: the
-/// table of every `hist` trigger as `hist/SYSTEM-EVENT.txt`, and the snapshot
-/// buffer as `snapshot.txt` when a snapshot trigger was set.
+/// table of every `hist` trigger as `hist/SYSTEM-EVENT.txt`, the `hist` file
+/// of each answer the kernel computes as `answers/NAME.hist.txt`, and the
+/// snapshot buffer as `snapshot.txt` when a snapshot trigger was set.
 pub(super) fn save_tables(
     inst: &Instance,
     the_plan: &crate::plan::Plan,
@@ -219,12 +221,57 @@ pub(super) fn save_tables(
         let table = inst.read_bytes(&format!("events/{dir_sys}/{ev}/hist"))?;
         out.write_new(&crate::report::tracer::hist_file(event), &table)?;
     }
+    let names = crate::answer::kernel::RunNames {
+        group: &the_plan.probe_group,
+    };
+    let kernel: Vec<_> = valid
+        .answers
+        .iter()
+        .filter_map(|a| Some((&a.answer.name, a.kernel.as_ref()?)))
+        .collect();
+    if !kernel.is_empty() {
+        out.create_dir("answers")?;
+    }
+    for (name, k) in kernel {
+        let table = inst.read_bytes(&format!("{}/hist", k.table_dir(&names)))?;
+        out.write_new(&answer_hist_file(name), &table)?;
+    }
     if valid.triggers.iter().any(|t| t.action == "snapshot")
         && let Ok(snap) = inst.read_bytes("snapshot")
     {
         out.write_new("snapshot.txt", &snap)?;
     }
     Ok(())
+}
+
+/// The file, in the output folder, holding the `hist` file of answer `name`
+/// computed by the kernel, as read before rollback.
+fn answer_hist_file(name: &str) -> String {
+    format!("answers/{name}.hist.txt")
+}
+
+/// The tables of the answers the kernel computed, from the `hist` files
+/// [`save_tables`] saved in `dir` (an answer whose file is missing is left out).
+fn kernel_answers(
+    dir: &std::path::Path,
+    valid: &ValidRecipe,
+    group: &str,
+) -> BTreeMap<String, crate::answer::AnswerTable> {
+    let names = crate::answer::kernel::RunNames { group };
+    valid
+        .answers
+        .iter()
+        .filter_map(|a| {
+            let k = a.kernel.as_ref()?;
+            let text =
+                crate::report::tracer::read_small(&dir.join(answer_hist_file(&a.answer.name)))?;
+            let top = a
+                .answer
+                .top
+                .map_or(crate::answer::DEFAULT_TOP, |t| t as usize);
+            Some((a.answer.name.clone(), k.read(&names, &text, &a.answer, top)))
+        })
+        .collect()
 }
 
 /// Folder of the output folder holding the tracer's own files, as read.

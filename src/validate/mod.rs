@@ -22,6 +22,7 @@ macro_rules! path {
     ($($seg:expr),* $(,)?) => { [$($crate::recipe::PathSeg::from($seg)),*] };
 }
 
+mod answer;
 mod expect;
 pub(crate) mod filter;
 mod noise;
@@ -52,6 +53,7 @@ use crate::kernel::KernelFacts;
 use crate::recipe::{LoadedRecipe, PathSeg, Recipe, parse_duration};
 use crate::suggest;
 
+pub(crate) use answer::{ResolvedAnswer, field_of};
 pub(crate) use expect::ValidExpect;
 
 /// A byte range in the rendered recipe text.
@@ -92,6 +94,8 @@ pub struct ValidRecipe {
     pub(crate) self_exclusion: SelfExclusion,
     /// The parameters the recipe was rendered with ([`LoadedRecipe::params`]).
     pub(crate) params: std::collections::BTreeMap<String, crate::recipe::ParamValue>,
+    /// `[[answer]]`, checked, each with the engine it gets.
+    pub(crate) answers: Vec<ResolvedAnswer>,
 }
 
 /// How a run keeps its own threads (its main thread, the guard, the per-CPU
@@ -142,6 +146,7 @@ impl ValidRecipe {
             expectations: Vec::new(),
             self_exclusion: SelfExclusion::Filter { ftrace: true },
             params: Default::default(),
+            answers: Vec::new(),
         }
     }
 }
@@ -303,7 +308,16 @@ pub fn validate(
     check_values(&mut cx, r);
     let duration = resolve_duration(&mut cx, r);
     check_collect(&mut cx, r);
-    let (probes, events) = resolve_events(&mut cx, r);
+    let (probes, mut events, comms) = resolve_events(&mut cx, r);
+    let answers = answer::resolve_answers(
+        &mut cx,
+        r,
+        &mut answer::Recorded {
+            events: &mut events,
+            probes: &probes,
+            comms: &comms,
+        },
+    );
     let mut triggers = Vec::new();
     for (i, t) in r.triggers.iter().enumerate() {
         trigger::resolve_trigger(&mut cx, i, t, &mut triggers);
@@ -355,6 +369,7 @@ pub fn validate(
             },
         },
         params: loaded.params.clone(),
+        answers,
     })
 }
 
@@ -404,8 +419,12 @@ fn resolve_duration(cx: &mut Ctx<'_>, r: &Recipe) -> Option<Duration> {
 
 /// The recipe's probes, then its `[[events]]`: an entry naming one of the
 /// recipe's own probes is folded into that probe, the others resolved against
-/// the kernel's events (with the comm scope's filter).
-fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<ResolvedEvent>) {
+/// the kernel's events (with the comm scope's filter); and the checked
+/// `[scope] comms`.
+fn resolve_events(
+    cx: &mut Ctx<'_>,
+    r: &Recipe,
+) -> (Vec<ResolvedProbe>, Vec<ResolvedEvent>, Vec<String>) {
     let mut probes = Vec::new();
     probe::resolve_probes(cx, "kprobes", &r.kprobes, &mut probes);
     probe::resolve_probes(cx, "uprobes", &r.uprobes, &mut probes);
@@ -436,12 +455,13 @@ fn resolve_events(cx: &mut Ctx<'_>, r: &Recipe) -> (Vec<ResolvedProbe>, Vec<Reso
             scope::comm_filter("", &comms).as_deref(),
         );
     }
-    (probes, events)
+    (probes, events, comms)
 }
 
-/// A recipe must enable at least one event, trigger, probe or tracer.
+/// A recipe must enable at least one event, trigger, probe, tracer or answer.
 fn check_enables_something(cx: &mut Ctx<'_>, r: &Recipe) {
     if r.events.is_empty()
+        && r.answer.is_empty()
         && r.stack.as_ref().is_none_or(|s| s.enable == Some(false))
         && r.triggers.is_empty()
         && r.kprobes.is_empty()
@@ -677,6 +697,22 @@ fn string_values(r: &Recipe) -> Vec<(Vec<PathSeg>, &str)> {
     if let Some(c) = &r.buffer.clock {
         out.push((path!("buffer", "clock").to_vec(), c));
     }
+    for (i, a) in r.answer.iter().enumerate() {
+        let keys = [
+            ("event", &a.event),
+            ("from", &a.from),
+            ("to", &a.to),
+            ("where", &a.filter),
+        ];
+        for (key, v) in keys {
+            if let Some(v) = v {
+                out.push((path!("answer", i, key).to_vec(), v));
+            }
+        }
+        for (j, m) in a.match_fields.iter().flatten().enumerate() {
+            out.push((path!("answer", i, "match", j).to_vec(), m));
+        }
+    }
     out
 }
 
@@ -816,7 +852,7 @@ fn valid_event_pattern(name: &str) -> bool {
 /// and `char *` / `const char *` pointers (`filter_assign_type` in
 /// kernel/trace/trace_events_filter.c: FILTER_PTR_STRING); other pointers
 /// (`const char *const *`) are numbers.
-fn is_string_field(f: &Field) -> bool {
+pub(crate) fn is_string_field(f: &Field) -> bool {
     f.is_string || (f.is_pointer && matches!(f.type_name.trim(), "char *" | "const char *"))
 }
 
