@@ -85,6 +85,7 @@ impl BlockIo {
         }
     }
 
+    #[inline]
     fn event(&mut self, ev: &Event<'_>) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
@@ -181,6 +182,7 @@ impl Pass for BlockIo {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         self.event(at.ev);
     }

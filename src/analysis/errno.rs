@@ -151,6 +151,7 @@ impl Errors {
         }
     }
 
+    #[inline]
     fn event(&mut self, ev: &Event<'_>, pid: i32) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
@@ -308,6 +309,7 @@ impl Pass for Errors {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         self.event(at.ev, at.pid);
     }

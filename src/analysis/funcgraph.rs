@@ -300,6 +300,7 @@ impl Pass for Functions {
         self.calls.handles(id)
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         let ev = at.ev;
         let Some(call) = self.calls.decode(ev) else {

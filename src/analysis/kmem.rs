@@ -217,6 +217,7 @@ impl KmemPass {
         Some(s)
     }
 
+    #[inline]
     fn event(&mut self, file: &TraceFile, ev: &Event<'_>) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
@@ -392,6 +393,7 @@ impl Pass for KmemPass {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         self.event(at.file, at.ev);
     }

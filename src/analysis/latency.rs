@@ -521,6 +521,7 @@ impl Pass for Latencies {
     /// Feeds one event (`pid` is its `common_pid`, `slot` that pid's place in
     /// `analyze`'s pid list, `cpu` its CPU's dense slot: a file may claim any
     /// CPU id, and per-CPU state is sized by the CPUs seen).
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         let (file, ev, pid, slot, cpu) = (at.file, at.ev, at.pid, at.task, at.cpu);
         // The reader gives each record its own format (`analyze_kept` feeds

@@ -127,6 +127,7 @@ impl Pass for MarkerPass {
         self.marker.get(usize::from(id)).copied().unwrap_or(false)
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         self.markers.add(at.ev);
     }

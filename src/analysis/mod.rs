@@ -27,6 +27,7 @@
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
+mod answer;
 mod block;
 mod callgraph;
 mod errno;
@@ -51,6 +52,8 @@ use rustc_hash::FxHashMap;
 
 use tracedat::{Record, TraceFile};
 
+pub use answer::AnswerError;
+pub(crate) use answer::{check_answers, parse_answers};
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 pub(crate) use functime::FunctionTimes;
@@ -128,6 +131,8 @@ pub struct Analysis {
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
     forks: FxHashMap<i32, i32>,
+    /// The `[[answer]]` tables, in the order the answers were given.
+    pub(crate) answers: Vec<(String, crate::answer::AnswerTable)>,
     /// The analyses whose section is reported ([`Analysis::section`]).
     sections: Vec<AnalysisName>,
     /// The analyses with something to show ([`Analysis::answer`]).
@@ -336,6 +341,7 @@ pub fn analyze_kept(
                 task: pid_slot,
                 cpu,
                 counted,
+                learned: &counts.learned,
             };
             passes.add(feeds, &at);
         }
@@ -685,6 +691,119 @@ mod tests {
             errors.row((21, 0)).is_none(),
             "no room for a sys_exit_X either"
         );
+    }
+
+    /// `[[answer]]` over a file of openat enters and exits: a span keyed by
+    /// `errno(ret)` with its latency, and one event by comm with a sum and a
+    /// `where` naming an errno, as the records below add up by hand.
+    #[test]
+    fn answers_pair_spans_per_task_and_aggregate_one_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let enter = |pid: i32| payload(30, pid, &[3]);
+        let exit = |pid: i32, ret: i64| payload(31, pid, &[ret as u64]);
+        let events = vec![
+            (1_000, enter(7)),
+            (2_000, exit(7, 3)),
+            (1_000, enter(7)),
+            (1_000, enter(8)),
+            (1_000, exit(8, -2)),
+            (4_000, exit(7, -2)),
+            (1_000, exit(8, -13)),
+            (1_000, enter(9)),
+            (3_000, exit(9, -13)),
+        ];
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let long = |n: &str| format!("\tfield:long {n};\toffset:8;\tsize:8;\tsigned:1;\n");
+        let meta = meta(
+            vec![(
+                "syscalls".into(),
+                vec![
+                    format("sys_enter_openat", 30, &long("dfd")),
+                    format("sys_exit_openat", 31, &long("ret")),
+                ],
+            )],
+            b"7 worker\n8 other\n9 other\n",
+            1,
+        );
+        let file = one_cpu_file(dir.path(), &meta, raw);
+        let text = r#"
+            [[answer]]
+            name = "opens"
+            question = "How long do openat calls take, by result?"
+            from = "syscalls:sys_enter_openat"
+            to = "syscalls:sys_exit_openat"
+            by = ["errno(ret)"]
+
+            [[answer]]
+            name = "failures"
+            event = "syscalls:sys_exit_openat"
+            by = ["common_comm"]
+            values = ["count", "sum(ret)"]
+            where = "ret < 0"
+
+            [[answer]]
+            name = "missing"
+            event = "syscalls:sys_exit_openat"
+            where = "ret == -ENOENT"
+        "#;
+        let answers = parse_answers(std::path::Path::new("a.toml"), text).unwrap();
+        assert!(check_answers(&file, &answers).is_empty());
+        let sel = Selection::for_file(&file).with_answers(answers);
+        let a = analyze(&file, &sel).unwrap();
+        let table = |n: &str| &a.answers.iter().find(|(name, _)| name == n).unwrap().1;
+        let cell = |c: &crate::answer::Cell| match c {
+            crate::answer::Cell::Int(n) => *n,
+            other => panic!("{other:?}"),
+        };
+
+        let opens = table("opens");
+        let rows: Vec<(Vec<String>, u64)> = (opens.rows.iter())
+            .map(|r| (r.keys.clone(), r.count))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (vec!["-ENOENT".to_string()], 2),
+                (vec!["-EACCES".to_string()], 1),
+                (vec!["3".to_string()], 1)
+            ]
+        );
+        // ENOENT: pid 8's 1 µs and pid 7's 6 µs (from its second enter);
+        // pid 8's -13 has no open enter.
+        let crate::answer::Cell::Latency(l) = &opens.rows[0].cells[1] else {
+            panic!("{:?}", opens.rows[0].cells)
+        };
+        assert_eq!((l.min_us, l.max_us, l.total_us), (1.0, 6.0, 7.0));
+        let buckets: Vec<(u32, u64)> = l.buckets.iter().map(|b| (b.log2, b.count)).collect();
+        assert_eq!(buckets, [(0, 1), (3, 1)]);
+        assert_eq!(opens.total.count, 4);
+        assert_eq!(
+            opens.question.as_deref(),
+            Some("How long do openat calls take, by result?")
+        );
+        assert!(
+            opens.notes.iter().any(|n| n.starts_with("1 `to` events")),
+            "{:?}",
+            opens.notes
+        );
+
+        let failures = table("failures");
+        let rows: Vec<(Vec<String>, u64, i64)> = (failures.rows.iter())
+            .map(|r| (r.keys.clone(), r.count, cell(&r.cells[1])))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (vec!["other".to_string()], 3, -28),
+                (vec!["worker".to_string()], 1, -2)
+            ]
+        );
+        assert_eq!(table("missing").total.count, 2);
     }
 
     #[test]

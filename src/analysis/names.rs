@@ -83,10 +83,12 @@ impl AnalysisName {
 /// Which analyses a pass runs. A default selection (`Selection::for_file`)
 /// drops, after the pass, the analyses whose events never occurred; an explicit
 /// one ([`Selection::new`] with names) reports them with no samples.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Selection {
     names: Vec<AnalysisName>,
     explicit: bool,
+    /// The `[[answer]]` tables to compute too.
+    answers: Vec<crate::recipe::Answer>,
 }
 
 impl Selection {
@@ -101,6 +103,7 @@ impl Selection {
         Selection {
             names: v,
             explicit: true,
+            answers: Vec::new(),
         }
     }
 
@@ -160,6 +163,7 @@ impl Selection {
         Selection {
             names: v,
             explicit: false,
+            answers: Vec::new(),
         }
     }
 
@@ -168,9 +172,21 @@ impl Selection {
         self.names.contains(&name)
     }
 
+    /// The same, computing `answers` too with the trace engine (those
+    /// whose events and fields the file has: see [`super::check_answers`]).
+    pub(crate) fn with_answers(mut self, answers: Vec<crate::recipe::Answer>) -> Selection {
+        self.answers = answers;
+        self
+    }
+
+    /// The answers to compute.
+    pub(super) fn answers(&self) -> &[crate::recipe::Answer] {
+        &self.answers
+    }
+
     /// Whether the names were given (`report --analysis`): then every
     /// selected analysis is reported, with no samples if need be.
-    pub(super) fn explicit(&self) -> bool {
+    pub(crate) fn explicit(&self) -> bool {
         self.explicit
     }
 

@@ -228,6 +228,7 @@ impl Pass for Noise {
     }
 
     /// Feeds one event.
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         let ev = at.ev;
         if ev.format.id != ev.type_id() {

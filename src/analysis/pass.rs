@@ -30,6 +30,8 @@ pub(super) struct At<'r, 'e> {
     pub(super) cpu: usize,
     /// Its event's index in the pass's event names (0: a format the file lacks).
     pub(super) counted: usize,
+    /// The comms learned so far (for a filter on `comm`).
+    pub(super) learned: &'r tracedat::Comms,
 }
 
 /// What a pass's `finish` gets: the file, the selection, and the comms
@@ -143,7 +145,7 @@ macro_rules! passes {
             }
 
             /// Feeds `at` to the passes of `feeds`.
-            #[inline]
+            #[inline(always)]
             pub(super) fn add(&mut self, feeds: Feeds, at: &At<'_, '_>) {
                 let mut bit = 1;
                 $(
@@ -191,4 +193,5 @@ passes! {
     noise: super::noise::Noise,
     stacks: super::stacks::StackPass,
     markers: super::markers::MarkerPass,
+    answers: super::answer::Answers,
 }

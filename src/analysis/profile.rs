@@ -349,6 +349,7 @@ impl Profiler {
     /// Feeds one event (`pid` is its `common_pid`, `cpu` its CPU's dense
     /// slot: a file may claim any CPU id, and per-CPU state is sized by the
     /// CPUs seen).
+    #[inline]
     fn event(&mut self, ev: &Event<'_>, pid: i32, cpu: usize) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
@@ -552,6 +553,7 @@ impl Pass for Profiler {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         self.event(at.ev, at.pid, at.cpu);
     }

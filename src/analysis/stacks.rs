@@ -245,6 +245,7 @@ impl Pass for StackPass {
         true
     }
 
+    #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         if at.cpu >= self.last_on_cpu.len() {
             self.last_on_cpu.resize(at.cpu + 1, 0);

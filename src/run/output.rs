@@ -49,11 +49,16 @@ pub(super) fn write_output(
         path: dat_path.clone(),
         source,
     })?;
-    let analysis =
-        analyze(&file, &Selection::for_file(&file)).map_err(|source| RunError::ReadBack {
-            path: dat_path.clone(),
-            source,
-        })?;
+    // The answers the kernel does not compute are computed in the pass.
+    let trace_answers = (p.valid.answers.iter())
+        .filter(|a| a.engine == crate::answer::EngineUsed::Trace)
+        .map(|a| a.answer.clone())
+        .collect();
+    let selection = Selection::for_file(&file).with_answers(trace_answers);
+    let analysis = analyze(&file, &selection).map_err(|source| RunError::ReadBack {
+        path: dat_path.clone(),
+        source,
+    })?;
     let recorder_info = RecorderInfo {
         bytes: captures.iter().map(|c| c.bytes).sum(),
         cpu_s: captures.iter().map(|c| c.cpu_time.as_secs_f64()).sum(),
@@ -86,7 +91,9 @@ pub(super) fn write_output(
     report.tracer = crate::report::tracer::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::report::tracer::stack_report(out.path(), &p.valid);
     report.hist = crate::report::tracer::hist_report(out.path(), &p.valid);
-    report.answers = kernel_answers(out.path(), &p.valid, &p.plan.probe_group);
+    report
+        .answers
+        .extend(kernel_answers(out.path(), &p.valid, &p.plan.probe_group));
     report.function_profile = crate::report::tracer::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
