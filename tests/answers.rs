@@ -55,6 +55,12 @@ mod tracefs {
     const OPENAT_ANSWERS: &str = r#"
 name = "answers-openat"
 
+[[events]]
+name = "syscalls:sys_enter_openat"
+
+[[events]]
+name = "syscalls:sys_exit_openat"
+
 [[answer]]
 name = "missing"
 question = "Who opens missing files?"
@@ -87,7 +93,7 @@ where = "ret == -ENOENT"
             &[
                 "sh",
                 "-c",
-                "for i in 1 2 3 4 5 6 7; do : < /nonexistent-trace-recipe-answer; done 2>/dev/null",
+                "for i in 1 2 3 4 5 6 7; do true < /nonexistent-trace-recipe-answer; done 2>/dev/null; true",
             ],
         );
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
