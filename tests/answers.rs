@@ -49,6 +49,103 @@ impl Answered {
 mod tracefs {
     use super::*;
 
+    /// A recipe of two `[[answer]]`s on openat, computed by the trace engine
+    /// (this kernel has no hist triggers): the failed opens per comm, one
+    /// event; and their duration, a span.
+    const OPENAT_ANSWERS: &str = r#"
+name = "answers-openat"
+
+[[events]]
+name = "syscalls:sys_enter_openat"
+
+[[events]]
+name = "syscalls:sys_exit_openat"
+
+[[answer]]
+name = "missing"
+question = "Who opens missing files?"
+event = "syscalls:sys_exit_openat"
+by = ["common_comm"]
+where = "ret == -ENOENT"
+
+[[answer]]
+name = "slow_misses"
+question = "How long does a failed openat() take?"
+from = "syscalls:sys_enter_openat"
+to = "syscalls:sys_exit_openat"
+by = ["common_comm"]
+where = "ret == -ENOENT"
+"#;
+
+    /// A workload that opens a missing path 7 times: its answers count each
+    /// failed openat per comm exactly as trace-cmd's listing of the same
+    /// trace.dat shows them, at least the 7, and every one as a span too.
+    #[test]
+    fn answers_count_failed_openat_as_trace_cmds_listing_does() {
+        let _guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = dir.path().join("answers-openat.toml");
+        std::fs::write(&recipe, OPENAT_ANSWERS).unwrap();
+        let out = dir.path().join("out");
+        let o = run_recipe(
+            &recipe,
+            &out,
+            &[
+                "sh",
+                "-c",
+                "for i in 1 2 3 4 5 6 7; do true < /nonexistent-trace-recipe-answer; done 2>/dev/null; true",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let listing = std::process::Command::new("trace-cmd")
+            .arg("report")
+            .arg(out.join("trace.dat"))
+            .output()
+            .expect("trace-cmd is installed");
+        let listing = String::from_utf8_lossy(&listing.stdout);
+        let mut want: std::collections::BTreeMap<String, u64> = Default::default();
+        for line in listing.lines() {
+            if let Some((head, rest)) = line.split_once(" [")
+                && rest.contains("sys_exit_openat:")
+                && rest.trim_end().ends_with("0xfffffffffffffffe")
+                && let Some((comm, _pid)) = head.trim().rsplit_once('-')
+            {
+                *want.entry(comm.to_string()).or_default() += 1;
+            }
+        }
+        assert!(
+            want.get("sh").copied().unwrap_or(0) >= 7,
+            "{want:?}\n{listing}"
+        );
+        for name in ["missing", "slow_misses"] {
+            let a = &report["answers"][name];
+            assert_eq!(a["engine"], "trace", "{a:#}");
+            let got: std::collections::BTreeMap<String, u64> = (a["rows"].as_array().unwrap())
+                .iter()
+                .map(|r| {
+                    (
+                        r["keys"][0].as_str().unwrap().to_string(),
+                        r["count"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{name}: {a:#}");
+        }
+        let rows = report["answers"]["slow_misses"]["rows"].as_array().unwrap();
+        let sh = rows.iter().find(|r| r["keys"][0] == "sh").unwrap();
+        assert!(
+            sh["cells"][1]["latency"]["max_us"].as_f64() > Some(0.0),
+            "{sh:#}"
+        );
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains("\nWho opens missing files?\n"),
+            "{summary}"
+        );
+    }
+
     /// block-io: "How long does block I/O take, per device and request size,
     /// while a command writes?" The first section is the `block` latency table, a
     /// row for the disk the workload writes to (the whole disk, as requests name it).

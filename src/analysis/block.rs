@@ -15,6 +15,8 @@ use tracedat::{Event, IntField, TraceFile};
 use super::errno::MAX_KEYS;
 use super::histogram::{Histogram, Seen};
 use super::latency::{LatencyGroup, uint};
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection};
 
 /// The fields a block request event is read by.
 #[derive(Clone)]
@@ -83,13 +85,8 @@ impl BlockIo {
         }
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
-    }
-
-    pub(super) fn add(&mut self, ev: &Event<'_>) {
+    #[inline]
+    fn event(&mut self, ev: &Event<'_>) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
         let id = usize::from(ev.format.id);
@@ -133,7 +130,7 @@ impl BlockIo {
         }
     }
 
-    pub(super) fn finish(self) -> Block {
+    fn block(self) -> Block {
         let mut devices: Vec<(u64, LatencyGroup)> = self
             .devices
             .iter()
@@ -173,5 +170,27 @@ fn role(f: &tracedat::EventFormat) -> Role {
         ("block_rq_issue", Some(x)) => Role::Issue(x),
         ("block_rq_complete", Some(x)) => Role::Complete(x),
         _ => Role::None,
+    }
+}
+
+impl Pass for BlockIo {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<BlockIo> {
+        sel.has(AnalysisName::Block).then(|| BlockIo::new(file))
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        self.event(at.ev);
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        let b = self.block();
+        let kept = cx.keeps(b.requests + b.unpaired + b.untracked > 0);
+        out.section(AnalysisName::Block, kept, b.requests > 0);
+        out.block = kept.then_some(b);
     }
 }

@@ -19,6 +19,8 @@ use serde::Serialize;
 use tracedat::{Event, IntField, TraceFile};
 
 use super::latency::{SyscallTable, uint};
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection};
 
 /// How many (syscall, errno) pairs, and (task, syscall, errno) triples, are tracked.
 pub(crate) const MAX_KEYS: usize = 4096;
@@ -149,13 +151,8 @@ impl Errors {
         }
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
-    }
-
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32) {
+    #[inline]
+    fn event(&mut self, ev: &Event<'_>, pid: i32) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
         let id = usize::from(ev.format.id);
@@ -214,7 +211,7 @@ impl Errors {
         self.calls.get_mut(*slot as usize)
     }
 
-    pub(super) fn finish(self, file: &TraceFile, comm: &dyn Fn(i32) -> String) -> Errno {
+    fn errno(self, file: &TraceFile, comm: &dyn Fn(i32) -> String) -> Errno {
         let name = |(id, nr): Sys| match id {
             RAW => self.table.name(nr),
             id => file
@@ -300,5 +297,28 @@ fn role(f: &tracedat::EventFormat) -> Role {
             None => Role::None,
         },
         _ => Role::None,
+    }
+}
+
+impl Pass for Errors {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Errors> {
+        sel.has(AnalysisName::Errno).then(|| Errors::new(file))
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        self.event(at.ev, at.pid);
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        let e = self.errno(cx.file, &|pid| cx.comm(pid));
+        let has = e.exits > 0;
+        let kept = cx.keeps(has);
+        out.section(AnalysisName::Errno, kept, has);
+        out.errno = kept.then_some(e);
     }
 }

@@ -11,6 +11,13 @@
 
 use tracedat::{Event, EventFormat, IntField, TraceFile};
 
+use super::callgraph::CallPaths;
+use super::functime::FuncTime;
+use super::histogram::Seen;
+use super::latency::Groups;
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection, symbolize};
+
 /// A function_graph call entered.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Entry {
@@ -193,6 +200,67 @@ impl Decoder {
             func: func.get(data, big)?,
             depth: depth.get(data, big)?,
         }))
+    }
+}
+
+/// The `funcgraph` analysis: function_graph records decoded once and fed to
+/// its three parts (function time, call paths, and from the function time
+/// the per-function latency).
+pub(super) struct Functions {
+    calls: Decoder,
+    time: FuncTime,
+    paths: Option<CallPaths>,
+}
+
+impl Pass for Functions {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Functions> {
+        sel.has(AnalysisName::Funcgraph).then(|| {
+            let calls = Decoder::new(file);
+            Functions {
+                time: FuncTime::new(&calls),
+                paths: CallPaths::new(&calls),
+                calls,
+            }
+        })
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        self.calls.handles(id)
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        let ev = at.ev;
+        let Some(call) = self.calls.decode(ev) else {
+            return;
+        };
+        if let Call::Return(ret) = &call {
+            let seen = Seen {
+                ts: ev.ts,
+                cpu: ev.cpu,
+            };
+            self.time.add(ret, seen, at.pid, at.task, at.cpu);
+        }
+        if let Some(c) = self.paths.as_mut() {
+            c.add(&call, at.task);
+        }
+    }
+
+    /// The call paths (when any), the per-function latency (by the symbol
+    /// of each function address) and the total and self time per function.
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        out.funcgraph_folded = (self.paths)
+            .map(|c| c.finish(cx.file))
+            .filter(|f| !f.is_empty());
+        let mut groups = Groups::default();
+        for (func, calls) in self.time.durations() {
+            groups.merge(&symbolize(cx.file, func), calls);
+        }
+        let name = AnalysisName::Funcgraph;
+        let title = "function duration (function_graph, rettime - calltime)";
+        let (report, tasks) = groups.report(name, title, "function", &|pid| cx.comm(pid));
+        out.latency(cx, name, report, tasks);
+        out.functions = self.time.finish(cx.file).filter(|f| cx.keeps(f.calls > 0));
     }
 }
 

@@ -32,6 +32,8 @@ use tracedat::{Event, Field, IntField, TraceFile};
 use super::errno::MAX_KEYS;
 use super::function_name;
 use super::latency::uint;
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection};
 
 /// Live (allocated, not yet freed) pointers followed at once.
 pub(crate) const MAX_LIVE: usize = 1 << 18;
@@ -215,13 +217,8 @@ impl KmemPass {
         Some(s)
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
-    }
-
-    pub(super) fn add(&mut self, file: &TraceFile, ev: &Event<'_>) {
+    #[inline]
+    fn event(&mut self, file: &TraceFile, ev: &Event<'_>) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
         let id = usize::from(ev.format.id);
@@ -288,7 +285,7 @@ impl KmemPass {
         }
     }
 
-    pub(super) fn finish(self) -> Kmem {
+    fn kmem(self) -> Kmem {
         // Per site: (outstanding, bytes).
         let mut out = vec![(0u64, 0u64); self.sites.len()];
         for (s, bytes) in self.live.values() {
@@ -384,5 +381,27 @@ fn role(f: &tracedat::EventFormat) -> Role {
             .map(Field::int)
             .map_or(Role::None, Role::Free),
         _ => Role::None,
+    }
+}
+
+impl Pass for KmemPass {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<KmemPass> {
+        sel.has(AnalysisName::Kmem).then(|| KmemPass::new(file))
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        self.event(at.file, at.ev);
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        let k = self.kmem();
+        let kept = cx.keeps(k.allocs + k.frees > 0);
+        out.section(AnalysisName::Kmem, kept, k.allocs > 0);
+        out.kmem = kept.then_some(k);
     }
 }

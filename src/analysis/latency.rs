@@ -30,8 +30,9 @@ use serde::Serialize;
 use tracedat::{Event, Field, FieldValue, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
+use super::pass::{At, Finish, Pass};
 use super::tasks::{PidIndex, TaskSlots};
-use super::{AnalysisName, Selection, TOP, symbolize};
+use super::{Analysis, AnalysisName, Selection, TOP, symbolize};
 
 /// Groups a report keeps (most samples first); the rest are counted in `groups_total`.
 const MAX_GROUPS: usize = 40;
@@ -216,6 +217,12 @@ impl Groups {
         }
     }
 
+    /// Adds every sample of `h` to the group of `key`.
+    pub(super) fn merge(&mut self, key: &str, h: &Histogram) {
+        let g = self.id(key);
+        self.hists[g].merge(h);
+    }
+
     pub(super) fn report(
         self,
         name: AnalysisName,
@@ -297,14 +304,13 @@ pub(super) struct Latencies {
     /// open calls, innermost last.
     probe_pending: TaskSlots<Vec<ProbedFunction>>,
     probe_ids: FxHashMap<u64, usize>,
-    funcgraph: Groups,
     irq: Groups,
     irq_all: usize,
     /// Per CPU: the open handler (irq number, group, ts, interrupted pid).
     irq_pending: Vec<Option<(u64, usize, u64, i32)>>,
     irq_ids: FxHashMap<(u64, Vec<u8>), usize>,
     /// Child pid → parent pid, from `sched_process_fork` and `sched_wakeup_new`.
-    pub(super) forks: FxHashMap<i32, i32>,
+    forks: FxHashMap<i32, i32>,
 }
 
 /// A probed function a task entered (`kretprobe`).
@@ -405,8 +411,9 @@ pub(super) fn uint(f: &IntField, ev: &Event<'_>) -> Option<u64> {
     f.get(&ev.data, ev.big_endian)
 }
 
-impl Latencies {
-    pub(super) fn new(file: &TraceFile, sel: &Selection) -> Latencies {
+impl Pass for Latencies {
+    /// Always started: it also follows forks (`Analysis::in_scope`).
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Latencies> {
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
         let mut roles = vec![Role::None; max_id + 1];
         let mut syscalls = Groups::default();
@@ -481,7 +488,7 @@ impl Latencies {
         let wake_all = wakeup.id("(all)");
         let mut irq = Groups::default();
         let irq_all = irq.id("(all)");
-        Latencies {
+        Some(Latencies {
             roles,
             selected: sel.names().to_vec(),
             syscalls,
@@ -497,32 +504,26 @@ impl Latencies {
             kretprobe: Groups::default(),
             probe_pending: TaskSlots::new(usize::MAX),
             probe_ids: FxHashMap::default(),
-            funcgraph: Groups::default(),
             irq,
             irq_all,
             irq_pending: Vec::new(),
             irq_ids: FxHashMap::default(),
             forks: FxHashMap::default(),
-        }
+        })
     }
 
     /// Whether records of format `id` mean something to this analysis
     /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
+    fn handles(&self, id: u16) -> bool {
         !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
     }
 
     /// Feeds one event (`pid` is its `common_pid`, `slot` that pid's place in
     /// `analyze`'s pid list, `cpu` its CPU's dense slot: a file may claim any
     /// CPU id, and per-CPU state is sized by the CPUs seen).
-    pub(super) fn add(
-        &mut self,
-        file: &TraceFile,
-        ev: &Event<'_>,
-        pid: i32,
-        slot: usize,
-        cpu: usize,
-    ) {
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        let (file, ev, pid, slot, cpu) = (at.file, at.ev, at.pid, at.task, at.cpu);
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
         let id = usize::from(ev.format.id);
@@ -695,28 +696,12 @@ impl Latencies {
         }
     }
 
-    /// The per-function latency of `funcgraph`: per function address, the
-    /// durations of its calls (function time's rows, which the pass fills
-    /// from each `funcgraph_exit`), grouped by the symbol `file` names it.
-    pub(super) fn funcgraph_durations<'h>(
-        &mut self,
-        file: &TraceFile,
-        durations: impl Iterator<Item = (u64, &'h Histogram)>,
-    ) {
-        for (func, calls) in durations {
-            let g = self.funcgraph.id(&symbolize(file, func));
-            self.funcgraph.hists[g].merge(calls);
-        }
-    }
-
-    /// The reports of the selected latency analyses, and the per-task
-    /// distributions of those that keep them; `comm` names a pid.
-    pub(super) fn finish(
-        self,
-        comm: &dyn Fn(i32) -> String,
-    ) -> Vec<(LatencyReport, FxHashMap<i32, Histogram>)> {
+    /// The reports of the selected latency analyses, with their per-task
+    /// distributions, and the forks followed.
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        out.forks = self.forks;
         let selected = self.selected;
-        [
+        for (name, groups, title, by) in [
             (
                 AnalysisName::Syscalls,
                 self.syscalls,
@@ -736,22 +721,17 @@ impl Latencies {
                 "function",
             ),
             (
-                AnalysisName::Funcgraph,
-                self.funcgraph,
-                "function duration (function_graph, rettime - calltime)",
-                "function",
-            ),
-            (
                 AnalysisName::Irq,
                 self.irq,
                 "interrupt handler time (irq_handler_entry → irq_handler_exit, per CPU)",
                 "handler",
             ),
-        ]
-        .into_iter()
-        .filter(|(name, ..)| selected.contains(name))
-        .map(|(name, groups, title, by)| groups.report(name, title, by, comm))
-        .collect()
+        ] {
+            if selected.contains(&name) {
+                let (report, tasks) = groups.report(name, title, by, &|pid| cx.comm(pid));
+                out.latency(cx, name, report, tasks);
+            }
+        }
     }
 }
 

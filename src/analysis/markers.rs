@@ -8,7 +8,11 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use tracedat::{Event, EventFormat, FieldValue};
+use tracedat::{Event, EventFormat, FieldValue, TraceFile};
+
+use super::Analysis;
+use super::names::Selection;
+use super::pass::{At, Finish, Pass};
 
 /// Markers report.json lists (the count covers all).
 pub(crate) const MAX_MARKERS: usize = 100;
@@ -96,6 +100,41 @@ fn text_of(b: &[u8]) -> String {
         cut.push('…');
     }
     crate::untrusted::escape(&cut).into_owned()
+}
+
+/// Markers are always collected: the pass handles the file's `ftrace:print`
+/// formats.
+pub(super) struct MarkerPass {
+    markers: Collector,
+    /// Per format id: whether its records are markers.
+    marker: Vec<bool>,
+}
+
+impl Pass for MarkerPass {
+    fn start(file: &TraceFile, _sel: &Selection) -> Option<MarkerPass> {
+        let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
+        let mut marker = vec![false; max_id + 1];
+        for f in file.formats().filter(|f| Collector::is_marker(f)) {
+            marker[f.id as usize] = true;
+        }
+        Some(MarkerPass {
+            markers: Collector::default(),
+            marker,
+        })
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        self.marker.get(usize::from(id)).copied().unwrap_or(false)
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        self.markers.add(at.ev);
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        out.markers = self.markers.finish(&|pid| cx.comm(pid));
+    }
 }
 
 #[cfg(test)]

@@ -18,10 +18,16 @@
 //! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
 //! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
 //!
+//! The names and when each applies are in `names.rs`; each analysis is a
+//! `pass::Pass` (started when selected, fed only the records of the formats
+//! it handles, finished into its section), held in one field of
+//! `pass::Passes`, which [`analyze_kept`] drives.
+//!
 //! By default every analysis whose events the file holds formats for runs
 //! (`Selection::for_file`). Durations are in trace-clock units: ns for the
 //! nanosecond clocks (`local`, `global`, `mono`, ...), raw ticks otherwise.
 
+mod answer;
 mod block;
 mod callgraph;
 mod errno;
@@ -31,7 +37,9 @@ mod histogram;
 mod kmem;
 mod latency;
 mod markers;
+mod names;
 mod noise;
+mod pass;
 mod profile;
 mod select;
 mod stacks;
@@ -44,10 +52,12 @@ use rustc_hash::FxHashMap;
 
 use tracedat::{Record, TraceFile};
 
+pub use answer::AnswerError;
+pub(crate) use answer::{check_answers, parse_answers};
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
 pub(crate) use functime::FunctionTimes;
-use histogram::{Histogram, Seen};
+use histogram::Histogram;
 pub(crate) use kmem::Kmem;
 pub(crate) use latency::{LatencyGroup, LatencyReport};
 pub(crate) use markers::Markers;
@@ -58,175 +68,10 @@ pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};
 pub(crate) use timeline::Timeline;
 
-use latency::Latencies;
+use names::ANSWER_ORDER;
+pub use names::{AnalysisName, Selection};
+use pass::{At, Finish, Passes};
 pub use select::{Select, SelectArgs, SelectError};
-
-/// The analyses, by the name `report --analysis NAME` takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum AnalysisName {
-    /// Per event, CPU, comm and pid counts, in total and over time.
-    Counts,
-    /// Syscall latency (sys_enter_X → sys_exit_X per task).
-    Syscalls,
-    /// Wakeup-to-run latency (sched_wakeup/sched_waking → sched_switch in).
-    Wakeup,
-    /// kprobe → kretprobe latency per task and function.
-    Kretprobe,
-    /// function_graph duration per function (funcgraph_exit).
-    Funcgraph,
-    /// Most frequent kernel stacks (ftrace kernel_stack records).
-    Stacks,
-    /// Interrupt handler time (irq_handler_entry → irq_handler_exit).
-    Irq,
-    /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
-    Profile,
-    /// Failed syscalls by errno name, per syscall and per task.
-    Errno,
-    /// Block I/O issue-to-complete latency per device and request size.
-    Block,
-    /// Slab allocations (kmalloc, kmem_cache_alloc) by call site and size, with outstanding bytes.
-    Kmem,
-    /// hwlat's samples: inner and outer gaps, per CPU.
-    Hwlat,
-    /// osnoise's periods: noise and interference, per CPU.
-    Osnoise,
-    /// timerlat's samples: IRQ and thread latency, per CPU.
-    Timerlat,
-}
-
-impl AnalysisName {
-    /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 14] = [
-        AnalysisName::Counts,
-        AnalysisName::Syscalls,
-        AnalysisName::Wakeup,
-        AnalysisName::Kretprobe,
-        AnalysisName::Funcgraph,
-        AnalysisName::Stacks,
-        AnalysisName::Irq,
-        AnalysisName::Profile,
-        AnalysisName::Errno,
-        AnalysisName::Block,
-        AnalysisName::Kmem,
-        AnalysisName::Hwlat,
-        AnalysisName::Osnoise,
-        AnalysisName::Timerlat,
-    ];
-
-    /// The name as typed on the command line.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            AnalysisName::Counts => "counts",
-            AnalysisName::Syscalls => "syscalls",
-            AnalysisName::Wakeup => "wakeup",
-            AnalysisName::Kretprobe => "kretprobe",
-            AnalysisName::Funcgraph => "funcgraph",
-            AnalysisName::Stacks => "stacks",
-            AnalysisName::Irq => "irq",
-            AnalysisName::Profile => "profile",
-            AnalysisName::Errno => "errno",
-            AnalysisName::Block => "block",
-            AnalysisName::Kmem => "kmem",
-            AnalysisName::Hwlat => "hwlat",
-            AnalysisName::Osnoise => "osnoise",
-            AnalysisName::Timerlat => "timerlat",
-        }
-    }
-}
-
-/// Which analyses a pass runs. A default selection (`Selection::for_file`)
-/// drops, after the pass, the analyses whose events never occurred; an explicit
-/// one ([`Selection::new`] with names) reports them with no samples.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
-    names: Vec<AnalysisName>,
-    explicit: bool,
-}
-
-impl Selection {
-    /// Exactly these (an empty list means `Selection::for_file`).
-    pub fn new(file: &TraceFile, names: &[AnalysisName]) -> Selection {
-        if names.is_empty() {
-            return Selection::for_file(file);
-        }
-        let mut v = names.to_vec();
-        v.sort_unstable();
-        v.dedup();
-        Selection {
-            names: v,
-            explicit: true,
-        }
-    }
-
-    /// `counts`, plus every analysis whose events have a format in `file`
-    /// (a recorded event always has one).
-    pub(crate) fn for_file(file: &TraceFile) -> Selection {
-        let has = |sys: &str, pred: &dyn Fn(&tracedat::EventFormat) -> bool| {
-            file.formats().any(|f| f.system == sys && pred(f))
-        };
-        let any = |pred: &dyn Fn(&tracedat::EventFormat) -> bool| file.formats().any(pred);
-        let mut v = vec![AnalysisName::Counts];
-        if has("syscalls", &|f| f.name.starts_with("sys_exit_")) || has("raw_syscalls", &|_| true) {
-            v.push(AnalysisName::Syscalls);
-        }
-        if has("sched", &|f| f.name == "sched_switch")
-            && has("sched", &|f| f.name.starts_with("sched_wak"))
-        {
-            v.push(AnalysisName::Wakeup);
-        }
-        if any(&|f| f.field("__probe_ret_ip").is_some()) {
-            v.push(AnalysisName::Kretprobe);
-        }
-        if has("ftrace", &|f| f.name == "funcgraph_exit") {
-            v.push(AnalysisName::Funcgraph);
-        }
-        if has("ftrace", &|f| {
-            f.name == "kernel_stack" || f.name == "user_stack"
-        }) {
-            v.push(AnalysisName::Stacks);
-        }
-        if has("irq", &|f| f.name == "irq_handler_entry")
-            && has("irq", &|f| f.name == "irq_handler_exit")
-        {
-            v.push(AnalysisName::Irq);
-        }
-        if profile::Profiler::applies(file) {
-            v.push(AnalysisName::Profile);
-        }
-        if errno::Errors::applies(file) {
-            v.push(AnalysisName::Errno);
-        }
-        if block::BlockIo::applies(file) {
-            v.push(AnalysisName::Block);
-        }
-        if kmem::KmemPass::applies(file) {
-            v.push(AnalysisName::Kmem);
-        }
-        for (name, event) in [
-            (AnalysisName::Hwlat, "hwlat"),
-            (AnalysisName::Osnoise, "osnoise"),
-            (AnalysisName::Timerlat, "timerlat"),
-        ] {
-            if has("ftrace", &|f| f.name == event) {
-                v.push(name);
-            }
-        }
-        Selection {
-            names: v,
-            explicit: false,
-        }
-    }
-
-    /// Whether `name` is selected.
-    pub(crate) fn has(&self, name: AnalysisName) -> bool {
-        self.names.contains(&name)
-    }
-
-    /// The selected names, in report order.
-    pub(crate) fn names(&self) -> &[AnalysisName] {
-        &self.names
-    }
-}
 
 /// Totals over every record of a trace.dat.
 #[derive(Debug, Clone, Default)]
@@ -286,29 +131,13 @@ pub struct Analysis {
     task_latency: Vec<(String, FxHashMap<i32, Histogram>)>,
     /// Child pid → parent pid, as the trace's fork events tell.
     forks: FxHashMap<i32, i32>,
+    /// The `[[answer]]` tables, in the order the answers were given.
+    pub(crate) answers: Vec<(String, crate::answer::AnswerTable)>,
+    /// The analyses whose section is reported ([`Analysis::section`]).
+    sections: Vec<AnalysisName>,
+    /// The analyses with something to show ([`Analysis::answer`]).
+    shows: Vec<AnalysisName>,
 }
-
-/// The order in which [`Analysis::answer`] looks for the analysis that answers
-/// a trace's question: the most specific question first (a noise tracer's
-/// own samples, allocations, block
-/// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
-/// function durations, stacks), then where the time went, then the counts.
-const ANSWER_ORDER: [AnalysisName; 14] = [
-    AnalysisName::Hwlat,
-    AnalysisName::Osnoise,
-    AnalysisName::Timerlat,
-    AnalysisName::Kmem,
-    AnalysisName::Block,
-    AnalysisName::Syscalls,
-    AnalysisName::Errno,
-    AnalysisName::Irq,
-    AnalysisName::Wakeup,
-    AnalysisName::Kretprobe,
-    AnalysisName::Funcgraph,
-    AnalysisName::Stacks,
-    AnalysisName::Profile,
-    AnalysisName::Counts,
-];
 
 impl Analysis {
     /// The analysis that answers the question the recorded events ask (a
@@ -317,21 +146,11 @@ impl Analysis {
     /// analysis at least one paired sample; the others a result). `counts`
     /// when none has. The summary shows it first.
     pub(crate) fn answer(&self) -> AnalysisName {
-        let shows = |n: AnalysisName| match n {
-            AnalysisName::Counts => true,
-            AnalysisName::Stacks => self.stacks.as_ref().is_some_and(|s| s.total > 0),
-            AnalysisName::Profile => self.profile.as_ref().is_some_and(|p| p.tasks_total > 0),
-            AnalysisName::Errno => self.errno.as_ref().is_some_and(|e| e.exits > 0),
-            AnalysisName::Block => self.block.as_ref().is_some_and(|b| b.requests > 0),
-            AnalysisName::Kmem => self.kmem.as_ref().is_some_and(|k| k.allocs > 0),
-            n => self
-                .latencies
-                .iter()
-                .any(|l| l.analysis == n.as_str() && !l.groups.is_empty()),
-        };
         ANSWER_ORDER
             .into_iter()
-            .find(|n| self.selected.contains(n) && shows(*n))
+            .find(|n| {
+                self.selected.contains(n) && (*n == AnalysisName::Counts || self.shows.contains(n))
+            })
             .unwrap_or(AnalysisName::Counts)
     }
 
@@ -377,32 +196,11 @@ impl Analysis {
 struct Slot {
     /// Index into the per-event counts.
     counted: usize,
-    /// `kernel_stack` / `user_stack`: where `caller` starts, and whether
-    /// it is a user stack.
-    stack_at: Option<(usize, bool)>,
     /// Where its records name tasks, when they do ([`tracedat::Learner`]).
     learner: Option<tracedat::Learner>,
-    /// Its records are markers ([`markers::Collector::is_marker`]).
-    marker: bool,
-    /// The analyses its records go to.
-    feeds: Feeds,
-}
-
-/// The analyses that records of one format go to, decided once per format
-/// from each analysis's `handles`: the others never see them.
-#[derive(Clone, Copy, Default)]
-struct Feeds {
-    latency: bool,
-    profile: bool,
-    errno: bool,
-    block: bool,
-    kmem: bool,
-    /// A function_graph record, for the `funcgraph` analysis.
-    funcgraph: bool,
-    noise: bool,
-    /// Any of the analyses but `funcgraph` (function_graph records, the
-    /// most numerous when there are any, then skip their tests at once).
-    others: bool,
+    /// The passes its records go to, decided once per format from each
+    /// pass's `handles`: the others never see them.
+    feeds: pass::Feeds,
 }
 
 /// CPU ids mapped to dense slots in order of first event, so that per-CPU
@@ -480,22 +278,17 @@ fn pass(
 ) -> Result<Analysis, tracedat::Error> {
     let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
     let mut slots: Vec<Slot> = (0..=max_id).map(|_| Slot::default()).collect();
+    let mut passes = Passes::new(file, selection);
     // Counted index 0 is "an id with no format".
     let mut event_names = vec![String::new()];
     for f in file.formats() {
         let s = &mut slots[f.id as usize];
         s.counted = event_names.len();
         event_names.push(format!("{}:{}", f.system, f.name));
-        if f.system == "ftrace" && (f.name == "kernel_stack" || f.name == "user_stack") {
-            s.stack_at = f
-                .field("caller")
-                .map(|c| (c.offset, f.name == "user_stack"));
-        }
         s.learner = tracedat::Learner::of(f);
-        s.marker = markers::Collector::is_marker(f);
+        s.feeds = passes.feeds(Some(f.id));
     }
-    let big = file.big_endian();
-    let long = usize::from(file.long_size()).clamp(4, 8);
+    let unknown_feeds = passes.feeds(None);
     let mut per_event = vec![0u64; event_names.len()];
     // Per-CPU state is indexed by slot (CPUs in order of their first event),
     // never by CPU id: a file may claim CPU 0xFFFFFFF0.
@@ -508,51 +301,6 @@ fn pass(
     let mut timeline = selection
         .has(AnalysisName::Counts)
         .then(|| timeline::Builder::new(event_names.len()));
-    let mut latencies = Latencies::new(file, selection);
-    let mut profiler = selection
-        .has(AnalysisName::Profile)
-        .then(|| profile::Profiler::new(file));
-    let mut errors = selection
-        .has(AnalysisName::Errno)
-        .then(|| errno::Errors::new(file));
-    let mut block_io = selection
-        .has(AnalysisName::Block)
-        .then(|| block::BlockIo::new(file));
-    // function_graph records, decoded once for the three parts of
-    // `funcgraph`: latency, function time and call paths.
-    let calls = selection
-        .has(AnalysisName::Funcgraph)
-        .then(|| funcgraph::Decoder::new(file));
-    let mut function_time = calls.as_ref().map(functime::FuncTime::new);
-    let mut allocations = selection
-        .has(AnalysisName::Kmem)
-        .then(|| kmem::KmemPass::new(file));
-    let mut markers = markers::Collector::default();
-    let mut noise = noise::Noise::new(file, selection);
-    let want_stacks = selection.has(AnalysisName::Stacks);
-    let mut stacks = stacks::Collector::default();
-    let mut call_paths = calls.as_ref().and_then(callgraph::CallPaths::new);
-    for f in file.formats() {
-        let id = f.id;
-        let mut feeds = Feeds {
-            latency: latencies.handles(id),
-            profile: profiler.as_ref().is_some_and(|p| p.handles(id)),
-            errno: errors.as_ref().is_some_and(|e| e.handles(id)),
-            block: block_io.as_ref().is_some_and(|b| b.handles(id)),
-            kmem: allocations.as_ref().is_some_and(|k| k.handles(id)),
-            funcgraph: calls.as_ref().is_some_and(|c| c.handles(id)),
-            noise: noise.as_ref().is_some_and(|n| n.handles(id)),
-            others: false,
-        };
-        feeds.others = feeds.latency
-            || feeds.profile
-            || feeds.errno
-            || feeds.block
-            || feeds.kmem
-            || feeds.noise;
-        slots[usize::from(id)].feeds = feeds;
-    }
-    let mut last_on_cpu: Vec<usize> = Vec::new();
     // Per CPU, the pid of its last event and that pid's slot.
     let mut cpu_pid: Vec<Option<(i32, usize)>> = Vec::new();
 
@@ -577,12 +325,11 @@ fn pass(
             slots.get(usize::from(ev.format.id))
         };
         let counted = slot.map_or(0, |s| s.counted);
-        let feeds = slot.map_or(Feeds::default(), |s| s.feeds);
+        let feeds = slot.map_or(unknown_feeds, |s| s.feeds);
         let pid = ev.pid();
         let cpu = cpu_slots.slot(ev.cpu);
         if cpu >= per_cpu.len() {
             per_cpu.resize(cpu + 1, 0);
-            last_on_cpu.resize(cpu + 1, 0);
             cpu_pid.resize(cpu + 1, None);
         }
         // Consecutive events of a CPU are mostly of one task: the pid map is
@@ -611,66 +358,22 @@ fn pass(
         per_cpu[cpu] += 1;
         first_ts.get_or_insert(ev.ts);
         last_ts = ev.ts;
-        if feeds.funcgraph
-            && let Some(call) = calls.as_ref().and_then(|c| c.decode(ev))
-        {
-            if let funcgraph::Call::Return(ret) = &call
-                && let Some(f) = function_time.as_mut()
-            {
-                let at = Seen {
-                    ts: ev.ts,
-                    cpu: ev.cpu,
-                };
-                f.add(ret, at, pid, pid_slot, cpu);
-            }
-            if let Some(c) = call_paths.as_mut() {
-                c.add(&call, pid_slot);
-            }
-        }
-        if feeds.others {
-            if feeds.latency {
-                latencies.add(file, ev, pid, pid_slot, cpu);
-            }
-            if feeds.profile
-                && let Some(p) = profiler.as_mut()
-            {
-                p.add(ev, pid, cpu);
-            }
-            if feeds.errno
-                && let Some(e) = errors.as_mut()
-            {
-                e.add(ev, pid);
-            }
-            if feeds.block
-                && let Some(b) = block_io.as_mut()
-            {
-                b.add(ev);
-            }
-            if feeds.kmem
-                && let Some(k) = allocations.as_mut()
-            {
-                k.add(file, ev);
-            }
-            if feeds.noise
-                && let Some(n) = noise.as_mut()
-            {
-                n.add(ev);
-            }
+        if !feeds.none() {
+            let at = At {
+                file,
+                ev,
+                pid,
+                task: pid_slot,
+                cpu,
+                counted,
+                learned: &counts.learned,
+            };
+            passes.add(feeds, &at);
         }
         if let Some(l) = slot.and_then(|s| s.learner.as_ref())
             && !counts.learned.knows(l, ev)
         {
             counts.learned.learn_with(l, file, ev);
-        }
-        if slot.is_some_and(|s| s.marker) {
-            markers.add(ev);
-        }
-        if want_stacks {
-            if let Some((at, user)) = slot.and_then(|s| s.stack_at) {
-                stacks.add(last_on_cpu[cpu], user, &ev.data, at, (long, big));
-            } else {
-                last_on_cpu[cpu] = counted;
-            }
         }
         Ok(())
     };
@@ -708,51 +411,7 @@ fn pass(
             .entry(comm_of(file, &counts.learned, *pid))
             .or_default() += n;
     }
-    let mut stacks = want_stacks.then(|| stacks.finish(file, &event_names));
-    let funcgraph_folded = call_paths.map(|c| c.finish(file)).filter(|f| !f.is_empty());
-    if let Some(f) = &function_time {
-        latencies.funcgraph_durations(file, f.durations());
-    }
-    let forks = std::mem::take(&mut latencies.forks);
-    let (mut latencies, task_latency): (Vec<LatencyReport>, Vec<_>) = latencies
-        .finish(&|pid| comm_of(file, &counts.learned, pid))
-        .into_iter()
-        .map(|(r, t)| {
-            let name = r.analysis.clone();
-            (r, (name, t))
-        })
-        .unzip();
-    let mut profile = profiler.map(|p| p.finish(&|pid| comm_of(file, &counts.learned, pid)));
-    let mut errno = errors.map(|e| e.finish(file, &|pid| comm_of(file, &counts.learned, pid)));
-    let mut block = block_io.map(block::BlockIo::finish);
-    let mut kmem = allocations.map(kmem::KmemPass::finish);
-    let mut functions = function_time.and_then(|f| f.finish(file));
-    let markers = markers.finish(&|pid| comm_of(file, &counts.learned, pid));
-    let (noise_latencies, noise) = noise
-        .map(|n| n.finish(selection, &|pid| comm_of(file, &counts.learned, pid)))
-        .unwrap_or_default();
-    latencies.extend(noise_latencies);
-    let mut selected = selection.names().to_vec();
-    if !selection.explicit {
-        profile = profile.filter(|p| p.tasks_total > 0);
-        errno = errno.filter(|e| e.exits > 0);
-        block = block.filter(|b| b.requests + b.unpaired + b.untracked > 0);
-        kmem = kmem.filter(|k| k.allocs + k.frees > 0);
-        functions = functions.filter(|f| f.calls > 0);
-        latencies.retain(|l| !l.groups.is_empty() || l.unpaired > 0);
-        stacks = stacks.filter(|s| s.total > 0);
-        selected.retain(|n| match n {
-            AnalysisName::Counts => true,
-            AnalysisName::Stacks => stacks.is_some(),
-            AnalysisName::Profile => profile.is_some(),
-            AnalysisName::Errno => errno.is_some(),
-            AnalysisName::Block => block.is_some(),
-            AnalysisName::Kmem => kmem.is_some(),
-            n => latencies.iter().any(|l| l.analysis == n.as_str()),
-        });
-    }
-    Ok(Analysis {
-        selected,
+    let mut out = Analysis {
         timeline: timeline.map(|t| {
             let totals = timeline::Totals {
                 events: &per_event,
@@ -761,23 +420,26 @@ fn pass(
             };
             t.finish(totals, file, &counts.learned, &event_names, &cpu_slots.ids)
         }),
-        latencies,
-        stacks,
-        funcgraph_folded,
-        profile,
-        errno,
-        block,
-        kmem,
-        functions,
-        markers,
-        noise,
-        counts,
-        task_latency: task_latency
-            .into_iter()
-            .filter(|(_, t)| !t.is_empty())
-            .collect(),
-        forks,
-    })
+        ..Analysis::default()
+    };
+    let cx = Finish {
+        file,
+        sel: selection,
+        learned: &counts.learned,
+        event_names: &event_names,
+    };
+    passes.finish(&cx, &mut out);
+    // In report order, whichever pass made them.
+    out.latencies.sort_by_key(|l| {
+        AnalysisName::ALL
+            .iter()
+            .position(|n| n.as_str() == l.analysis)
+    });
+    out.selected = (selection.names().iter().copied())
+        .filter(|n| selection.explicit() || *n == AnalysisName::Counts || out.sections.contains(n))
+        .collect();
+    out.counts = counts;
+    Ok(out)
 }
 
 /// `symbol+0xoff` through kallsyms, else `0xADDR`.
@@ -1059,6 +721,119 @@ mod tests {
             errors.row((21, 0)).is_none(),
             "no room for a sys_exit_X either"
         );
+    }
+
+    /// `[[answer]]` over a file of openat enters and exits: a span keyed by
+    /// `errno(ret)` with its latency, and one event by comm with a sum and a
+    /// `where` naming an errno, as the records below add up by hand.
+    #[test]
+    fn answers_pair_spans_per_task_and_aggregate_one_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let enter = |pid: i32| payload(30, pid, &[3]);
+        let exit = |pid: i32, ret: i64| payload(31, pid, &[ret as u64]);
+        let events = vec![
+            (1_000, enter(7)),
+            (2_000, exit(7, 3)),
+            (1_000, enter(7)),
+            (1_000, enter(8)),
+            (1_000, exit(8, -2)),
+            (4_000, exit(7, -2)),
+            (1_000, exit(8, -13)),
+            (1_000, enter(9)),
+            (3_000, exit(9, -13)),
+        ];
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let long = |n: &str| format!("\tfield:long {n};\toffset:8;\tsize:8;\tsigned:1;\n");
+        let meta = meta(
+            vec![(
+                "syscalls".into(),
+                vec![
+                    format("sys_enter_openat", 30, &long("dfd")),
+                    format("sys_exit_openat", 31, &long("ret")),
+                ],
+            )],
+            b"7 worker\n8 other\n9 other\n",
+            1,
+        );
+        let file = one_cpu_file(dir.path(), &meta, raw);
+        let text = r#"
+            [[answer]]
+            name = "opens"
+            question = "How long do openat calls take, by result?"
+            from = "syscalls:sys_enter_openat"
+            to = "syscalls:sys_exit_openat"
+            by = ["errno(ret)"]
+
+            [[answer]]
+            name = "failures"
+            event = "syscalls:sys_exit_openat"
+            by = ["common_comm"]
+            values = ["count", "sum(ret)"]
+            where = "ret < 0"
+
+            [[answer]]
+            name = "missing"
+            event = "syscalls:sys_exit_openat"
+            where = "ret == -ENOENT"
+        "#;
+        let answers = parse_answers(std::path::Path::new("a.toml"), text).unwrap();
+        assert!(check_answers(&file, &answers).is_empty());
+        let sel = Selection::for_file(&file).with_answers(answers);
+        let a = analyze(&file, &sel).unwrap();
+        let table = |n: &str| &a.answers.iter().find(|(name, _)| name == n).unwrap().1;
+        let cell = |c: &crate::answer::Cell| match c {
+            crate::answer::Cell::Int(n) => *n,
+            other => panic!("{other:?}"),
+        };
+
+        let opens = table("opens");
+        let rows: Vec<(Vec<String>, u64)> = (opens.rows.iter())
+            .map(|r| (r.keys.clone(), r.count))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (vec!["-ENOENT".to_string()], 2),
+                (vec!["-EACCES".to_string()], 1),
+                (vec!["3".to_string()], 1)
+            ]
+        );
+        // ENOENT: pid 8's 1 µs and pid 7's 6 µs (from its second enter);
+        // pid 8's -13 has no open enter.
+        let crate::answer::Cell::Latency(l) = &opens.rows[0].cells[1] else {
+            panic!("{:?}", opens.rows[0].cells)
+        };
+        assert_eq!((l.min_us, l.max_us, l.total_us), (1.0, 6.0, 7.0));
+        let buckets: Vec<(u32, u64)> = l.buckets.iter().map(|b| (b.log2, b.count)).collect();
+        assert_eq!(buckets, [(0, 1), (3, 1)]);
+        assert_eq!(opens.total.count, 4);
+        assert_eq!(
+            opens.question.as_deref(),
+            Some("How long do openat calls take, by result?")
+        );
+        assert!(
+            opens.notes.iter().any(|n| n.starts_with("1 `to` events")),
+            "{:?}",
+            opens.notes
+        );
+
+        let failures = table("failures");
+        let rows: Vec<(Vec<String>, u64, i64)> = (failures.rows.iter())
+            .map(|r| (r.keys.clone(), r.count, cell(&r.cells[1])))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (vec!["other".to_string()], 3, -28),
+                (vec!["worker".to_string()], 1, -2)
+            ]
+        );
+        assert_eq!(table("missing").total.count, 2);
     }
 
     #[test]

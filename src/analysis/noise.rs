@@ -22,11 +22,12 @@ use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tracedat::{Event, Field, IntField, TraceFile};
+use tracedat::{Field, IntField, TraceFile};
 
 use super::histogram::{Histogram, Seen};
 use super::latency::{Groups, uint};
-use super::{AnalysisName, LatencyReport, Selection};
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection};
 
 /// report.json `tracer.hwlat[]`: one CPU's hwlat samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -159,9 +160,9 @@ pub(super) struct Noise {
     timerlat_groups: Groups,
 }
 
-impl Noise {
+impl Pass for Noise {
     /// `None` when `sel` runs none of the three analyses.
-    pub(super) fn new(file: &TraceFile, sel: &Selection) -> Option<Noise> {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Noise> {
         let mut roles = BTreeMap::new();
         for f in file.formats().filter(|f| f.system == "ftrace") {
             let field = |n: &str| f.field(n).map(Field::int);
@@ -222,12 +223,14 @@ impl Noise {
 
     /// Whether records of format `id` mean something to this analysis
     /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
+    fn handles(&self, id: u16) -> bool {
         self.roles.contains_key(&id)
     }
 
     /// Feeds one event.
-    pub(super) fn add(&mut self, ev: &Event<'_>) {
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        let ev = at.ev;
         if ev.format.id != ev.type_id() {
             return;
         }
@@ -306,12 +309,8 @@ impl Noise {
 
     /// The latency reports (for the selected analyses, in report order) and
     /// the per-CPU tables.
-    pub(super) fn finish(
-        self,
-        sel: &Selection,
-        comm: &dyn Fn(i32) -> String,
-    ) -> (Vec<LatencyReport>, NoiseTables) {
-        let reports = [
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        for (name, groups, title, by) in [
             (
                 AnalysisName::Hwlat,
                 self.hwlat_groups,
@@ -330,12 +329,13 @@ impl Noise {
                 "timerlat: timer expiry to IRQ handler and to thread",
                 "context",
             ),
-        ]
-        .into_iter()
-        .filter(|(name, ..)| sel.has(*name))
-        .map(|(name, groups, title, by)| groups.report(name, title, by, comm).0)
-        .collect();
-        let tables = NoiseTables {
+        ] {
+            if cx.sel.has(name) {
+                let (report, tasks) = groups.report(name, title, by, &|pid| cx.comm(pid));
+                out.latency(cx, name, report, tasks);
+            }
+        }
+        out.noise = NoiseTables {
             hwlat: self.hwlat.into_values().collect(),
             osnoise: self.osnoise.into_values().collect(),
             timerlat: self
@@ -348,7 +348,6 @@ impl Noise {
                 })
                 .collect(),
         };
-        (reports, tables)
     }
 }
 

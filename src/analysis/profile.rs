@@ -33,7 +33,9 @@ use tracedat::{Event, Field, IntField, TraceFile};
 
 use super::histogram::{HistRow, Histogram, Seen};
 use super::latency::MAX_TASKS;
+use super::pass::{At, Finish, Pass};
 use super::tasks::PidIndex;
+use super::{Analysis, AnalysisName, Selection};
 
 /// Tasks a profile lists (by time on CPU).
 const LISTED: usize = 20;
@@ -353,16 +355,11 @@ impl Profiler {
         self.tasks.get_mut(i).map(|(_, t)| t)
     }
 
-    /// Whether records of format `id` mean something to this analysis
-    /// (the others need not be fed to it).
-    pub(super) fn handles(&self, id: u16) -> bool {
-        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
-    }
-
     /// Feeds one event (`pid` is its `common_pid`, `cpu` its CPU's dense
     /// slot: a file may claim any CPU id, and per-CPU state is sized by the
     /// CPUs seen).
-    pub(super) fn add(&mut self, ev: &Event<'_>, pid: i32, cpu: usize) {
+    #[inline]
+    fn event(&mut self, ev: &Event<'_>, pid: i32, cpu: usize) {
         // The reader gives each record its own format (`analyze_kept` feeds
         // no record of an unknown one): the id is the format's.
         let id = usize::from(ev.format.id);
@@ -488,7 +485,7 @@ impl Profiler {
 
     /// The profile of every task followed (see [`Profile::listed`] for what
     /// a report shows); `comm` names a pid.
-    pub(super) fn finish(self, comm: &dyn Fn(i32) -> String) -> Profile {
+    fn profile(self, comm: &dyn Fn(i32) -> String) -> Profile {
         let mut tasks = self.tasks;
         tasks.sort_by(|a, b| {
             b.1.running
@@ -554,5 +551,28 @@ impl Profiler {
             switch_ins_missing: 0,
             tasks_missing_switch_ins: 0,
         }
+    }
+}
+
+impl Pass for Profiler {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Profiler> {
+        sel.has(AnalysisName::Profile).then(|| Profiler::new(file))
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        !matches!(self.roles.get(usize::from(id)), None | Some(Role::None))
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        self.event(at.ev, at.pid, at.cpu);
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        let p = self.profile(&|pid| cx.comm(pid));
+        let has = p.tasks_total > 0;
+        let kept = cx.keeps(has);
+        out.section(AnalysisName::Profile, kept, has);
+        out.profile = kept.then_some(p);
     }
 }

@@ -23,14 +23,14 @@ pub enum SelectError {
 }
 
 /// One compiled `FIELD OP VALUE`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Test {
     field: Field,
     op: Op,
     value: Want,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Field {
     /// A field of the event's format, by name.
     Named(String),
@@ -40,17 +40,46 @@ enum Field {
     Comm,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Want {
     Int(i128),
     Text(String),
 }
 
 /// An event's compiled filter.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Compiled {
     expr: Expr,
     tests: Vec<Test>,
+}
+
+/// A filter (the recipe's filter syntax) compiled against one event format,
+/// for a pass that evaluates it on that format's records (`[[answer]]`
+/// `where`).
+#[derive(Debug, Clone)]
+pub(super) struct Filter(Compiled);
+
+impl Filter {
+    /// `text` compiled against `f`; the error says what is wrong, where.
+    pub(super) fn compile(f: &EventFormat, text: &str) -> Result<Filter, String> {
+        let (expr, preds) = filter::parse_expr(text).map_err(|e| {
+            format!(
+                "filter syntax at byte {} of `{text}`: {}; write FIELD OP VALUE joined with && \
+                 and || (Documentation/trace/events.rst section 5)",
+                e.span.start, e.message
+            )
+        })?;
+        let tests = (preds.iter())
+            .map(|p| compile_test(f, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Filter(Compiled { expr, tests }))
+    }
+
+    /// Whether it holds for `ev` (a record of the format it was compiled
+    /// for; `learned` names tasks for `comm`).
+    pub(super) fn holds(&self, ev: &Event<'_>, learned: &Comms, file: &TraceFile) -> bool {
+        eval(&self.0.expr, &self.0.tests, ev, learned, file)
+    }
 }
 
 /// What `report` keeps. Build it with [`Select::new`]; [`Select::keeps`]
@@ -352,7 +381,8 @@ fn split_spec<'a>(file: &TraceFile, spec: &'a str) -> (&'a str, Option<&'a str>)
     }
 }
 
-fn event_matches(event: &str, f: &EventFormat) -> bool {
+/// Whether `event` (`system:event`, `system:*`, `event`, globs) names `f`.
+pub(super) fn event_matches(event: &str, f: &EventFormat) -> bool {
     match event.split_once(':') {
         Some((sys, name)) => {
             crate::kernel::glob_match(sys.trim(), &f.system)

@@ -13,7 +13,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use tracedat::TraceFile;
 
-use super::TOP;
+use super::pass::{At, Finish, Pass};
+use super::{Analysis, AnalysisName, Selection, TOP};
 
 /// How many distinct (event, stack) pairs, and function_graph call paths, an
 /// analysis tells apart; more are counted together (see the module doc).
@@ -197,6 +198,81 @@ impl Collector {
                 .collect(),
             folded,
         }
+    }
+}
+
+/// The `stacks` analysis: each `kernel_stack`/`user_stack` record counted
+/// with the event its CPU recorded last (the one that took it), so it sees
+/// every record.
+pub(super) struct StackPass {
+    stacks: Collector,
+    /// Per format id: for a stack format, where `caller` starts and whether
+    /// it is a user stack.
+    stack_at: Vec<Option<(usize, bool)>>,
+    /// Per CPU slot: the event index of its last record that was no stack.
+    last_on_cpu: Vec<usize>,
+    /// The file's long size (4 or 8) and byte order.
+    word: (usize, bool),
+}
+
+impl Pass for StackPass {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<StackPass> {
+        if !sel.has(AnalysisName::Stacks) {
+            return None;
+        }
+        let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
+        let mut stack_at = vec![None; max_id + 1];
+        for f in file.formats() {
+            if f.system == "ftrace" && (f.name == "kernel_stack" || f.name == "user_stack") {
+                stack_at[f.id as usize] = f
+                    .field("caller")
+                    .map(|c| (c.offset, f.name == "user_stack"));
+            }
+        }
+        Some(StackPass {
+            stacks: Collector::default(),
+            stack_at,
+            last_on_cpu: Vec::new(),
+            word: (usize::from(file.long_size()).clamp(4, 8), file.big_endian()),
+        })
+    }
+
+    fn handles(&self, _id: u16) -> bool {
+        true
+    }
+
+    fn sees_unknown(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        if at.cpu >= self.last_on_cpu.len() {
+            self.last_on_cpu.resize(at.cpu + 1, 0);
+        }
+        let stack = match at.counted {
+            0 => None,
+            _ => self
+                .stack_at
+                .get(usize::from(at.ev.format.id))
+                .copied()
+                .flatten(),
+        };
+        match stack {
+            Some((from, user)) => {
+                let event = self.last_on_cpu[at.cpu];
+                self.stacks.add(event, user, &at.ev.data, from, self.word);
+            }
+            None => self.last_on_cpu[at.cpu] = at.counted,
+        }
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        let s = self.stacks.finish(cx.file, cx.event_names);
+        let has = s.total > 0;
+        let kept = cx.keeps(has);
+        out.section(AnalysisName::Stacks, kept, has);
+        out.stacks = kept.then_some(s);
     }
 }
 

@@ -126,10 +126,6 @@ pub(crate) struct Bucket {
 
 /// The bucket of a duration of `us` microseconds, as the kernel's `.log2`
 /// (for the trace engine, to bucket as the kernel does).
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the trace engine's (branch `answers`) to call")
-)]
 pub(crate) fn log2_bucket(us: u64) -> u32 {
     if us <= 1 {
         0

@@ -227,6 +227,11 @@ pub(crate) struct ReportArgs {
     /// Write the report to FILE instead of stdout.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
+    /// Answer the `[[answer]]` tables of FILE (a recipe, or a file of
+    /// `[[answer]]` tables only) over the trace: first in the summary,
+    /// `answers.NAME` in report.json, a table and histogram in report.html.
+    #[arg(long, value_name = "FILE.toml")]
+    pub(crate) answer: Option<PathBuf>,
 }
 
 // `diff`'s arguments (the variant's doc comment is its help).

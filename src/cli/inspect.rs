@@ -9,7 +9,10 @@ use super::args::{
     ReportArgs, SchemaArgs, ShowArgs,
 };
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
-use crate::analysis::{AnalysisName, Select, SelectArgs, SelectError, Selection, analyze_kept};
+use crate::analysis::{
+    AnalysisName, Select, SelectArgs, SelectError, Selection, analyze_kept, check_answers,
+    parse_answers,
+};
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
 use crate::report::{JsonReport, RunInfo, render_html};
@@ -215,6 +218,10 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         from: a.from,
         to: a.to,
     };
+    let answers = match &a.answer {
+        Some(p) => answers_of(p, &file)?,
+        None => Vec::new(),
+    };
     let mut keep = Select::new(&file, &args).map_err(|e| match e {
         SelectError::Syntax(m) => Failure::Usage(Some(m.into())),
         SelectError::Unknown(m) => Failure::Invalid(Some(m.into())),
@@ -238,7 +245,7 @@ pub(super) fn report(a: ReportArgs) -> Exit {
             run.as_ref(),
             &mut keep,
             a.format,
-            &a.analysis,
+            &Selection::new(&file, &a.analysis).with_answers(answers),
             &template,
             to,
         )
@@ -248,6 +255,32 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         Err(e) if is_broken_pipe(e.as_ref()) => Ok(()),
         Err(e) => Err(Failure::failed(Context::new(path.display().to_string(), e))),
     }
+}
+
+/// The `[[answer]]` tables of `path`, each checked against `file`'s formats
+/// (every problem at once).
+fn answers_of(
+    path: &Path,
+    file: &tracedat::TraceFile,
+) -> Result<Vec<crate::recipe::Answer>, Failure> {
+    use crate::untrusted::{Kind, read_to_string};
+    let text = read_to_string(path, Kind::Recipe).map_err(|e| {
+        Failure::Invalid(Some(
+            format!(
+                "--answer {}: {}",
+                crate::untrusted::escape_path(path),
+                e.reason()
+            )
+            .into(),
+        ))
+    })?;
+    let specs = parse_answers(path, &text).map_err(|m| Failure::Invalid(Some(m.into())))?;
+    let errors = check_answers(file, &specs);
+    if !errors.is_empty() {
+        let all: Vec<String> = errors.iter().map(|e| format!("--answer: {e}")).collect();
+        return Err(Failure::Invalid(Some(all.join("\n").into())));
+    }
+    Ok(specs)
 }
 
 /// The report.json in output folder `dir`, parsed; `None` when it is
@@ -268,7 +301,7 @@ fn print_report(
     run: Option<&(RunInfo, Option<&serde_json::Value>)>,
     keep: &mut Option<Select>,
     format: Format,
-    analyses: &[crate::analysis::AnalysisName],
+    selection: &Selection,
     template: &Template,
     to: impl Write,
 ) -> Result<(), Error> {
@@ -301,11 +334,11 @@ fn print_report(
             out.write_all(folded.text().as_bytes())?;
         }
         Format::Summary | Format::Json | Format::Html => {
-            let a = analyze_kept(file, &Selection::new(file, analyses), keep.as_mut())?;
+            let a = analyze_kept(file, selection, keep.as_mut())?;
             let mut r = JsonReport::new(file, &a, run.map(|(info, _)| info));
             if let Some((_, Some(j))) = run
                 && keep.is_none()
-                && analyses.is_empty()
+                && !selection.explicit()
             {
                 r.add_run_results(j);
             }

@@ -15,6 +15,7 @@ use super::JsonReport;
 use super::flame;
 use super::text::{dur, environment};
 use crate::analysis::{LatencyReport, Timeline};
+use crate::answer::{AnswerTable, Cell};
 
 const PAGE: &str = include_str!("templates/report.html.j2");
 const WIDTH: f64 = 900.0;
@@ -26,6 +27,7 @@ const ROW: f64 = 22.0;
 pub fn render_html(report: &JsonReport) -> String {
     let mut env = environment();
     let histograms: Vec<String> = report.latency.iter().map(histogram_svg).collect();
+    let answer_histograms: Vec<String> = report.answers.values().map(answer_svg).collect();
     let cpu_timeline = report
         .timeline
         .as_ref()
@@ -39,6 +41,7 @@ pub fn render_html(report: &JsonReport) -> String {
                 r => minijinja::Value::from(minijinja::value::Serde(report)),
                 cpu_timeline,
                 histograms,
+                answer_histograms,
                 flames => minijinja::Value::from(minijinja::value::Serde(&flames)),
             })
         });
@@ -181,31 +184,58 @@ fn histogram_svg(l: &LatencyReport) -> String {
     let Some(g) = l.groups.first() else {
         return String::new();
     };
-    let rows = &g.histogram;
-    let max = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1);
+    let rows = (g.histogram.iter())
+        .map(|r| (dur(r.lo_ns), dur(r.hi_ns), r.count))
+        .collect();
+    bars_svg(&g.key, g.count, rows)
+}
+
+/// The histogram of all spans of an answer with `latency` (its total row's
+/// power-of-two buckets, bucket `k` holding durations in `(2^(k-1), 2^k]`
+/// µs); empty without one.
+fn answer_svg(a: &AnswerTable) -> String {
+    let Some(l) = a.total.cells.iter().find_map(|c| match c {
+        Cell::Latency(l) => Some(l),
+        _ => None,
+    }) else {
+        return String::new();
+    };
+    let us = |k: u32| 1000u64.saturating_mul(1u64.checked_shl(k).unwrap_or(u64::MAX));
+    let rows = (l.buckets.iter())
+        .map(|b| {
+            let lo = if b.log2 == 0 { 0 } else { us(b.log2 - 1) };
+            (dur(lo), dur(us(b.log2)), b.count)
+        })
+        .collect();
+    bars_svg("all spans", a.total.count, rows)
+}
+
+/// A horizontal bar per row (`lo .. hi`, count), titled `key` (`count` samples).
+fn bars_svg(key: &str, count: u64, rows: Vec<(String, String, u64)>) -> String {
+    let max = rows.iter().map(|r| r.2).max().unwrap_or(0).max(1);
     let label = 180.0;
     let height = ROW * rows.len() as f64 + 24.0;
     let mut o = String::new();
     let _ = write!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="histogram" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="histogram of {}"><text x="0" y="12">{} ({} samples)</text>"#,
-        esc(&g.key),
-        esc(&g.key),
-        g.count
+        esc(key),
+        esc(key),
+        count
     );
-    for (i, r) in rows.iter().enumerate() {
+    for (i, (lo, hi, n)) in rows.iter().enumerate() {
         let y = 20.0 + i as f64 * ROW;
-        let w = (WIDTH - label - 80.0) * r.count as f64 / max as f64;
+        let w = (WIDTH - label - 80.0) * *n as f64 / max as f64;
         let _ = write!(
             o,
             r##"<text x="0" y="{}">{} .. {}</text><rect x="{label}" y="{y}" width="{w:.2}" height="{}" fill="#d0702a"/><text x="{:.2}" y="{}">{}</text>"##,
             y + 14.0,
-            dur(r.lo_ns),
-            dur(r.hi_ns),
+            lo,
+            hi,
             ROW - 4.0,
             label + w + 4.0,
             y + 14.0,
-            r.count
+            n
         );
     }
     o.push_str("</svg>");

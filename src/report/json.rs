@@ -372,7 +372,7 @@ impl JsonReport {
             tracer: None,
             stack_tracer: None,
             hist: Vec::new(),
-            answers: BTreeMap::new(),
+            answers: a.answers.iter().cloned().collect(),
             markers: a.markers.clone(),
             function_profile: Vec::new(),
             irreversible: Vec::new(),

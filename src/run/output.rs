@@ -74,8 +74,14 @@ pub(super) fn write_output(
     let file = files
         .last()
         .ok_or_else(|| read_back(tracedat::Error::Capture("no trace.dat".into())))?;
-    let analysis = analyze_pieces(&files, &Selection::for_file(file))
-        .unwrap_or_else(|| analyze(file, &Selection::for_file(file)))
+    // The answers the kernel does not compute are computed in the pass.
+    let trace_answers = (p.valid.answers.iter())
+        .filter(|a| a.engine == crate::answer::EngineUsed::Trace)
+        .map(|a| a.answer.clone())
+        .collect();
+    let selection = Selection::for_file(file).with_answers(trace_answers);
+    let analysis = analyze_pieces(&files, &selection)
+        .unwrap_or_else(|| analyze(file, &selection))
         .map_err(read_back)?;
     let recorder_info = RecorderInfo {
         bytes: captures.iter().map(|c| c.bytes).sum(),
@@ -110,7 +116,9 @@ pub(super) fn write_output(
     report.tracer = crate::report::tracer::tracer_report(out.path(), &p.valid, &analysis.noise);
     report.stack_tracer = crate::report::tracer::stack_report(out.path(), &p.valid);
     report.hist = crate::report::tracer::hist_report(out.path(), &p.valid);
-    report.answers = kernel_answers(out.path(), &p.valid, &p.plan.probe_group);
+    report
+        .answers
+        .extend(kernel_answers(out.path(), &p.valid, &p.plan.probe_group));
     report.function_profile = crate::report::tracer::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();

@@ -126,8 +126,8 @@ impl Event<'_> {
     }
 
     /// `common_pid` (the task that emitted the event); -1 if the record is
-    /// too short.
-    #[inline]
+    /// too short. Always inlined: it is read once per record of every pass.
+    #[inline(always)]
     pub fn pid(&self) -> i32 {
         if let Some(at) = self.format.pid_offset() {
             return match self.data.get(at..).and_then(|b| b.first_chunk::<4>()) {

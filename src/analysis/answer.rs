@@ -1,0 +1,760 @@
+//! The trace engine of `[[answer]]` (recipe format 1.3): every answer the
+//! selection names computed in the one pass over trace.dat, as one more
+//! [`Pass`], into the shared [`AnswerTable`] (`crate::answer`, the kernel
+//! engine's too).
+//!
+//! * one event (`event`): its records aggregated by the `by` keys;
+//! * a span (`from` → `to`): each `to` paired with the last `from` of the
+//!   same `match` key (the fields equal on both ends, default
+//!   `common_pid`), as the syscall and block analyses pair them; its
+//!   duration is `to.ts - from.ts`, in µs for the table (each timestamp cut
+//!   to whole µs for the power-of-two buckets, as the kernel's
+//!   `common_timestamp.usecs`; min, percentiles and max from the exact
+//!   durations).
+//!
+//! Keys are shown as `crate::answer` says (the kernel engine's display).
+//! `where` is the recipe's filter syntax on the (`to`) event, evaluated by
+//! the evaluator of `report -F` (errno names such as `-ENOENT` as numbers).
+//! Memory is bounded: at most [`MAX_KEYS`] distinct keys per answer (the
+//! records of further keys are `dropped`, said in the table's notes) and
+//! [`MAX_OPEN`] open spans (a `from` past it is not followed).
+
+use rustc_hash::FxHashMap;
+use tracedat::{Comms, Event, EventFormat, FieldValue, TraceFile};
+
+use super::histogram::{Histogram, Seen};
+use super::latency::SyscallTable;
+use super::pass::{At, Finish, Pass};
+use super::select::{Filter, event_matches};
+use super::{Analysis, Selection, function_name};
+use crate::answer::{
+    AnswerRow, AnswerTable, Bucket, Cell, DEFAULT_TOP, EngineUsed, Latency, TableBuilder,
+    TableHead, log2_bucket,
+};
+use crate::recipe::{Answer, AnswerBy, AnswerValue, FieldRef};
+
+/// Distinct keys an answer tells apart; the records of further keys are
+/// counted as dropped.
+pub(crate) const MAX_KEYS: usize = 4096;
+/// Open spans an answer follows at once.
+pub(crate) const MAX_OPEN: usize = 65536;
+
+/// What a key shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Show {
+    Plain,
+    Comm,
+    Errno,
+    Syscall,
+    Sym,
+    Log2,
+}
+
+/// What a key or value reads on one end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    Field(String),
+    CommonPid,
+    Cpu,
+}
+
+/// One compiled `by` item.
+#[derive(Debug, Clone)]
+struct KeySpec {
+    from: bool,
+    source: Source,
+    show: Show,
+}
+
+/// A key's value as read from a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Part {
+    Int(i64),
+    UInt(u64),
+    Text(Box<[u8]>),
+}
+
+impl Part {
+    fn int(&self) -> Option<i64> {
+        match self {
+            Part::Int(v) => Some(*v),
+            Part::UInt(v) => Some(*v as i64),
+            Part::Text(_) => None,
+        }
+    }
+}
+
+/// The aggregate of one row.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    count: u64,
+    /// Per value field: (sum, min, max).
+    fields: Vec<(i128, i64, i64)>,
+    /// Exact durations (trace-clock units).
+    latency: Histogram,
+    /// Spans per `log2` bucket of their whole-µs duration.
+    buckets: Vec<u64>,
+    /// Whole-µs durations summed.
+    total_us: u64,
+}
+
+impl Acc {
+    fn add(&mut self, vals: &[i64], span: Option<(u64, u64, Seen)>) {
+        if self.fields.len() < vals.len() {
+            self.fields.resize(vals.len(), (0, i64::MAX, i64::MIN));
+        }
+        self.count += 1;
+        for (a, v) in self.fields.iter_mut().zip(vals) {
+            a.0 += i128::from(*v);
+            a.1 = a.1.min(*v);
+            a.2 = a.2.max(*v);
+        }
+        if let Some((d, us, at)) = span {
+            self.latency.add(d, at);
+            let k = log2_bucket(us) as usize;
+            if k >= self.buckets.len() {
+                self.buckets.resize(k + 1, 0);
+            }
+            self.buckets[k] += 1;
+            self.total_us = self.total_us.saturating_add(us);
+        }
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        if self.fields.len() < o.fields.len() {
+            self.fields.resize(o.fields.len(), (0, i64::MAX, i64::MIN));
+        }
+        self.count += o.count;
+        for (a, b) in self.fields.iter_mut().zip(&o.fields) {
+            a.0 += b.0;
+            a.1 = a.1.min(b.1);
+            a.2 = a.2.max(b.2);
+        }
+        self.latency.merge(&o.latency);
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize(o.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+        self.total_us = self.total_us.saturating_add(o.total_us);
+    }
+}
+
+/// A field of one format, or a property of the record.
+#[derive(Debug, Clone)]
+enum Read {
+    Field(tracedat::Field),
+    CommonPid,
+    Cpu,
+}
+
+impl Read {
+    fn of(f: &EventFormat, s: &Source) -> Option<Read> {
+        match s {
+            Source::CommonPid => Some(Read::CommonPid),
+            Source::Cpu => Some(Read::Cpu),
+            Source::Field(n) => f.field(n).cloned().map(Read::Field),
+        }
+    }
+
+    fn part(&self, ev: &Event<'_>) -> Option<Part> {
+        match self {
+            Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
+            Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
+            Read::Field(f) => match f.decode(&ev.data, ev.big_endian)? {
+                FieldValue::Int(v) => Some(Part::Int(v)),
+                FieldValue::UInt(v) => Some(Part::UInt(v)),
+                FieldValue::Str(s) | FieldValue::Bytes(s) => Some(Part::Text(s.into())),
+                FieldValue::Array(_) => None,
+            },
+        }
+    }
+}
+
+/// How one format's records take part in one answer.
+#[derive(Debug, Clone)]
+enum Role {
+    /// The one event (or a span's `to`): its keys, value fields and match
+    /// fields read from it (`None`: from the span's `from`), and its `where`.
+    Counted {
+        keys: Vec<Option<Read>>,
+        vals: Vec<Option<Read>>,
+        match_on: Vec<Read>,
+        filter: Option<Filter>,
+    },
+    /// A span's `from`: its match fields, and the `from.` keys and values.
+    Opens {
+        match_on: Vec<Read>,
+        keys: Vec<Option<Read>>,
+        vals: Vec<Option<Read>>,
+    },
+}
+
+/// An answer the trace engine cannot compute over a file: its name and why.
+#[derive(Debug, thiserror::Error)]
+#[error("answer `{name}`: {message}")]
+pub struct AnswerError {
+    /// The answer's name.
+    pub name: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+/// An open span: its start, and what its `from.` keys and values read.
+type Open = (u64, Vec<Option<Part>>, Vec<Option<i64>>);
+
+/// One answer compiled against a file, with its state.
+struct Compiled {
+    answer: Answer,
+    values: Vec<AnswerValue>,
+    keys: Vec<KeySpec>,
+    /// Per `values` item reading a field: its index in the value fields.
+    value_field: Vec<Option<usize>>,
+    /// Per format id: its role (`None`: not in this answer).
+    roles: Vec<Option<Role>>,
+    span: bool,
+    rows: FxHashMap<Vec<Part>, Acc>,
+    open: FxHashMap<Vec<Part>, Open>,
+    dropped: u64,
+    unpaired: u64,
+    untracked: u64,
+    undecoded: u64,
+}
+
+fn source(f: &FieldRef) -> Source {
+    match f.name.as_str() {
+        "common_pid" => Source::CommonPid,
+        "cpu" | "common_cpu" => Source::Cpu,
+        n => Source::Field(n.to_string()),
+    }
+}
+
+/// `where` with errno names (`-ENOENT`, `ENOENT`) written as their numbers,
+/// as the kernel's filters and the validator take them.
+fn errno_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('E') {
+        let (head, tail) = rest.split_at(i);
+        let word_end = tail
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit()))
+            .unwrap_or(tail.len());
+        let starts_word = !head.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        out.push_str(head);
+        match crate::errno::number(&tail[..word_end]).filter(|_| starts_word) {
+            Some(n) => out.push_str(&n.to_string()),
+            None => out.push_str(&tail[..word_end.max(1)]),
+        }
+        rest = &tail[word_end.max(1)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Compiled {
+    fn new(file: &TraceFile, a: &Answer) -> Result<Compiled, AnswerError> {
+        let err = |message: String| AnswerError {
+            name: a.name.clone(),
+            message,
+        };
+        let span = a.is_span();
+        let mut keys = Vec::new();
+        for b in &a.by {
+            let (f, show) = match b {
+                AnswerBy::Comm => (None, Show::Comm),
+                AnswerBy::Pid => (None, Show::Plain),
+                AnswerBy::Cpu => {
+                    keys.push(KeySpec {
+                        from: false,
+                        source: Source::Cpu,
+                        show: Show::Plain,
+                    });
+                    continue;
+                }
+                AnswerBy::Stack => {
+                    return Err(err(
+                        "`by = [\"stack\"]` is computed by the kernel engine only; over trace.dat \
+                         key by a field, common_comm, common_pid or cpu (the recorded stacks are \
+                         in the `stacks` section)"
+                            .into(),
+                    ));
+                }
+                AnswerBy::Field(f) => (Some(f), Show::Plain),
+                AnswerBy::Errno(f) => (Some(f), Show::Errno),
+                AnswerBy::Syscall(f) => (Some(f), Show::Syscall),
+                AnswerBy::Sym(f) => (Some(f), Show::Sym),
+                AnswerBy::Log2(f) => (Some(f), Show::Log2),
+            };
+            let k = match f {
+                Some(f) => KeySpec {
+                    from: f.from,
+                    source: source(f),
+                    show,
+                },
+                None => KeySpec {
+                    from: false,
+                    source: Source::CommonPid,
+                    show,
+                },
+            };
+            if k.from && !span {
+                return Err(err(format!(
+                    "`by` item `{b}`: `from.` names a span's first event, and this answer has one `event`"
+                )));
+            }
+            keys.push(k);
+        }
+        let values = a.values_or_default();
+        let mut fields: Vec<&FieldRef> = Vec::new();
+        let mut value_field = Vec::new();
+        for v in &values {
+            let f = match v {
+                AnswerValue::Count => None,
+                AnswerValue::Latency if span => None,
+                AnswerValue::Latency => {
+                    return Err(err(
+                        "`latency` is a span's value: give `from` and `to` instead of `event`"
+                            .into(),
+                    ));
+                }
+                AnswerValue::Sum(f)
+                | AnswerValue::Min(f)
+                | AnswerValue::Max(f)
+                | AnswerValue::Avg(f) => Some(f),
+            };
+            value_field.push(f.map(|f| match fields.iter().position(|x| *x == f) {
+                Some(i) => i,
+                None => {
+                    fields.push(f);
+                    fields.len() - 1
+                }
+            }));
+        }
+        let match_src: Vec<Source> = a
+            .match_or_default()
+            .iter()
+            .map(|m| match m.as_str() {
+                "common_pid" => Source::CommonPid,
+                "cpu" | "common_cpu" => Source::Cpu,
+                n => Source::Field(n.to_string()),
+            })
+            .collect();
+        let (counted, opens) = match (&a.event, &a.from, &a.to) {
+            (Some(e), None, None) => (e.as_str(), None),
+            (None, Some(f), Some(t)) => (t.as_str(), Some(f.as_str())),
+            _ => {
+                return Err(err(
+                    "give either `event` (one event) or both `from` and `to` (a span)".into(),
+                ));
+            }
+        };
+        let lacks = |f: &EventFormat, what: String| {
+            let mut names: Vec<&str> = f.fields.iter().map(|x| x.name.as_str()).collect();
+            names.truncate(16);
+            err(format!(
+                "{what}: `{}:{}` has no such field; its fields: {}",
+                f.system,
+                f.name,
+                names.join(", ")
+            ))
+        };
+        let ends = |f: &EventFormat, from: bool| -> Result<_, AnswerError> {
+            let mut ks = Vec::new();
+            for (k, b) in keys.iter().zip(&a.by) {
+                ks.push(match k.from == from {
+                    true => Some(
+                        Read::of(f, &k.source)
+                            .ok_or_else(|| lacks(f, format!("`by` item `{b}`")))?,
+                    ),
+                    false => None,
+                });
+            }
+            let mut vs = Vec::new();
+            for fr in &fields {
+                vs.push(match fr.from == from {
+                    true => Some(
+                        Read::of(f, &source(fr))
+                            .filter(|r| !matches!(r, Read::Field(x) if x.is_string))
+                            .ok_or_else(|| lacks(f, format!("value field `{fr}` (a number)")))?,
+                    ),
+                    false => None,
+                });
+            }
+            let mut ms = Vec::new();
+            if span {
+                for (m, s) in a.match_or_default().iter().zip(&match_src) {
+                    ms.push(
+                        Read::of(f, s).ok_or_else(|| lacks(f, format!("`match` field `{m}`")))?,
+                    );
+                }
+            }
+            Ok((ks, vs, ms))
+        };
+        let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
+        let mut roles: Vec<Option<Role>> = vec![None; max_id + 1];
+        let where_text = a.filter.as_deref().map(errno_numbers);
+        let mut found = (false, opens.is_none());
+        for f in file.formats() {
+            if event_matches(counted, f) {
+                found.0 = true;
+                let (keys, vals, match_on) = ends(f, false)?;
+                let filter = (where_text.as_deref())
+                    .map(|w| Filter::compile(f, w).map_err(|e| err(format!("`where`: {e}"))))
+                    .transpose()?;
+                roles[f.id as usize] = Some(Role::Counted {
+                    keys,
+                    vals,
+                    match_on,
+                    filter,
+                });
+            } else if let Some(o) = opens
+                && event_matches(o, f)
+            {
+                found.1 = true;
+                let (keys, vals, match_on) = ends(f, true)?;
+                roles[f.id as usize] = Some(Role::Opens {
+                    match_on,
+                    keys,
+                    vals,
+                });
+            }
+        }
+        if !found.0 || !found.1 {
+            let missing = if found.0 {
+                opens.unwrap_or(counted)
+            } else {
+                counted
+            };
+            return Err(err(format!(
+                "this trace.dat has no event `{missing}` (no format of it): record it, or answer \
+                 over a file that has it"
+            )));
+        }
+        Ok(Compiled {
+            answer: a.clone(),
+            values,
+            keys,
+            value_field,
+            roles,
+            span,
+            rows: FxHashMap::default(),
+            open: FxHashMap::default(),
+            dropped: 0,
+            unpaired: 0,
+            untracked: 0,
+            undecoded: 0,
+        })
+    }
+
+    fn add(&mut self, at: &At<'_, '_>, learned: &Comms) {
+        let ev = at.ev;
+        let Some(Some(role)) = self.roles.get(usize::from(ev.format.id)) else {
+            return;
+        };
+        let parts =
+            |reads: &[Read]| -> Option<Vec<Part>> { reads.iter().map(|r| r.part(ev)).collect() };
+        match role {
+            Role::Opens {
+                match_on,
+                keys,
+                vals,
+            } => {
+                let Some(m) = parts(match_on) else {
+                    self.undecoded += 1;
+                    return;
+                };
+                let ks = keys
+                    .iter()
+                    .map(|k| k.as_ref().and_then(|r| r.part(ev)))
+                    .collect();
+                let vs = (vals.iter())
+                    .map(|v| v.as_ref().and_then(|r| r.part(ev)?.int()))
+                    .collect();
+                let n = self.open.len();
+                match self.open.get_mut(&m) {
+                    Some(o) => *o = (ev.ts, ks, vs),
+                    None if n < MAX_OPEN => {
+                        self.open.insert(m, (ev.ts, ks, vs));
+                    }
+                    None => self.untracked += 1,
+                }
+            }
+            Role::Counted {
+                keys,
+                vals,
+                match_on,
+                filter,
+            } => {
+                let opened = match self.span {
+                    false => None,
+                    // A `to` ends its span whether `where` keeps it or not.
+                    true => parts(match_on).and_then(|m| self.open.remove(&m)),
+                };
+                if let Some(f) = filter
+                    && !f.holds(ev, learned, at.file)
+                {
+                    return;
+                }
+                if self.span && opened.is_none() {
+                    self.unpaired += 1;
+                    return;
+                }
+                let mut key = Vec::with_capacity(keys.len());
+                for (i, k) in keys.iter().enumerate() {
+                    let p = match k {
+                        Some(r) => r.part(ev),
+                        None => opened.as_ref().and_then(|o| o.1.get(i).cloned().flatten()),
+                    };
+                    let Some(p) = p else {
+                        self.undecoded += 1;
+                        return;
+                    };
+                    key.push(p);
+                }
+                let mut vs = Vec::with_capacity(vals.len());
+                for (i, v) in vals.iter().enumerate() {
+                    let x = match v {
+                        Some(r) => r.part(ev).and_then(|p| p.int()),
+                        None => opened.as_ref().and_then(|o| o.2.get(i).copied().flatten()),
+                    };
+                    let Some(x) = x else {
+                        self.undecoded += 1;
+                        return;
+                    };
+                    vs.push(x);
+                }
+                let seen = Seen {
+                    ts: ev.ts,
+                    cpu: ev.cpu,
+                };
+                let span = opened.map(|(start, ..)| {
+                    let us = (ev.ts / 1000).saturating_sub(start / 1000);
+                    (ev.ts.saturating_sub(start), us, seen)
+                });
+                let n = self.rows.len();
+                match self.rows.get_mut(&key) {
+                    Some(acc) => acc.add(&vs, span),
+                    None if n < MAX_KEYS => self.rows.entry(key).or_default().add(&vs, span),
+                    None => self.dropped += 1,
+                }
+            }
+        }
+    }
+
+    fn finish(self, cx: &Finish<'_>) -> AnswerTable {
+        let table = SyscallTable::of(cx.file);
+        let show = |k: &KeySpec, p: &Part| -> String {
+            match (k.show, p) {
+                (Show::Comm, p) => cx.comm(p.int().unwrap_or(-1) as i32),
+                (_, Part::Text(t)) => String::from_utf8_lossy(t).into_owned(),
+                (Show::Errno, p) => match p.int().unwrap_or(0) {
+                    n if n < 0 => crate::errno::name(-n).map_or(n.to_string(), |e| format!("-{e}")),
+                    n => n.to_string(),
+                },
+                (Show::Syscall, p) => table.name(p.int().unwrap_or(-1)),
+                (Show::Sym, p) => function_name(cx.file, p.int().unwrap_or(0) as u64),
+                (Show::Log2, p) => format!("2^{}", log2_bucket(p.int().unwrap_or(0) as u64)),
+                (Show::Plain, Part::Int(v)) => v.to_string(),
+                (Show::Plain, Part::UInt(v)) => v.to_string(),
+            }
+        };
+        // Rows whose shown keys are equal (two pids of one comm) are one row.
+        let mut merged: FxHashMap<Vec<String>, Acc> = FxHashMap::default();
+        for (key, acc) in &self.rows {
+            let shown = self.keys.iter().zip(key).map(|(k, p)| show(k, p)).collect();
+            merged.entry(shown).or_default().merge(acc);
+        }
+        let mut builder = TableBuilder::new(&self.values);
+        let mut merged: Vec<(Vec<String>, Acc)> = merged.into_iter().collect();
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
+        for (keys, acc) in merged {
+            builder.add(self.row(keys, &acc));
+        }
+        let mut notes = Vec::new();
+        if self.dropped > 0 {
+            notes.push(format!(
+                "{} events of keys past the first {MAX_KEYS} were not counted",
+                self.dropped
+            ));
+        }
+        if self.unpaired > 0 {
+            notes.push(format!(
+                "{} `to` events had no open `from` of their match key (a span begun before the trace)",
+                self.unpaired
+            ));
+        }
+        if self.untracked > 0 {
+            notes.push(format!(
+                "{} `from` events were not followed ({MAX_OPEN} spans open at once)",
+                self.untracked
+            ));
+        }
+        if self.undecoded > 0 {
+            notes.push(format!(
+                "{} events were too short for a key or value field",
+                self.undecoded
+            ));
+        }
+        let head = TableHead {
+            question: self.answer.question.clone(),
+            engine: EngineUsed::Trace,
+            keys: self.answer.by.iter().map(ToString::to_string).collect(),
+            dropped: self.dropped,
+            notes,
+        };
+        let top = self.answer.top.map_or(DEFAULT_TOP, |t| t as usize);
+        builder.finish(self.answer.sort.as_ref(), top, head)
+    }
+
+    /// The row of `keys` from its aggregate: one cell per value.
+    fn row(&self, keys: Vec<String>, acc: &Acc) -> AnswerRow {
+        let cells = (self.values.iter().zip(&self.value_field))
+            .map(|(v, f)| {
+                let (sum, min, max) = f
+                    .and_then(|i| acc.fields.get(i).copied())
+                    .unwrap_or((0, 0, 0));
+                match v {
+                    AnswerValue::Count => Cell::Int(acc.count as i64),
+                    AnswerValue::Sum(_) => {
+                        Cell::Int(sum.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+                    }
+                    AnswerValue::Min(_) => Cell::Int(min),
+                    AnswerValue::Max(_) => Cell::Int(max),
+                    AnswerValue::Avg(_) => Cell::Float(sum as f64 / acc.count.max(1) as f64),
+                    AnswerValue::Latency => latency_cell(acc),
+                }
+            })
+            .collect();
+        AnswerRow {
+            keys,
+            count: acc.count,
+            cells,
+        }
+    }
+}
+
+/// The `latency` cell of a row: exact min, percentiles and max (µs), the
+/// whole-µs power-of-two buckets and total.
+fn latency_cell(acc: &Acc) -> Cell {
+    let h = &acc.latency;
+    if h.count() == 0 {
+        return Cell::None;
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Cell::Latency(Latency {
+        min_us: us(h.min()),
+        p50_us: us(h.quantile(0.5)),
+        p90_us: us(h.quantile(0.9)),
+        p99_us: us(h.quantile(0.99)),
+        max_us: us(h.max()),
+        total_us: acc.total_us as f64,
+        exact: true,
+        buckets: (acc.buckets.iter().enumerate())
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| Bucket {
+                log2: k as u32,
+                count: *n,
+            })
+            .collect(),
+    })
+}
+
+/// The `answers` pass: every answer of the selection that the file's
+/// formats allow ([`check_answers`] says why the others cannot be).
+pub(super) struct Answers {
+    answers: Vec<Compiled>,
+}
+
+impl Pass for Answers {
+    fn start(file: &TraceFile, sel: &Selection) -> Option<Answers> {
+        let answers: Vec<Compiled> = (sel.answers().iter())
+            .filter_map(|a| Compiled::new(file, a).ok())
+            .collect();
+        (!answers.is_empty()).then_some(Answers { answers })
+    }
+
+    fn handles(&self, id: u16) -> bool {
+        let id = usize::from(id);
+        (self.answers.iter()).any(|a| a.roles.get(id).is_some_and(Option::is_some))
+    }
+
+    #[inline]
+    fn add(&mut self, at: &At<'_, '_>) {
+        for a in &mut self.answers {
+            a.add(at, at.learned);
+        }
+    }
+
+    fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        for a in self.answers {
+            let name = a.answer.name.clone();
+            out.answers.push((name, a.finish(cx)));
+        }
+    }
+}
+
+/// The answers of `answers` the trace engine cannot compute over `file`
+/// (an event or field it lacks, a `where` that does not compile), each
+/// with why.
+pub(crate) fn check_answers(file: &TraceFile, answers: &[Answer]) -> Vec<AnswerError> {
+    (answers.iter())
+        .filter_map(|a| Compiled::new(file, a).err())
+        .collect()
+}
+
+/// A file's `[[answer]]` tables; its other keys (a whole recipe's) are
+/// not read here.
+#[derive(Debug, serde::Deserialize)]
+struct AnswerFile {
+    #[serde(default)]
+    answer: Vec<Answer>,
+}
+
+/// The `[[answer]]` tables of `text` (a recipe, or a file of answers only),
+/// read from `path` (named in errors). Errors: TOML that does not parse, an
+/// item that is not one or a key an answer does not have (with line and
+/// column), no answer at all.
+pub(crate) fn parse_answers(path: &std::path::Path, text: &str) -> Result<Vec<Answer>, String> {
+    let shown = crate::untrusted::escape_path(path);
+    let mut unknown = Vec::new();
+    let de = toml::Deserializer::parse(text).map_err(|e| format!("{shown}: {e}"))?;
+    let f: AnswerFile = serde_ignored::deserialize(de, |p| {
+        let p = p.to_string();
+        if p.starts_with("answer.") {
+            unknown.push(p);
+        }
+    })
+    .map_err(|e| format!("{shown}: {e}"))?;
+    if let Some(p) = unknown.first() {
+        return Err(format!(
+            "{shown}: unknown key `{p}`: an [[answer]] takes name, question, event, from, to, \
+             match, by, values, where, sort, top and engine"
+        ));
+    }
+    if f.answer.is_empty() {
+        return Err(format!(
+            "{shown}: no [[answer]] table; write one with `name`, `event` (or `from`/`to`), `by` \
+             and `values` (docs: Answers)"
+        ));
+    }
+    Ok(f.answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::errno_numbers;
+
+    #[test]
+    fn errno_names_in_where_become_numbers() {
+        assert_eq!(
+            errno_numbers("ret == -ENOENT || ret == -EACCES"),
+            "ret == -2 || ret == -13"
+        );
+        assert_eq!(
+            errno_numbers("comm == \"EXE\" && ret < 0"),
+            "comm == \"EXE\" && ret < 0"
+        );
+        assert_eq!(errno_numbers("ret == -EFOO"), "ret == -EFOO");
+    }
+}
