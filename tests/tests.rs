@@ -14,6 +14,7 @@ mod compose;
 mod diff;
 mod docs;
 mod expect;
+mod export;
 mod facts;
 mod fleet;
 mod hostile;

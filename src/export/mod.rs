@@ -566,3 +566,48 @@ fn write_tasks(
     parquet::write_tasks(path, &rows)?;
     Ok(rows.len() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_keep_only_safe_bytes() {
+        assert_eq!(safe_name("sched_switch"), "sched_switch");
+        assert_eq!(safe_name("../../etc/passwd"), "_.._.._etc_passwd");
+        assert_eq!(safe_name(".hidden"), "_.hidden");
+        assert_eq!(safe_name(""), "_");
+        assert_eq!(safe_name("a\nb\u{1b}[31m"), "a_b__31m");
+        assert_eq!(safe_name(&"x".repeat(300)).len(), 100);
+    }
+
+    #[test]
+    fn column_names_never_repeat() {
+        let f = EventFormat::parse(
+            "sched",
+            "name: sched_wakeup\nID: 3\nformat:\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int cpu;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int common_cpu;\toffset:32;\tsize:4;\tsigned:1;\n\
+\tfield:int pid;\toffset:36;\tsize:4;\tsigned:1;\n\nprint fmt: \"\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            parquet::column_names(&f, "ts_ns", true),
+            [
+                "ts_ns",
+                "common_cpu",
+                "common_pid",
+                "common_comm",
+                "buffer",
+                "comm",
+                "pid",
+                "cpu",
+                "common_cpu_2",
+                "pid_2"
+            ]
+        );
+    }
+}

@@ -18,7 +18,7 @@ import polars as pl
 # The queries of docs/src/elsewhere.md, run as the chapter shows them (in
 # the export's folder, named `out`).
 SWITCH_COMMS_SQL = "SELECT comm, count(*) AS switches FROM 'out/sched_switch.parquet' GROUP BY comm ORDER BY switches DESC"
-NEXT_COMMS_POLARS = 'pl.read_parquet("out/sched_switch.parquet").group_by("next_comm").len()'
+NEXT_COMMS_POLARS = 'pl.read_parquet("out/sched_switch.parquet").group_by("next_comm").len().sort("len", descending=True)'
 
 args = json.load(sys.stdin)
 os.chdir(os.path.dirname(os.path.abspath(args["dir"])))
