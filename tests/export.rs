@@ -107,8 +107,8 @@ fn shown_fields(format: &tracedat::EventFormat) -> BTreeMap<String, bool> {
     while let Some(at) = rest.find('%') {
         let before = &rest[..at];
         let spec = &rest[at + 1..];
-        if spec.starts_with('%') {
-            rest = &spec[1..];
+        if let Some(after) = spec.strip_prefix('%') {
+            rest = after;
             continue;
         }
         let len = spec
