@@ -1,159 +1,633 @@
-//! `check --plan --export sh`: the script applies the plan on this kernel and,
-//! interrupted, undoes every step (tracefs snapshot unchanged).
-//! `check --plan --export trace-cmd`: the command line printed for recipes in
-//! recipes/ (that it runs is proved in the kernel lab,
-//! scripts/check-export-trace-cmd.sh).
+//! `export --format parquet`: the tables DuckDB and polars read hold what
+//! trace-cmd lists (counts per event and per pid exact, 1,000 sampled values
+//! equal), each field in the column type its format says, the records `-F`,
+//! `--cpu`, ... keep as `report` keeps them; and hostile trace.dat files give
+//! an error, never a crash.
 
-use std::io::BufRead;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use crate::common::{TracefsGuard, repo, text, trace_recipe, write_recipe};
+use serde_json::{Value, json};
+use tracedat::testing::report::ReportLine;
 
-fn interrupted(sig: i32, want: i32) {
-    let dir = tempfile::tempdir().unwrap();
-    let recipe = write_recipe(
-        dir.path(),
-        "e.toml",
-        "name = \"exp\"\n[buffer]\nsize_kb = 256\nclock = \"mono\"\n[[events]]\nname = \"sched:sched_process_exec\"\nfilter = \"pid > 1\"\n[[triggers]]\nevent = \"sched:sched_process_exec\"\naction = \"stacktrace\"\n",
-    );
-    let guard = TracefsGuard::acquire();
-    let out = trace_recipe(&[
-        "check",
-        "--plan",
-        "--export",
-        "sh",
-        recipe.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let script = dir.path().join("plan.sh");
-    std::fs::write(&script, &out.stdout).unwrap();
-    let mut child = std::process::Command::new("sh")
-        .arg(&script)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+use crate::common::{
+    assert_exit, event_lines, in_ci, repo, text, trace_cmd_report, trace_recipe, unpacked_trace,
+};
+
+/// The venv's python with DuckDB and polars (scripts/test installs it);
+/// `None` outside CI when it is missing (the test is skipped), a failure
+/// under CI.
+fn python() -> Option<PathBuf> {
+    let py = repo().join("target/export-venv/bin/python");
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import duckdb, polars"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            !in_ci(),
+            "{} with duckdb and polars is missing (scripts/test installs it)",
+            py.display()
+        );
+        eprintln!("skipping: no target/export-venv (scripts/test installs it)");
+        return None;
+    }
+    Some(py)
+}
+
+/// Exports `dat` into `out` (which must not exist yet); panics when it fails.
+fn export(dat: &Path, out: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "export",
+        dat.to_str().unwrap(),
+        "--format",
+        "parquet",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = trace_recipe(&args);
+    assert_exit(&o, 0);
+}
+
+/// Runs tests/export/read.py on the export `out` (a folder named `out`)
+/// with `samples` ([file, row, column]); returns its JSON.
+fn read(py: &Path, out: &Path, samples: &[(String, usize, String)]) -> Value {
+    let input = json!({ "dir": out, "samples": samples });
+    let o = duct::cmd(py, [repo().join("tests/export/read.py")])
+        .stdin_bytes(input.to_string())
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
         .unwrap();
-    // The script says when every step is applied; then it sleeps.
-    let mut line = String::new();
-    std::io::BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("applied 7 steps"), "{line}");
-    let instances: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    assert!(o.status.success(), "read.py: {}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A value the listing shows for a column, to compare with the table's.
+#[derive(Debug, Clone, PartialEq)]
+enum Shown {
+    Int(i64),
+    Text(String),
+}
+
+impl Shown {
+    fn of(v: &str, int: bool) -> Option<Shown> {
+        match int {
+            true => v.parse().ok().map(Shown::Int),
+            false => Some(Shown::Text(v.to_string())),
+        }
+    }
+
+    fn equals(&self, v: &Value) -> bool {
+        match self {
+            Shown::Int(i) => v.as_i64() == Some(*i),
+            Shown::Text(s) => v.as_str() == Some(s),
+        }
+    }
+}
+
+/// The fields of `format` its print fmt shows as `NAME=%d` (or `%u`, `%i`,
+/// `%s`, with a width or a length) of `REC->NAME`: name → whether an integer.
+fn shown_fields(format: &tracedat::EventFormat) -> BTreeMap<String, bool> {
+    let fmt = &format.print_fmt;
+    let Some(end) = fmt[1..].find('"') else {
+        return BTreeMap::new();
+    };
+    let (text, args) = (&fmt[1..end + 1], &fmt[end + 2..]);
+    let args: Vec<&str> = args
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
         .collect();
-    assert!(
-        instances.iter().any(|i| i.starts_with("trace-recipe-exp-")),
-        "{instances:?}"
+    let mut out = BTreeMap::new();
+    let mut n = 0;
+    let mut rest = text;
+    while let Some(at) = rest.find('%') {
+        let before = &rest[..at];
+        let spec = &rest[at + 1..];
+        if let Some(after) = spec.strip_prefix('%') {
+            rest = after;
+            continue;
+        }
+        let len = spec
+            .find(|c: char| c.is_ascii_alphabetic() && !matches!(c, 'l' | 'L' | 'h' | 'z'))
+            .unwrap_or(spec.len());
+        let conv = spec[len..].chars().next();
+        let key = before.rsplit([' ', ':', '(', ',']).next().unwrap_or("");
+        if let (Some(name), Some(arg)) = (key.strip_suffix('='), args.get(n))
+            && *arg == format!("REC->{name}")
+            && !spec[..len].contains('*')
+        {
+            match conv {
+                Some('d' | 'u' | 'i') => {
+                    out.insert(name.to_string(), true);
+                }
+                // A width pads the text (`%64s`): not the field as it is.
+                Some('s') if len == 0 => {
+                    out.insert(name.to_string(), false);
+                }
+                _ => {}
+            }
+        }
+        n += 1;
+        rest = &spec[len.min(spec.len())..];
+    }
+    out
+}
+
+/// The README's and the chapter's example: a trace-cmd recording of another
+/// machine (tracedat's corpus: 45,254 records, 17 events, sched_switch and
+/// sched_wakeup among them) exported, read with DuckDB and polars, and
+/// compared with trace-cmd's listing of the same file: rows per event and
+/// records per pid exact, the chapter's queries equal to the listing's
+/// counts, and 1,000 values (the task, pid and time of records, and their
+/// fields as the print format shows them) equal.
+#[test]
+fn duckdb_and_polars_read_what_trace_cmd_lists() {
+    let Some(py) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let dat = unpacked_trace(
+        "crates/tracedat/tests/corpus/trappy-sched-hmp.dat.zst",
+        dir.path(),
     );
-    let trigger = std::fs::read_dir("/sys/kernel/tracing/instances")
+    let out = dir.path().join("out");
+    export(&dat, &out, &[]);
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["complete"], true);
+    assert_eq!(meta["ts_column"], "ts_ns");
+    let file_of: BTreeMap<String, String> = meta["events"]
+        .as_array()
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().contains("trace-recipe-exp-"))
-        .map(|p| {
-            std::fs::read_to_string(p.join("events/sched/sched_process_exec/trigger")).unwrap()
-        })
-        .unwrap();
-    assert!(trigger.starts_with("stacktrace"), "{trigger}");
-    unsafe { libc::kill(child.id() as i32, sig) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(want));
-    guard.assert_unchanged();
-}
-
-/// `check --plan --export trace-cmd` of a recipe in recipes/, with `extra` args.
-fn trace_cmd_line(recipe: &str, extra: &[&str]) -> String {
-    let path = repo().join("recipes").join(recipe);
-    let mut args = vec!["check", "--plan", "--export", "trace-cmd"];
-    args.extend_from_slice(extra);
-    args.push(path.to_str().unwrap());
-    let out = trace_recipe(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    text(&out.stdout)
-}
-
-#[test]
-fn trace_cmd_export_of_a_workload_recipe_records_its_events_around_the_command() {
-    let t = trace_cmd_line("exec-tree.toml", &[]);
-    let record = &t[t
-        .find("trace-cmd record -B trace-recipe-exec-tree-")
-        .expect(&t)..];
-    assert!(
-        record.ends_with(
-            " \\\n  -e sched:sched_process_exec \\\n  -e sched:sched_process_fork \\\n  -e sched:sched_process_exit \\\n  -c \\\n  -F sh -c 'ls / > /dev/null; date > /dev/null'\n"
-        ),
-        "{t}"
-    );
-    assert!(
-        t.contains("#   - duration = \"60s\": trace-cmd record ends when the command exits"),
-        "{t}"
-    );
-    // A filter with a param, rendered.
-    let t = trace_cmd_line("openat-failures.toml", &["--set", "errno=-2"]);
-    assert!(
-        t.contains("  -e syscalls:sys_exit_openat -f 'ret == -2' \\\n  sleep 10\n"),
-        "{t}"
-    );
-}
-
-#[test]
-fn trace_cmd_export_offline_for_debian_6_12_defines_probes_and_names_what_it_lacks() {
-    let facts = repo().join("tests/facts/debian-6.12.json.zst");
-    let facts = facts.to_str().unwrap();
-    let t = trace_cmd_line("kretprobe-returns.toml", &["--facts", facts]);
-    let lines: Vec<&str> = t.lines().collect();
-    let record = lines
         .iter()
-        .position(|l| l.starts_with("trace-cmd record"))
-        .expect(&t);
-    assert!(
-        lines[record - 2].starts_with("echo 'p:trace_recipe_")
-            && lines[record - 2].ends_with(
-                "/open_entry do_sys_openat2 dfd=%di:s32 path=+0(%si):ustring' >> /sys/kernel/tracing/kprobe_events"
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["file"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let trace = tracedat::TraceFile::open(&dat).unwrap();
+
+    let listing = trace_cmd_report(&dat);
+    let lines: Vec<ReportLine> = event_lines(&listing)
+        .into_iter()
+        .map(|l| ReportLine::parse(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 45_254);
+    let mut per_event: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_pid: BTreeMap<String, u64> = BTreeMap::new();
+    let mut switch_comms: BTreeMap<String, u64> = BTreeMap::new();
+    let mut next_comms: BTreeMap<String, u64> = BTreeMap::new();
+    // Every value the listing shows that a column holds: (file, row,
+    // column, value).
+    let mut shown: Vec<(String, usize, String, Shown)> = Vec::new();
+    let mut rows: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in &lines {
+        let file = file_of[l.event].clone();
+        *per_event.entry(file.clone()).or_default() += 1;
+        let (comm, pid) = l.task.rsplit_once('-').unwrap();
+        *per_pid.entry(pid.to_string()).or_default() += 1;
+        let row = rows.entry(l.event).or_default();
+        let format = trace
+            .formats()
+            .find(|f| f.name == l.event)
+            .unwrap_or_else(|| panic!("no format {}", l.event));
+        let named = |own: &str| match format.field(own) {
+            Some(_) => format!("common_{own}"),
+            None => own.to_string(),
+        };
+        shown.push((
+            file.clone(),
+            *row,
+            named("pid"),
+            Shown::Int(pid.parse().unwrap()),
+        ));
+        shown.push((
+            file.clone(),
+            *row,
+            named("comm"),
+            Shown::Text(comm.to_string()),
+        ));
+        // The listing rounds nanoseconds to microseconds.
+        let (s, us) = l.timestamp.split_once('.').unwrap();
+        let us: i64 = s.parse::<i64>().unwrap() * 1_000_000 + us.parse::<i64>().unwrap();
+        shown.push((file.clone(), *row, "ts_us".into(), Shown::Int(us)));
+        let fields = l.fields.trim();
+        if l.event == "sched_switch" {
+            // trace-cmd's sched_switch plugin: `PREV:PID [PRIO] S ==> NEXT:PID [PRIO]`.
+            *switch_comms.entry(comm.to_string()).or_default() += 1;
+            let (prev, next) = fields.split_once(" ==> ").unwrap();
+            for (side, task) in [("prev", prev), ("next", next)] {
+                let (name, rest) = task.rsplit_once(':').unwrap();
+                let (tid, prio) = rest.split_once(" [").unwrap();
+                let prio = prio.split(']').next().unwrap();
+                if side == "next" {
+                    *next_comms.entry(name.to_string()).or_default() += 1;
+                }
+                for (col, v, int) in [
+                    ("comm", name, false),
+                    ("pid", tid, true),
+                    ("prio", prio, true),
+                ] {
+                    shown.push((
+                        file.clone(),
+                        *row,
+                        format!("{side}_{col}"),
+                        Shown::of(v, int).unwrap(),
+                    ));
+                }
+            }
+        } else {
+            let kinds = shown_fields(format);
+            for token in fields.split_whitespace() {
+                if let Some((k, v)) = token.split_once('=')
+                    && let Some(int) = kinds.get(k)
+                    && let Some(value) = Shown::of(v, *int)
+                {
+                    shown.push((file.clone(), *row, k.to_string(), value));
+                }
+            }
+        }
+        *row += 1;
+    }
+    // 1,000 of them, spread over the file.
+    let step = shown.len() / 1000;
+    assert!(step >= 1, "only {} values shown", shown.len());
+    let sample: Vec<_> = shown.iter().step_by(step).take(1000).cloned().collect();
+    assert_eq!(sample.len(), 1000);
+    let asked: Vec<(String, usize, String)> = sample
+        .iter()
+        .map(|(f, r, c, _)| {
+            let c = if c == "ts_us" { "ts_ns" } else { c };
+            (f.clone(), *r, c.to_string())
+        })
+        .collect();
+    let got = read(&py, &out, &asked);
+
+    for engine in ["duckdb", "polars"] {
+        let rows: BTreeMap<String, u64> =
+            serde_json::from_value(got[engine]["rows"].clone()).unwrap();
+        assert_eq!(rows, per_event, "{engine}: rows per event");
+        let pids: BTreeMap<String, u64> =
+            serde_json::from_value(got[engine]["pids"].clone()).unwrap();
+        assert_eq!(pids, per_pid, "{engine}: records per pid");
+    }
+    let comms: BTreeMap<String, u64> =
+        serde_json::from_value(got["duckdb"]["switch_comms"].clone()).unwrap();
+    assert_eq!(comms, switch_comms, "DuckDB: the chapter's query");
+    let comms: BTreeMap<String, u64> =
+        serde_json::from_value(got["polars"]["next_comms"].clone()).unwrap();
+    assert_eq!(comms, next_comms, "polars: the chapter's query");
+
+    let values = got["values"].as_array().unwrap();
+    let mut differ = Vec::new();
+    for ((file, row, col, want), v) in sample.iter().zip(values) {
+        let v = match col.as_str() {
+            // Nanoseconds rounded to microseconds, as the listing prints them.
+            "ts_us" => json!(
+                v.as_i64().unwrap().div_euclid(1000)
+                    + i64::from(v.as_i64().unwrap().rem_euclid(1000) >= 500)
             ),
-        "{t}"
-    );
-    assert!(t.contains(":open_ret -f 'ret < 0' \\\n  sleep 10\n"), "{t}");
+            _ => v.clone(),
+        };
+        if !want.equals(&v) {
+            differ.push(format!("{file} row {row} {col}: listed {want:?}, read {v}"));
+        }
+    }
     assert!(
-        lines.last().unwrap().starts_with("echo '-:trace_recipe_"),
-        "{t}"
+        differ.is_empty(),
+        "{} of 1000 differ:\n{}",
+        differ.len(),
+        differ.join("\n")
     );
-
-    // trace-cmd applies -g (and --max-graph-depth) at the top level only.
-    let t = trace_cmd_line("call-graph-depth.toml", &["--facts", facts]);
-    assert!(
-        t.ends_with(
-            "trace-cmd record -g do_sys_openat2 \\\n  --max-graph-depth 3 \\\n  -p function_graph \\\n  sleep 5\n"
-        ),
-        "{t}"
-    );
-    assert!(
-        t.contains("#   - the instance: trace-cmd record applies -g at the top level only"),
-        "{t}"
-    );
-
-    let t = trace_cmd_line("stop-at-fault.toml", &["--facts", facts]);
-    for want in [
-        "#   - [[triggers]] function trigger `force_sig_fault:stacktrace:1` (a set_ftrace_filter command): trace-cmd record has no option for it\n",
-        "#   - [stop] on_traceoff: trace-cmd record keeps recording",
-        "  -e signal:signal_generate \\\n  sleep 60\n",
-    ] {
-        assert!(t.contains(want), "no {want:?} in\n{t}");
+    // The chapter shows these queries.
+    let chapter = std::fs::read_to_string(repo().join("docs/src/elsewhere.md")).unwrap();
+    let script = std::fs::read_to_string(repo().join("tests/export/read.py")).unwrap();
+    for q in ["SWITCH_COMMS_SQL = ", "NEXT_COMMS_POLARS = "] {
+        let line = script.lines().find_map(|l| l.strip_prefix(q)).unwrap();
+        let query = &line[1..line.len() - 1];
+        assert!(
+            chapter.contains(query),
+            "docs/src/elsewhere.md does not show `{query}`"
+        );
     }
 }
 
-/// The tests that drive the host's tracefs: each holds the tracefs lock
-/// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
-/// group of .config/nextest.toml).
-mod tracefs {
-    use super::*;
-
-    #[test]
-    fn an_exported_script_interrupted_by_sigint_leaves_tracefs_as_found() {
-        interrupted(libc::SIGINT, 130);
+/// `export` keeps the records `report` keeps: `-F`, `--cpu`, `--pid`,
+/// `--comm`, `--from`/`--to` are the same flags, read by the same parser
+/// (the rows of each table are the lines of `report`'s listing, per event);
+/// meta.json says what was asked. A folder that holds files is refused (exit
+/// 2), before anything is written.
+#[test]
+fn the_selection_is_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let dat = unpacked_trace(
+        "crates/tracedat/tests/corpus/trappy-sched-hmp.dat.zst",
+        dir.path(),
+    );
+    let dat = dat.to_str().unwrap();
+    for (i, select) in [
+        &["-F", "sched_switch:prev_pid > 100", "--cpu", "0-3"][..],
+        &["--comm", "Thread-*", "--from", "1.5", "--to", "@270.0"],
+        &["-P", "2984,4135", "-F", "sched:*"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut args = vec!["report", dat];
+        args.extend(select);
+        let o = trace_recipe(&args);
+        assert_exit(&o, 0);
+        let listing = text(&o.stdout);
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for l in event_lines(&listing) {
+            *want
+                .entry(ReportLine::parse(l).unwrap().event.to_string())
+                .or_default() += 1;
+        }
+        assert!(!want.is_empty(), "{select:?} keeps something");
+        let out = dir.path().join(format!("out{i}"));
+        export(Path::new(dat), &out, select);
+        let meta: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+        let got: BTreeMap<String, u64> = meta["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["rows"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{select:?}");
+        for e in meta["events"].as_array().unwrap() {
+            let f = out.join(e["file"].as_str().unwrap());
+            let rows = parquet_rows(&f);
+            assert_eq!(rows, e["rows"].as_u64().unwrap(), "{}", f.display());
+        }
+        let asked = &meta["provenance"]["selection"];
+        assert_eq!(
+            asked["filters"].as_array().unwrap().len()
+                + asked["comms"].as_array().unwrap().len()
+                + asked["pids"].as_array().unwrap().len(),
+            select
+                .iter()
+                .filter(|a| ["-F", "--comm"].contains(a))
+                .count()
+                + usize::from(select.contains(&"-P")) * 2,
+            "{asked}"
+        );
     }
+    // A folder that holds files: refused, nothing added to it.
+    let full = dir.path().join("out0");
+    let before = std::fs::read_dir(&full).unwrap().count();
+    let o = trace_recipe(&[
+        "export",
+        dat,
+        "--format",
+        "parquet",
+        "-o",
+        full.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 2);
+    assert!(
+        text(&o.stderr).contains("is not empty"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), before);
+    // A filter naming an event the file lacks: report's error, exit 1.
+    let o = trace_recipe(&[
+        "export",
+        dat,
+        "--format",
+        "parquet",
+        "-o",
+        dir.path().join("none").to_str().unwrap(),
+        "-F",
+        "no_such_event",
+    ]);
+    assert_exit(&o, 1);
+    assert!(
+        text(&o.stderr).contains("no event `no_such_event`"),
+        "{}",
+        text(&o.stderr)
+    );
+}
 
-    #[test]
-    fn an_exported_script_interrupted_by_sigterm_leaves_tracefs_as_found() {
-        interrupted(libc::SIGTERM, 143);
+/// The rows of the Parquet file `f`, read with the parquet crate's reader
+/// (its footer and every row group: a file cut short or mis-written fails).
+fn parquet_rows(f: &Path) -> u64 {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let r = SerializedFileReader::new(std::fs::File::open(f).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    let mut n = 0;
+    for row in r.get_row_iter(None).unwrap() {
+        row.unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        n += 1;
     }
+    assert_eq!(n, r.metadata().file_metadata().num_rows() as u64);
+    n
+}
+
+/// Hostile trace.dat files (the fuzz corpus's, and what the reader's
+/// corrupt-file tests make of the trace-cmd v7 fixture and of a synthetic
+/// file of every record kind: cuts and changed bytes) are exported or
+/// refused, never a crash: the library gives `Ok` or an error that says
+/// what is wrong; when a record cannot be read, the tables written hold
+/// the records before it (readable Parquet) and meta.json says
+/// `"complete": false`; the command exits 0 or 3 with `error:`, never by a
+/// panic.
+#[test]
+fn hostile_traces_give_an_error_never_a_crash() {
+    use trace_recipe::export::{ExportError, Provenance, Selection, to_parquet};
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        std::fs::read(repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat")).unwrap();
+    let (synthetic, _) = tracedat::testing::standard(tracedat::testing::Endian::LITTLE64);
+    let synthetic = synthetic.build();
+    let mut cases: Vec<Vec<u8>> = Vec::new();
+    for seed in std::fs::read_dir(repo().join("fuzz/corpus/tracedat")).unwrap() {
+        cases.push(std::fs::read(seed.unwrap().path()).unwrap());
+    }
+    // The pages of the synthetic file (at multiples of 4096 after its
+    // metadata): a commit beyond the page, a broken first event header.
+    for at in (4096..synthetic.len()).step_by(4096) {
+        for (from, bytes) in [(8, &[0xffu8; 8][..]), (16, &[0xff; 4][..])] {
+            let mut b = synthetic.clone();
+            if let Some(s) = b.get_mut(at + from..at + from + bytes.len()) {
+                s.copy_from_slice(bytes);
+                cases.push(b);
+            }
+        }
+    }
+    for good in [&fixture, &synthetic] {
+        let n = good.len();
+        for at in (0..n).step_by((n / 150).max(1)) {
+            cases.push(good[..at].to_vec());
+            for v in [0xffu8, good[at] ^ 0x80] {
+                let mut b = good.clone();
+                b[at] = v;
+                cases.push(b);
+            }
+        }
+    }
+    let (mut exported, mut refused, mut partial) = (0, 0, 0);
+    for (i, bytes) in cases.iter().enumerate() {
+        let Ok(file) = tracedat::TraceFile::from_bytes(bytes.clone()) else {
+            refused += 1;
+            continue;
+        };
+        let out = dir.path().join(format!("x{i}"));
+        let provenance = Provenance {
+            input: format!("case {i}"),
+            kind: "trace.dat".into(),
+            run: None,
+            selection: Selection::default(),
+        };
+        match to_parquet(&file, None, &out, provenance) {
+            Ok(_) => exported += 1,
+            Err(ExportError::Trace(e)) => {
+                partial += 1;
+                assert!(!e.to_string().is_empty());
+                let meta: Value =
+                    serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap())
+                        .unwrap();
+                assert_eq!(meta["complete"], false, "case {i}");
+                assert_eq!(meta["error"].as_str(), Some(e.to_string().as_str()));
+                for e in meta["events"].as_array().unwrap() {
+                    let rows = parquet_rows(&out.join(e["file"].as_str().unwrap()));
+                    assert_eq!(rows, e["rows"].as_u64().unwrap(), "case {i}");
+                }
+                parquet_rows(&out.join("tasks.parquet"));
+            }
+            Err(e) => panic!("case {i}: {e}"),
+        }
+        // Every 25th through the command: exit 0 or 3, never a panic.
+        if i % 25 == 0 {
+            let dat = dir.path().join(format!("x{i}.dat"));
+            std::fs::write(&dat, bytes).unwrap();
+            let out = dir.path().join(format!("cli{i}"));
+            let o = trace_recipe(&[
+                "export",
+                dat.to_str().unwrap(),
+                "--format",
+                "parquet",
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            let err = text(&o.stderr);
+            assert!(matches!(o.status.code(), Some(0 | 3)), "case {i}: {o:?}");
+            assert!(!err.contains("panicked"), "case {i}: {err}");
+            if o.status.code() == Some(3) {
+                assert!(err.contains("trace-recipe: error: "), "case {i}: {err}");
+            }
+        }
+    }
+    assert!(
+        exported > 0 && refused > 0 && partial > 0,
+        "exported {exported}, refused {refused}, partial {partial}"
+    );
+}
+
+/// Each field in the column its format says: integers by size and sign,
+/// pointers as unsigned integers, `char` arrays and `__data_loc` strings
+/// decoded (up to the NUL; bytes that are not UTF-8 as U+FFFD), fixed
+/// arrays as lists, a trailing `u8 buf[]` as bytes; a field named `pid`
+/// keeps its name and the record's pid is `common_pid`. Read back with the
+/// parquet crate's reader, whose rows show each value as its logical type
+/// reads.
+#[test]
+fn fields_are_typed_columns() {
+    use tracedat::testing::{Endian, Page, event_format};
+    let fields = "\tfield:s8 a;\toffset:8;\tsize:1;\tsigned:1;\n\
+\tfield:u16 b;\toffset:10;\tsize:2;\tsigned:0;\n\
+\tfield:int pid;\toffset:12;\tsize:4;\tsigned:1;\n\
+\tfield:u64 d;\toffset:16;\tsize:8;\tsigned:0;\n\
+\tfield:const char * p;\toffset:24;\tsize:8;\tsigned:0;\n\
+\tfield:char name[8];\toffset:32;\tsize:8;\tsigned:0;\n\
+\tfield:__data_loc char[] path;\toffset:40;\tsize:4;\tsigned:0;\n\
+\tfield:int arr[3];\toffset:44;\tsize:12;\tsigned:1;\n\
+\tfield:u8 tail[];\toffset:56;\tsize:0;\tsigned:0;\n";
+    let mut rec = Vec::new();
+    rec.extend(100u16.to_le_bytes());
+    rec.extend([0, 0]);
+    rec.extend(7i32.to_le_bytes());
+    rec.extend([0xfb, 0]); // a = -5
+    rec.extend(65_535u16.to_le_bytes());
+    rec.extend((-1i32).to_le_bytes());
+    rec.extend(u64::MAX.to_le_bytes());
+    rec.extend(0xffff_ffff_8100_0000u64.to_le_bytes());
+    rec.extend(b"bash\0\0\0\0");
+    rec.extend((60u32 | (6 << 16)).to_le_bytes());
+    for v in [-1i32, 2, 3] {
+        rec.extend(v.to_le_bytes());
+    }
+    rec.extend([1, 2, 3, 4]);
+    rec.extend(b"/b\xffn\0\0\0\0");
+    let e = Endian::LITTLE64;
+    let dir = tempfile::tempdir().unwrap();
+    let mut page = Page::new(e, 4096, 1_000_000);
+    page.event(10, &rec);
+    let raw = dir.path().join("cpu0.raw");
+    std::fs::write(&raw, page.finish(None)).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![(
+            "mix".into(),
+            vec![event_format("all_kinds", 100, fields, "\"a=%d\", REC->a").into_bytes()],
+        )],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 bash\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux h 6.18.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.path().join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    export(&dat, &out, &[]);
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let r = SerializedFileReader::new(std::fs::File::open(out.join("all_kinds.parquet")).unwrap())
+        .unwrap();
+    let rows: Vec<String> = r
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| row.unwrap().to_string())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "{ts_ns: 1000010, cpu: 0, common_pid: 7, comm: \"bash\", a: -5, b: 65535, pid: -1, \
+             d: 18446744073709551615, p: 18446744071578845184, name: \"bash\", \
+             path: \"/b\u{fffd}n\", arr: [-1, 2, 3], tail: [1, 2, 3, 4, 47, 98, 255, 110, 0, 0, 0, 0]}"
+        ]
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["kernel"]["release"], "6.18.0");
+    assert_eq!(meta["events"][0]["file"], "all_kinds.parquet");
+    let tasks =
+        SerializedFileReader::new(std::fs::File::open(out.join("tasks.parquet")).unwrap()).unwrap();
+    let rows: Vec<String> = tasks
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| row.unwrap().to_string())
+        .collect();
+    assert_eq!(rows, ["{pid: 7, comm: \"bash\", tgid: null}"]);
 }

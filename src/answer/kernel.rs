@@ -874,7 +874,7 @@ trace_dat = false
             ]
         );
         // trace-cmd has no option for synthetic events: defined before, removed after.
-        let export = crate::export::trace_cmd(&plan, &v);
+        let export = crate::plan_export::trace_cmd(&plan, &v);
         assert!(
             export.contains("echo 'trace_recipe_7_wake u64 latency_us; char[16] comm; int from_prio; int target_cpu' >> /sys/kernel/tracing/synthetic_events\n"),
             "{export}"

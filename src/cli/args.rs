@@ -35,6 +35,10 @@ pub(crate) enum Command {
     Rerun(RerunArgs),
     /// Read a trace.dat (ours, or trace-cmd's v6/v7) and print it.
     Report(ReportArgs),
+    /// Write a trace.dat's records as tables other tools read: with
+    /// `--format parquet`, one Parquet file per event, tasks.parquet and
+    /// meta.json in the folder `-o DIR` (for DuckDB, polars, pandas).
+    Export(ExportArgs),
     /// Compare two runs (bundles, output folders or trace.dat files): recipe keys,
     /// kernel facts, event counts and rates, latencies, top stacks, lost events.
     /// Exits 6 when a `--fail-if` rule holds.
@@ -97,7 +101,7 @@ pub(crate) struct CheckArgs {
     /// or as the nearest `trace-cmd record` command line, with a comment
     /// naming what it cannot express (`trace-cmd`).
     #[arg(long, value_enum, requires = "plan")]
-    pub(crate) export: Option<ExportFormat>,
+    pub(crate) export: Option<PlanExport>,
     /// First print every effective key with the file:line that set it (the
     /// recipe or a base it `extends`).
     #[arg(long)]
@@ -196,6 +200,22 @@ pub(crate) struct ReportArgs {
     /// A minijinja template for `--format summary` (context: report.json).
     #[arg(long, value_name = "FILE")]
     pub(crate) template: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) select: SelectFlags,
+    /// Write the report to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Answer the `[[answer]]` tables of FILE (a recipe, or a file of
+    /// `[[answer]]` tables only) over the trace: first in the summary,
+    /// `answers.NAME` in report.json, a table and histogram in report.html.
+    #[arg(long, value_name = "FILE.toml")]
+    pub(crate) answer: Option<PathBuf>,
+}
+
+/// The records a command reads from a trace (`report`, `export`): its
+/// `-F`, `--cpu`, `--pid`, `--comm`, `--from`, `--to`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SelectFlags {
     /// Keep only EVENT's records, where FILTER holds (repeatable; a record is
     /// kept when any `-F` keeps it). EVENT: `system:event`, `system:*` or
     /// `event`; FILTER: the kernel's filter syntax (`prev_pid == 1 && cpu < 2`),
@@ -224,14 +244,43 @@ pub(crate) struct ReportArgs {
     /// End at this time (inclusive), like `--from`.
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub(crate) to: Option<String>,
-    /// Write the report to FILE instead of stdout.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub(crate) output: Option<PathBuf>,
-    /// Answer the `[[answer]]` tables of FILE (a recipe, or a file of
-    /// `[[answer]]` tables only) over the trace: first in the summary,
-    /// `answers.NAME` in report.json, a table and histogram in report.html.
-    #[arg(long, value_name = "FILE.toml")]
-    pub(crate) answer: Option<PathBuf>,
+}
+
+impl From<SelectFlags> for crate::analysis::SelectArgs {
+    fn from(f: SelectFlags) -> Self {
+        crate::analysis::SelectArgs {
+            filters: f.filter,
+            cpus: f.cpu,
+            pids: f.pid,
+            comms: f.comm,
+            from: f.from,
+            to: f.to,
+        }
+    }
+}
+
+// `export`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// A trace.dat, a run's output folder, or a bundle (checked first).
+    pub(crate) file: PathBuf,
+    /// `parquet`: one Parquet file per event (its fields as typed columns,
+    /// with `ts_ns`, `cpu`, `pid`, `comm`), tasks.parquet and meta.json.
+    /// (`--format`, as `report` names it: `--to` ends the time window.)
+    #[arg(long, value_enum)]
+    pub(crate) format: ExportFormat,
+    /// The folder to write (created; refused when it holds anything).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub(crate) output: PathBuf,
+    #[command(flatten)]
+    pub(crate) select: SelectFlags,
+}
+
+/// `--format` of `export`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Parquet tables, for DuckDB, polars, pandas, Spark.
+    Parquet,
 }
 
 // `diff`'s arguments (the variant's doc comment is its help).
@@ -467,7 +516,7 @@ pub(crate) enum Format {
 
 /// `check --plan --export`'s formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ExportFormat {
+pub(crate) enum PlanExport {
     /// A POSIX shell script.
     Sh,
     /// The nearest `trace-cmd record` command line.

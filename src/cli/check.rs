@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::args::{CheckArgs, CheckFormat, ExportFormat, FactsArgs};
+use super::args::{CheckArgs, CheckFormat, FactsArgs, PlanExport};
 use super::{Context, Exit, Failure, find_recipe, started, with_tracefs};
 use crate::check::{CheckError, FactsFrom, build_plan, load_and_validate, validate_loaded};
 use crate::untrusted::{teprintln, tprint, tprintln};
@@ -93,7 +93,7 @@ fn check_machine(
 fn export_cmd(
     recipe: &Path,
     sets: &[String],
-    format: ExportFormat,
+    format: PlanExport,
     facts_file: Option<&Path>,
 ) -> Exit {
     with_facts(facts_file, |from| {
@@ -101,8 +101,8 @@ fn export_cmd(
             Ok((valid, _, _)) => {
                 let p = build_plan(&valid, None, &[]);
                 let text = match format {
-                    ExportFormat::Sh => crate::export::sh(&p, &valid.recipe.name),
-                    ExportFormat::TraceCmd => Ok(crate::export::trace_cmd(&p, &valid)),
+                    PlanExport::Sh => crate::plan_export::sh(&p, &valid.recipe.name),
+                    PlanExport::TraceCmd => Ok(crate::plan_export::trace_cmd(&p, &valid)),
                 };
                 let script =
                     text.map_err(|e| Failure::failed(Context::new("cannot export this plan", e)))?;

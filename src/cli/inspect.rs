@@ -10,8 +10,7 @@ use super::args::{
 };
 use super::{Context, Error, Exit, Failure, find_recipe, started, with_tracefs};
 use crate::analysis::{
-    AnalysisName, Select, SelectArgs, SelectError, Selection, analyze_kept, check_answers,
-    parse_answers,
+    AnalysisName, Select, Selection, analyze_kept, check_answers, parse_answers,
 };
 use crate::check::{CheckError, FactsFrom, load_and_validate};
 use crate::recipe::Template;
@@ -196,36 +195,18 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .transpose()
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
-    let (path, opened) = crate::bundle::resolve_input(&a.file).map_err(Failure::failed)?;
-    let file = tracedat::TraceFile::open(&path).map_err(|e| {
-        Failure::failed(Context::new(
-            format!("cannot read {}", crate::untrusted::escape_path(&path)),
-            e,
-        ))
-    })?;
-    let run_json = (opened.is_some() || a.file.is_dir())
-        .then(|| path.parent().and_then(run_report))
-        .flatten();
-    let run = run_json
+    let input = super::Input::open(&a.file)?;
+    let file = &input.file;
+    let run = input
+        .run_json
         .as_ref()
         .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok())
-        .map(|info| (info, run_json.as_ref()));
-    let args = SelectArgs {
-        filters: a.filter,
-        cpus: a.cpu,
-        pids: a.pid,
-        comms: a.comm,
-        from: a.from,
-        to: a.to,
-    };
+        .map(|info| (info, input.run_json.as_ref()));
     let answers = match &a.answer {
-        Some(p) => answers_of(p, &file)?,
+        Some(p) => answers_of(p, file)?,
         None => Vec::new(),
     };
-    let mut keep = Select::new(&file, &args).map_err(|e| match e {
-        SelectError::Syntax(m) => Failure::Usage(Some(m.into())),
-        SelectError::Unknown(m) => Failure::Invalid(Some(m.into())),
-    })?;
+    let mut keep = input.select(&a.select.into())?;
     // `-o FILE` and a pipe get the report as it is (the text listing as
     // trace-cmd writes it); a terminal gets a trace.dat's strings with their
     // control characters escaped. Written through a 64 KiB buffer: one
@@ -241,11 +222,11 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     };
     let result = to.and_then(|to| {
         print_report(
-            &file,
+            file,
             run.as_ref(),
             &mut keep,
             a.format,
-            &Selection::new(&file, &a.analysis).with_answers(answers),
+            &Selection::new(file, &a.analysis).with_answers(answers),
             &template,
             to,
         )
@@ -253,7 +234,10 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     match result {
         Ok(()) => Ok(()),
         Err(e) if is_broken_pipe(e.as_ref()) => Ok(()),
-        Err(e) => Err(Failure::failed(Context::new(path.display().to_string(), e))),
+        Err(e) => Err(Failure::failed(Context::new(
+            input.path.display().to_string(),
+            e,
+        ))),
     }
 }
 
@@ -281,15 +265,6 @@ fn answers_of(
         return Err(Failure::Invalid(Some(all.join("\n").into())));
     }
     Ok(specs)
-}
-
-/// The report.json in output folder `dir`, parsed; `None` when it is
-/// missing, refused by [`crate::untrusted`] (not a regular file, a link out
-/// of the folder, over 64 MiB or over its count of JSON values) or not JSON.
-fn run_report(dir: &Path) -> Option<serde_json::Value> {
-    use crate::untrusted::{Kind, parse_json, read_optional_in};
-    let bytes = read_optional_in(dir, "report.json", Kind::Report).ok()??;
-    parse_json(&bytes, Kind::Report).ok()
 }
 
 /// Writes `file` in `format` to `to` (buffered), over the records `keep`

@@ -86,6 +86,11 @@ pub const EXAMPLES: &[Example] = &[
         what: "Print a trace.dat one event a line, as trace-cmd report does.",
     },
     Example {
+        command: "export",
+        line: "trace-recipe export trace.dat --format parquet -o out",
+        what: "Write a trace.dat as Parquet tables, one per event, for DuckDB, polars or pandas.",
+    },
+    Example {
         command: "diff",
         line: "trace-recipe diff sleepy-a.tar.zst slow.tar.zst --fail-if 'p99(syscalls:clock_nanosleep) > +500%'",
         what: "Compare two runs; exit 6 when the p99 latency grew by more than 500 %.",

@@ -7,6 +7,7 @@
 //! - `run`: `run` and `rerun`;
 //! - `inspect`: `list`, `show`, `events`, `functions`, `report`, `schema`,
 //!   `completions`, `__man`;
+//! - `export`: `export` (a trace as Parquet tables);
 //! - `travel`: `diff`, `fleet`, `pack`, `unpack`, `status`, `reset`;
 //! - [`man`]: the man pages `__man` writes, with the book's exit codes and
 //!   examples.
@@ -15,6 +16,7 @@
 
 mod args;
 mod check;
+mod export;
 mod inspect;
 pub mod man;
 mod run;
@@ -195,6 +197,7 @@ fn dispatch(command: Command) -> Exit {
         Command::Events(a) => inspect::events(a),
         Command::Functions(a) => inspect::functions(a),
         Command::Report(a) => inspect::report(a),
+        Command::Export(a) => export::export(a),
         Command::Schema(a) => inspect::schema(a),
         Command::Completions(a) => inspect::completions(a),
         Command::Man(a) => inspect::man(a),
@@ -245,6 +248,75 @@ fn find_recipe(arg: &Path) -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// A trace a command reads (`report`, `export`): a trace.dat, a run's output
+/// folder (its trace.dat) or a bundle (checked and unpacked into a temporary
+/// folder, removed when this is dropped), opened through
+/// [`crate::bundle::resolve_input`].
+pub(crate) struct Input {
+    /// The trace.dat read.
+    pub(crate) path: PathBuf,
+    /// It, open.
+    pub(crate) file: tracedat::TraceFile,
+    /// The run's report.json, for a folder or a bundle that has a readable
+    /// one (see [`run_report`]).
+    pub(crate) run_json: Option<serde_json::Value>,
+    /// What the path given was: `trace.dat`, `output folder` or `bundle`.
+    pub(crate) kind: &'static str,
+    /// The unpacked bundle, kept until the trace is read.
+    _opened: Option<crate::bundle::Opened>,
+}
+
+impl Input {
+    /// Opens `given`; a failure to read it is [`Failure::Failed`].
+    pub(crate) fn open(given: &Path) -> Result<Input, Failure> {
+        let (path, opened) = crate::bundle::resolve_input(given).map_err(Failure::failed)?;
+        let file = tracedat::TraceFile::open(&path).map_err(|e| {
+            Failure::failed(Context::new(
+                format!("cannot read {}", crate::untrusted::escape_path(&path)),
+                e,
+            ))
+        })?;
+        let kind = match (&opened, given.is_dir()) {
+            (Some(_), _) => "bundle",
+            (None, true) => "output folder",
+            (None, false) => "trace.dat",
+        };
+        let run_json = (kind != "trace.dat")
+            .then(|| path.parent().and_then(run_report))
+            .flatten();
+        Ok(Input {
+            path,
+            file,
+            run_json,
+            kind,
+            _opened: opened,
+        })
+    }
+
+    /// What `args` keeps of this trace (`None`: everything); a flag that
+    /// cannot be read is [`Failure::Usage`], one that names what the file
+    /// does not hold [`Failure::Invalid`].
+    pub(crate) fn select(
+        &self,
+        args: &crate::analysis::SelectArgs,
+    ) -> Result<Option<crate::analysis::Select>, Failure> {
+        use crate::analysis::SelectError;
+        crate::analysis::Select::new(&self.file, args).map_err(|e| match e {
+            SelectError::Syntax(m) => Failure::Usage(Some(m.into())),
+            SelectError::Unknown(m) => Failure::Invalid(Some(m.into())),
+        })
+    }
+}
+
+/// The report.json in output folder `dir`, parsed; `None` when it is
+/// missing, refused by [`crate::untrusted`] (not a regular file, a link out
+/// of the folder, over 64 MiB or over its count of JSON values) or not JSON.
+fn run_report(dir: &Path) -> Option<serde_json::Value> {
+    use crate::untrusted::{Kind, parse_json, read_optional_in};
+    let bytes = read_optional_in(dir, "report.json", Kind::Report).ok()??;
+    parse_json(&bytes, Kind::Report).ok()
 }
 
 /// The timestamp a run started at, as templates see it (`YYYYmmdd-HHMMSS`).

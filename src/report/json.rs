@@ -286,6 +286,31 @@ impl Lost {
     pub(crate) fn total(&self) -> u64 {
         self.dropped + self.overrun.max(self.in_pages)
     }
+
+    /// Lost events per CPU (keys: CPU numbers as strings): the file's
+    /// per-CPU stats, and `in_pages`, the counts the sub-buffer headers of
+    /// the records read gave per CPU ([`tracedat::Record::Lost`], 0 where
+    /// the kernel stored none).
+    pub(crate) fn per_cpu(
+        file: &TraceFile,
+        in_pages: &BTreeMap<u32, u64>,
+    ) -> BTreeMap<String, Lost> {
+        let mut lost: BTreeMap<String, Lost> = BTreeMap::new();
+        for (cpu, stats) in file.cpu_stats().iter().enumerate() {
+            let (overrun, dropped) = lost_from_stats(stats);
+            let cpu_no = stats_cpu(stats).unwrap_or(cpu as u32);
+            let l = lost.entry(cpu_no.to_string()).or_default();
+            l.overrun += overrun;
+            l.dropped += dropped;
+        }
+        for (cpu, n) in in_pages {
+            lost.entry(cpu.to_string()).or_default().in_pages += n;
+        }
+        for l in lost.values_mut() {
+            l.total = l.total();
+        }
+        lost
+    }
 }
 
 impl JsonReport {
@@ -297,31 +322,16 @@ impl JsonReport {
         comms.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         let mut pids: Vec<(&i32, &u64)> = c.pids.iter().collect();
         pids.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let mut lost: BTreeMap<String, Lost> = BTreeMap::new();
-        for (cpu, stats) in file.cpu_stats().iter().enumerate() {
-            let (overrun, dropped) = lost_from_stats(stats);
-            let cpu_no = stats_cpu(stats).unwrap_or(cpu as u32);
-            let l = lost.entry(cpu_no.to_string()).or_default();
-            l.overrun += overrun;
-            l.dropped += dropped;
-        }
-        for (cpu, n) in &c.lost_records {
-            lost.entry(cpu.to_string()).or_default().in_pages += n;
-        }
-        for l in lost.values_mut() {
-            l.total = l.total();
-        }
+        let lost = Lost::per_cpu(file, &c.lost_records);
         let scope = scope_test(a, run, |pid| comm_of(file, &c.learned, pid));
         let in_scope = scope.as_deref();
         let lost_total = lost.values().map(|l| l.total).sum();
         JsonReport {
             format_version: JSON_FORMAT_VERSION,
             recipe: run.map(|r| r.recipe.clone()),
-            kernel_release: run.map(|r| r.kernel_release.clone()).or_else(|| {
-                file.uname()
-                    .and_then(|u| u.split_whitespace().nth(2))
-                    .map(str::to_string)
-            }),
+            kernel_release: run
+                .map(|r| r.kernel_release.clone())
+                .or_else(|| uname_release(file).map(str::to_string)),
             started: run.map(|r| r.started.clone()),
             ended: run.map(|r| r.ended.clone()),
             duration_s: run.map(|r| r.duration_s),
@@ -452,6 +462,11 @@ pub(crate) fn lost_percent(recorded: u64, lost: u64) -> f64 {
 }
 
 /// The CPU number a CPUSTAT text names (`CPU: N` on its first line), if any.
+/// The kernel release in `file`'s UNAME option (its third word), if any.
+pub(crate) fn uname_release(file: &TraceFile) -> Option<&str> {
+    file.uname().and_then(|u| u.split_whitespace().nth(2))
+}
+
 fn stats_cpu(stats: &str) -> Option<u32> {
     stats
         .lines()

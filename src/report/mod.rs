@@ -13,7 +13,9 @@ pub(crate) mod tracer;
 pub(crate) use expect::{check_all, measure, show};
 pub(crate) use html::esc;
 pub use html::render_html;
-pub(crate) use json::{ExpectResult, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo};
+pub(crate) use json::{
+    ExpectResult, Lost, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo, uname_release,
+};
 pub use json::{JSON_FORMAT_VERSION, JsonReport};
 pub(crate) use junit::render_junit;
 pub use text::{DEFAULT_TEMPLATE, dur};

@@ -561,30 +561,41 @@ impl Field {
         if self.is_string {
             return Some(FieldValue::Str(until_nul(raw)));
         }
+        if let Some((_, elem)) = self.elements() {
+            return Some(FieldValue::Array(
+                raw.chunks_exact(elem)
+                    .map(|c| scalar(c, self.signed, big_endian))
+                    .collect(),
+            ));
+        }
         match (self.layout, self.array_len) {
-            (FieldLayout::Inline, Some(n)) if n > 0 || self.size > 0 => {
-                // `[]` with a size (a kprobe's `u8 head[]`, size 4): as many
-                // elements as the type's width goes into the size; one when
-                // the type does not say its width.
-                let n = match n {
-                    0 => fixed_width(&self.type_name)
-                        .filter(|w| self.size >= *w)
-                        .map_or(1, |w| self.size / w),
-                    n => n,
-                };
-                let elem = self.size / n;
-                if elem == 0 || !matches!(elem, 1 | 2 | 4 | 8) || elem * n != self.size {
-                    return Some(FieldValue::Bytes(raw));
-                }
-                Some(FieldValue::Array(
-                    raw.chunks_exact(elem)
-                        .map(|c| scalar(c, self.signed, big_endian))
-                        .collect(),
-                ))
-            }
             (FieldLayout::Inline, None) => Some(scalar(raw, self.signed, big_endian)),
             _ => Some(FieldValue::Bytes(raw)),
         }
+    }
+
+    /// How a fixed array that is not character data splits into elements:
+    /// `Some((count, element size))` when [`Field::decode`] gives it as a
+    /// [`FieldValue::Array`] (elements of 1, 2, 4 or 8 bytes, signed as the
+    /// field is, that fill its size exactly); `None` for scalars, strings,
+    /// dynamic and trailing arrays, and arrays that decode as
+    /// [`FieldValue::Bytes`].
+    pub fn elements(&self) -> Option<(usize, usize)> {
+        if self.is_string || self.layout != FieldLayout::Inline {
+            return None;
+        }
+        let n = match self.array_len? {
+            0 if self.size == 0 => return None,
+            // `[]` with a size (a kprobe's `u8 head[]`, size 4): as many
+            // elements as the type's width goes into the size; one when the
+            // type does not say its width.
+            0 => fixed_width(&self.type_name)
+                .filter(|w| self.size >= *w)
+                .map_or(1, |w| self.size / w),
+            n => n,
+        };
+        let elem = self.size / n;
+        (matches!(elem, 1 | 2 | 4 | 8) && elem * n == self.size).then_some((n, elem))
     }
 }
 

@@ -1,0 +1,62 @@
+//! `export FILE --format parquet -o DIR`: a trace as tables other tools read
+//! ([`crate::export`]).
+
+use super::args::{ExportArgs, ExportFormat};
+use super::{Context, Exit, Failure, Input};
+use crate::analysis::SelectArgs;
+use crate::export::{ExportError, Provenance};
+use crate::report::RunInfo;
+use crate::untrusted::{escape_path, teprintln};
+
+/// `export`: the records the selection keeps, as Parquet tables in `-o DIR`;
+/// a one-line summary on stderr.
+pub(super) fn export(a: ExportArgs) -> Exit {
+    let input = Input::open(&a.file)?;
+    let args: SelectArgs = a.select.into();
+    let mut keep = input.select(&args)?;
+    let provenance = Provenance {
+        input: a.file.display().to_string(),
+        kind: input.kind.to_string(),
+        run: input
+            .run_json
+            .as_ref()
+            .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok()),
+        selection: (&args).into(),
+    };
+    raise_open_file_limit();
+    let written = match a.format {
+        ExportFormat::Parquet => {
+            crate::export::to_parquet(&input.file, keep.as_mut(), &a.output, provenance)
+        }
+    };
+    match written {
+        Ok(meta) => {
+            let rows: u64 = meta.events.iter().map(|e| e.rows).sum();
+            teprintln!(
+                "wrote {rows} records of {} events, {} tasks and meta.json to {}",
+                meta.events.len(),
+                meta.tasks.rows,
+                escape_path(&a.output)
+            );
+            Ok(())
+        }
+        Err(e @ ExportError::NotEmpty(_)) => Err(Failure::Usage(Some(e.into()))),
+        Err(e @ ExportError::Trace(_)) => Err(Failure::failed(Context::new(
+            format!("cannot read {}", escape_path(&input.path)),
+            e,
+        ))),
+        Err(e) => Err(Failure::failed(e)),
+    }
+}
+
+/// Raises this process's soft limit of open files to its hard limit: an
+/// export holds one file open per event with records (a trace of `-e all`
+/// has hundreds). Nothing changes where that fails.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}

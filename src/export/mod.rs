@@ -1,0 +1,613 @@
+//! `export FILE --to parquet -o DIR`: a trace.dat as tables other tools read
+//! (DuckDB, polars, pandas, Spark): one Parquet file per event
+//! ([`parquet`] says its columns), `tasks.parquet` (pid, comm, tgid) and
+//! `meta.json` (the kernel, the clock, the events lost per CPU, where the
+//! trace came from, what was exported).
+//!
+//! One streaming pass over the records [`Select`] keeps (the same `-F`,
+//! `--cpu`, `--pid`, `--comm`, `--from`/`--to` as `report`): each record is
+//! appended to its event's table, and tables are written a row group at a
+//! time, so memory stays flat whatever the file's size. A record that cannot
+//! be read ends the pass: the tables hold the records before it (each file is
+//! complete Parquet), meta.json says `"complete": false` and why, and the
+//! error is returned.
+//!
+//! The folder's file names come from the file's event names (hostile input):
+//! only `[A-Za-z0-9_.-]` is kept, every other byte becomes `_`, and a name
+//! two events share (or `tasks`, `meta`) takes its system as a prefix.
+
+mod parquet;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use schemars::JsonSchema;
+use serde::Serialize;
+use tracedat::{Comms, Event, EventFormat, IntField, Learner, Record, TraceFile};
+
+use crate::analysis::{Select, SelectArgs};
+use crate::report::{Lost, RunInfo};
+
+use self::parquet::{Common, Table};
+
+/// meta.json's layout version.
+pub const META_FORMAT_VERSION: u32 = 1;
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The output folder holds files already.
+    #[error(
+        "{} is not empty: give `-o` a new folder (or an empty one), so that no table of another export is mixed in",
+        .0.display()
+    )]
+    NotEmpty(PathBuf),
+    /// A file or folder could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The Parquet writer failed.
+    #[error("cannot write the Parquet file {}: {source}", path.display())]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: ::parquet::errors::ParquetError,
+    },
+    /// More tables are open than the process may open files.
+    #[error(
+        "cannot create {}: {source}; every event with records is a file held open until the end ({open} so far): raise the limit of open files (`ulimit -n`) or export fewer events with -F",
+        path.display()
+    )]
+    TooManyFiles {
+        /// The file that could not be created.
+        path: PathBuf,
+        /// Tables open then.
+        open: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A record of the trace cannot be read (the tables hold the records
+    /// before it).
+    #[error("{0} (the tables hold the records before it; meta.json says \"complete\": false)")]
+    Trace(#[from] tracedat::Error),
+}
+
+/// Where the trace came from, for meta.json.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Provenance {
+    /// The path given on the command line.
+    pub input: String,
+    /// `trace.dat`, `output folder` or `bundle`.
+    pub kind: String,
+    /// The run that recorded it (from its report.json), for a run's output
+    /// folder or bundle.
+    pub run: Option<RunInfo>,
+    /// The options that narrowed the records (`-F`, `--cpu`, `--pid`,
+    /// `--comm`, `--from`, `--to`); all empty: every record.
+    pub selection: Selection,
+}
+
+/// The options that narrowed the records, as given.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Selection {
+    /// `-F EVENT[:FILTER]`.
+    pub filters: Vec<String>,
+    /// `--cpu` lists.
+    pub cpus: Vec<String>,
+    /// `--pid`.
+    pub pids: Vec<i32>,
+    /// `--comm` globs.
+    pub comms: Vec<String>,
+    /// `--from`.
+    pub from: Option<String>,
+    /// `--to`.
+    pub to: Option<String>,
+}
+
+impl From<&SelectArgs> for Selection {
+    fn from(a: &SelectArgs) -> Selection {
+        Selection {
+            filters: a.filters.clone(),
+            cpus: a.cpus.clone(),
+            pids: a.pids.clone(),
+            comms: a.comms.clone(),
+            from: a.from.clone(),
+            to: a.to.clone(),
+        }
+    }
+}
+
+/// meta.json: what an export holds and where it came from.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Meta {
+    /// Layout version ([`META_FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// `trace-recipe VERSION`.
+    pub tool: String,
+    /// When the export was made (RFC 3339, UTC).
+    pub exported: String,
+    /// Whether every record the selection keeps was read. `false`: a record
+    /// could not be read (`error` says which); the tables hold the records
+    /// before it.
+    pub complete: bool,
+    /// Why the export stopped early, when it did.
+    pub error: Option<String>,
+    /// The trace file.
+    pub source: Source,
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// The traced kernel: `uname` (the file's UNAME option: sysname,
+    /// nodename, release, machine) and its release.
+    pub kernel: Kernel,
+    /// The trace clock (`local`, `global`, `mono`, `boot`, `counter`,
+    /// `x86-tsc`, ...).
+    pub clock: String,
+    /// The name of the records' time column: `ts_ns` (nanoseconds) for the
+    /// clocks that count nanoseconds, `ts` (the clock's own counts) for the
+    /// others.
+    pub ts_column: String,
+    /// Events lost per CPU (keys: CPU numbers), as the kernel counted them:
+    /// `overrun` and `dropped` from the file's per-CPU stats, `in_pages` from
+    /// the sub-buffers read (with a selection, only those before kept
+    /// records), `total` each counted once.
+    pub(crate) lost_events: BTreeMap<String, Lost>,
+    /// The per-CPU `total`s added up.
+    pub lost_total: u64,
+    /// One entry per event with records: its table.
+    pub events: Vec<EventTable>,
+    /// Records whose `common_type` no format of the file names (not
+    /// exported).
+    pub unknown_records: u64,
+    /// The task table.
+    pub tasks: TaskTable,
+}
+
+/// The trace file an export read.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Source {
+    /// trace.dat version: 6 or 7.
+    pub version: u32,
+    /// The tool that wrote it (its VERSION option), if it said.
+    pub writer: Option<String>,
+    /// Byte order of the traced machine: `little` or `big`.
+    pub byte_order: String,
+    /// Its `long` size in bytes.
+    pub long_size: u8,
+    /// Ring-buffer page size in bytes.
+    pub page_size: usize,
+    /// Number of CPUs.
+    pub cpus: u32,
+    /// Ring buffers: `""` the top one, then instances (`-B`).
+    pub buffers: Vec<String>,
+}
+
+/// The traced kernel.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Kernel {
+    /// The UNAME option: `sysname nodename release machine`.
+    pub uname: Option<String>,
+    /// Its release (`uname -r`).
+    pub release: Option<String>,
+}
+
+/// One event's table.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventTable {
+    /// The event's system (`sched`).
+    pub system: String,
+    /// Its name (`sched_switch`).
+    pub name: String,
+    /// Its id in the file (`common_type`).
+    pub id: u16,
+    /// The Parquet file, in the export's folder.
+    pub file: String,
+    /// Rows: its records.
+    pub rows: u64,
+}
+
+/// tasks.parquet.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskTable {
+    /// The Parquet file, in the export's folder.
+    pub file: String,
+    /// Rows: one per task.
+    pub rows: u64,
+}
+
+/// The folder `dir`, created when missing; refused when it holds anything.
+fn prepare(dir: &Path) -> Result<(), ExportError> {
+    let write = |e| ExportError::Write {
+        path: dir.to_path_buf(),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(write)?;
+    if std::fs::read_dir(dir).map_err(write)?.next().is_some() {
+        return Err(ExportError::NotEmpty(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// `name` as a file name: `[A-Za-z0-9_.-]` kept, every other byte `_`, no
+/// leading `.`, at most 100 bytes.
+fn safe_name(name: &str) -> String {
+    let mut s: String = name
+        .bytes()
+        .take(100)
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => b as char,
+            _ => '_',
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s.insert(0, '_');
+    }
+    s
+}
+
+/// The file name of each format's table, by format id: `NAME.parquet`, or
+/// `SYSTEM.NAME.parquet` for a name that two formats share once made safe
+/// (or that is `tasks` or `meta`), with `.ID` added if still not unique.
+fn table_names(file: &TraceFile) -> FxHashMap<u16, String> {
+    let mut uses: FxHashMap<String, usize> = FxHashMap::default();
+    for f in file.formats() {
+        *uses.entry(safe_name(&f.name)).or_default() += 1;
+    }
+    let mut taken: FxHashSet<String> = ["tasks", "meta"].map(String::from).into_iter().collect();
+    let mut names = FxHashMap::default();
+    for f in file.formats() {
+        let plain = safe_name(&f.name);
+        let mut name = match uses[&plain] == 1 && !taken.contains(&plain) {
+            true => plain,
+            false => format!("{}.{plain}", safe_name(&f.system)),
+        };
+        if taken.contains(&name) {
+            name = format!("{name}.{}", f.id);
+        }
+        taken.insert(name.clone());
+        names.insert(f.id, format!("{name}.parquet"));
+    }
+    names
+}
+
+/// How the records of one format tell a task's thread group.
+#[derive(Debug, Clone, Copy)]
+enum GroupTell {
+    /// `task:task_newtask`: `pid` is new; with CLONE_THREAD in
+    /// `clone_flags` it joins its creator's group, else it leads its own.
+    NewTask { pid: IntField, flags: IntField },
+    /// `sched:sched_process_exec`: `pid` leads its group after exec
+    /// (fs/exec.c `de_thread` gives the leader's pid to the thread that
+    /// execs).
+    Exec { pid: IntField },
+    /// Nothing.
+    None,
+}
+
+/// include/uapi/linux/sched.h.
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+impl GroupTell {
+    fn of(format: &EventFormat) -> GroupTell {
+        let int = |name: &str| format.field(name).map(tracedat::Field::int);
+        match (format.system.as_str(), format.name.as_str()) {
+            ("task", "task_newtask") => match (int("pid"), int("clone_flags")) {
+                (Some(pid), Some(flags)) => GroupTell::NewTask { pid, flags },
+                _ => GroupTell::None,
+            },
+            ("sched", "sched_process_exec") => match int("pid") {
+                Some(pid) => GroupTell::Exec { pid },
+                None => GroupTell::None,
+            },
+            _ => GroupTell::None,
+        }
+    }
+}
+
+/// What the pass knows of each format, worked out at its first record.
+struct PerFormat {
+    /// Index in the open tables.
+    table: usize,
+    learner: Option<Learner>,
+    group: GroupTell,
+}
+
+/// The tasks met: every pid of a record or named by one, and the saved
+/// cmdlines'; their thread group where the trace tells it.
+#[derive(Default)]
+struct Tasks {
+    pids: FxHashSet<i32>,
+    tgids: FxHashMap<i32, i32>,
+}
+
+impl Tasks {
+    fn learn(&mut self, tell: GroupTell, ev: &Event<'_>, creator: i32) {
+        let read = |f: IntField| f.get(&ev.data, ev.big_endian);
+        match tell {
+            GroupTell::NewTask { pid, flags } => {
+                let (Some(pid), Some(flags)) = (read(pid), read(flags)) else {
+                    return;
+                };
+                let pid = pid as i32;
+                let tgid = match flags & CLONE_THREAD {
+                    0 => Some(pid),
+                    _ => self.tgids.get(&creator).copied(),
+                };
+                if let Some(t) = tgid {
+                    self.tgids.insert(pid, t);
+                }
+                self.pids.insert(pid);
+            }
+            GroupTell::Exec { pid } => {
+                if let Some(pid) = read(pid) {
+                    self.tgids.insert(pid as i32, pid as i32);
+                }
+            }
+            GroupTell::None => {}
+        }
+    }
+}
+
+/// Writes `file`'s records (those `keep` keeps, when given) into `dir` (new
+/// or empty; created) as Parquet tables, tasks.parquet and meta.json, with
+/// `provenance` in meta.json. Returns meta.json's content.
+///
+/// Errors: `dir` not empty or not writable, a Parquet write, too many events
+/// for the open-file limit, or a record that cannot be read (then the tables
+/// and meta.json are written first, with the records before it).
+pub fn to_parquet(
+    file: &TraceFile,
+    keep: Option<&mut Select>,
+    dir: &Path,
+    provenance: Provenance,
+) -> Result<Meta, ExportError> {
+    prepare(dir)?;
+    let names = table_names(file);
+    let ns = tracedat::clock_is_nanoseconds(file.clock());
+    let ts_column = if ns { "ts_ns" } else { "ts" };
+    let buffers = file.buffers();
+    let several = buffers.len() > 1;
+    let big = file.big_endian();
+
+    let mut tables: Vec<(u16, Table)> = Vec::new();
+    let mut per_id: Vec<Option<PerFormat>> = Vec::new();
+    let mut comms = Comms::new();
+    let mut tasks = Tasks::default();
+    let mut in_pages: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut unknown = 0u64;
+    // Bytes all tables hold.
+    let mut held = 0usize;
+
+    let mut on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
+        let ev = match rec {
+            Record::Event(ev) => ev,
+            Record::Lost { cpu, count, .. } => {
+                *in_pages.entry(*cpu).or_default() += count.unwrap_or(0);
+                return Ok(());
+            }
+        };
+        if file.is_unknown(ev.format) {
+            unknown += 1;
+            return Ok(());
+        }
+        let id = usize::from(ev.format.id);
+        if id >= per_id.len() {
+            per_id.resize_with(id + 1, || None);
+        }
+        let slot = match &mut per_id[id] {
+            Some(s) => s,
+            empty => {
+                let path = dir.join(&names[&ev.format.id]);
+                let meta = vec![
+                    ("trace-recipe.system".into(), ev.format.system.clone()),
+                    ("trace-recipe.event".into(), ev.format.name.clone()),
+                    ("trace-recipe.clock".into(), file.clock().to_string()),
+                    ("trace-recipe.print_fmt".into(), ev.format.print_fmt.clone()),
+                ];
+                let table = Table::create(ev.format, &path, ts_column, several, meta).map_err(
+                    |e| match e {
+                        ExportError::Write { path, source }
+                            if source.raw_os_error() == Some(libc::EMFILE) =>
+                        {
+                            ExportError::TooManyFiles {
+                                path,
+                                open: tables.len(),
+                                source,
+                            }
+                        }
+                        e => e,
+                    },
+                )?;
+                tables.push((ev.format.id, table));
+                empty.insert(PerFormat {
+                    table: tables.len() - 1,
+                    learner: Learner::of(ev.format),
+                    group: GroupTell::of(ev.format),
+                })
+            }
+        };
+        let pid = ev.pid();
+        if let Some(l) = &slot.learner
+            && !comms.knows(l, ev)
+        {
+            for p in comms.learn_with(l, file, ev).into_iter().flatten() {
+                tasks.pids.insert(p);
+            }
+        }
+        tasks.learn(slot.group, ev, pid);
+        tasks.pids.insert(pid);
+        let comm = match comms.get(file, pid) {
+            None if pid == 0 => Some("<idle>"),
+            c => c,
+        };
+        let table = &mut tables[slot.table].1;
+        let before = table.bytes;
+        let full = table.push(
+            &Common {
+                ts: ev.ts,
+                cpu: ev.cpu,
+                pid,
+                comm,
+                buffer: ev.buffer,
+            },
+            &ev.data,
+            big,
+        );
+        held = held + table.bytes - before;
+        if full {
+            held -= table.bytes;
+            table.flush()?;
+        }
+        if held > parquet::BUFFERED_BYTES
+            && let Some((_, largest)) = tables.iter_mut().max_by_key(|(_, t)| t.bytes)
+        {
+            held -= largest.bytes;
+            largest.flush()?;
+        }
+        Ok(())
+    };
+    let walked = match keep {
+        Some(k) => k.records(file).try_for_each_record(&mut on_record),
+        None => file.records().try_for_each_record(&mut on_record),
+    };
+    // A record that cannot be read ends the pass; what was read is written
+    // all the same. An error writing a table ends it too, and is returned
+    // at once.
+    let unread = match walked {
+        Ok(()) => None,
+        Err(ExportError::Trace(e)) => Some(e),
+        Err(e) => return Err(e),
+    };
+    let mut events = Vec::new();
+    for (id, table) in tables {
+        let rows = table.close()?;
+        if let Some(f) = file.format_by_id(id) {
+            events.push(EventTable {
+                system: f.system.clone(),
+                name: f.name.clone(),
+                id,
+                file: names[&id].clone(),
+                rows,
+            });
+        }
+    }
+    events.sort_by(|a, b| (&a.system, &a.name, a.id).cmp(&(&b.system, &b.name, b.id)));
+    let task_rows = write_tasks(file, &comms, tasks, &dir.join("tasks.parquet"))?;
+    let lost_events = Lost::per_cpu(file, &in_pages);
+    let meta = Meta {
+        format_version: META_FORMAT_VERSION,
+        tool: format!("trace-recipe {}", env!("CARGO_PKG_VERSION")),
+        exported: jiff::Timestamp::now().to_string(),
+        complete: unread.is_none(),
+        error: unread.as_ref().map(ToString::to_string),
+        source: Source {
+            version: file.version(),
+            writer: file.writer_version().map(str::to_string),
+            byte_order: if big { "big" } else { "little" }.into(),
+            long_size: file.long_size(),
+            page_size: file.page_size(),
+            cpus: file.cpu_count(),
+            buffers,
+        },
+        provenance,
+        kernel: Kernel {
+            uname: file.uname().map(str::to_string),
+            release: crate::report::uname_release(file).map(str::to_string),
+        },
+        clock: file.clock().to_string(),
+        ts_column: ts_column.to_string(),
+        lost_total: lost_events.values().map(|l| l.total).sum(),
+        lost_events,
+        events,
+        unknown_records: unknown,
+        tasks: TaskTable {
+            file: "tasks.parquet".into(),
+            rows: task_rows,
+        },
+    };
+    let path = dir.join("meta.json");
+    std::fs::write(&path, crate::output::to_json(&meta))
+        .map_err(|e| ExportError::Write { path, source: e })?;
+    match unread {
+        Some(e) => Err(ExportError::Trace(e)),
+        None => Ok(meta),
+    }
+}
+
+/// Writes tasks.parquet: one row per task met or named in the saved
+/// cmdlines, by pid, with its last name and its thread group where known.
+fn write_tasks(
+    file: &TraceFile,
+    comms: &Comms,
+    mut tasks: Tasks,
+    path: &Path,
+) -> Result<u64, ExportError> {
+    tasks
+        .pids
+        .extend(file.saved_cmdlines().iter().map(|(pid, _)| *pid));
+    tasks.tgids.insert(0, 0);
+    let mut pids: Vec<i32> = tasks.pids.into_iter().collect();
+    pids.sort_unstable();
+    let rows: Vec<(i32, Option<&str>, Option<i32>)> = pids
+        .into_iter()
+        .map(|pid| {
+            let comm = match comms.get(file, pid) {
+                None if pid == 0 => Some("<idle>"),
+                c => c,
+            };
+            (pid, comm, tasks.tgids.get(&pid).copied())
+        })
+        .collect();
+    parquet::write_tasks(path, &rows)?;
+    Ok(rows.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_keep_only_safe_bytes() {
+        assert_eq!(safe_name("sched_switch"), "sched_switch");
+        assert_eq!(safe_name("../../etc/passwd"), "_.._.._etc_passwd");
+        assert_eq!(safe_name(".hidden"), "_.hidden");
+        assert_eq!(safe_name(""), "_");
+        assert_eq!(safe_name("a\nb\u{1b}[31m"), "a_b__31m");
+        assert_eq!(safe_name(&"x".repeat(300)).len(), 100);
+    }
+
+    #[test]
+    fn column_names_never_repeat() {
+        let f = EventFormat::parse(
+            "sched",
+            "name: sched_wakeup\nID: 3\nformat:\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int cpu;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int common_cpu;\toffset:32;\tsize:4;\tsigned:1;\n\
+\tfield:int pid;\toffset:36;\tsize:4;\tsigned:1;\n\nprint fmt: \"\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            parquet::column_names(&f, "ts_ns", true),
+            [
+                "ts_ns",
+                "common_cpu",
+                "common_pid",
+                "common_comm",
+                "buffer",
+                "comm",
+                "pid",
+                "cpu",
+                "common_cpu_2",
+                "pid_2"
+            ]
+        );
+    }
+}
