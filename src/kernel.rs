@@ -700,13 +700,31 @@ impl KernelFacts {
     }
 
     /// Events matching a `system:event` glob (`*`, `?`), sorted.
+    ///
+    /// Only the events that begin with the pattern's literal head (what comes
+    /// before its first `*` or `?`) are compared: a name without a wildcard
+    /// costs a lookup, `sched:*` a walk of the `sched` events, and only a
+    /// pattern that begins with a wildcard walks them all.
     pub(crate) fn matching_events(&self, pattern: &str) -> Vec<&str> {
-        self.events
-            .iter()
-            .map(String::as_str)
+        self.events_beginning_with(glob_head(pattern))
             .filter(|e| glob_match(pattern, e))
             .collect()
     }
+
+    /// The events that begin with `head`, in order: a range of the sorted
+    /// set, never a walk of the rest.
+    fn events_beginning_with<'s>(&'s self, head: &str) -> impl Iterator<Item = &'s str> {
+        self.events
+            .range::<str, _>((std::ops::Bound::Included(head), std::ops::Bound::Unbounded))
+            .map(String::as_str)
+            .take_while(move |e| e.starts_with(head))
+    }
+}
+
+/// What every text a glob matches begins with: the pattern up to its first
+/// `*` or `?`.
+fn glob_head(pattern: &str) -> &str {
+    &pattern[..pattern.find(['*', '?']).unwrap_or(pattern.len())]
 }
 
 /// /proc/kallsyms function symbols (`t`/`T`) as `NAME` and `MODULE:NAME`;
@@ -770,29 +788,71 @@ fn errno_text(e: &std::io::Error) -> String {
     }
 }
 
-/// Shell-style glob match of `text` against `pattern` (`*` any run, `?` one char).
+/// Shell-style glob match of `text` against `pattern` (`*` any run, `?` one
+/// character). Allocates nothing and never backtracks: the part before the
+/// first `*` must begin the text, the part after the last must end it, and
+/// each part between is taken at its leftmost place after the one before (a
+/// substring search), so a check of thousands of patterns against thousands
+/// of events stays cheap.
 pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
+    let Some((before_last, last)) = pattern.rsplit_once('*') else {
+        return glob_part_at(pattern, text, 0) == Some(text.len());
+    };
+    let (head, middle) = before_last.split_once('*').unwrap_or((before_last, ""));
+    let Some(mut at) = glob_part_at(head, text, 0) else {
+        return false;
+    };
+    // Each character of a part matches one character of the text, so the
+    // last part takes the text's last characters, as many as it has.
+    let tail = if last.contains('?') {
+        text[at..]
+            .char_indices()
+            .map(|(i, _)| at + i)
+            .chain([text.len()])
+            .rev()
+            .nth(last.chars().count())
+    } else {
+        text.len()
+            .checked_sub(last.len())
+            .filter(|&t| t >= at && text.is_char_boundary(t))
+    };
+    let Some(tail) = tail else {
+        return false;
+    };
+    if glob_part_at(last, text, tail).is_none() {
+        return false;
+    }
+    let inner = &text[..tail];
+    for part in middle.split('*').filter(|p| !p.is_empty()) {
+        let found = if part.contains('?') {
+            inner[at..]
+                .char_indices()
+                .find_map(|(i, _)| glob_part_at(part, inner, at + i))
         } else {
-            return false;
+            inner[at..].find(part).map(|i| at + i + part.len())
+        };
+        match found {
+            Some(end) => at = end,
+            None => return false,
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    true
+}
+
+/// Where `part` (literal characters and `?`, no `*`) ends when it matches
+/// `text` from byte `at`, if it does.
+fn glob_part_at(part: &str, text: &str, at: usize) -> Option<usize> {
+    if !part.contains('?') {
+        return text[at..].starts_with(part).then_some(at + part.len());
+    }
+    let mut rest = text[at..].chars();
+    for want in part.chars() {
+        let got = rest.next()?;
+        if want != '?' && want != got {
+            return None;
+        }
+    }
+    Some(text.len() - rest.as_str().len())
 }
 
 /// The facts of `tests/facts/NAME.json.zst` (`debian-6.1`, `debian-6.12`,
@@ -866,5 +926,89 @@ mod tests {
         assert!(glob_match("*:sys_exit_open*", "syscalls:sys_exit_openat"));
         assert!(!glob_match("sched:*", "syscalls:sys_exit_openat"));
         assert!(!glob_match("sched:sched_switch", "sched:sched_switch2"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("?", ""));
+        assert!(glob_match("a*b*c", "aXbYbZc"));
+        assert!(!glob_match("a*b*c", "aXbYbZ"));
+        // `?` is one character, not one byte.
+        assert!(glob_match("s:é?", "s:éü"));
+        assert!(!glob_match("s:?", "s:éü"));
+        assert!(glob_match("*ü", "s:éü"));
+        assert!(glob_match("s:*?", "s:ü"));
+    }
+
+    /// Every pattern of up to four of `a b é * ?` against every text of up
+    /// to four of `a b é` matches as the definition says (a recursive
+    /// reading of it).
+    #[test]
+    fn globs_match_as_defined_exhaustively() {
+        fn defined(p: &[char], t: &[char]) -> bool {
+            match p.split_first() {
+                None => t.is_empty(),
+                Some(('*', rest)) => (0..=t.len()).any(|i| defined(rest, &t[i..])),
+                Some((&c, rest)) => t
+                    .split_first()
+                    .is_some_and(|(&x, t)| (c == '?' || c == x) && defined(rest, t)),
+            }
+        }
+        fn all(alphabet: &[char], max: usize) -> Vec<Vec<char>> {
+            let mut out = vec![vec![]];
+            let mut last = vec![vec![]];
+            for _ in 0..max {
+                last = last
+                    .iter()
+                    .flat_map(|w: &Vec<char>| {
+                        alphabet.iter().map(move |&c| {
+                            let mut w = w.clone();
+                            w.push(c);
+                            w
+                        })
+                    })
+                    .collect();
+                out.extend(last.iter().cloned());
+            }
+            out
+        }
+        let texts = all(&['a', 'b', 'é'], 4);
+        for p in all(&['a', 'b', 'é', '*', '?'], 4) {
+            let ps: String = p.iter().collect();
+            for t in &texts {
+                let ts: String = t.iter().collect();
+                assert_eq!(glob_match(&ps, &ts), defined(&p, t), "{ps:?} {ts:?}");
+            }
+        }
+    }
+
+    /// A pattern is compared only with the events that begin with its
+    /// literal head: an unknown name looks at none, `sched:*` at the
+    /// `sched` events, and only a leading wildcard at them all.
+    #[test]
+    fn matching_looks_only_at_events_sharing_the_patterns_head() {
+        let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/facts/debian-6.1.json.zst");
+        let facts = super::KernelFacts::load(&real).unwrap();
+        let looked = |p: &str| facts.events_beginning_with(super::glob_head(p)).count();
+        let all = facts.events.len();
+        assert!(all > 1000, "{all}");
+        assert_eq!(looked("sched:madeup_event_1"), 0);
+        assert_eq!(looked("sched:sched_switch"), 1);
+        let sched = facts
+            .events
+            .iter()
+            .filter(|e| e.starts_with("sched:"))
+            .count();
+        assert_eq!(looked("sched:*"), sched);
+        assert!(sched > 10 && sched < 100, "{sched}");
+        assert_eq!(looked("*:sched_switch"), all);
+        assert_eq!(
+            facts.matching_events("sched:sched_switch"),
+            ["sched:sched_switch"]
+        );
+        assert_eq!(
+            facts.matching_events("*:sched_switch"),
+            ["sched:sched_switch"]
+        );
+        assert_eq!(facts.matching_events("sched:sched_wak*").len(), 4);
+        assert!(facts.matching_events("sched:madeup").is_empty());
     }
 }

@@ -4,8 +4,11 @@
 //! may ask for thousands of suggestions (8,000 unknown events, each against
 //! every event of the kernel; an unknown probe symbol against all of
 //! kallsyms), so the process has a budget of [`BUDGET`] character pairs:
-//! once it is spent, no more suggestions are made (the problems are still
-//! all reported, without a `did you mean`).
+//! once a search would go past it, the budget is spent and no more
+//! suggestions are made, each later search returning before it looks at a
+//! candidate (the problems are still all reported, without a `did you
+//! mean`). Thousands of problems thus cost the budget once, not thousands
+//! of walks of the candidates.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,13 +20,18 @@ pub(crate) const BUDGET: u64 = 1_000_000_000;
 /// What is left of [`BUDGET`].
 static LEFT: AtomicU64 = AtomicU64::new(BUDGET);
 
-/// Takes `cost` from the budget `left`; false (and nothing taken) when it
-/// has not that much left.
+/// Takes `cost` from the budget `left`; when it has not that much left,
+/// false, and the budget is spent (set to zero) for every later search.
 fn spend(left: &AtomicU64, cost: u64) -> bool {
-    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-        left.checked_sub(cost)
-    })
-    .is_ok()
+    let ok = left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            left.checked_sub(cost)
+        })
+        .is_ok();
+    if !ok {
+        left.store(0, Ordering::Relaxed);
+    }
+    ok
 }
 
 /// The candidate nearest to `word` (Jaro-Winkler similarity of at least 0.8), if any.
@@ -47,6 +55,9 @@ fn nearest_within<'a>(
     candidates: impl IntoIterator<Item = &'a str>,
     n: usize,
 ) -> Vec<&'a str> {
+    if left.load(Ordering::Relaxed) == 0 {
+        return Vec::new();
+    }
     let candidates: Vec<&str> = candidates.into_iter().collect();
     let width = word.len() as u64 + 1;
     let cost = candidates
@@ -105,5 +116,15 @@ mod tests {
         }
         assert_eq!(left.load(Ordering::Relaxed), 39);
         assert!(near(&left).is_empty());
+        // The search that did not fit spent the budget: later ones return
+        // without looking at a single candidate, however many there are.
+        assert_eq!(left.load(Ordering::Relaxed), 0);
+        let looked = std::cell::Cell::new(0);
+        let many = (0..10_000).map(|_| {
+            looked.set(looked.get() + 1);
+            "sched_switch"
+        });
+        assert!(super::nearest_within(&left, "sched_swtch", many, 1).is_empty());
+        assert_eq!(looked.get(), 0);
     }
 }
