@@ -478,11 +478,20 @@ fn open_bundle(path: &Path) -> Result<File, BundleError> {
     Ok(crate::untrusted::open(path, crate::untrusted::Kind::Bundle)?.0)
 }
 
-/// Checks and unpacks the bundle at `path` into a fresh temporary folder.
-/// Errors: [`BundleError::Refused`] with the reason, for any of the hostile
-/// cases in the module docs, a truncated or corrupt stream, a member whose
-/// hash does not match (named), a manifest that is missing or newer.
-pub fn open(path: &Path) -> Result<Opened, BundleError> {
+/// The members `report` and `diff` read of a bundle: nothing else of one is
+/// written to disk or hashed for them.
+pub(crate) const READ_BY_REPORT: &[&str] =
+    &["trace.dat", "report.json", "recipe.toml", "facts.json"];
+
+/// Checks the bundle at `path` and unpacks into a fresh temporary folder
+/// the members for which `reads` is true, the ones the caller will read:
+/// every other member is decompressed (the stream has to be walked) and
+/// checked for its name, type and size against the manifest, but neither
+/// written nor hashed. Errors: [`BundleError::Refused`] with the reason, for
+/// any of the hostile cases in the module docs, a truncated or corrupt
+/// stream, a member read whose hash does not match (named), a manifest that
+/// is missing or newer.
+pub fn open(path: &Path, reads: &dyn Fn(&str) -> bool) -> Result<Opened, BundleError> {
     let file = open_bundle(path)?;
     let dir = tempfile::Builder::new()
         .prefix("trace-recipe-bundle-")
@@ -492,7 +501,7 @@ pub fn open(path: &Path) -> Result<Opened, BundleError> {
         path: path.to_path_buf(),
         reason,
     };
-    let manifest = extract(file, dir.path()).map_err(refuse)?;
+    let manifest = extract(file, dir.path(), reads).map_err(refuse)?;
     Ok(Opened { dir, manifest })
 }
 
@@ -522,7 +531,7 @@ pub(crate) fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manife
         .prefix(".trace-recipe-unpack-")
         .tempdir_in(parent)
         .map_err(io(parent))?;
-    let manifest = extract(file, tmp.path()).map_err(|reason| BundleError::Refused {
+    let manifest = extract(file, tmp.path(), &|_| true).map_err(|reason| BundleError::Refused {
         path: path.to_path_buf(),
         reason,
     })?;
@@ -537,9 +546,10 @@ pub(crate) fn unpack(path: &Path, out: Option<&Path>) -> Result<(PathBuf, Manife
     Ok((out, manifest))
 }
 
-/// Reads a bundle stream into `dest` (an empty folder of ours); returns the
-/// manifest or why the bundle is refused.
-fn extract(file: File, dest: &Path) -> Result<Manifest, String> {
+/// Reads a bundle stream into `dest` (an empty folder of ours), writing and
+/// hashing only the members for which `reads` is true (and the manifest);
+/// returns the manifest or why the bundle is refused.
+fn extract(file: File, dest: &Path, reads: &dyn Fn(&str) -> bool) -> Result<Manifest, String> {
     let consumed = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let counted = Counted {
         inner: file,
@@ -551,7 +561,8 @@ fn extract(file: File, dest: &Path) -> Result<Manifest, String> {
         .entries()
         .map_err(|e| format!("not a tar archive: {e}"))?;
     let mut manifest: Option<Manifest> = None;
-    let mut seen: BTreeMap<String, Member> = BTreeMap::new();
+    // Each member's size and, when it was read, its hash.
+    let mut seen: BTreeMap<String, (u64, Option<String>)> = BTreeMap::new();
     let mut total: u64 = 0;
     for (i, entry) in entries.enumerate() {
         let mut entry = entry.map_err(|e| stream_error(&e))?;
@@ -601,16 +612,23 @@ fn extract(file: File, dest: &Path) -> Result<Manifest, String> {
             return Err(format!("member `{name}` appears twice"));
         }
         let target = dest.join(&name);
-        if let Some(p) = target.parent() {
-            std::fs::create_dir_all(p)
-                .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
-        }
-        let mut out = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&target)
-            .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+        let kept = name == MANIFEST || reads(&name);
+        let mut out = match kept {
+            true => {
+                if let Some(p) = target.parent() {
+                    std::fs::create_dir_all(p)
+                        .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+                }
+                let out = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&target)
+                    .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+                Some(out)
+            }
+            false => None,
+        };
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 16];
         let mut n_member: u64 = 0;
@@ -629,34 +647,35 @@ fn extract(file: File, dest: &Path) -> Result<Manifest, String> {
                     "it expands more than {MAX_RATIO} times its compressed size (a decompression bomb?)"
                 ));
             }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+            if let Some(out) = &mut out {
+                hasher.update(&buf[..n]);
+                out.write_all(&buf[..n])
+                    .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+            }
         }
-        let sha: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        // A member not read keeps no hash: only its size is compared.
+        let sha: Option<String> = out.is_some().then(|| {
+            hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        });
         if name == MANIFEST {
             let text = crate::untrusted::read(&target, crate::untrusted::Kind::Manifest)
                 .map_err(|e| e.reason())?;
             manifest = Some(parse_manifest(&text)?);
         } else {
-            seen.insert(
-                name,
-                Member {
-                    bytes: n_member,
-                    sha256: sha,
-                },
-            );
+            seen.insert(name, (n_member, sha));
         }
     }
     let manifest = manifest.ok_or_else(|| format!("it has no {MANIFEST}"))?;
     for (name, m) in &manifest.members {
         match seen.get(name) {
             None => return Err(format!("member `{name}` of the manifest is missing")),
-            Some(got) if got.sha256 != m.sha256 || got.bytes != m.bytes => {
+            Some((bytes, sha))
+                if *bytes != m.bytes || sha.as_ref().is_some_and(|s| *s != m.sha256) =>
+            {
                 return Err(format!(
                     "member `{name}` does not match its hash in the manifest (altered or corrupt)"
                 ));
@@ -755,7 +774,7 @@ pub(crate) fn resolve_input(path: &Path) -> Result<(PathBuf, Option<Opened>), Bu
         };
     }
     if looks_like_bundle(path) {
-        let opened = open(path)?;
+        let opened = open(path, &|name| READ_BY_REPORT.contains(&name))?;
         let dat = opened.dir.path().join("trace.dat");
         return Ok((dat, Some(opened)));
     }
@@ -812,6 +831,57 @@ mod tests {
         let e = super::pack(&run, None, true).unwrap_err().to_string();
         assert!(e.contains("hard.txt") && e.contains("hard link"), "{e}");
         assert!(!d.path().join("run.tar.zst").exists());
+    }
+
+    /// A bundle is unpacked only as far as it is read: `report` and `diff`
+    /// write (and hash) none of a large member they never read, which used
+    /// to cost a 17 MB bundle 3.9 GiB written and hashed per `report`;
+    /// `check --facts` writes its facts.json alone.
+    #[test]
+    fn a_bundles_members_are_written_only_when_read() {
+        let d = tempfile::tempdir().unwrap();
+        let run = d.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        for m in ["trace.dat", "report.json", "recipe.toml", "facts.json"] {
+            std::fs::write(run.join(m), format!("{m}\n")).unwrap();
+        }
+        // 48 MiB of zeros (under the 64 MiB where the ratio bound starts): a
+        // few KiB in the bundle.
+        std::fs::write(run.join("junk.bin"), vec![0u8; 48 << 20]).unwrap();
+        let bundle = super::pack(&run, None, true).unwrap();
+        assert!(std::fs::metadata(&bundle).unwrap().len() < 1 << 20);
+        let written = |o: &super::Opened| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(o.dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let by_report = super::open(&bundle, &|n| super::READ_BY_REPORT.contains(&n)).unwrap();
+        assert_eq!(
+            written(&by_report),
+            [
+                "facts.json",
+                "manifest.json",
+                "recipe.toml",
+                "report.json",
+                "trace.dat"
+            ]
+        );
+        let (dat, opened) = super::resolve_input(&bundle).unwrap();
+        assert_eq!(std::fs::read(dat).unwrap(), b"trace.dat\n");
+        assert!(!opened.unwrap().dir.path().join("junk.bin").exists());
+        let facts_only = super::open(&bundle, &|n| n == "facts.json").unwrap();
+        assert_eq!(written(&facts_only), ["facts.json", "manifest.json"]);
+        // Every member written when all are read (`unpack`).
+        let all = super::open(&bundle, &|_| true).unwrap();
+        assert_eq!(
+            std::fs::metadata(all.dir.path().join("junk.bin"))
+                .unwrap()
+                .len(),
+            48 << 20
+        );
     }
 
     #[test]

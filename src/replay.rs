@@ -59,7 +59,9 @@ impl StoredRun {
                 _opened: None,
             });
         }
-        let opened = crate::bundle::open(path)?;
+        // Everything but the recording: the recipe's files (bases and
+        // templates may be any member), report.json and facts.json.
+        let opened = crate::bundle::open(path, &|name| name != "trace.dat")?;
         if !opened.dir.path().join("recipe.toml").is_file() {
             return Err(BundleError::Refused {
                 path: path.to_path_buf(),

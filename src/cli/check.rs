@@ -179,7 +179,10 @@ fn with_facts(facts_file: Option<&Path>, f: impl FnOnce(FactsFrom<'_>) -> Exit) 
             // folder; an output folder's, its facts.json.
             let is_bundle = file.to_string_lossy().ends_with(".tar.zst");
             let opened = match is_bundle {
-                true => Some(crate::bundle::open(file).map_err(Failure::failed)?),
+                true => Some(
+                    crate::bundle::open(file, &|name| name == "facts.json")
+                        .map_err(Failure::failed)?,
+                ),
                 false => None,
             };
             let path = match &opened {
