@@ -21,6 +21,6 @@ fuzz_target!(|data: &[u8]| {
         Ok(())
     };
     if write().is_ok() {
-        let _ = trace_recipe::bundle::open(&path);
+        let _ = trace_recipe::bundle::open(&path, &|_| true);
     }
 });
