@@ -18,7 +18,11 @@ fuzz_target!(|data: &[u8]| {
         // Every member the manifest lists and the caller reads was checked
         // against its hash and written; no other member was written.
         for name in opened.manifest.members.keys() {
-            assert_eq!(opened.dir.path().join(name).is_file(), reads(name), "{name}");
+            assert_eq!(
+                opened.dir.path().join(name).is_file(),
+                reads(name),
+                "{name}"
+            );
         }
     }
 });
