@@ -82,7 +82,10 @@ pub(crate) const USER_BUDGET: crate::confine::Budget = crate::confine::Budget {
 pub(super) fn environment<'s>() -> Environment<'s> {
     let mut env = Environment::new();
     env.set_fuel(Some(FUEL));
-    env.add_filter("dur", dur);
+    // A duration in ns, whole or not (an answer's latencies are µs with a
+    // fraction: `x * 1000` is not always a whole number in f64); rounded,
+    // never below 0.
+    env.add_filter("dur", |ns: f64| dur(ns.max(0.0).round() as u64));
     env.add_filter("fixed", |v: f64, n: usize| {
         let n = within("fixed", n, MAX_DECIMALS)?;
         Ok::<_, minijinja::Error>(format!("{v:.n$}"))
@@ -177,6 +180,12 @@ mod tests {
         assert_eq!(bar(1, 1000, 20), "#");
         assert_eq!(bar(0, 0, 20), "");
         assert_eq!(spark(vec![0, 1, 8]), " ▁█");
+        // The filter takes whole and fractional ns (1.001 µs * 1000 is
+        // 1000.9999999999999 in f64).
+        let out = environment()
+            .render_str("{{ 12345 | dur }} {{ (1.001 * 1000) | dur }}", ())
+            .unwrap();
+        assert_eq!(out, "12.345µs 1.001µs");
     }
 
     /// A string from a hostile file (a comm, a kallsyms name) is set into
