@@ -420,26 +420,39 @@ mod tracefs {
         assert!(kept.len() >= 2, "{pieces:#}");
         let mut total = 0;
         let mut markers = 0;
-        let mut last_seen: Option<u64> = None;
+        // Per CPU, the newest marker of the pieces before. A CPU's partly
+        // filled sub-buffer reaches its reader only when full or at the end
+        // (the writer moved to another CPU meanwhile), so a piece may hold a
+        // CPU's older page: order holds per CPU, not across CPUs.
+        let mut last_seen: std::collections::BTreeMap<u32, u64> = Default::default();
         for (name, size) in &kept {
             let path = out.join(name);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), *size, "{name}");
             assert!(*size <= 6 << 20, "{name} is {size} bytes, over 6 MiB");
             total += size;
             let listing = trace_cmd_report(&path);
-            let numbers: Vec<u64> = event_lines(&listing)
+            let numbers: Vec<(u32, u64)> = event_lines(&listing)
                 .iter()
-                .filter_map(|l| l.split("fault-marker ").nth(1))
-                .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+                .filter_map(|l| {
+                    let cpu = crate::common::ReportLine::parse(l)?.cpu;
+                    let n = l.split("fault-marker ").nth(1)?.split(' ').next()?;
+                    Some((cpu, n.parse().ok()?))
+                })
                 .collect();
-            // In recording order: each piece's markers come after the last piece's.
-            if let (Some(prev), Some(first)) = (last_seen, numbers.iter().min()) {
-                assert!(
-                    *first > prev,
-                    "{name} starts at marker {first}, not after {prev}"
-                );
+            // In recording order: each piece's markers of a CPU come after
+            // that CPU's in the pieces before.
+            let mut newest = last_seen.clone();
+            for &(cpu, n) in &numbers {
+                if let Some(prev) = last_seen.get(&cpu) {
+                    assert!(
+                        n > *prev,
+                        "{name}: cpu{cpu}'s marker {n} is not after its {prev} of an earlier piece"
+                    );
+                }
+                let e = newest.entry(cpu).or_insert(n);
+                *e = (*e).max(n);
             }
-            last_seen = numbers.iter().max().copied().or(last_seen);
+            last_seen = newest;
             markers += numbers.len() as u64;
         }
         assert!(total <= 12 << 20, "the pieces kept take {total} bytes");

@@ -100,8 +100,9 @@ pub struct Select {
     tests_comm: bool,
 }
 
-/// The command-line text a [`Select`] is built from.
-#[derive(Debug, Default, Clone)]
+/// The command-line text a [`Select`] is built from (also an export's
+/// meta.json `selection`, as given).
+#[derive(Debug, Default, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct SelectArgs {
     /// `EVENT[:FILTER]` (EVENT: `system:event`, `system:*`, `event`).
     pub filters: Vec<String>,

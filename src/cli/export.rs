@@ -21,7 +21,7 @@ pub(super) fn export(a: ExportArgs) -> Exit {
             .run_json
             .as_ref()
             .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok()),
-        selection: (&args).into(),
+        selection: args.clone(),
     };
     raise_open_file_limit();
     let written = match a.format {

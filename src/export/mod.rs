@@ -90,37 +90,7 @@ pub struct Provenance {
     pub run: Option<RunInfo>,
     /// The options that narrowed the records (`-F`, `--cpu`, `--pid`,
     /// `--comm`, `--from`, `--to`); all empty: every record.
-    pub selection: Selection,
-}
-
-/// The options that narrowed the records, as given.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct Selection {
-    /// `-F EVENT[:FILTER]`.
-    pub filters: Vec<String>,
-    /// `--cpu` lists.
-    pub cpus: Vec<String>,
-    /// `--pid`.
-    pub pids: Vec<i32>,
-    /// `--comm` globs.
-    pub comms: Vec<String>,
-    /// `--from`.
-    pub from: Option<String>,
-    /// `--to`.
-    pub to: Option<String>,
-}
-
-impl From<&SelectArgs> for Selection {
-    fn from(a: &SelectArgs) -> Selection {
-        Selection {
-            filters: a.filters.clone(),
-            cpus: a.cpus.clone(),
-            pids: a.pids.clone(),
-            comms: a.comms.clone(),
-            from: a.from.clone(),
-            to: a.to.clone(),
-        }
-    }
+    pub selection: SelectArgs,
 }
 
 /// meta.json: what an export holds and where it came from.
