@@ -445,7 +445,7 @@ fn parquet_rows(f: &Path) -> u64 {
 /// panic.
 #[test]
 fn hostile_traces_give_an_error_never_a_crash() {
-    use trace_recipe::export::{ExportError, Provenance, Selection, to_parquet};
+    use trace_recipe::export::{ExportError, Provenance, to_parquet};
     let dir = tempfile::tempdir().unwrap();
     let fixture =
         std::fs::read(repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat")).unwrap();
@@ -488,7 +488,7 @@ fn hostile_traces_give_an_error_never_a_crash() {
             input: format!("case {i}"),
             kind: "trace.dat".into(),
             run: None,
-            selection: Selection::default(),
+            selection: trace_recipe::analysis::SelectArgs::default(),
         };
         match to_parquet(&file, None, &out, provenance) {
             Ok(_) => exported += 1,
