@@ -661,15 +661,13 @@ fn kernel_target(
             None => symbol.to_string(),
         };
         if !symbols.contains(&key) {
-            let near = suggest::nearest_n(&key, symbols.iter().map(String::as_str), 3);
-            cx.kernel(
+            unknown(
+                cx,
                 span,
                 format!("this kernel has no function `{key}` to probe"),
-                Some(if near.is_empty() {
-                    "see /proc/kallsyms for the functions of this kernel".into()
-                } else {
-                    format!("did you mean {}?", backticked(&near))
-                }),
+                &key,
+                symbols.iter().map(String::as_str),
+                "see /proc/kallsyms for the functions of this kernel",
             );
             return None;
         }
@@ -706,15 +704,15 @@ fn function_target(
     if let Some(known) = known
         && !known.contains(&target)
     {
-        let near = suggest::nearest_n(target, known.iter().copied(), 3);
-        cx.kernel(
+        unknown(
+            cx,
             span,
-            format!("this kernel has no function `{target}` that ftrace can trace (an fprobe sits on ftrace)"),
-            Some(if near.is_empty() {
-                "see available_filter_functions for the functions of this kernel".into()
-            } else {
-                format!("did you mean {}?", backticked(&near))
-            }),
+            format!(
+                "this kernel has no function `{target}` that ftrace can trace (an fprobe sits on ftrace)"
+            ),
+            target,
+            known.iter().copied(),
+            "see available_filter_functions for the functions of this kernel",
         );
         return None;
     }
@@ -748,15 +746,13 @@ fn tracepoint_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> O
         .chain(from_events)
         .collect();
     if !known.contains(target) {
-        let near = suggest::nearest_n(target, known.iter().copied(), 3);
-        cx.kernel(
+        unknown(
+            cx,
             span,
             format!("this kernel has no tracepoint `{target}`"),
-            Some(if near.is_empty() {
-                "see available_events (and the kernel's `__probestub_*` functions) for its tracepoints".into()
-            } else {
-                format!("did you mean {}?", backticked(&near))
-            }),
+            target,
+            known.iter().copied(),
+            "see available_events (and the kernel's `__probestub_*` functions) for its tracepoints",
         );
         return None;
     }
@@ -779,15 +775,13 @@ fn event_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option
         return None;
     };
     if !cx.facts.events.contains(target) {
-        let near = suggest::nearest_n(target, cx.facts.events.iter().map(String::as_str), 3);
-        cx.kernel(
+        unknown(
+            cx,
             span,
             format!("this kernel has no event `{target}` to put an eprobe on"),
-            Some(if near.is_empty() {
-                "see available_events".into()
-            } else {
-                format!("did you mean {}?", backticked(&near))
-            }),
+            target,
+            cx.facts.events.iter().map(String::as_str),
+            "see available_events",
         );
         return None;
     }
@@ -803,6 +797,26 @@ fn is_symbol(s: &str) -> bool {
 }
 
 /// `PATH:SYMBOL` (resolved from the ELF file) or `PATH:0xOFFSET`, as `PATH:0xOFFSET`
+/// A kernel problem at `span`: `msg`, with the three names of `known`
+/// nearest to `name` as a did-you-mean, or `otherwise` (where to look) when
+/// none is near.
+fn unknown<'k>(
+    cx: &mut Ctx<'_>,
+    span: Span,
+    msg: String,
+    name: &str,
+    known: impl IntoIterator<Item = &'k str>,
+    otherwise: &str,
+) {
+    let near = suggest::nearest_n(name, known, 3);
+    let help = if near.is_empty() {
+        otherwise.to_string()
+    } else {
+        format!("did you mean {}?", backticked(&near))
+    };
+    cx.kernel(span, msg, Some(help));
+}
+
 /// with PATH made absolute.
 fn user_target(cx: &mut Ctx<'_>, table: &str, i: usize, target: &str) -> Option<String> {
     let span = cx.span(&path!(table, i, "target"));
