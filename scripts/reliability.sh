@@ -27,31 +27,6 @@ TRACEDAT_DIFF_RECORDS=${DIFF_RECORDS:-20} TRACEDAT_DIFF_SEED=$(date -u +%Y%m%d) 
   cargo test --release -p tracedat --test differential -- --nocapture >"$dlog" 2>&1 || { grep -v '^trace-recipe: note' "$dlog"; exit 1; }
 echo "  $(grep -o 'differential: .*' "$dlog") (${DIFF_RECORDS:-20} records per event, seed $(date -u +%Y%m%d))"
 
-fuzz_seconds=${FUZZ_SECONDS:-60}
-status=0
-# Fuzzing is part of the proof: install what it needs, or fail (never a silent skip).
-if ! command -v cargo-fuzz >/dev/null 2>&1; then
-  echo "  fuzzing: installing cargo-fuzz" >&2
-  cargo install --locked cargo-fuzz >&2 || {
-    echo "  fuzzing: cannot install cargo-fuzz (cargo install --locked cargo-fuzz failed); fuzzing NOT run"
-    exit 1
-  }
-fi
-for target in recipe tracedat bundle expr facts folder manifest; do
-  flog=$(mktemp)
-  # cargo-fuzz needs nightly flags (-Zsanitizer); RUSTC_BOOTSTRAP lets the stable
-  # toolchain accept them.
-  # The first corpus folder receives new inputs: keep the checked-in seeds clean.
-  scratch=$(mktemp -d)
-  if (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "$scratch" "corpus/$target" -- \
-        -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 >"$flog" 2>&1); then
-    crashes=0
-  else
-    crashes=$(ls "fuzz/artifacts/$target" 2>/dev/null | wc -l)
-    [ "$crashes" -gt 0 ] || crashes="? (fuzzer failed, see $flog)"
-    status=1
-  fi
-  execs=$(grep -o 'Done [0-9]* runs' "$flog" | tail -1 | grep -o '[0-9]*' || true)
-  echo "  fuzz $target: ${execs:-?} executions in ${fuzz_seconds} s, crashes: $crashes"
-done
-exit $status
+# Fuzzing is part of the proof: scripts/fuzz builds the targets or fails
+# (never a silent skip), and fails on a crash with the artifact's path.
+FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz | sed 's/^scripts\/fuzz: /  fuzz /'
