@@ -61,7 +61,11 @@ tracefs_state > "$KLAB_OUT/fresh-after.txt"
 if grep -qx do_file_open "$TRACEFS/available_filter_functions"; then
   sed -i 's/do_filp_open/do_file_open/g' lab/*.toml
 fi
-for r in lab/*.toml ${rt:+lab/rt/*.toml} recipes/*.toml; do
+# The RT boot runs what PREEMPT_RT changes (the latency tracers of lab/rt/) and
+# the stack tracer; every other lab recipe runs on 6.1, the same release.
+lab=lab/*.toml
+[ -n "$rt" ] && lab="lab/stack.toml lab/stack-filter.toml lab/rt/*.toml"
+for r in $lab recipes/*.toml; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
   o="$KLAB_OUT/$n"
@@ -79,6 +83,10 @@ for r in lab/*.toml ${rt:+lab/rt/*.toml} recipes/*.toml; do
       ;;
   esac
 done
+# Not in the RT boot (its lab recipes are the latency tracers and the stack
+# tracer): the call graphs of the run's own opens, kprobe offsets, a module's
+# functions and the function triggers at a fault, as on 6.1.
+if [ -z "$rt" ]; then
 # The run's own threads stay out of the trace: recipes/call-graph-depth.toml
 # (function_graph of do_sys_openat2, no workload) must hold no graph of ours.
 o="$KLAB_OUT/recipe-call-graph-depth"
@@ -112,6 +120,7 @@ grep ' \[virtio_ring\]$' "$TRACEFS/available_filter_functions" | cut -d' ' -f1 >
 o="$KLAB_OUT/recipe-stop-at-fault"
 ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
 echo $? > "$o/run.rc"
+fi
 # Recipes of recipes/ that are otherwise only checked, run once (RT boot):
 # the function tracer with func_stack_trace, and timerlat.
 if [ -n "$rt" ]; then
