@@ -14,7 +14,9 @@
 //!   integers as `int_value`, unsigned ones and pointers as `uint_value`,
 //!   text as `str_value`, arrays of integers as `str_value` `[1, 2, 3]`,
 //!   other bytes as `str_value` in hex). Each event has the record's time
-//!   (as the trace clock counts it), pid and `common_flags`. A bundle after
+//!   (as the trace clock counts it), pid and `common_flags`. `bprint`
+//!   (`trace_printk`) is a `print` too, its text as `trace-cmd report`
+//!   prints it (the format filled with the record's arguments). A bundle after
 //!   events were lost on its CPU says `lost_events`.
 //! - `process_tree` packets at the end: every task met (its last name and
 //!   thread group where the trace tells them) and a process per thread
@@ -30,7 +32,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use prost::Message;
-use tracedat::{Event, EventFormat, Field, FieldValue, IntField, Record, TraceFile};
+use tracedat::{Event, EventFormat, Field, FieldValue, IntField, Printer, Record, TraceFile};
 
 use super::{ExportError, TaskBook};
 use crate::analysis::Select;
@@ -174,6 +176,8 @@ impl Values<'_> {
 enum Plan {
     /// As a typed message, from these fields of the format.
     Typed(Typed, Vec<Option<Field>>),
+    /// `ftrace:bprint`, as a `print` of its text.
+    Bprint(Option<IntField>),
     /// As a `GenericFtraceEvent`.
     Generic,
 }
@@ -188,6 +192,9 @@ impl Plan {
                 *typed,
                 fields.iter().map(|f| format.field(f).cloned()).collect(),
             ),
+            None if format.system == "ftrace" && format.name == "bprint" => {
+                Plan::Bprint(format.field("ip").map(Field::int))
+            }
             None => Plan::Generic,
         }
     }
@@ -228,10 +235,50 @@ fn generic_value(field: &Field, data: &[u8], big: bool) -> Option<Value> {
     })
 }
 
+/// The text of `bprint` records, as `trace-cmd report` prints it.
+struct Bprints<'a> {
+    printer: Printer<'a>,
+    line: Vec<u8>,
+}
+
+impl Bprints<'_> {
+    /// The text of `ev` (a `bprint` record): its listing line after the
+    /// time, the event's name and the `SYMBOL: ` of its `ip`.
+    fn text(&mut self, file: &TraceFile, ev: &Event<'_>, ip: bool) -> String {
+        self.line.clear();
+        self.printer
+            .append(&Record::Event(ev.clone()), &mut self.line);
+        let line = String::from_utf8_lossy(&self.line);
+        let mark = format!(
+            "{}: {}:",
+            tracedat::format_ts(ev.ts, file.clock()).trim_start(),
+            ev.format.name
+        );
+        let fields = line
+            .find(&mark)
+            .map_or("", |at| line[at + mark.len()..].trim_start());
+        let fields = fields.strip_suffix('\n').unwrap_or(fields);
+        match ip {
+            true => fields.split_once(": ").map_or(fields, |(_, text)| text),
+            false => fields,
+        }
+        .to_string()
+    }
+}
+
 /// The record `ev` as an `FtraceEvent`.
-fn event(ev: &Event<'_>, how: &PerFormat) -> pb::FtraceEvent {
+fn event(
+    ev: &Event<'_>,
+    how: &PerFormat,
+    bprints: &mut Bprints<'_>,
+    file: &TraceFile,
+) -> pb::FtraceEvent {
     let (data, big) = (&ev.data[..], ev.big_endian);
     let payload = match &how.plan {
+        Plan::Bprint(ip) => Payload::Print(pb::PrintFtraceEvent {
+            ip: ip.and_then(|f| f.get(data, big)),
+            buf: Some(bprints.text(file, ev, ip.is_some())),
+        }),
         Plan::Typed(typed, fields) => typed.message(&mut Values {
             fields: fields.iter(),
             data,
@@ -373,6 +420,10 @@ pub fn to_perfetto(
     let mut book = TaskBook::default();
     let mut summary = PerfettoSummary::default();
     let mut first_ts = None;
+    let mut bprints = Bprints {
+        printer: Printer::new(file),
+        line: Vec::new(),
+    };
     let mut on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
         let ev = match rec {
             Record::Event(ev) => ev,
@@ -396,8 +447,8 @@ pub fn to_perfetto(
         book.see(file, ev);
         first_ts.get_or_insert(ev.ts);
         summary.records += 1;
-        summary.typed += u64::from(matches!(how.plan, Plan::Typed(..)));
-        w.push(ev.cpu, event(ev, how))
+        summary.typed += u64::from(!matches!(how.plan, Plan::Generic));
+        w.push(ev.cpu, event(ev, how, &mut bprints, file))
     };
     let walked = match keep {
         Some(k) => k.records(file).try_for_each_record(&mut on_record),
