@@ -446,11 +446,12 @@ fn parquet_rows(f: &Path) -> u64 {
 /// refused, never a crash: the library gives `Ok` or an error that says
 /// what is wrong; when a record cannot be read, the tables written hold
 /// the records before it (readable Parquet) and meta.json says
-/// `"complete": false`; the command exits 0 or 3 with `error:`, never by a
-/// panic.
+/// `"complete": false`; the Perfetto trace written holds whole packets
+/// all the same; the command exits 0 or 3 with `error:`, never by a panic,
+/// in both formats.
 #[test]
 fn hostile_traces_give_an_error_never_a_crash() {
-    use trace_recipe::export::{ExportError, Provenance, to_parquet};
+    use trace_recipe::export::{ExportError, Provenance, to_parquet, to_perfetto};
     let dir = tempfile::tempdir().unwrap();
     let fixture =
         std::fs::read(repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat")).unwrap();
@@ -513,24 +514,33 @@ fn hostile_traces_give_an_error_never_a_crash() {
             }
             Err(e) => panic!("case {i}: {e}"),
         }
+        let pftrace = dir.path().join(format!("x{i}.pftrace"));
+        match to_perfetto(&file, None, &pftrace) {
+            Ok(_) | Err(ExportError::Trace(_)) => {
+                perfetto_packets(&std::fs::read(&pftrace).unwrap());
+            }
+            Err(e) => panic!("case {i}: {e}"),
+        }
         // Every 25th through the command: exit 0 or 3, never a panic.
         if i % 25 == 0 {
             let dat = dir.path().join(format!("x{i}.dat"));
             std::fs::write(&dat, bytes).unwrap();
-            let out = dir.path().join(format!("cli{i}"));
-            let o = trace_recipe(&[
-                "export",
-                dat.to_str().unwrap(),
-                "--format",
-                "parquet",
-                "-o",
-                out.to_str().unwrap(),
-            ]);
-            let err = text(&o.stderr);
-            assert!(matches!(o.status.code(), Some(0 | 3)), "case {i}: {o:?}");
-            assert!(!err.contains("panicked"), "case {i}: {err}");
-            if o.status.code() == Some(3) {
-                assert!(err.contains("trace-recipe: error: "), "case {i}: {err}");
+            for (format, out) in [("parquet", "cli{i}"), ("perfetto", "cli{i}.pftrace")] {
+                let out = dir.path().join(out.replace("{i}", &i.to_string()));
+                let o = trace_recipe(&[
+                    "export",
+                    dat.to_str().unwrap(),
+                    "--format",
+                    format,
+                    "-o",
+                    out.to_str().unwrap(),
+                ]);
+                let err = text(&o.stderr);
+                assert!(matches!(o.status.code(), Some(0 | 3)), "case {i}: {o:?}");
+                assert!(!err.contains("panicked"), "case {i}: {err}");
+                if o.status.code() == Some(3) {
+                    assert!(err.contains("trace-recipe: error: "), "case {i}: {err}");
+                }
             }
         }
     }
@@ -902,4 +912,31 @@ fn perfetto_holds_what_trace_cmd_lists() {
     for (pid, name) in names.iter().filter(|(p, _)| **p > 0) {
         assert_eq!(got.threads.get(pid), Some(name), "thread {pid}");
     }
+}
+
+/// The packets of the Perfetto trace `bytes`: every one a `Trace.packet`
+/// record (field 1, length-delimited) that ends inside the file, the last
+/// one at its end; panics otherwise.
+fn perfetto_packets(bytes: &[u8]) -> usize {
+    let varint = |at: &mut usize| -> usize {
+        let mut v = 0usize;
+        for shift in (0..64).step_by(7) {
+            let b = bytes[*at];
+            *at += 1;
+            v |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+        panic!("a varint longer than 10 bytes at {at}");
+    };
+    let (mut at, mut packets) = (0, 0);
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 0x0a, "not a packet at {at}");
+        at += 1;
+        at += varint(&mut at);
+        packets += 1;
+    }
+    assert_eq!(at, bytes.len(), "the last packet ends past the file");
+    packets
 }
