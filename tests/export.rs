@@ -794,7 +794,9 @@ fn unquote_or(v: &str) -> String {
 /// time (ns), pid and event (typed or generic: sched_switch, sched_wakeup
 /// and the process events typed), and the values the listing shows as
 /// `name=value`, or as sched_switch's `PREV:PID [PRIO] S ==> NEXT:PID
-/// [PRIO]`; the process tree names every task the listing names.
+/// [PRIO]`; the process tree names every task the listing names. With
+/// `-F`, `--cpu`, the records are those `report` keeps; an existing file is
+/// refused.
 #[test]
 fn perfetto_holds_what_trace_cmd_lists() {
     let Some(protoc) = protoc() else { return };
@@ -912,6 +914,54 @@ fn perfetto_holds_what_trace_cmd_lists() {
     for (pid, name) in names.iter().filter(|(p, _)| **p > 0) {
         assert_eq!(got.threads.get(pid), Some(name), "thread {pid}");
     }
+
+    // The records `report` keeps with the same selection, per event; an
+    // existing file is refused (exit 2) and left as it was.
+    let select = [
+        "-F",
+        "sched_switch:prev_pid > 100",
+        "--cpu",
+        "0-3",
+        "-F",
+        "bprint",
+    ];
+    let mut args = vec!["report", dat.to_str().unwrap()];
+    args.extend(select);
+    let o = trace_recipe(&args);
+    assert_exit(&o, 0);
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for l in event_lines(&text(&o.stdout)) {
+        let event = match ReportLine::parse(l).unwrap().event {
+            "bprint" => "print",
+            e => e,
+        };
+        *want.entry(event.to_string()).or_default() += 1;
+    }
+    let some = dir.path().join("some.pftrace");
+    let mut args = vec![
+        "export",
+        dat.to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+    ];
+    args.push(some.to_str().unwrap());
+    args.extend(select);
+    assert_exit(&trace_recipe(&args), 0);
+    let mut kept: BTreeMap<String, u64> = BTreeMap::new();
+    for e in decode_perfetto(protoc, &some).events {
+        *kept.entry(e.event).or_default() += 1;
+    }
+    assert!(
+        want.contains_key("print") && want.contains_key("sched_switch"),
+        "{want:?}"
+    );
+    assert_eq!(kept, want);
+    let before = std::fs::read(&some).unwrap();
+    let o = trace_recipe(&args);
+    assert_exit(&o, 2);
+    assert!(text(&o.stderr).contains("exists"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&some).unwrap(), before);
 }
 
 /// The packets of the Perfetto trace `bytes`: every one a `Trace.packet`
