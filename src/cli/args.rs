@@ -35,9 +35,11 @@ pub(crate) enum Command {
     Rerun(RerunArgs),
     /// Read a trace.dat (ours, or trace-cmd's v6/v7) and print it.
     Report(ReportArgs),
-    /// Write a trace.dat's records as tables other tools read: with
-    /// `--format parquet`, one Parquet file per event, tasks.parquet and
-    /// meta.json in the folder `-o DIR` (for DuckDB, polars, pandas).
+    /// Write a trace.dat's records for other tools: with `--format parquet`,
+    /// one Parquet file per event, tasks.parquet and meta.json in the folder
+    /// `-o DIR` (for DuckDB, polars, pandas); with `--format perfetto`, one
+    /// Perfetto trace `-o FILE.pftrace` (for Perfetto's UI and trace
+    /// processor).
     Export(ExportArgs),
     /// Compare two runs (bundles, output folders or trace.dat files): recipe keys,
     /// kernel facts, event counts and rates, latencies, top stacks, lost events.

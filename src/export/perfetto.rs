@@ -522,3 +522,51 @@ fn process_tree(
     }
     Ok(rows.len() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A generic event's values: signed integers as `int_value`, unsigned
+    /// ones as `uint_value`, text up to the NUL (not UTF-8: U+FFFD), fixed
+    /// arrays as `[a, b]`, other bytes in hex; a field past the record's
+    /// end has none.
+    #[test]
+    fn generic_values_by_kind() {
+        let format = EventFormat::parse(
+            "mix",
+            "name: kinds\nID: 9\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\
+\tfield:int s;\toffset:8;\tsize:4;\tsigned:1;\n\
+\tfield:unsigned int u;\toffset:12;\tsize:4;\tsigned:0;\n\
+\tfield:char name[4];\toffset:16;\tsize:4;\tsigned:0;\n\
+\tfield:short arr[2];\toffset:20;\tsize:4;\tsigned:1;\n\
+\tfield:u8 tail[];\toffset:24;\tsize:0;\tsigned:0;\n\
+\tfield:u64 far;\toffset:64;\tsize:8;\tsigned:0;\n\nprint fmt: \"\"\n",
+        )
+        .unwrap();
+        let mut data = vec![0u8; 8];
+        data.extend((-5i32).to_le_bytes());
+        data.extend(u32::MAX.to_le_bytes());
+        data.extend(b"a\xffb\0");
+        data.extend((-1i16).to_le_bytes());
+        data.extend(7i16.to_le_bytes());
+        data.extend([0xde, 0xad]);
+        let values: Vec<Option<Value>> = format
+            .fields
+            .iter()
+            .map(|f| generic_value(f, &data, false))
+            .collect();
+        assert_eq!(
+            values,
+            [
+                Some(Value::IntValue(-5)),
+                Some(Value::UintValue(u64::from(u32::MAX))),
+                Some(Value::StrValue("a\u{fffd}b".into())),
+                Some(Value::StrValue("[-1, 7]".into())),
+                Some(Value::StrValue("dead".into())),
+                None,
+            ]
+        );
+    }
+}
