@@ -665,6 +665,8 @@ fn protoc() -> Option<&'static str> {
 /// One record of a decoded Perfetto trace.
 #[derive(Debug, Clone, PartialEq)]
 struct Decoded {
+    /// The bundle it is in: 0 for the file's first.
+    bundle: usize,
     cpu: u32,
     ts: u64,
     pid: i32,
@@ -680,8 +682,8 @@ struct PerfettoTrace {
     events: Vec<Decoded>,
     /// The process tree's threads: tid → name.
     threads: BTreeMap<i32, String>,
-    /// Bundles that say events were lost before them.
-    lost_bundles: usize,
+    /// The bundles that say events were lost before them.
+    lost_bundles: Vec<usize>,
 }
 
 /// A string as protoc's text format prints it, unquoted.
@@ -714,13 +716,16 @@ fn decode_perfetto(protoc: &str, file: &Path) -> PerfettoTrace {
     let mut trace = PerfettoTrace::default();
     let mut path: Vec<String> = Vec::new();
     let (mut cpu, mut ev, mut field, mut tid) = (0, None::<Decoded>, None::<String>, None);
+    let mut bundles = 0;
     for line in text(&o.stdout).lines() {
         let line = line.trim();
         if let Some(block) = line.strip_suffix(" {") {
             path.push(block.to_string());
             match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                ["packet", "ftrace_events"] => bundles += 1,
                 ["packet", "ftrace_events", "event"] => {
                     ev = Some(Decoded {
+                        bundle: bundles - 1,
                         cpu,
                         ts: 0,
                         pid: -1,
@@ -746,7 +751,7 @@ fn decode_perfetto(protoc: &str, file: &Path) -> PerfettoTrace {
         let at: Vec<&str> = path.iter().map(String::as_str).collect();
         match (&at[..], key) {
             (["packet", "ftrace_events"], "cpu") => cpu = value.parse().unwrap(),
-            (["packet", "ftrace_events"], "lost_events") => trace.lost_bundles += 1,
+            (["packet", "ftrace_events"], "lost_events") => trace.lost_bundles.push(bundles - 1),
             (["packet", "ftrace_events", "event"], "timestamp") => {
                 ev.as_mut().unwrap().ts = value.parse().unwrap()
             }
@@ -821,7 +826,7 @@ fn perfetto_holds_what_trace_cmd_lists() {
         text(&o.stderr)
     );
     let got = decode_perfetto(protoc, &out);
-    assert_eq!(got.lost_bundles, 0);
+    assert!(got.lost_bundles.is_empty());
 
     let listing = crate::common::trace_cmd(&[
         "report".as_ref(),
@@ -989,4 +994,81 @@ fn perfetto_packets(bytes: &[u8]) -> usize {
     }
     assert_eq!(at, bytes.len(), "the last packet ends past the file");
     packets
+}
+
+/// Events the kernel lost on a CPU (a page that says so): the bundle of
+/// the records after them says `lost_events`, the records before them are
+/// in an earlier bundle.
+#[test]
+fn perfetto_says_where_events_were_lost() {
+    use tracedat::testing::{Endian, Page, event_format};
+    let Some(protoc) = protoc() else { return };
+    let e = Endian::LITTLE64;
+    let dir = tempfile::tempdir().unwrap();
+    let fields = "\tfield:int value;\toffset:8;\tsize:4;\tsigned:1;\n";
+    let record = |v: i32| {
+        let mut rec = Vec::new();
+        rec.extend(100u16.to_le_bytes());
+        rec.extend([0, 0]);
+        rec.extend(7i32.to_le_bytes());
+        rec.extend(v.to_le_bytes());
+        rec
+    };
+    let mut first = Page::new(e, 4096, 1_000_000);
+    first.event(10, &record(1));
+    let mut second = Page::new(e, 4096, 2_000_000);
+    second.event(10, &record(2));
+    let raw = dir.path().join("cpu0.raw");
+    let mut pages = first.finish(None);
+    pages.extend(second.finish(Some(Some(5))));
+    std::fs::write(&raw, pages).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![(
+            "mix".into(),
+            vec![event_format("counter", 100, fields, "\"value=%d\", REC->value").into_bytes()],
+        )],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 bash\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux h 6.18.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.path().join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    let out = dir.path().join("t.pftrace");
+    let o = trace_recipe(&[
+        "export",
+        dat.to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0);
+    let got = decode_perfetto(protoc, &out);
+    let seen: Vec<(usize, u64, &str, &str)> = got
+        .events
+        .iter()
+        .map(|e| (e.bundle, e.ts, e.event.as_str(), e.fields["value"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, 1_000_010, "counter", "1"),
+            (1, 2_000_010, "counter", "2")
+        ]
+    );
+    assert_eq!(got.lost_bundles, [1]);
+    assert_eq!(got.threads.get(&7).map(String::as_str), Some("bash"));
 }
