@@ -40,19 +40,27 @@ fn python() -> Option<PathBuf> {
     Some(py)
 }
 
-/// Exports `dat` into `out` (which must not exist yet); panics when it fails.
+/// Exports `dat` into `out` (which must not exist yet) as Parquet; panics
+/// when it fails.
 fn export(dat: &Path, out: &Path, extra: &[&str]) {
+    export_as("parquet", dat, out, extra);
+}
+
+/// Exports `dat` as `format` to `out` (which must not exist yet), with
+/// `extra` arguments; panics when it fails, else returns what it printed.
+fn export_as(format: &str, dat: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "export",
         dat.to_str().unwrap(),
         "--format",
-        "parquet",
+        format,
         "-o",
         out.to_str().unwrap(),
     ];
     args.extend(extra);
     let o = trace_recipe(&args);
     assert_exit(&o, 0);
+    o
 }
 
 /// Runs tests/export/read.py on the export `out` (a folder named `out`)
@@ -589,32 +597,8 @@ fn fields_are_typed_columns() {
     let dir = tempfile::tempdir().unwrap();
     let mut page = Page::new(e, 4096, 1_000_000);
     page.event(10, &rec);
-    let raw = dir.path().join("cpu0.raw");
-    std::fs::write(&raw, page.finish(None)).unwrap();
-    let meta = tracedat::CaptureMeta {
-        header_page: e.header_page(4096).into_bytes(),
-        header_event: Vec::new(),
-        ftrace_formats: Vec::new(),
-        event_formats: vec![(
-            "mix".into(),
-            vec![event_format("all_kinds", 100, fields, "\"a=%d\", REC->a").into_bytes()],
-        )],
-        kallsyms: Vec::new(),
-        printk_formats: Vec::new(),
-        cmdlines: b"7 bash\n".to_vec(),
-        cpu_count: 1,
-        trace_clock: "[local] global".into(),
-        uname: "Linux h 6.18.0 x86_64".into(),
-        version: "test".into(),
-        cpu_stats: vec![String::new()],
-    };
-    let dat = dir.path().join("t.dat");
-    tracedat::write_v6(
-        std::fs::File::create(&dat).unwrap(),
-        &meta,
-        &[tracedat::CpuData { cpu: 0, path: raw }],
-    )
-    .unwrap();
+    let format = event_format("all_kinds", 100, fields, "\"a=%d\", REC->a");
+    let dat = one_cpu_trace(dir.path(), e, &page.finish(None), format);
     let out = dir.path().join("out");
     export(&dat, &out, &[]);
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -811,15 +795,7 @@ fn perfetto_holds_what_trace_cmd_lists() {
         dir.path(),
     );
     let out = dir.path().join("t.pftrace");
-    let o = trace_recipe(&[
-        "export",
-        dat.to_str().unwrap(),
-        "--format",
-        "perfetto",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_exit(&o, 0);
+    let o = export_as("perfetto", &dat, &out, &[]);
     assert!(
         text(&o.stderr).contains("wrote 45254 records of 17 events (945 as Perfetto's typed"),
         "{}",
@@ -1018,44 +994,12 @@ fn perfetto_says_where_events_were_lost() {
     first.event(10, &record(1));
     let mut second = Page::new(e, 4096, 2_000_000);
     second.event(10, &record(2));
-    let raw = dir.path().join("cpu0.raw");
     let mut pages = first.finish(None);
     pages.extend(second.finish(Some(Some(5))));
-    std::fs::write(&raw, pages).unwrap();
-    let meta = tracedat::CaptureMeta {
-        header_page: e.header_page(4096).into_bytes(),
-        header_event: Vec::new(),
-        ftrace_formats: Vec::new(),
-        event_formats: vec![(
-            "mix".into(),
-            vec![event_format("counter", 100, fields, "\"value=%d\", REC->value").into_bytes()],
-        )],
-        kallsyms: Vec::new(),
-        printk_formats: Vec::new(),
-        cmdlines: b"7 bash\n".to_vec(),
-        cpu_count: 1,
-        trace_clock: "[local] global".into(),
-        uname: "Linux h 6.18.0 x86_64".into(),
-        version: "test".into(),
-        cpu_stats: vec![String::new()],
-    };
-    let dat = dir.path().join("t.dat");
-    tracedat::write_v6(
-        std::fs::File::create(&dat).unwrap(),
-        &meta,
-        &[tracedat::CpuData { cpu: 0, path: raw }],
-    )
-    .unwrap();
+    let format = event_format("counter", 100, fields, "\"value=%d\", REC->value");
+    let dat = one_cpu_trace(dir.path(), e, &pages, format);
     let out = dir.path().join("t.pftrace");
-    let o = trace_recipe(&[
-        "export",
-        dat.to_str().unwrap(),
-        "--format",
-        "perfetto",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_exit(&o, 0);
+    export_as("perfetto", &dat, &out, &[]);
     let got = decode_perfetto(protoc, &out);
     let seen: Vec<(usize, u64, &str, &str)> = got
         .events
@@ -1071,4 +1015,39 @@ fn perfetto_says_where_events_were_lost() {
     );
     assert_eq!(got.lost_bundles, [1]);
     assert_eq!(got.threads.get(&7).map(String::as_str), Some("bash"));
+}
+
+/// Writes `DIR/t.dat`, a v6 trace.dat of one CPU whose ring-buffer pages
+/// (of 4096 bytes, in the byte order `e`) are `pages`, with the one event
+/// format `format` (system `mix`) and pid 7 named `bash`; returns its path.
+fn one_cpu_trace(
+    dir: &Path,
+    e: tracedat::testing::Endian,
+    pages: &[u8],
+    format: String,
+) -> PathBuf {
+    let raw = dir.join("cpu0.raw");
+    std::fs::write(&raw, pages).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![("mix".into(), vec![format.into_bytes()])],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 bash\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux h 6.18.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    dat
 }

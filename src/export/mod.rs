@@ -395,6 +395,26 @@ impl Tasks {
     }
 }
 
+/// Hands `on_record` every record of `file` (those `keep` keeps, when
+/// given), in time order. A record that cannot be read ends the pass and is
+/// returned as `Ok(Some(error))`, for the caller to write what was read all
+/// the same; an error of `on_record` (a write) ends it too, and is returned.
+fn walk(
+    file: &TraceFile,
+    keep: Option<&mut Select>,
+    mut on_record: impl FnMut(&Record<'_>) -> Result<(), ExportError>,
+) -> Result<Option<tracedat::Error>, ExportError> {
+    let walked = match keep {
+        Some(k) => k.records(file).try_for_each_record(&mut on_record),
+        None => file.records().try_for_each_record(&mut on_record),
+    };
+    match walked {
+        Ok(()) => Ok(None),
+        Err(ExportError::Trace(e)) => Ok(Some(e)),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `file`'s records (those `keep` keeps, when given) into `dir` (new
 /// or empty; created) as Parquet tables, tasks.parquet and meta.json, with
 /// `provenance` in meta.json. Returns meta.json's content.
@@ -425,7 +445,7 @@ pub fn to_parquet(
     // Bytes all tables hold.
     let mut held = 0usize;
 
-    let mut on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
+    let on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
@@ -497,18 +517,7 @@ pub fn to_parquet(
         }
         Ok(())
     };
-    let walked = match keep {
-        Some(k) => k.records(file).try_for_each_record(&mut on_record),
-        None => file.records().try_for_each_record(&mut on_record),
-    };
-    // A record that cannot be read ends the pass; what was read is written
-    // all the same. An error writing a table ends it too, and is returned
-    // at once.
-    let unread = match walked {
-        Ok(()) => None,
-        Err(ExportError::Trace(e)) => Some(e),
-        Err(e) => return Err(e),
-    };
+    let unread = walk(file, keep, on_record)?;
     let mut events = Vec::new();
     for (id, table) in tables {
         let rows = table.close()?;

@@ -424,7 +424,7 @@ pub fn to_perfetto(
         printer: Printer::new(file),
         line: Vec::new(),
     };
-    let mut on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
+    let on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, .. } => return w.lost(*cpu),
@@ -450,17 +450,7 @@ pub fn to_perfetto(
         summary.typed += u64::from(!matches!(how.plan, Plan::Generic));
         w.push(ev.cpu, event(ev, how, &mut bprints, file))
     };
-    let walked = match keep {
-        Some(k) => k.records(file).try_for_each_record(&mut on_record),
-        None => file.records().try_for_each_record(&mut on_record),
-    };
-    // A record that cannot be read ends the pass; what was read is written
-    // all the same. An error writing ends it too, and is returned at once.
-    let unread = match walked {
-        Ok(()) => None,
-        Err(ExportError::Trace(e)) => Some(e),
-        Err(e) => return Err(e),
-    };
+    let unread = super::walk(file, keep, on_record)?;
     w.all_bundles()?;
     summary.tasks = process_tree(&mut w, &book, file, first_ts)?;
     w.out.flush().map_err(|e| ExportError::Write {
