@@ -3,6 +3,11 @@
 //! equal), each field in the column type its format says, the records `-F`,
 //! `--cpu`, ... keep as `report` keeps them; and hostile trace.dat files give
 //! an error, never a crash.
+//!
+//! `export --format perfetto`: the trace `protoc --decode` reads against the
+//! vendored Perfetto protos holds every record trace-cmd lists, per CPU in
+//! its order, with its time, pid and the values the listing shows, and
+//! every task's name; hostile files give an error, never a crash.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,19 +40,27 @@ fn python() -> Option<PathBuf> {
     Some(py)
 }
 
-/// Exports `dat` into `out` (which must not exist yet); panics when it fails.
+/// Exports `dat` into `out` (which must not exist yet) as Parquet; panics
+/// when it fails.
 fn export(dat: &Path, out: &Path, extra: &[&str]) {
+    export_as("parquet", dat, out, extra);
+}
+
+/// Exports `dat` as `format` to `out` (which must not exist yet), with
+/// `extra` arguments; panics when it fails, else returns what it printed.
+fn export_as(format: &str, dat: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "export",
         dat.to_str().unwrap(),
         "--format",
-        "parquet",
+        format,
         "-o",
         out.to_str().unwrap(),
     ];
     args.extend(extra);
     let o = trace_recipe(&args);
     assert_exit(&o, 0);
+    o
 }
 
 /// Runs tests/export/read.py on the export `out` (a folder named `out`)
@@ -441,11 +454,12 @@ fn parquet_rows(f: &Path) -> u64 {
 /// refused, never a crash: the library gives `Ok` or an error that says
 /// what is wrong; when a record cannot be read, the tables written hold
 /// the records before it (readable Parquet) and meta.json says
-/// `"complete": false`; the command exits 0 or 3 with `error:`, never by a
-/// panic.
+/// `"complete": false`; the Perfetto trace written holds whole packets
+/// all the same; the command exits 0 or 3 with `error:`, never by a panic,
+/// in both formats.
 #[test]
 fn hostile_traces_give_an_error_never_a_crash() {
-    use trace_recipe::export::{ExportError, Provenance, to_parquet};
+    use trace_recipe::export::{ExportError, Provenance, to_parquet, to_perfetto};
     let dir = tempfile::tempdir().unwrap();
     let fixture =
         std::fs::read(repo().join("crates/tracedat/tests/fixtures/trace-cmd-v7-zstd.dat")).unwrap();
@@ -508,24 +522,33 @@ fn hostile_traces_give_an_error_never_a_crash() {
             }
             Err(e) => panic!("case {i}: {e}"),
         }
+        let pftrace = dir.path().join(format!("x{i}.pftrace"));
+        match to_perfetto(&file, None, &pftrace) {
+            Ok(_) | Err(ExportError::Trace(_)) => {
+                perfetto_packets(&std::fs::read(&pftrace).unwrap());
+            }
+            Err(e) => panic!("case {i}: {e}"),
+        }
         // Every 25th through the command: exit 0 or 3, never a panic.
         if i % 25 == 0 {
             let dat = dir.path().join(format!("x{i}.dat"));
             std::fs::write(&dat, bytes).unwrap();
-            let out = dir.path().join(format!("cli{i}"));
-            let o = trace_recipe(&[
-                "export",
-                dat.to_str().unwrap(),
-                "--format",
-                "parquet",
-                "-o",
-                out.to_str().unwrap(),
-            ]);
-            let err = text(&o.stderr);
-            assert!(matches!(o.status.code(), Some(0 | 3)), "case {i}: {o:?}");
-            assert!(!err.contains("panicked"), "case {i}: {err}");
-            if o.status.code() == Some(3) {
-                assert!(err.contains("trace-recipe: error: "), "case {i}: {err}");
+            for (format, out) in [("parquet", "cli{i}"), ("perfetto", "cli{i}.pftrace")] {
+                let out = dir.path().join(out.replace("{i}", &i.to_string()));
+                let o = trace_recipe(&[
+                    "export",
+                    dat.to_str().unwrap(),
+                    "--format",
+                    format,
+                    "-o",
+                    out.to_str().unwrap(),
+                ]);
+                let err = text(&o.stderr);
+                assert!(matches!(o.status.code(), Some(0 | 3)), "case {i}: {o:?}");
+                assert!(!err.contains("panicked"), "case {i}: {err}");
+                if o.status.code() == Some(3) {
+                    assert!(err.contains("trace-recipe: error: "), "case {i}: {err}");
+                }
             }
         }
     }
@@ -574,32 +597,8 @@ fn fields_are_typed_columns() {
     let dir = tempfile::tempdir().unwrap();
     let mut page = Page::new(e, 4096, 1_000_000);
     page.event(10, &rec);
-    let raw = dir.path().join("cpu0.raw");
-    std::fs::write(&raw, page.finish(None)).unwrap();
-    let meta = tracedat::CaptureMeta {
-        header_page: e.header_page(4096).into_bytes(),
-        header_event: Vec::new(),
-        ftrace_formats: Vec::new(),
-        event_formats: vec![(
-            "mix".into(),
-            vec![event_format("all_kinds", 100, fields, "\"a=%d\", REC->a").into_bytes()],
-        )],
-        kallsyms: Vec::new(),
-        printk_formats: Vec::new(),
-        cmdlines: b"7 bash\n".to_vec(),
-        cpu_count: 1,
-        trace_clock: "[local] global".into(),
-        uname: "Linux h 6.18.0 x86_64".into(),
-        version: "test".into(),
-        cpu_stats: vec![String::new()],
-    };
-    let dat = dir.path().join("t.dat");
-    tracedat::write_v6(
-        std::fs::File::create(&dat).unwrap(),
-        &meta,
-        &[tracedat::CpuData { cpu: 0, path: raw }],
-    )
-    .unwrap();
+    let format = event_format("all_kinds", 100, fields, "\"a=%d\", REC->a");
+    let dat = one_cpu_trace(dir.path(), e, &page.finish(None), format);
     let out = dir.path().join("out");
     export(&dat, &out, &[]);
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -630,4 +629,425 @@ fn fields_are_typed_columns() {
         .map(|row| row.unwrap().to_string())
         .collect();
     assert_eq!(rows, ["{pid: 7, comm: \"bash\", tgid: null}"]);
+}
+
+/// `protoc`, to decode Perfetto traces (scripts/test installs it); `None`
+/// outside CI when it is missing (the test is skipped), a failure under CI.
+fn protoc() -> Option<&'static str> {
+    let ok = std::process::Command::new("protoc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(!in_ci(), "protoc is missing (scripts/test installs it)");
+        eprintln!("skipping: no protoc (scripts/test installs it)");
+        return None;
+    }
+    Some("protoc")
+}
+
+/// One record of a decoded Perfetto trace.
+#[derive(Debug, Clone, PartialEq)]
+struct Decoded {
+    /// The bundle it is in: 0 for the file's first.
+    bundle: usize,
+    cpu: u32,
+    ts: u64,
+    pid: i32,
+    /// The typed message's name, or the generic event's `event_name`.
+    event: String,
+    /// Its fields: name → value as protoc prints it (strings unquoted).
+    fields: BTreeMap<String, String>,
+}
+
+/// What `protoc --decode perfetto.protos.Trace` shows of a trace.
+#[derive(Debug, Default)]
+struct PerfettoTrace {
+    events: Vec<Decoded>,
+    /// The process tree's threads: tid → name.
+    threads: BTreeMap<i32, String>,
+    /// The bundles that say events were lost before them.
+    lost_bundles: Vec<usize>,
+}
+
+/// A string as protoc's text format prints it, unquoted.
+fn unquote(v: &str) -> String {
+    let v = v.strip_prefix('"').and_then(|v| v.strip_suffix('"'));
+    v.map_or_else(String::new, |v| {
+        v.replace("\\\"", "\"").replace("\\\\", "\\")
+    })
+}
+
+/// Decodes the Perfetto trace `file` with protoc against proto/perfetto and
+/// reads its text: the events of every bundle, the process tree's threads.
+fn decode_perfetto(protoc: &str, file: &Path) -> PerfettoTrace {
+    let o = duct::cmd!(
+        protoc,
+        "-I",
+        repo().join("proto/perfetto"),
+        "--decode",
+        "perfetto.protos.Trace",
+        "protos/perfetto/trace/trace.proto"
+    )
+    .dir(repo().join("proto/perfetto"))
+    .stdin_path(file)
+    .stdout_capture()
+    .stderr_capture()
+    .unchecked()
+    .run()
+    .unwrap();
+    assert!(o.status.success(), "protoc: {}", text(&o.stderr));
+    let mut trace = PerfettoTrace::default();
+    let mut path: Vec<String> = Vec::new();
+    let (mut cpu, mut ev, mut field, mut tid) = (0, None::<Decoded>, None::<String>, None);
+    let mut bundles = 0;
+    for line in text(&o.stdout).lines() {
+        let line = line.trim();
+        if let Some(block) = line.strip_suffix(" {") {
+            path.push(block.to_string());
+            match path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                ["packet", "ftrace_events"] => bundles += 1,
+                ["packet", "ftrace_events", "event"] => {
+                    ev = Some(Decoded {
+                        bundle: bundles - 1,
+                        cpu,
+                        ts: 0,
+                        pid: -1,
+                        event: String::new(),
+                        fields: BTreeMap::new(),
+                    })
+                }
+                ["packet", "ftrace_events", "event", name] => {
+                    ev.as_mut().unwrap().event = name.to_string()
+                }
+                _ => {}
+            }
+            continue;
+        }
+        if line == "}" {
+            if path.len() == 3 && path[1] == "ftrace_events" {
+                trace.events.push(ev.take().unwrap());
+            }
+            path.pop();
+            continue;
+        }
+        let (key, value) = line.split_once(": ").unwrap();
+        let at: Vec<&str> = path.iter().map(String::as_str).collect();
+        match (&at[..], key) {
+            (["packet", "ftrace_events"], "cpu") => cpu = value.parse().unwrap(),
+            (["packet", "ftrace_events"], "lost_events") => trace.lost_bundles.push(bundles - 1),
+            (["packet", "ftrace_events", "event"], "timestamp") => {
+                ev.as_mut().unwrap().ts = value.parse().unwrap()
+            }
+            (["packet", "ftrace_events", "event"], "pid") => {
+                ev.as_mut().unwrap().pid = value.parse().unwrap()
+            }
+            (["packet", "ftrace_events", "event", "generic"], "event_name") => {
+                ev.as_mut().unwrap().event = unquote(value)
+            }
+            (["packet", "ftrace_events", "event", "generic", "field"], "name") => {
+                field = Some(unquote(value))
+            }
+            (["packet", "ftrace_events", "event", "generic", "field"], _) => {
+                let name = field.take().unwrap();
+                ev.as_mut().unwrap().fields.insert(name, unquote_or(value));
+            }
+            (["packet", "ftrace_events", "event", _], _) => {
+                ev.as_mut()
+                    .unwrap()
+                    .fields
+                    .insert(key.to_string(), unquote_or(value));
+            }
+            (["packet", "process_tree", "threads"], "tid") => tid = Some(value.parse().unwrap()),
+            (["packet", "process_tree", "threads"], "name") => {
+                trace.threads.insert(tid.take().unwrap(), unquote(value));
+            }
+            _ => {}
+        }
+    }
+    trace
+}
+
+/// A value as protoc prints it: strings unquoted, numbers as they are.
+fn unquote_or(v: &str) -> String {
+    match v.starts_with('"') {
+        true => unquote(v),
+        false => v.to_string(),
+    }
+}
+
+/// The chapter's example: a trace-cmd recording of another machine
+/// (tracedat's corpus: 45,254 records of 17 events) exported as a Perfetto
+/// trace and decoded with protoc against the vendored protos holds, per
+/// CPU and in its order, every record `trace-cmd report -t` lists, with its
+/// time (ns), pid and event (typed or generic: sched_switch, sched_wakeup
+/// and the process events typed), and the values the listing shows as
+/// `name=value`, or as sched_switch's `PREV:PID [PRIO] S ==> NEXT:PID
+/// [PRIO]`; the process tree names every task the listing names. With
+/// `-F`, `--cpu`, the records are those `report` keeps; an existing file is
+/// refused.
+#[test]
+fn perfetto_holds_what_trace_cmd_lists() {
+    let Some(protoc) = protoc() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let dat = unpacked_trace(
+        "crates/tracedat/tests/corpus/trappy-sched-hmp.dat.zst",
+        dir.path(),
+    );
+    let out = dir.path().join("t.pftrace");
+    let o = export_as("perfetto", &dat, &out, &[]);
+    assert!(
+        text(&o.stderr).contains("wrote 45254 records of 17 events (945 as Perfetto's typed"),
+        "{}",
+        text(&o.stderr)
+    );
+    let got = decode_perfetto(protoc, &out);
+    assert!(got.lost_bundles.is_empty());
+
+    let listing = crate::common::trace_cmd(&[
+        "report".as_ref(),
+        "-t".as_ref(),
+        "-i".as_ref(),
+        dat.as_os_str(),
+    ]);
+    let lines: Vec<ReportLine> = event_lines(&listing)
+        .into_iter()
+        .map(|l| ReportLine::parse(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 45_254);
+    assert_eq!(got.events.len(), lines.len());
+    let mut per_cpu: BTreeMap<u32, Vec<&Decoded>> = BTreeMap::new();
+    for e in &got.events {
+        per_cpu.entry(e.cpu).or_default().push(e);
+    }
+    let mut next: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut names: BTreeMap<i32, String> = BTreeMap::new();
+    let (mut compared, mut typed) = (0, 0);
+    for l in &lines {
+        let at = next.entry(l.cpu).or_default();
+        let e = per_cpu[&l.cpu][*at];
+        *at += 1;
+        let (comm, pid) = l.task.rsplit_once('-').unwrap();
+        let pid: i32 = pid.parse().unwrap();
+        let (s, ns) = l.timestamp.split_once('.').unwrap();
+        let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+        // trace_printk's records are Perfetto's `print`.
+        let event = match l.event {
+            "bprint" => "print",
+            e => e,
+        };
+        assert_eq!(
+            (e.ts, e.pid, e.event.as_str()),
+            (ts, pid, event),
+            "{}",
+            l.line
+        );
+        names.insert(pid, comm.to_string());
+        let mut shown: Vec<(String, String)> = Vec::new();
+        if l.event == "bprint" {
+            // `SYMBOL: TEXT`
+            typed += 1;
+            let text = l.fields.trim_start().split_once(": ").unwrap().1;
+            // Bytes that are not UTF-8 (an argument printed with `%s` from
+            // a bad pointer): protoc escapes what the trace holds as U+FFFD.
+            if !text.contains('\u{fffd}') {
+                shown.push(("buf".into(), text.to_string()));
+            }
+        } else if l.event == "sched_switch" {
+            typed += 1;
+            let (prev, next) = l.fields.trim().split_once(" ==> ").unwrap();
+            for (side, task) in [("prev", prev), ("next", next)] {
+                let (name, rest) = task.rsplit_once(':').unwrap();
+                let (tid, prio) = rest.split_once(" [").unwrap();
+                let prio = prio.split(']').next().unwrap();
+                for (k, v) in [("comm", name), ("pid", tid), ("prio", prio)] {
+                    shown.push((format!("{side}_{k}"), v.to_string()));
+                }
+            }
+        } else {
+            for token in l.fields.split_whitespace() {
+                // A padded text (`label=%64s`) is not the field as it is.
+                if let Some((k, v)) = token.split_once('=')
+                    && !v.is_empty()
+                {
+                    shown.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        for (k, v) in shown {
+            // The print format's names are mostly the fields' (not
+            // sched_process_fork's `comm=` of `parent_comm`).
+            let Some(ours) = e.fields.get(&k) else {
+                continue;
+            };
+            let same = match (v.parse::<i128>(), ours.parse::<i128>()) {
+                (Ok(a), Ok(b)) => a == b,
+                // The listing's lines end without their trailing blanks.
+                _ => v == *ours || (k == "buf" && v == ours.trim_end()),
+            };
+            assert!(same, "{}: {k} is {ours}", l.line);
+            compared += 1;
+        }
+    }
+    assert!(compared > 100_000, "{compared} values compared");
+    // sched_switch and bprint.
+    assert_eq!(typed, 617 + 9);
+    for (pid, name) in names.iter().filter(|(p, _)| **p > 0) {
+        assert_eq!(got.threads.get(pid), Some(name), "thread {pid}");
+    }
+
+    // The records `report` keeps with the same selection, per event; an
+    // existing file is refused (exit 2) and left as it was.
+    let select = [
+        "-F",
+        "sched_switch:prev_pid > 100",
+        "--cpu",
+        "0-3",
+        "-F",
+        "bprint",
+    ];
+    let mut args = vec!["report", dat.to_str().unwrap()];
+    args.extend(select);
+    let o = trace_recipe(&args);
+    assert_exit(&o, 0);
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for l in event_lines(&text(&o.stdout)) {
+        let event = match ReportLine::parse(l).unwrap().event {
+            "bprint" => "print",
+            e => e,
+        };
+        *want.entry(event.to_string()).or_default() += 1;
+    }
+    let some = dir.path().join("some.pftrace");
+    let mut args = vec![
+        "export",
+        dat.to_str().unwrap(),
+        "--format",
+        "perfetto",
+        "-o",
+    ];
+    args.push(some.to_str().unwrap());
+    args.extend(select);
+    assert_exit(&trace_recipe(&args), 0);
+    let mut kept: BTreeMap<String, u64> = BTreeMap::new();
+    for e in decode_perfetto(protoc, &some).events {
+        *kept.entry(e.event).or_default() += 1;
+    }
+    assert!(
+        want.contains_key("print") && want.contains_key("sched_switch"),
+        "{want:?}"
+    );
+    assert_eq!(kept, want);
+    let before = std::fs::read(&some).unwrap();
+    let o = trace_recipe(&args);
+    assert_exit(&o, 2);
+    assert!(text(&o.stderr).contains("exists"), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read(&some).unwrap(), before);
+}
+
+/// The packets of the Perfetto trace `bytes`: every one a `Trace.packet`
+/// record (field 1, length-delimited) that ends inside the file, the last
+/// one at its end; panics otherwise.
+fn perfetto_packets(bytes: &[u8]) -> usize {
+    let varint = |at: &mut usize| -> usize {
+        let mut v = 0usize;
+        for shift in (0..64).step_by(7) {
+            let b = bytes[*at];
+            *at += 1;
+            v |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+        panic!("a varint longer than 10 bytes at {at}");
+    };
+    let (mut at, mut packets) = (0, 0);
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 0x0a, "not a packet at {at}");
+        at += 1;
+        at += varint(&mut at);
+        packets += 1;
+    }
+    assert_eq!(at, bytes.len(), "the last packet ends past the file");
+    packets
+}
+
+/// Events the kernel lost on a CPU (a page that says so): the bundle of
+/// the records after them says `lost_events`, the records before them are
+/// in an earlier bundle.
+#[test]
+fn perfetto_says_where_events_were_lost() {
+    use tracedat::testing::{Endian, Page, event_format};
+    let Some(protoc) = protoc() else { return };
+    let e = Endian::LITTLE64;
+    let dir = tempfile::tempdir().unwrap();
+    let fields = "\tfield:int value;\toffset:8;\tsize:4;\tsigned:1;\n";
+    let record = |v: i32| {
+        let mut rec = Vec::new();
+        rec.extend(100u16.to_le_bytes());
+        rec.extend([0, 0]);
+        rec.extend(7i32.to_le_bytes());
+        rec.extend(v.to_le_bytes());
+        rec
+    };
+    let mut first = Page::new(e, 4096, 1_000_000);
+    first.event(10, &record(1));
+    let mut second = Page::new(e, 4096, 2_000_000);
+    second.event(10, &record(2));
+    let mut pages = first.finish(None);
+    pages.extend(second.finish(Some(Some(5))));
+    let format = event_format("counter", 100, fields, "\"value=%d\", REC->value");
+    let dat = one_cpu_trace(dir.path(), e, &pages, format);
+    let out = dir.path().join("t.pftrace");
+    export_as("perfetto", &dat, &out, &[]);
+    let got = decode_perfetto(protoc, &out);
+    let seen: Vec<(usize, u64, &str, &str)> = got
+        .events
+        .iter()
+        .map(|e| (e.bundle, e.ts, e.event.as_str(), e.fields["value"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, 1_000_010, "counter", "1"),
+            (1, 2_000_010, "counter", "2")
+        ]
+    );
+    assert_eq!(got.lost_bundles, [1]);
+    assert_eq!(got.threads.get(&7).map(String::as_str), Some("bash"));
+}
+
+/// Writes `DIR/t.dat`, a v6 trace.dat of one CPU whose ring-buffer pages
+/// (of 4096 bytes, in the byte order `e`) are `pages`, with the one event
+/// format `format` (system `mix`) and pid 7 named `bash`; returns its path.
+fn one_cpu_trace(
+    dir: &Path,
+    e: tracedat::testing::Endian,
+    pages: &[u8],
+    format: String,
+) -> PathBuf {
+    let raw = dir.join("cpu0.raw");
+    std::fs::write(&raw, pages).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: Vec::new(),
+        event_formats: vec![("mix".into(), vec![format.into_bytes()])],
+        kallsyms: Vec::new(),
+        printk_formats: Vec::new(),
+        cmdlines: b"7 bash\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux h 6.18.0 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let dat = dir.join("t.dat");
+    tracedat::write_v6(
+        std::fs::File::create(&dat).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    dat
 }

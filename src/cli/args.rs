@@ -35,9 +35,11 @@ pub(crate) enum Command {
     Rerun(RerunArgs),
     /// Read a trace.dat (ours, or trace-cmd's v6/v7) and print it.
     Report(ReportArgs),
-    /// Write a trace.dat's records as tables other tools read: with
-    /// `--format parquet`, one Parquet file per event, tasks.parquet and
-    /// meta.json in the folder `-o DIR` (for DuckDB, polars, pandas).
+    /// Write a trace.dat's records for other tools: with `--format parquet`,
+    /// one Parquet file per event, tasks.parquet and meta.json in the folder
+    /// `-o DIR` (for DuckDB, polars, pandas); with `--format perfetto`, one
+    /// Perfetto trace `-o FILE.pftrace` (for Perfetto's UI and trace
+    /// processor).
     Export(ExportArgs),
     /// Compare two runs (bundles, output folders or trace.dat files): recipe keys,
     /// kernel facts, event counts and rates, latencies, top stacks, lost events.
@@ -265,12 +267,17 @@ pub(crate) struct ExportArgs {
     /// A trace.dat, a run's output folder, or a bundle (checked first).
     pub(crate) file: PathBuf,
     /// `parquet`: one Parquet file per event (its fields as typed columns,
-    /// with `ts_ns`, `cpu`, `pid`, `comm`), tasks.parquet and meta.json.
-    /// (`--format`, as `report` names it: `--to` ends the time window.)
+    /// with `ts_ns`, `cpu`, `pid`, `comm`), tasks.parquet and meta.json, in
+    /// the folder `-o`. `perfetto`: one Perfetto trace (`-o FILE.pftrace`)
+    /// for Perfetto's UI and trace processor: ftrace event bundles per CPU
+    /// (sched, task, irq, power events and print typed, every other event
+    /// generic) and the tasks' names. (`--format`, as `report` names it:
+    /// `--to` ends the time window.)
     #[arg(long, value_enum)]
     pub(crate) format: ExportFormat,
-    /// The folder to write (created; refused when it holds anything).
-    #[arg(short = 'o', long, value_name = "DIR")]
+    /// Parquet: the folder to write (created; refused when it holds
+    /// anything). Perfetto: the file to write (refused when it exists).
+    #[arg(short = 'o', long, value_name = "PATH")]
     pub(crate) output: PathBuf,
     #[command(flatten)]
     pub(crate) select: SelectFlags,
@@ -281,6 +288,8 @@ pub(crate) struct ExportArgs {
 pub(crate) enum ExportFormat {
     /// Parquet tables, for DuckDB, polars, pandas, Spark.
     Parquet,
+    /// A Perfetto trace (protobuf), for Perfetto's UI and trace processor.
+    Perfetto,
 }
 
 // `diff`'s arguments (the variant's doc comment is its help).

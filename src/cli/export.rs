@@ -1,4 +1,4 @@
-//! `export FILE --format parquet -o DIR`: a trace as tables other tools read
+//! `export FILE --format parquet|perfetto -o PATH`: a trace for other tools
 //! ([`crate::export`]).
 
 use super::args::{ExportArgs, ExportFormat};
@@ -8,8 +8,8 @@ use crate::export::{ExportError, Provenance};
 use crate::report::RunInfo;
 use crate::untrusted::{escape_path, teprintln};
 
-/// `export`: the records the selection keeps, as Parquet tables in `-o DIR`;
-/// a one-line summary on stderr.
+/// `export`: the records the selection keeps, as Parquet tables in `-o DIR`
+/// or a Perfetto trace `-o FILE`; a one-line summary on stderr.
 pub(super) fn export(a: ExportArgs) -> Exit {
     let input = Input::open(&a.file)?;
     let args: SelectArgs = a.select.into();
@@ -23,24 +23,40 @@ pub(super) fn export(a: ExportArgs) -> Exit {
             .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok()),
         selection: args.clone(),
     };
-    raise_open_file_limit();
     let written = match a.format {
         ExportFormat::Parquet => {
-            crate::export::to_parquet(&input.file, keep.as_mut(), &a.output, provenance)
+            raise_open_file_limit();
+            crate::export::to_parquet(&input.file, keep.as_mut(), &a.output, provenance).map(
+                |meta| {
+                    let rows: u64 = meta.events.iter().map(|e| e.rows).sum();
+                    format!(
+                        "{rows} records of {} events, {} tasks and meta.json",
+                        meta.events.len(),
+                        meta.tasks.rows
+                    )
+                },
+            )
         }
+        ExportFormat::Perfetto => crate::export::to_perfetto(&input.file, keep.as_mut(), &a.output)
+            .map(|s| {
+                format!(
+                    "{} records of {} events ({} as Perfetto's typed events, {} generic) and {} tasks",
+                    s.records,
+                    s.events,
+                    s.typed,
+                    s.records - s.typed,
+                    s.tasks
+                )
+            }),
     };
     match written {
-        Ok(meta) => {
-            let rows: u64 = meta.events.iter().map(|e| e.rows).sum();
-            teprintln!(
-                "wrote {rows} records of {} events, {} tasks and meta.json to {}",
-                meta.events.len(),
-                meta.tasks.rows,
-                escape_path(&a.output)
-            );
+        Ok(what) => {
+            teprintln!("wrote {what} to {}", escape_path(&a.output));
             Ok(())
         }
-        Err(e @ ExportError::NotEmpty(_)) => Err(Failure::Usage(Some(e.into()))),
+        Err(e @ (ExportError::NotEmpty(_) | ExportError::Exists(_))) => {
+            Err(Failure::Usage(Some(e.into())))
+        }
         Err(e @ ExportError::Trace(_)) => Err(Failure::failed(Context::new(
             format!("cannot read {}", escape_path(&input.path)),
             e,

@@ -1,8 +1,13 @@
-//! `export FILE --to parquet -o DIR`: a trace.dat as tables other tools read
-//! (DuckDB, polars, pandas, Spark): one Parquet file per event
-//! ([`parquet`] says its columns), `tasks.parquet` (pid, comm, tgid) and
-//! `meta.json` (the kernel, the clock, the events lost per CPU, where the
-//! trace came from, what was exported).
+//! `export FILE --format parquet|perfetto -o PATH`: a trace.dat for other
+//! tools.
+//!
+//! `--format perfetto` writes one file, a Perfetto trace for Perfetto's UI
+//! and trace processor ([`perfetto`] says what it holds).
+//!
+//! `--format parquet` writes tables (for DuckDB, polars, pandas, Spark) to a
+//! folder: one Parquet file per event ([`parquet`] says its columns),
+//! `tasks.parquet` (pid, comm, tgid) and `meta.json` (the kernel, the clock,
+//! the events lost per CPU, where the trace came from, what was exported).
 //!
 //! One streaming pass over the records [`Select`] keeps (the same `-F`,
 //! `--cpu`, `--pid`, `--comm`, `--from`/`--to` as `report`): each record is
@@ -17,6 +22,7 @@
 //! two events share (or `tasks`, `meta`) takes its system as a prefix.
 
 mod parquet;
+mod perfetto;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +36,7 @@ use crate::analysis::{Select, SelectArgs};
 use crate::report::{Lost, RunInfo};
 
 use self::parquet::{Common, Table};
+pub use self::perfetto::{PerfettoSummary, to_perfetto};
 
 /// meta.json's layout version.
 pub const META_FORMAT_VERSION: u32 = 1;
@@ -43,6 +50,12 @@ pub enum ExportError {
         .0.display()
     )]
     NotEmpty(PathBuf),
+    /// The output file exists.
+    #[error(
+        "{} exists: give `-o` a new file, so that no other trace is overwritten",
+        .0.display()
+    )]
+    Exists(PathBuf),
     /// A file or folder could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -72,9 +85,9 @@ pub enum ExportError {
         /// Why.
         source: std::io::Error,
     },
-    /// A record of the trace cannot be read (the tables hold the records
-    /// before it).
-    #[error("{0} (the tables hold the records before it; meta.json says \"complete\": false)")]
+    /// A record of the trace cannot be read (what was written holds the
+    /// records before it).
+    #[error("{0} (what was written holds the records before it)")]
     Trace(#[from] tracedat::Error),
 }
 
@@ -279,20 +292,79 @@ impl GroupTell {
     }
 }
 
-/// What the pass knows of each format, worked out at its first record.
-struct PerFormat {
-    /// Index in the open tables.
-    table: usize,
-    learner: Option<Learner>,
-    group: GroupTell,
-}
-
 /// The tasks met: every pid of a record or named by one, and the saved
 /// cmdlines'; their thread group where the trace tells it.
 #[derive(Default)]
 struct Tasks {
     pids: FxHashSet<i32>,
     tgids: FxHashMap<i32, i32>,
+}
+
+/// What the records of an export tell of tasks: their names (the saved
+/// cmdlines, then the events that name tasks, as `report` learns them) and
+/// thread groups. Both exports feed it every record they write.
+#[derive(Default)]
+struct TaskBook {
+    comms: Comms,
+    tasks: Tasks,
+    /// By format id, worked out at the format's first record.
+    per_id: Vec<Option<(Option<Learner>, GroupTell)>>,
+}
+
+/// A task's row: pid, its last name where known, its thread group where
+/// known.
+type TaskRow<'a> = (i32, Option<&'a str>, Option<i32>);
+
+impl TaskBook {
+    /// Learns what `ev` (a record of `file`) tells of tasks.
+    fn see(&mut self, file: &TraceFile, ev: &Event<'_>) {
+        let id = usize::from(ev.format.id);
+        if id >= self.per_id.len() {
+            self.per_id.resize_with(id + 1, || None);
+        }
+        let (learner, group) = self.per_id[id]
+            .get_or_insert_with(|| (Learner::of(ev.format), GroupTell::of(ev.format)));
+        let pid = ev.pid();
+        if let Some(l) = learner
+            && !self.comms.knows(l, ev)
+        {
+            for p in self.comms.learn_with(l, file, ev).into_iter().flatten() {
+                self.tasks.pids.insert(p);
+            }
+        }
+        self.tasks.learn(*group, ev, pid);
+        self.tasks.pids.insert(pid);
+    }
+
+    /// The name of `pid` as of the records seen (`<idle>` for 0).
+    fn comm<'a>(&'a self, file: &'a TraceFile, pid: i32) -> Option<&'a str> {
+        match self.comms.get(file, pid) {
+            None if pid == 0 => Some("<idle>"),
+            c => c,
+        }
+    }
+
+    /// One row per task met or named in the saved cmdlines, by pid.
+    fn rows<'a>(&'a self, file: &'a TraceFile) -> Vec<TaskRow<'a>> {
+        let mut pids: Vec<i32> = self
+            .tasks
+            .pids
+            .iter()
+            .copied()
+            .chain(file.saved_cmdlines().iter().map(|(pid, _)| *pid))
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids.into_iter()
+            .map(|pid| {
+                let tgid = match pid {
+                    0 => Some(0),
+                    _ => self.tasks.tgids.get(&pid).copied(),
+                };
+                (pid, self.comm(file, pid), tgid)
+            })
+            .collect()
+    }
 }
 
 impl Tasks {
@@ -323,6 +395,26 @@ impl Tasks {
     }
 }
 
+/// Hands `on_record` every record of `file` (those `keep` keeps, when
+/// given), in time order. A record that cannot be read ends the pass and is
+/// returned as `Ok(Some(error))`, for the caller to write what was read all
+/// the same; an error of `on_record` (a write) ends it too, and is returned.
+fn walk(
+    file: &TraceFile,
+    keep: Option<&mut Select>,
+    mut on_record: impl FnMut(&Record<'_>) -> Result<(), ExportError>,
+) -> Result<Option<tracedat::Error>, ExportError> {
+    let walked = match keep {
+        Some(k) => k.records(file).try_for_each_record(&mut on_record),
+        None => file.records().try_for_each_record(&mut on_record),
+    };
+    match walked {
+        Ok(()) => Ok(None),
+        Err(ExportError::Trace(e)) => Ok(Some(e)),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `file`'s records (those `keep` keeps, when given) into `dir` (new
 /// or empty; created) as Parquet tables, tasks.parquet and meta.json, with
 /// `provenance` in meta.json. Returns meta.json's content.
@@ -345,15 +437,15 @@ pub fn to_parquet(
     let big = file.big_endian();
 
     let mut tables: Vec<(u16, Table)> = Vec::new();
-    let mut per_id: Vec<Option<PerFormat>> = Vec::new();
-    let mut comms = Comms::new();
-    let mut tasks = Tasks::default();
+    // By format id: its table's index in `tables`.
+    let mut per_id: Vec<Option<usize>> = Vec::new();
+    let mut book = TaskBook::default();
     let mut in_pages: BTreeMap<u32, u64> = BTreeMap::new();
     let mut unknown = 0u64;
     // Bytes all tables hold.
     let mut held = 0usize;
 
-    let mut on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
+    let on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
         let ev = match rec {
             Record::Event(ev) => ev,
             Record::Lost { cpu, count, .. } => {
@@ -369,8 +461,8 @@ pub fn to_parquet(
         if id >= per_id.len() {
             per_id.resize_with(id + 1, || None);
         }
-        let slot = match &mut per_id[id] {
-            Some(s) => s,
+        let table = match &mut per_id[id] {
+            Some(t) => *t,
             empty => {
                 let path = dir.join(&names[&ev.format.id]);
                 let meta = vec![
@@ -394,35 +486,19 @@ pub fn to_parquet(
                     },
                 )?;
                 tables.push((ev.format.id, table));
-                empty.insert(PerFormat {
-                    table: tables.len() - 1,
-                    learner: Learner::of(ev.format),
-                    group: GroupTell::of(ev.format),
-                })
+                *empty.insert(tables.len() - 1)
             }
         };
+        book.see(file, ev);
         let pid = ev.pid();
-        if let Some(l) = &slot.learner
-            && !comms.knows(l, ev)
-        {
-            for p in comms.learn_with(l, file, ev).into_iter().flatten() {
-                tasks.pids.insert(p);
-            }
-        }
-        tasks.learn(slot.group, ev, pid);
-        tasks.pids.insert(pid);
-        let comm = match comms.get(file, pid) {
-            None if pid == 0 => Some("<idle>"),
-            c => c,
-        };
-        let table = &mut tables[slot.table].1;
+        let table = &mut tables[table].1;
         let before = table.bytes;
         let full = table.push(
             &Common {
                 ts: ev.ts,
                 cpu: ev.cpu,
                 pid,
-                comm,
+                comm: book.comm(file, pid),
                 buffer: ev.buffer,
             },
             &ev.data,
@@ -441,18 +517,7 @@ pub fn to_parquet(
         }
         Ok(())
     };
-    let walked = match keep {
-        Some(k) => k.records(file).try_for_each_record(&mut on_record),
-        None => file.records().try_for_each_record(&mut on_record),
-    };
-    // A record that cannot be read ends the pass; what was read is written
-    // all the same. An error writing a table ends it too, and is returned
-    // at once.
-    let unread = match walked {
-        Ok(()) => None,
-        Err(ExportError::Trace(e)) => Some(e),
-        Err(e) => return Err(e),
-    };
+    let unread = walk(file, keep, on_record)?;
     let mut events = Vec::new();
     for (id, table) in tables {
         let rows = table.close()?;
@@ -467,7 +532,8 @@ pub fn to_parquet(
         }
     }
     events.sort_by(|a, b| (&a.system, &a.name, a.id).cmp(&(&b.system, &b.name, b.id)));
-    let task_rows = write_tasks(file, &comms, tasks, &dir.join("tasks.parquet"))?;
+    let rows = book.rows(file);
+    parquet::write_tasks(&dir.join("tasks.parquet"), &rows)?;
     let lost_events = Lost::per_cpu(file, &in_pages);
     let meta = Meta {
         format_version: META_FORMAT_VERSION,
@@ -497,7 +563,7 @@ pub fn to_parquet(
         unknown_records: unknown,
         tasks: TaskTable {
             file: "tasks.parquet".into(),
-            rows: task_rows,
+            rows: rows.len() as u64,
         },
     };
     let path = dir.join("meta.json");
@@ -507,34 +573,6 @@ pub fn to_parquet(
         Some(e) => Err(ExportError::Trace(e)),
         None => Ok(meta),
     }
-}
-
-/// Writes tasks.parquet: one row per task met or named in the saved
-/// cmdlines, by pid, with its last name and its thread group where known.
-fn write_tasks(
-    file: &TraceFile,
-    comms: &Comms,
-    mut tasks: Tasks,
-    path: &Path,
-) -> Result<u64, ExportError> {
-    tasks
-        .pids
-        .extend(file.saved_cmdlines().iter().map(|(pid, _)| *pid));
-    tasks.tgids.insert(0, 0);
-    let mut pids: Vec<i32> = tasks.pids.into_iter().collect();
-    pids.sort_unstable();
-    let rows: Vec<(i32, Option<&str>, Option<i32>)> = pids
-        .into_iter()
-        .map(|pid| {
-            let comm = match comms.get(file, pid) {
-                None if pid == 0 => Some("<idle>"),
-                c => c,
-            };
-            (pid, comm, tasks.tgids.get(&pid).copied())
-        })
-        .collect();
-    parquet::write_tasks(path, &rows)?;
-    Ok(rows.len() as u64)
 }
 
 #[cfg(test)]
