@@ -59,7 +59,7 @@ pub(crate) use errno::Errno;
 pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
-pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use latency::{LatencyGroup, LatencyReport, SyscallTable};
 pub(crate) use markers::Markers;
 #[cfg(test)]
 pub(crate) use noise::tests::osnoise_timerlat_trace;
