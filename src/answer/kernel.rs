@@ -706,7 +706,6 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::analysis::SyscallTable;
     use crate::kernel::KernelFacts;
     use crate::validate::{ValidRecipe, validate};
 
@@ -920,10 +919,9 @@ event = "sched:sched_switch"
 by = ["prev_comm", "next_comm", "prev_state", "cpu"]
 
 [[answer]]
-name = "span_stack"
-from = "syscalls:sys_enter_read"
-to = "syscalls:sys_exit_read"
-by = ["stack"]
+name = "stack_keys"
+event = "syscalls:sys_exit_read"
+by = ["stack", "common_comm", "cpu", "ret"]
 "#,
             &facts("debian-6.12"),
         );
@@ -938,7 +936,7 @@ by = ["stack"]
             "{}",
             why("four_keys")
         );
-        assert!(why("span_stack").contains("`stack` of a span"));
+        assert!(why("stack_keys").contains("at most 3 keys"));
         // The stack answer records its events with stacks.
         assert!(
             v.events
@@ -1079,6 +1077,32 @@ by = ["pid", "prio"]
             decode(&Decode::Sym, "[ffffffffb787c3f0]"),
             "ffffffffb787c3f0"
         );
+        // As Debian 6.12 printed them in the kernel lab: a module's function
+        // with its module after it, in a `.sym` key and in a stack.
+        assert_eq!(
+            decode(&Decode::Sym, "[ffffffffc06e1234] p9_fcall_init [9pnet]   "),
+            "p9_fcall_init"
+        );
+        assert_eq!(
+            decode(
+                &Decode::Stack,
+                "__schedule+0x5bc/0xbf0 p9_client_rpc+0x156/0x410 [9pnet] vfs_write+0x28f/0x460"
+            ),
+            "vfs_write;p9_client_rpc;__schedule"
+        );
+        // `.syscall` names from the ABI's table, as the trace engine does:
+        // the kernel prints its function's name (sys_sendfile64) for NR 40.
+        let x86 = Decode::Syscall(SyscallTable::of_machine("x86_64"));
+        assert_eq!(
+            decode(&x86, "sys_sendfile64                [ 40]"),
+            "sendfile"
+        );
+        assert_eq!(
+            decode(&x86, "unknown_syscall               [999]"),
+            "NR 999"
+        );
+        let unknown = Decode::Syscall(SyscallTable::of_machine("riscv64"));
+        assert_eq!(decode(&unknown, "sys_read [63]"), "read");
         assert_eq!(decode(&Decode::Log2, "~ 2^12 "), "2^12");
         assert_eq!(
             decode(

@@ -151,6 +151,14 @@ if [ -n "$answers" ]; then
   ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
+  # Every answer shape computed by the kernel's hist triggers while the same
+  # run records its events: the host answers them again from trace.dat and
+  # compares (lab/answers/both.toml; /dev/nullb0 is null_blk's, loaded for
+  # this boot).
+  o="$KLAB_OUT/answers-both"
+  mkdir -p "$o"
+  ./trace-recipe run lab/answers/both.toml -o "$o/run" > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
 fi
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
