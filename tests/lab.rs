@@ -218,8 +218,9 @@ fn boot(
     if let Some(p) = package {
         c.args(["--kernel-package", p]);
     }
-    // lab/answers/both.toml times block requests on null_blk's /dev/nullb0.
-    if guest_args.contains(&"answers") {
+    // lab/answers/both.toml (guest.sh both) times block requests on
+    // null_blk's /dev/nullb0.
+    if guest_args.contains(&"both") {
         c.args(["--modules", "null_blk"]);
     }
     c.arg(payload)
@@ -1305,20 +1306,23 @@ fn lab_dir(tag: &str) -> Option<(Option<tempfile::TempDir>, PathBuf, PathBuf)> {
     Some((temp, dir, payload))
 }
 
-/// Debian 12's default kernel, 6.1: every recipe of tests/lab/.
+/// Debian 12's default kernel, 6.1: every recipe of tests/lab/, and the
+/// answers of both engines (tests/lab/guest.sh `both`).
 #[test]
 fn debian_6_1() {
     let tag = Kernel::Debian61.tag();
     let Some((_temp, dir, payload)) = lab_dir(tag) else {
         return;
     };
-    let out = boot(&dir, &payload, tag, None, &[]);
+    let out = boot(&dir, &payload, tag, None, &["both"]);
     assert_lab(&out, Kernel::Debian61);
     assert_lab_probes(&out, tag);
+    assert_answers_both(&out);
 }
 
 /// Debian 12's 6.12 (bookworm-security): every recipe of tests/lab/, the
-/// fault and kill trials, and the answers (tests/lab/guest.sh `faults answers`).
+/// fault and kill trials, the answers, and the answers of both engines
+/// (tests/lab/guest.sh `faults answers both`).
 #[test]
 fn debian_6_12() {
     let tag = Kernel::Debian612.tag();
@@ -1330,23 +1334,25 @@ fn debian_6_12() {
         &payload,
         tag,
         Some(&kernel_612()),
-        &["faults", "answers"],
+        &["faults", "answers", "both"],
     );
     assert_lab(&out, Kernel::Debian612);
     assert_lab_probes(&out, tag);
     assert_answers_both(&out);
 }
 
-/// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/.
+/// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/,
+/// and the answers of both engines (tests/lab/guest.sh `both`).
 #[test]
 fn debian_7_2() {
     let tag = Kernel::Debian72.tag();
     let Some((_temp, dir, payload)) = lab_dir(tag) else {
         return;
     };
-    let out = boot(&dir, &payload, tag, Some(&kernel_72()), &[]);
+    let out = boot(&dir, &payload, tag, Some(&kernel_72()), &["both"]);
     assert_lab(&out, Kernel::Debian72);
     assert_lab_probes(&out, tag);
+    assert_answers_both(&out);
 }
 
 /// Debian 12's PREEMPT_RT 6.1: every recipe of tests/lab/ and tests/lab/rt/
@@ -1427,7 +1433,7 @@ fn answer_rows(table: &serde_json::Value) -> Vec<(Vec<String>, u64, Vec<serde_js
     rows
 }
 
-/// tests/lab/answers/both.toml (run in the 6.12 boot, guest.sh `answers`):
+/// tests/lab/answers/both.toml (run in the 6.1, 6.12 and 7.2 boots, guest.sh `both`):
 /// each answer as the kernel's hist triggers computed it (the run's
 /// report.json) equals the trace engine's answer over the same run's
 /// trace.dat (`report --answer`, here): keys, counts and summed values
