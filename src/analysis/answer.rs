@@ -7,7 +7,7 @@
 //! * a span (`from` → `to`): each `to` paired with the last `from` of the
 //!   same `match` key (the fields equal on both ends, default
 //!   `common_pid`), as the syscall and block analyses pair them; its
-//!   duration is `to.ts - from.ts`, in µs for the table (each timestamp cut
+//!   duration is `to.ts - from.ts`, in µs for the table (each timestamp rounded
 //!   to whole µs for the power-of-two buckets, as the kernel's
 //!   `common_timestamp.usecs`; min, percentiles and max from the exact
 //!   durations).
