@@ -243,10 +243,27 @@ struct StackKey {
     caller: Vec<Option<usize>>,
     /// The file's long size (4 or 8) and byte order.
     word: (usize, bool),
-    /// Per CPU slot: the key and values of an event waiting for its stack.
-    pending: Vec<Option<(Vec<Part>, Vec<i64>)>>,
+    /// Per CPU slot and [`context`]: the key and values of an event waiting
+    /// for its stack.
+    pending: Vec<[Option<Pending>; 4]>,
     /// Events whose next record on their CPU was no kernel stack.
     missing: u64,
+}
+
+/// The key and values of a `by = ["stack"]` event, waiting for its stack.
+type Pending = (Vec<Part>, Vec<i64>);
+
+/// The context a record was written in, from its `common_flags`: 0 a task,
+/// 1 a softirq, 2 a hard irq, 3 an NMI (TRACE_FLAG_SOFTIRQ, _HARDIRQ, _NMI of
+/// kernel/trace/trace.h). An event's stack is written in its context, so an
+/// interrupt's records landing between the two are told apart.
+fn context(ev: &Event<'_>) -> usize {
+    match ev.data.get(2).copied().unwrap_or(0) {
+        f if f & 0x40 != 0 => 3,
+        f if f & 0x08 != 0 => 2,
+        f if f & 0x10 != 0 => 1,
+        _ => 0,
+    }
 }
 
 /// The most frames of a hist trigger's `stacktrace` key
@@ -530,7 +547,8 @@ impl Compiled {
     fn add(&mut self, at: &At<'_, '_>, learned: &Comms) {
         let ev = at.ev;
         if let Some(st) = &mut self.stack
-            && let Some((mut key, vs)) = st.pending.get_mut(at.cpu).and_then(Option::take)
+            && let Some((mut key, vs)) =
+                (st.pending.get_mut(at.cpu)).and_then(|p| p[context(ev)].take())
         {
             match st.caller.get(usize::from(ev.format.id)).copied().flatten() {
                 Some(from) => {
@@ -630,9 +648,9 @@ impl Compiled {
                     // The key is complete with the stack recorded next on this CPU.
                     Some(st) => {
                         if at.cpu >= st.pending.len() {
-                            st.pending.resize(at.cpu + 1, None);
+                            st.pending.resize_with(at.cpu + 1, Default::default);
                         }
-                        st.pending[at.cpu] = Some((key, vs));
+                        st.pending[at.cpu][context(ev)] = Some((key, vs));
                     }
                     None => self.count(key, &vs, span),
                 }
@@ -699,8 +717,9 @@ impl Compiled {
                 self.untracked
             ));
         }
-        let no_stack = (self.stack.as_ref())
-            .map_or(0, |s| s.missing + s.pending.iter().flatten().count() as u64);
+        let no_stack = (self.stack.as_ref()).map_or(0, |s| {
+            s.missing + s.pending.iter().flatten().flatten().count() as u64
+        });
         if no_stack > 0 {
             notes.push(format!(
                 "{no_stack} events had no kernel stack recorded after them and were not counted (record the event with `stacktrace = true`)"

@@ -726,8 +726,8 @@ mod tests {
     /// `by = ["stack"]` over a file of switches, each followed by the
     /// kernel_stack its stacktrace trigger wrote: keyed as the kernel's hist
     /// `stacktrace` prints it (ftrace's own frames skipped, the innermost 16
-    /// kept, by function, outermost first); a switch with no stack after it
-    /// is not counted, and said.
+    /// kept, by function, outermost first), past an interrupt's record in
+    /// between; a switch with no stack after it is not counted, and said.
     #[test]
     fn answers_key_by_the_kernel_stack_after_the_event() {
         let dir = tempfile::tempdir().unwrap();
@@ -757,8 +757,13 @@ mod tests {
         let short =
             |off: u64| stack(&[at(0, 0x10), at(1, 0x8), at(2, off), at(3, 0x4), at(4, 0x8)]);
         let deep: Vec<u64> = (0..23).map(|i| at(i, 0x4)).collect();
+        // A hard irq's record between a switch and its stack (the stack is
+        // written in the switch's context): the stack is still the switch's.
+        let mut irq = payload(41, 7, &[0]);
+        irq[2] = 0x08;
         let events = vec![
             (1_000, switch(7)),
+            (0, irq),
             (0, short(0x20)),
             (1_000, switch(8)),
             // Another call site in __schedule: the same functions, the same row.
@@ -783,11 +788,18 @@ mod tests {
             ..meta(
                 vec![(
                     "sched".into(),
-                    vec![format(
-                        "sched_switch",
-                        40,
-                        "\tfield:long prev_pid;\toffset:8;\tsize:8;\tsigned:1;\n",
-                    )],
+                    vec![
+                        format(
+                            "sched_switch",
+                            40,
+                            "\tfield:long prev_pid;\toffset:8;\tsize:8;\tsigned:1;\n",
+                        ),
+                        format(
+                            "irq_like",
+                            41,
+                            "\tfield:long irq;\toffset:8;\tsize:8;\tsigned:1;\n",
+                        ),
+                    ],
                 )],
                 b"",
                 1,
