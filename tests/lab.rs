@@ -153,6 +153,7 @@ fn kernel_rt() -> String {
 fn payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
     std::fs::create_dir_all(p.join("lab/rt")).unwrap();
+    std::fs::create_dir_all(p.join("lab/answers")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
     std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
@@ -165,6 +166,7 @@ fn payload(dir: &Path) -> PathBuf {
     for (from, to) in [
         ("tests/lab", "lab"),
         ("tests/lab/rt", "lab/rt"),
+        ("tests/lab/answers", "lab/answers"),
         ("recipes", "recipes"),
     ] {
         for e in std::fs::read_dir(repo().join(from)).unwrap() {
@@ -215,6 +217,11 @@ fn boot(
         .arg(&out);
     if let Some(p) = package {
         c.args(["--kernel-package", p]);
+    }
+    // lab/answers/both.toml (guest.sh both) times block requests on
+    // null_blk's /dev/nullb0.
+    if guest_args.contains(&"both") {
+        c.args(["--modules", "null_blk"]);
     }
     c.arg(payload)
         .args(["--", "sh", "/payload/guest.sh"])
@@ -1316,20 +1323,23 @@ fn lab_dir(tag: &str) -> Option<(Option<tempfile::TempDir>, PathBuf, PathBuf)> {
     Some((temp, dir, payload))
 }
 
-/// Debian 12's default kernel, 6.1: every recipe of tests/lab/.
+/// Debian 12's default kernel, 6.1: every recipe of tests/lab/, and the
+/// answers of both engines (tests/lab/guest.sh `both`).
 #[test]
 fn debian_6_1() {
     let tag = Kernel::Debian61.tag();
     let Some((_temp, dir, payload)) = lab_dir(tag) else {
         return;
     };
-    let out = boot(&dir, &payload, tag, None, &[]);
+    let out = boot(&dir, &payload, tag, None, &["both"]);
     assert_lab(&out, Kernel::Debian61);
     assert_lab_probes(&out, tag);
+    assert_answers_both(&out);
 }
 
 /// Debian 12's 6.12 (bookworm-security): every recipe of tests/lab/, the
-/// fault and kill trials, and the answers (tests/lab/guest.sh `faults answers`).
+/// fault and kill trials, the answers, and the answers of both engines
+/// (tests/lab/guest.sh `faults answers both`).
 #[test]
 fn debian_6_12() {
     let tag = Kernel::Debian612.tag();
@@ -1341,22 +1351,25 @@ fn debian_6_12() {
         &payload,
         tag,
         Some(&kernel_612()),
-        &["faults", "answers"],
+        &["faults", "answers", "both"],
     );
     assert_lab(&out, Kernel::Debian612);
     assert_lab_probes(&out, tag);
+    assert_answers_both(&out);
 }
 
-/// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/.
+/// Debian unstable's 7.2 (scripts/lab-kernel): every recipe of tests/lab/,
+/// and the answers of both engines (tests/lab/guest.sh `both`).
 #[test]
 fn debian_7_2() {
     let tag = Kernel::Debian72.tag();
     let Some((_temp, dir, payload)) = lab_dir(tag) else {
         return;
     };
-    let out = boot(&dir, &payload, tag, Some(&kernel_72()), &[]);
+    let out = boot(&dir, &payload, tag, Some(&kernel_72()), &["both"]);
     assert_lab(&out, Kernel::Debian72);
     assert_lab_probes(&out, tag);
+    assert_answers_both(&out);
 }
 
 /// Debian 12's PREEMPT_RT 6.1: what PREEMPT_RT changes, the recipes of
@@ -1405,6 +1418,129 @@ fn assert_answer(
         first.lines().next().unwrap_or("")
     );
     json
+}
+
+/// The answers of tests/lab/answers/both.toml, in the order they are
+/// declared: one per answer shape the kernel engine takes.
+const BOTH_ENGINES: [&str; 8] = [
+    "opens_by_comm",
+    "open_errno",
+    "syscalls",
+    "kmalloc_sites",
+    "switch_stacks",
+    "read_latency",
+    "syscall_latency",
+    "block_latency",
+];
+
+/// An answer table of report.json as (keys, count, cells) per row, then
+/// `other` (if any) and `total`.
+fn answer_rows(table: &serde_json::Value) -> Vec<(Vec<String>, u64, Vec<serde_json::Value>)> {
+    let row = |r: &serde_json::Value| {
+        let keys = (r["keys"].as_array().unwrap().iter())
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        let cells = r["cells"].as_array().unwrap().clone();
+        (keys, r["count"].as_u64().unwrap(), cells)
+    };
+    let mut rows: Vec<_> = table["rows"].as_array().unwrap().iter().map(row).collect();
+    if !table["other"].is_null() {
+        rows.push(row(&table["other"]));
+    }
+    rows.push(row(&table["total"]));
+    rows
+}
+
+/// tests/lab/answers/both.toml (run in the 6.1, 6.12 and 7.2 boots, guest.sh `both`):
+/// each answer as the kernel's hist triggers computed it (the run's
+/// report.json) equals the trace engine's answer over the same run's
+/// trace.dat (`report --answer`, here): keys, counts and summed values
+/// exactly, latency buckets exactly, latency totals within a microsecond per
+/// span (the kernel's `common_timestamp.usecs`).
+fn assert_answers_both(out: &Path) {
+    let d = out.join("answers-both");
+    assert_eq!(
+        read(&d.join("run.rc")).trim(),
+        "0",
+        "answers-both: {}",
+        read(&d.join("run.txt"))
+    );
+    let kernel: serde_json::Value =
+        serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    let json = d.join("trace-engine.json");
+    let o = Command::new(bin())
+        .arg("report")
+        .arg(d.join("run/trace.dat"))
+        .arg("--answer")
+        .arg(repo().join("tests/lab/answers/both.toml"))
+        .args(["--format", "json", "-o"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "report --answer: {}", text(&o.stderr));
+    let trace: serde_json::Value = serde_json::from_str(&read(&json)).unwrap();
+    for name in BOTH_ENGINES {
+        let (k, t) = (&kernel["answers"][name], &trace["answers"][name]);
+        assert_eq!(
+            (k["engine"].as_str(), t["engine"].as_str()),
+            (Some("kernel"), Some("trace")),
+            "answers-both: {name}:\n{k}\n{t}"
+        );
+        let (kr, tr) = (answer_rows(k), answer_rows(t));
+        let total = kr.last().map_or(0, |r| r.1);
+        assert!(total > 0, "answers-both: {name} is empty: {k}");
+        assert_eq!(
+            kr.len(),
+            tr.len(),
+            "answers-both: {name}: rows differ:\nkernel {k}\ntrace {t}"
+        );
+        for (a, b) in kr.iter().zip(&tr) {
+            let same = a.0 == b.0
+                && a.1 == b.1
+                && a.2.len() == b.2.len()
+                && a.2
+                    .iter()
+                    .zip(&b.2)
+                    .all(|(x, y)| match (&x["latency"], &y["latency"]) {
+                        (serde_json::Value::Null, _) => x == y,
+                        (lx, ly) => {
+                            let us = |l: &serde_json::Value| l["total_us"].as_f64().unwrap_or(-1.0);
+                            lx["buckets"] == ly["buckets"] && (us(lx) - us(ly)).abs() <= a.1 as f64
+                        }
+                    });
+            assert!(
+                same,
+                "answers-both: {name}: the engines differ in row {:?}:\nkernel {:?}\ntrace  {:?}",
+                a.0, a, b
+            );
+        }
+        eprintln!(
+            "FIGURE kernel lab: answers-both: {name}: {} rows, {total} counted, equal in both engines",
+            kr.len() - 1
+        );
+    }
+    // What the workload did, in the tables: three failing opens, stacks by
+    // function without modules, 64 reads of 4 KiB from /dev/nullb0.
+    let rows = |name: &str| answer_rows(&kernel["answers"][name]);
+    assert!(
+        rows("open_errno").contains(&(
+            vec!["-ENOENT".to_string()],
+            3,
+            vec![serde_json::json!({"int": 3})]
+        )),
+        "{:?}",
+        rows("open_errno")
+    );
+    assert!(!kernel["answers"]["syscalls"]["other"].is_null());
+    let stacks = rows("switch_stacks");
+    assert!(
+        stacks
+            .iter()
+            .filter(|r| !r.0.is_empty())
+            .all(|r| r.0[0].ends_with(";__schedule") && !r.0[0].contains('[')),
+        "{stacks:?}"
+    );
+    assert!(rows("read_latency").last().unwrap().1 >= 64);
 }
 
 /// recipes/call-graph-depth.toml, kretprobe-returns.toml,

@@ -7,7 +7,7 @@
 //! * a span (`from` → `to`): each `to` paired with the last `from` of the
 //!   same `match` key (the fields equal on both ends, default
 //!   `common_pid`), as the syscall and block analyses pair them; its
-//!   duration is `to.ts - from.ts`, in µs for the table (each timestamp cut
+//!   duration is `to.ts - from.ts`, in µs for the table (each timestamp rounded
 //!   to whole µs for the power-of-two buckets, as the kernel's
 //!   `common_timestamp.usecs`; min, percentiles and max from the exact
 //!   durations).
@@ -48,6 +48,7 @@ enum Show {
     Syscall,
     Sym,
     Log2,
+    Stack,
 }
 
 /// What a key or value reads on one end.
@@ -56,6 +57,8 @@ enum Source {
     Field(String),
     CommonPid,
     Cpu,
+    /// The kernel stack recorded after the event (`ftrace:kernel_stack`).
+    Stack,
 }
 
 /// One compiled `by` item.
@@ -72,6 +75,8 @@ enum Part {
     Int(i64),
     UInt(u64),
     Text(Box<[u8]>),
+    /// A kernel stack's return addresses, innermost first.
+    Stack(Box<[u64]>),
 }
 
 impl Part {
@@ -79,7 +84,7 @@ impl Part {
         match self {
             Part::Int(v) => Some(*v),
             Part::UInt(v) => Some(*v as i64),
-            Part::Text(_) => None,
+            Part::Text(_) | Part::Stack(_) => None,
         }
     }
 }
@@ -147,6 +152,8 @@ enum Read {
     Field(tracedat::Field),
     CommonPid,
     Cpu,
+    /// Filled in from the record that follows (see `Compiled::stack`).
+    Stack,
 }
 
 impl Read {
@@ -154,6 +161,7 @@ impl Read {
         match s {
             Source::CommonPid => Some(Read::CommonPid),
             Source::Cpu => Some(Read::Cpu),
+            Source::Stack => Some(Read::Stack),
             Source::Field(n) => f.field(n).cloned().map(Read::Field),
         }
     }
@@ -162,6 +170,7 @@ impl Read {
         match self {
             Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
             Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
+            Read::Stack => Some(Part::Stack(Box::default())),
             Read::Field(f) => match f.decode(&ev.data, ev.big_endian)? {
                 FieldValue::Int(v) => Some(Part::Int(v)),
                 FieldValue::UInt(v) => Some(Part::UInt(v)),
@@ -216,10 +225,75 @@ struct Compiled {
     span: bool,
     rows: FxHashMap<Vec<Part>, Acc>,
     open: FxHashMap<Vec<Part>, Open>,
+    /// A `by = ["stack"]` answer's stack key and its records' stacks.
+    stack: Option<StackKey>,
     dropped: u64,
     unpaired: u64,
     untracked: u64,
     undecoded: u64,
+}
+
+/// How a `by = ["stack"]` answer finds each event's stack: the
+/// `ftrace:kernel_stack` record its stacktrace trigger writes right after it
+/// on the same CPU.
+struct StackKey {
+    /// The stack's index in the key.
+    at: usize,
+    /// Per format id: where a kernel_stack's `caller` words start.
+    caller: Vec<Option<usize>>,
+    /// The file's long size (4 or 8) and byte order.
+    word: (usize, bool),
+    /// Per CPU slot and [`context`]: the key and values of an event waiting
+    /// for its stack.
+    pending: Vec<[Option<Pending>; 4]>,
+    /// Events whose next record on their CPU was no kernel stack.
+    missing: u64,
+}
+
+/// The key and values of a `by = ["stack"]` event, waiting for its stack.
+type Pending = (Vec<Part>, Vec<i64>);
+
+/// The context a record was written in, from its `common_flags`: 0 a task,
+/// 1 a softirq, 2 a hard irq, 3 an NMI (TRACE_FLAG_SOFTIRQ, _HARDIRQ, _NMI of
+/// kernel/trace/trace.h). An event's stack is written in its context, so an
+/// interrupt's records landing between the two are told apart.
+fn context(ev: &Event<'_>) -> usize {
+    match ev.data.get(2).copied().unwrap_or(0) {
+        f if f & 0x40 != 0 => 3,
+        f if f & 0x08 != 0 => 2,
+        f if f & 0x10 != 0 => 1,
+        _ => 0,
+    }
+}
+
+/// The most frames of a hist trigger's `stacktrace` key
+/// (kernel/trace/trace_events_hist.c, `HIST_STACKTRACE_DEPTH`).
+const HIST_STACK_DEPTH: usize = 16;
+
+/// Innermost frames of a recorded stack that are ftrace's own code writing
+/// the event (the tracepoint's probe and iterator), which a hist trigger's
+/// `stacktrace` skips: measured on Debian 6.12 in the kernel lab
+/// (`trace_event_raw_event_sched_switch`, `__traceiter_sched_switch`).
+const EVENT_CODE_FRAMES: &[&str] = &[
+    "trace_event_raw_event_",
+    "__traceiter_",
+    "perf_trace_",
+    "ftrace_syscall_",
+];
+
+/// A stack key as both engines show it: the innermost
+/// [`HIST_STACK_DEPTH`] frames past ftrace's own ([`EVENT_CODE_FRAMES`]),
+/// by function, outermost first, joined by `;`.
+fn show_stack(file: &TraceFile, frames: &[u64]) -> String {
+    let names: Vec<String> = frames
+        .iter()
+        .map(|a| function_name(file, *a))
+        .skip_while(|n| EVENT_CODE_FRAMES.iter().any(|p| n.starts_with(p)))
+        .take(HIST_STACK_DEPTH)
+        .collect();
+    let mut names = names;
+    names.reverse();
+    names.join(";")
 }
 
 fn source(f: &FieldRef) -> Source {
@@ -272,13 +346,20 @@ impl Compiled {
                     });
                     continue;
                 }
-                AnswerBy::Stack => {
+                AnswerBy::Stack if span => {
                     return Err(err(
-                        "`by = [\"stack\"]` is computed by the kernel engine only; over trace.dat \
-                         key by a field, common_comm, common_pid or cpu (the recorded stacks are \
-                         in the `stacks` section)"
+                        "`by = [\"stack\"]` is a one-event answer's: the stack of a span's `to` \
+                         event is not the span's"
                             .into(),
                     ));
+                }
+                AnswerBy::Stack => {
+                    keys.push(KeySpec {
+                        from: false,
+                        source: Source::Stack,
+                        show: Show::Stack,
+                    });
+                    continue;
                 }
                 AnswerBy::Field(f) => (Some(f), Show::Plain),
                 AnswerBy::Errno(f) => (Some(f), Show::Errno),
@@ -393,6 +474,21 @@ impl Compiled {
         };
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
         let mut roles: Vec<Option<Role>> = vec![None; max_id + 1];
+        let stack = (keys.iter().position(|k| k.source == Source::Stack)).map(|at| {
+            let mut caller = vec![None; max_id + 1];
+            for f in file.formats() {
+                if f.system == "ftrace" && f.name == "kernel_stack" {
+                    caller[f.id as usize] = f.field("caller").map(|c| c.offset);
+                }
+            }
+            StackKey {
+                at,
+                caller,
+                word: (usize::from(file.long_size()).clamp(4, 8), file.big_endian()),
+                pending: Vec::new(),
+                missing: 0,
+            }
+        });
         let where_text = a.filter.as_deref().map(errno_numbers);
         let mut found = (false, opens.is_none());
         for f in file.formats() {
@@ -440,6 +536,7 @@ impl Compiled {
             span,
             rows: FxHashMap::default(),
             open: FxHashMap::default(),
+            stack,
             dropped: 0,
             unpaired: 0,
             untracked: 0,
@@ -449,6 +546,21 @@ impl Compiled {
 
     fn add(&mut self, at: &At<'_, '_>, learned: &Comms) {
         let ev = at.ev;
+        if let Some(st) = &mut self.stack
+            && let Some((mut key, vs)) =
+                (st.pending.get_mut(at.cpu)).and_then(|p| p[context(ev)].take())
+        {
+            match st.caller.get(usize::from(ev.format.id)).copied().flatten() {
+                Some(from) => {
+                    let (long, big) = st.word;
+                    let frames = super::stacks::stack_frames(&ev.data, from, long, big);
+                    key[st.at] = Part::Stack(frames.into());
+                    self.count(key, &vs, None);
+                    return;
+                }
+                None => st.missing += 1,
+            }
+        }
         let Some(Some(role)) = self.roles.get(usize::from(ev.format.id)) else {
             return;
         };
@@ -529,16 +641,30 @@ impl Compiled {
                     cpu: ev.cpu,
                 };
                 let span = opened.map(|(start, ..)| {
-                    let us = (ev.ts / 1000).saturating_sub(start / 1000);
+                    let us = usecs(ev.ts).saturating_sub(usecs(start));
                     (ev.ts.saturating_sub(start), us, seen)
                 });
-                let n = self.rows.len();
-                match self.rows.get_mut(&key) {
-                    Some(acc) => acc.add(&vs, span),
-                    None if n < MAX_KEYS => self.rows.entry(key).or_default().add(&vs, span),
-                    None => self.dropped += 1,
+                match &mut self.stack {
+                    // The key is complete with the stack recorded next on this CPU.
+                    Some(st) => {
+                        if at.cpu >= st.pending.len() {
+                            st.pending.resize_with(at.cpu + 1, Default::default);
+                        }
+                        st.pending[at.cpu][context(ev)] = Some((key, vs));
+                    }
+                    None => self.count(key, &vs, span),
                 }
             }
+        }
+    }
+
+    /// Counts one record (or span) in the row of `key`.
+    fn count(&mut self, key: Vec<Part>, vs: &[i64], span: Option<(u64, u64, Seen)>) {
+        let n = self.rows.len();
+        match self.rows.get_mut(&key) {
+            Some(acc) => acc.add(vs, span),
+            None if n < MAX_KEYS => self.rows.entry(key).or_default().add(vs, span),
+            None => self.dropped += 1,
         }
     }
 
@@ -546,6 +672,7 @@ impl Compiled {
         let table = SyscallTable::of(cx.file);
         let show = |k: &KeySpec, p: &Part| -> String {
             match (k.show, p) {
+                (_, Part::Stack(frames)) => show_stack(cx.file, frames),
                 (Show::Comm, p) => cx.comm(p.int().unwrap_or(-1) as i32),
                 (_, Part::Text(t)) => String::from_utf8_lossy(t).into_owned(),
                 (Show::Errno, p) => match p.int().unwrap_or(0) {
@@ -555,8 +682,8 @@ impl Compiled {
                 (Show::Syscall, p) => table.name(p.int().unwrap_or(-1)),
                 (Show::Sym, p) => function_name(cx.file, p.int().unwrap_or(0) as u64),
                 (Show::Log2, p) => format!("2^{}", log2_bucket(p.int().unwrap_or(0) as u64)),
-                (Show::Plain, Part::Int(v)) => v.to_string(),
-                (Show::Plain, Part::UInt(v)) => v.to_string(),
+                (Show::Plain | Show::Stack, Part::Int(v)) => v.to_string(),
+                (Show::Plain | Show::Stack, Part::UInt(v)) => v.to_string(),
             }
         };
         // Rows whose shown keys are equal (two pids of one comm) are one row.
@@ -588,6 +715,14 @@ impl Compiled {
             notes.push(format!(
                 "{} `from` events were not followed ({MAX_OPEN} spans open at once)",
                 self.untracked
+            ));
+        }
+        let no_stack = (self.stack.as_ref()).map_or(0, |s| {
+            s.missing + s.pending.iter().flatten().flatten().count() as u64
+        });
+        if no_stack > 0 {
+            notes.push(format!(
+                "{no_stack} events had no kernel stack recorded after them and were not counted (record the event with `stacktrace = true`)"
             ));
         }
         if self.undecoded > 0 {
@@ -634,6 +769,13 @@ impl Compiled {
     }
 }
 
+/// A timestamp of `ns` nanoseconds in whole microseconds as a hist trigger's
+/// `common_timestamp.usecs` gives it: rounded to the nearest
+/// (kernel/trace/trace.c, `ns2usecs`).
+fn usecs(ns: u64) -> u64 {
+    ns.saturating_add(500) / 1000
+}
+
 /// The `latency` cell of a row: exact min, percentiles and max (µs), the
 /// whole-µs power-of-two buckets and total.
 fn latency_cell(acc: &Acc) -> Cell {
@@ -664,6 +806,9 @@ fn latency_cell(acc: &Acc) -> Cell {
 /// formats allow ([`check_answers`] says why the others cannot be).
 pub(super) struct Answers {
     answers: Vec<Compiled>,
+    /// Whether an answer keys by stack, and so sees every record (the
+    /// stack follows its event).
+    stacks: bool,
 }
 
 impl Pass for Answers {
@@ -671,12 +816,17 @@ impl Pass for Answers {
         let answers: Vec<Compiled> = (sel.answers().iter())
             .filter_map(|a| Compiled::new(file, a).ok())
             .collect();
-        (!answers.is_empty()).then_some(Answers { answers })
+        let stacks = answers.iter().any(|a| a.stack.is_some());
+        (!answers.is_empty()).then_some(Answers { answers, stacks })
     }
 
     fn handles(&self, id: u16) -> bool {
         let id = usize::from(id);
-        (self.answers.iter()).any(|a| a.roles.get(id).is_some_and(Option::is_some))
+        self.stacks || (self.answers.iter()).any(|a| a.roles.get(id).is_some_and(Option::is_some))
+    }
+
+    fn sees_unknown(&self) -> bool {
+        self.stacks
     }
 
     #[inline]

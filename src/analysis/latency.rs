@@ -368,8 +368,8 @@ impl RawIds {
 /// prints it), from the `syscalls` crate's copies of the kernel's tables.
 /// A 32-bit task on a 64-bit kernel uses the compat table, which this does
 /// not know: its ids are named from the 64-bit table.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum SyscallTable {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyscallTable {
     X86_64,
     X86,
     Aarch64,
@@ -383,6 +383,11 @@ impl SyscallTable {
             .uname()
             .and_then(|u| u.split_whitespace().last())
             .unwrap_or("");
+        SyscallTable::of_machine(machine)
+    }
+
+    /// The table of `machine` (`uname -m`: `x86_64`, `aarch64`, ...).
+    pub(crate) fn of_machine(machine: &str) -> SyscallTable {
         match machine {
             "x86_64" | "amd64" => SyscallTable::X86_64,
             "i386" | "i486" | "i586" | "i686" | "x86" => SyscallTable::X86,
@@ -393,7 +398,7 @@ impl SyscallTable {
     }
 
     /// The syscall's name, else `NR n`.
-    pub(super) fn name(self, nr: i64) -> String {
+    pub(crate) fn name(self, nr: i64) -> String {
         let name = usize::try_from(nr).ok().and_then(|n| match self {
             SyscallTable::X86_64 => syscalls::x86_64::Sysno::new(n).map(|s| s.name()),
             SyscallTable::X86 => syscalls::x86::Sysno::new(n).map(|s| s.name()),

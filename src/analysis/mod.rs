@@ -59,7 +59,7 @@ pub(crate) use errno::Errno;
 pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
-pub(crate) use latency::{LatencyGroup, LatencyReport};
+pub(crate) use latency::{LatencyGroup, LatencyReport, SyscallTable};
 pub(crate) use markers::Markers;
 #[cfg(test)]
 pub(crate) use noise::tests::osnoise_timerlat_trace;
@@ -720,6 +720,117 @@ mod tests {
         assert!(
             errors.row((21, 0)).is_none(),
             "no room for a sys_exit_X either"
+        );
+    }
+
+    /// `by = ["stack"]` over a file of switches, each followed by the
+    /// kernel_stack its stacktrace trigger wrote: keyed as the kernel's hist
+    /// `stacktrace` prints it (ftrace's own frames skipped, the innermost 16
+    /// kept, by function, outermost first), past an interrupt's record in
+    /// between; a switch with no stack after it is not counted, and said.
+    #[test]
+    fn answers_key_by_the_kernel_stack_after_the_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = 0xffff_ffff_8100_0000u64;
+        // Functions 0..=4: ftrace's two, __schedule, schedule, do_nanosleep;
+        // 5..=22: f0 (innermost) .. f17 of a deep stack.
+        let mut names: Vec<String> = [
+            "trace_event_raw_event_sched_switch",
+            "__traceiter_sched_switch",
+            "__schedule",
+            "schedule",
+            "do_nanosleep",
+        ]
+        .map(String::from)
+        .to_vec();
+        names.extend((0..18).map(|i| format!("f{i}")));
+        let at = |i: usize, off: u64| base + 0x100 * i as u64 + off;
+        let kallsyms: String = (names.iter().enumerate())
+            .map(|(i, n)| format!("{:016x} T {n}\n", at(i, 0)))
+            .collect();
+        let switch = |pid: i32| payload(40, pid, &[pid as u64]);
+        let stack = |frames: &[u64]| {
+            let mut w = vec![frames.len() as u64];
+            w.extend(frames);
+            payload(12, 0, &w)
+        };
+        let short =
+            |off: u64| stack(&[at(0, 0x10), at(1, 0x8), at(2, off), at(3, 0x4), at(4, 0x8)]);
+        let deep: Vec<u64> = (0..23).map(|i| at(i, 0x4)).collect();
+        // A hard irq's record between a switch and its stack (the stack is
+        // written in the switch's context): the stack is still the switch's.
+        let mut irq = payload(41, 7, &[0]);
+        irq[2] = 0x08;
+        let events = vec![
+            (1_000, switch(7)),
+            (0, irq),
+            (0, short(0x20)),
+            (1_000, switch(8)),
+            // Another call site in __schedule: the same functions, the same row.
+            (0, short(0x40)),
+            (1_000, switch(9)),
+            (1_000, switch(10)),
+            (0, stack(&deep)),
+        ];
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let meta = CaptureMeta {
+            ftrace_formats: vec![format(
+                "kernel_stack",
+                12,
+                "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n",
+            )],
+            kallsyms: kallsyms.into_bytes(),
+            ..meta(
+                vec![(
+                    "sched".into(),
+                    vec![
+                        format(
+                            "sched_switch",
+                            40,
+                            "\tfield:long prev_pid;\toffset:8;\tsize:8;\tsigned:1;\n",
+                        ),
+                        format(
+                            "irq_like",
+                            41,
+                            "\tfield:long irq;\toffset:8;\tsize:8;\tsigned:1;\n",
+                        ),
+                    ],
+                )],
+                b"",
+                1,
+            )
+        };
+        let file = one_cpu_file(dir.path(), &meta, raw);
+        let text =
+            "[[answer]]\nname = \"stacks\"\nevent = \"sched:sched_switch\"\nby = [\"stack\"]\n";
+        let answers = parse_answers(std::path::Path::new("a.toml"), text).unwrap();
+        assert!(check_answers(&file, &answers).is_empty());
+        let a = analyze(&file, &Selection::for_file(&file).with_answers(answers)).unwrap();
+        let t = &a.answers[0].1;
+        let rows: Vec<(String, u64)> = (t.rows.iter())
+            .map(|r| (r.keys[0].clone(), r.count))
+            .collect();
+        // 16 frames: __schedule, schedule, do_nanosleep and f0..=f12.
+        let deep_key: Vec<String> = (0..13).rev().map(|i| format!("f{i}")).collect();
+        let deep_key = format!("{};do_nanosleep;schedule;__schedule", deep_key.join(";"));
+        assert_eq!(
+            rows,
+            [
+                ("do_nanosleep;schedule;__schedule".to_string(), 2),
+                (deep_key, 1)
+            ]
+        );
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.starts_with("1 events had no kernel stack")),
+            "{:?}",
+            t.notes
         );
     }
 

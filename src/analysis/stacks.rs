@@ -289,7 +289,7 @@ fn read_word(b: &[u8], big: bool) -> u64 {
 
 /// The addresses of a kernel_stack record: words from `at` to the end of the
 /// record, up to the first all-ones word, zeros skipped.
-fn stack_frames(data: &[u8], at: usize, long: usize, big: bool) -> Vec<u64> {
+pub(super) fn stack_frames(data: &[u8], at: usize, long: usize, big: bool) -> Vec<u64> {
     let end_marker = if long == 8 {
         u64::MAX
     } else {

@@ -37,6 +37,7 @@
 use tracedat::{EventFormat, Field};
 
 use super::{AnswerRow, AnswerTable, Bucket, Cell, EngineUsed, Latency, TableBuilder, TableHead};
+use crate::analysis::SyscallTable;
 use crate::kernel::KernelFacts;
 use crate::recipe::{Answer, AnswerBy, AnswerValue, FieldRef, SortKey};
 use crate::validate::{field_of, is_string_field};
@@ -62,13 +63,16 @@ enum Decode {
     Text,
     /// `errno(F)`: signed; negative values by their errno name.
     Errno,
-    /// `F.syscall` → the name without `sys_`.
-    Syscall,
-    /// `F.sym` → the symbol without its address.
+    /// `F.syscall` → the name the trace engine gives the number in brackets
+    /// (the ABI's table of the kernel's machine: `sendfile` where the kernel
+    /// prints `sys_sendfile64`), else the kernel's name without `sys_`.
+    Syscall(SyscallTable),
+    /// `F.sym` → the symbol without its address and module.
     Sym,
     /// `F.log2` → `2^k`.
     Log2,
-    /// `stacktrace` → frames outermost first, joined by `;`, without offsets.
+    /// `stacktrace` → frames outermost first, joined by `;`, without offsets
+    /// and modules.
     Stack,
 }
 
@@ -414,26 +418,38 @@ fn decode(how: &Decode, raw: &str) -> String {
             Some(n) => n.to_string(),
             None => raw.to_string(),
         },
-        Decode::Syscall => {
+        Decode::Syscall(table) => {
             // `sys_read                      [  0]`.
             let (name, nr) = match raw.rsplit_once('[') {
                 Some((n, nr)) => (n.trim(), nr.trim_end_matches(']').trim()),
                 None => (raw, ""),
             };
-            match name.strip_prefix("sys_") {
-                Some(n) if !n.is_empty() => n.to_string(),
+            match (
+                nr.parse::<i64>().map(|n| table.name(n)),
+                name.strip_prefix("sys_"),
+            ) {
+                (Ok(known), _) if !known.starts_with("NR ") => known,
+                (_, Some(n)) if !n.is_empty() => n.to_string(),
                 _ => format!("NR {nr}"),
             }
         }
+        // `[ffffffffc0a1b2c0] p9_fcall_init [9pnet]`: the name, without the
+        // module the kernel prints after it.
         Decode::Sym => match raw.split_once(']') {
-            Some((_, sym)) if !sym.trim().is_empty() => sym.trim().to_string(),
+            Some((_, sym)) if !sym.trim().is_empty() => sym
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string(),
             Some((addr, _)) => addr.trim_start_matches('[').to_string(),
             None => raw.to_string(),
         },
         Decode::Log2 => raw.trim_start_matches('~').trim().to_string(),
         Decode::Stack => {
+            // `p9_client_rpc+0x156/0x410 [9pnet]`: a frame, then its module.
             let mut frames: Vec<&str> = raw
                 .split_whitespace()
+                .filter(|f| !f.starts_with('['))
                 .map(|f| f.split('+').next().unwrap_or(f))
                 .filter(|f| !f.is_empty())
                 .collect();
@@ -573,7 +589,10 @@ pub(crate) fn compile(
                 let (name, field) = carry(f)?;
                 let (modifier, decode) = match item {
                     AnswerBy::Errno(_) => ("", Decode::Errno),
-                    AnswerBy::Syscall(_) => (".syscall", Decode::Syscall),
+                    AnswerBy::Syscall(_) => (
+                        ".syscall",
+                        Decode::Syscall(SyscallTable::of_machine(&facts.arch)),
+                    ),
                     AnswerBy::Sym(_) => (".sym", Decode::Sym),
                     AnswerBy::Log2(_) => (".log2", Decode::Log2),
                     _ if is_string_field(field) => ("", Decode::Text),
@@ -900,10 +919,9 @@ event = "sched:sched_switch"
 by = ["prev_comm", "next_comm", "prev_state", "cpu"]
 
 [[answer]]
-name = "span_stack"
-from = "syscalls:sys_enter_read"
-to = "syscalls:sys_exit_read"
-by = ["stack"]
+name = "stack_keys"
+event = "syscalls:sys_exit_read"
+by = ["stack", "common_comm", "cpu", "ret"]
 "#,
             &facts("debian-6.12"),
         );
@@ -918,7 +936,7 @@ by = ["stack"]
             "{}",
             why("four_keys")
         );
-        assert!(why("span_stack").contains("`stack` of a span"));
+        assert!(why("stack_keys").contains("at most 3 keys"));
         // The stack answer records its events with stacks.
         assert!(
             v.events
@@ -1059,6 +1077,32 @@ by = ["pid", "prio"]
             decode(&Decode::Sym, "[ffffffffb787c3f0]"),
             "ffffffffb787c3f0"
         );
+        // As Debian 6.12 printed them in the kernel lab: a module's function
+        // with its module after it, in a `.sym` key and in a stack.
+        assert_eq!(
+            decode(&Decode::Sym, "[ffffffffc06e1234] p9_fcall_init [9pnet]   "),
+            "p9_fcall_init"
+        );
+        assert_eq!(
+            decode(
+                &Decode::Stack,
+                "__schedule+0x5bc/0xbf0 p9_client_rpc+0x156/0x410 [9pnet] vfs_write+0x28f/0x460"
+            ),
+            "vfs_write;p9_client_rpc;__schedule"
+        );
+        // `.syscall` names from the ABI's table, as the trace engine does:
+        // the kernel prints its function's name (sys_sendfile64) for NR 40.
+        let x86 = Decode::Syscall(SyscallTable::of_machine("x86_64"));
+        assert_eq!(
+            decode(&x86, "sys_sendfile64                [ 40]"),
+            "sendfile"
+        );
+        assert_eq!(
+            decode(&x86, "unknown_syscall               [999]"),
+            "NR 999"
+        );
+        let unknown = Decode::Syscall(SyscallTable::of_machine("riscv64"));
+        assert_eq!(decode(&unknown, "sys_read [63]"), "read");
         assert_eq!(decode(&Decode::Log2, "~ 2^12 "), "2^12");
         assert_eq!(
             decode(

@@ -10,16 +10,20 @@
 //! - Keys are display strings, one per `by` item, written the same way by both
 //!   engines: strings as they are; numbers in decimal, signed as the field is;
 //!   `errno(F)` the errno name of a negative value (`-ENOENT`) and the number
-//!   otherwise; `syscall(F)` the syscall's name (`read`), `NR n` when unknown;
-//!   `sym(F)` the function's name without offset; `log2(F)` the power-of-two
+//!   otherwise; `syscall(F)` the syscall's name in the ABI's table of the
+//!   kernel's machine (`read`; `sendfile` where the kernel's function is
+//!   `sys_sendfile64`), `NR n` when unknown; `sym(F)` the function's name
+//!   without offset or module; `log2(F)` the power-of-two
 //!   bucket as `2^k` (values in `(2^(k-1), 2^k]`, the kernel's `.log2`:
 //!   `ilog2(roundup_pow_of_two(v))`); `common_comm` the task's name;
-//!   `common_pid` and `cpu` decimal; `stack` the frames joined by `;`, outermost
-//!   first (as stacks.folded).
+//!   `common_pid` and `cpu` decimal; `stack` the frames by function, joined
+//!   by `;`, outermost first (as stacks.folded), at most the innermost 16 (a
+//!   hist key's) past ftrace's own frames.
 //! - Latencies are microseconds: the kernel measures a span as the
 //!   difference of the two events' `common_timestamp.usecs` (each timestamp
-//!   cut to whole microseconds), and its histogram buckets are the `.log2` of
-//!   that; the trace engine buckets alike so that both histograms are equal.
+//!   rounded to whole microseconds, `ns2usecs`), and its histogram buckets
+//!   are the `.log2` of that; the trace engine buckets alike so that both
+//!   histograms are equal.
 
 pub(crate) mod kernel;
 

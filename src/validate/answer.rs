@@ -106,9 +106,12 @@ pub(super) fn resolve_answers(
         };
         let trace_dat = r.output.trace_dat.unwrap_or(true);
         if engine == EngineUsed::Trace || trace_dat {
-            let stack = engine == EngineUsed::Trace && a.by.contains(&AnswerBy::Stack);
+            // Stacks recorded for a kernel answer too, so that trace.dat can
+            // answer again (`report --answer`); required only of the trace engine.
+            let stack = a.by.contains(&AnswerBy::Stack);
+            let need = stack && engine == EngineUsed::Trace;
             for (name, _, _) in ends.from.iter().chain([&ends.subject]) {
-                record_event(cx, i, a, name, stack, rec);
+                record_event(cx, i, a, name, (stack, need), rec);
             }
         }
         let event_filters = ends
@@ -356,6 +359,13 @@ fn check_items(cx: &mut Ctx<'_>, i: usize, a: &Answer, ends: &Ends, values: &[An
         if let Some(f) = by.field() {
             check_field_ref(cx, span.clone(), ends, f, numeric);
         }
+        if *by == AnswerBy::Stack && ends.from.is_some() {
+            cx.recipe(
+                span.clone(),
+                "`stack` keys one event by the kernel stack it was hit with; a span has two events",
+                Some("answer `event = \"...\"` with `by = [\"stack\"]` for either end".into()),
+            );
+        }
         if a.by[..j].contains(by) {
             cx.recipe(span, format!("`{by}` is in `by` twice"), None);
         }
@@ -544,14 +554,14 @@ fn is_probe_event(name: &str, p: &super::ResolvedProbe) -> bool {
 }
 
 /// Adds event `name` of answer `i` to the run's events when no entry records
-/// it yet (a probe always is); refuses a `stack` answer on an event recorded
-/// without stacks.
+/// it yet (a probe always is), with its stacks when `stack.0`; refuses an
+/// answer that needs stacks (`stack.1`) on an event recorded without them.
 fn record_event(
     cx: &mut Ctx<'_>,
     i: usize,
     a: &Answer,
     name: &str,
-    stack: bool,
+    (stack, need): (bool, bool),
     rec: &mut Recorded<'_>,
 ) {
     let probe = rec.probes.iter().find(|p| is_probe_event(name, p));
@@ -568,7 +578,7 @@ fn record_event(
             return;
         }
     };
-    if stack && !stacks {
+    if need && !stacks {
         let j = a.by.iter().position(|b| *b == AnswerBy::Stack).unwrap_or(0);
         let at = cx.span(&path!("answer", i, "by", j));
         cx.recipe(
@@ -629,6 +639,13 @@ sort = "max(prev_pid)"
 name = "a"
 from = "sched:sched_waking"
 to = "sched:no_such"
+
+[[answer]]
+name = "b"
+from = "sched:sched_waking"
+to = "sched:sched_wakeup"
+match = ["pid"]
+by = ["stack"]
 "#,
             &facts("debian-6.12"),
         );
@@ -641,6 +658,7 @@ to = "sched:no_such"
             "r.toml:9:8: `sort = \"max(prev_pid)\"` names no value of this answer",
             "r.toml:12:8: answer name `a` is used twice (first at r.toml:4:8)",
             "r.toml:14:6: this kernel has no event `sched:no_such`",
+            "r.toml:21:7: `stack` keys one event by the kernel stack it was hit with; a span has two events",
         ];
         assert_eq!(p, want);
     }

@@ -6,10 +6,11 @@ cd /payload
 mkdir -p /run
 # Arguments: `faults` (also the fault and kill trials), `rt` (also the recipes
 # of lab/rt/, for the PREEMPT_RT kernel's latency tracers), `answers` (also
-# the recipes of recipes/ whose summary's answer needs this kernel).
-faults= rt= answers=
+# the recipes of recipes/ whose summary's answer needs this kernel), `both` (also
+# lab/answers/both.toml: answers computed by both engines; needs null_blk).
+faults= rt= answers= both=
 for a in "$@"; do
-  case "$a" in faults) faults=1 ;; rt) rt=1 ;; answers) answers=1 ;; esac
+  case "$a" in faults) faults=1 ;; rt) rt=1 ;; answers) answers=1 ;; both) both=1 ;; esac
 done
 uname -r > "$KLAB_OUT/release.txt"
 # The kernel's facts first, as freshly booted: the host checks every recipe
@@ -159,6 +160,16 @@ if [ -n "$answers" ]; then
   mkdir -p "$o"
   ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+fi
+# Every answer shape computed by the kernel's hist triggers while the same run
+# records its events (guest.sh both): the host answers them again from
+# trace.dat and compares (lab/answers/both.toml; /dev/nullb0 is null_blk's,
+# loaded for this boot).
+if [ -n "$both" ]; then
+  o="$KLAB_OUT/answers-both"
+  mkdir -p "$o"
+  ./trace-recipe run lab/answers/both.toml -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
