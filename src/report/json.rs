@@ -231,9 +231,14 @@ pub(crate) struct ExpectResult {
     pub(crate) that: String,
     /// Whether it held.
     pub(crate) passed: bool,
-    /// The measured value as text (`12`, `1.250ms`); `null` when the report has no
-    /// such latency group.
+    /// The measured value as text (`12`, `1.250ms`); `null` when the report
+    /// cannot know it (see `missing`).
     pub(crate) actual: Option<String>,
+    /// Why the value is unknown, when it is (`answer `reads` has no row
+    /// `bash``, `no such latency group `syscalls:openat``); the expectation
+    /// then failed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) missing: Option<String>,
 }
 
 /// A comm and its event count.

@@ -10,7 +10,7 @@ mod junit;
 mod text;
 pub(crate) mod tracer;
 
-pub(crate) use expect::{check_all, measure, show};
+pub(crate) use expect::{check_all, lookup, measure, show};
 pub(crate) use html::esc;
 pub use html::render_html;
 pub(crate) use json::{

@@ -4,8 +4,11 @@
 //! of two measurements; `max_latency` only with a tracer that measures one,
 //! `max_stack` only with `[stack]`.
 
+use std::ops::Range;
+
 use super::{Ctx, ResolvedEvent, ResolvedProbe};
-use crate::expr::{Context, Expr, Metric};
+use crate::expr::{CellOf, Context, Expr, LATENCY_ANALYSES, Metric, RowKey};
+use crate::recipe::{AnswerValue, LatencyStat};
 use crate::suggest;
 
 /// One checked expectation.
@@ -35,7 +38,10 @@ pub(super) fn resolve_expectations(
         .collect();
     for (i, e) in cx.loaded.recipe.expect.clone().iter().enumerate() {
         let key = path!("expect", i, "that");
-        let expr = match Expr::parse(&e.that, Context::Expect) {
+        let answers = &cx.loaded.recipe.answer;
+        let parsed = Expr::parse(&e.that, Context::Expect)
+            .and_then(|x| x.with_answers(|n| answers.iter().any(|a| a.name == n)));
+        let expr = match parsed {
             Ok(x) => x,
             Err(err) => {
                 let span = cx.inner_span(&key, &err.span);
@@ -125,6 +131,13 @@ pub(super) fn resolve_expectations(
                 continue;
             }
         }
+        if let Some((span, msg, help)) =
+            Metric::of(&expr).find_map(|(metric, span)| answer_problem(cx, &e.that, metric, span))
+        {
+            let span = cx.inner_span(&key, &span);
+            cx.recipe(span, msg, Some(help));
+            continue;
+        }
         let unrecorded = Metric::of(&expr).find_map(|(metric, span)| match metric {
             Metric::Count(ev) | Metric::Rate(ev) if !recorded.iter().any(|r| r == ev) => {
                 Some((ev, span))
@@ -133,7 +146,17 @@ pub(super) fn resolve_expectations(
         });
         if let Some((ev, span)) = unrecorded {
             let span = cx.inner_span(&key, span);
-            let hint = suggest::did_you_mean(ev, recorded.iter().map(String::as_str), 3);
+            let system = ev.split_once(':').map_or(ev.as_str(), |(s, _)| s);
+            let names = cx.loaded.recipe.answer.iter().map(|a| a.name.as_str());
+            let hint = suggest::did_you_mean(ev, recorded.iter().map(String::as_str), 3)
+                + &suggest::did_you_mean(system, names, 3);
+            let hint = match cx.loaded.recipe.answer.is_empty() {
+                true => hint,
+                false => format!(
+                    "{hint}(an answer's row is `count(NAME:ROW)`, NAME one of: {}) ",
+                    answer_names(cx)
+                ),
+            };
             if ev.starts_with("kprobes:")
                 || ev.starts_with("uprobes:")
                 || cx.facts.events.contains(ev)
@@ -161,4 +184,148 @@ pub(super) fn resolve_expectations(
         });
     }
     out
+}
+
+/// The recipe's answer names, for messages (`none` without one).
+fn answer_names(cx: &Ctx<'_>) -> String {
+    let names: Vec<&str> = cx
+        .loaded
+        .recipe
+        .answer
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    match names.is_empty() {
+        true => "none".into(),
+        false => names.join(", "),
+    }
+}
+
+/// What is wrong with `metric`, a cell of an answer (`span` its argument in
+/// `that`): an answer the recipe does not declare, a value it does not
+/// compute, a row of more or fewer keys than its `by`. The place (in `that`),
+/// message and help.
+fn answer_problem(
+    cx: &Ctx<'_>,
+    that: &str,
+    metric: &Metric,
+    span: &Range<usize>,
+) -> Option<(Range<usize>, String, String)> {
+    let Metric::Answer(cell) = metric else {
+        return None;
+    };
+    let name = &cell.answer;
+    let name_span = span.start..span.start + name.len();
+    let row_span = that[span.clone()]
+        .find(':')
+        .map_or(span.clone(), |k| span.start + k + 1..span.end);
+    let Some(answer) = cx.loaded.recipe.answer.iter().find(|a| a.name == *name) else {
+        let candidates = cx
+            .loaded
+            .recipe
+            .answer
+            .iter()
+            .map(|a| a.name.as_str())
+            .chain(LATENCY_ANALYSES.iter().copied());
+        let latency = matches!(cell.of, CellOf::Latency(_));
+        return Some((
+            name_span,
+            match latency {
+                true => format!("no answer or latency analysis `{name}`"),
+                false => format!("the recipe declares no answer `{name}`"),
+            },
+            format!(
+                "{}the recipe's answers: {}{}",
+                suggest::did_you_mean(name, candidates, 3),
+                answer_names(cx),
+                match latency {
+                    true => format!("; latency analyses: {}", LATENCY_ANALYSES.join(", ")),
+                    false => String::new(),
+                }
+            ),
+        ));
+    };
+    let values = answer.values_or_default();
+    let listed: Vec<String> = values.iter().map(ToString::to_string).collect();
+    let computes = match &cell.of {
+        CellOf::Count => true,
+        CellOf::Value(v) => values.contains(v),
+        CellOf::Latency(_) | CellOf::Mean => values.contains(&AnswerValue::Latency),
+    };
+    if !computes {
+        let want = cell.of.name();
+        let mut forms: Vec<CellOf> = vec![CellOf::Count];
+        for v in &values {
+            match v {
+                AnswerValue::Count => {}
+                AnswerValue::Latency => forms.extend(
+                    LatencyStat::ALL
+                        .iter()
+                        .map(|(s, _)| CellOf::Latency(*s))
+                        .chain([CellOf::Mean]),
+                ),
+                other => forms.push(CellOf::Value(other.clone())),
+            }
+        }
+        let names: Vec<String> = forms.iter().map(CellOf::name).collect();
+        let what = match &cell.of {
+            CellOf::Value(_) => format!("`{want}`"),
+            _ => format!(
+                "latency (`{want}` reads its `latency` value, and it is {})",
+                match answer.is_span() {
+                    true => "a span without it",
+                    false => "one event, not a span",
+                }
+            ),
+        };
+        return Some((
+            span.clone(),
+            format!(
+                "answer `{name}` computes no {what}; its values: {}",
+                listed.join(", ")
+            ),
+            format!(
+                "{}an expectation on it may read: {}",
+                suggest::did_you_mean(&want, names.iter().map(String::as_str), 3),
+                forms
+                    .iter()
+                    .map(|f| format!("`{}`", f.call(name, "ROW")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    if let RowKey::Keys(keys) = &cell.row
+        && keys.len() != answer.by.len()
+    {
+        let by: Vec<String> = answer.by.iter().map(ToString::to_string).collect();
+        let example = match by.is_empty() {
+            true => "(all)".to_string(),
+            false => by
+                .iter()
+                .map(|b| b.to_uppercase())
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        return Some((
+            row_span,
+            format!(
+                "answer `{name}` has {} key{} per row ({}), and `{}` gives {}",
+                by.len(),
+                if by.len() == 1 { "" } else { "s" },
+                if by.is_empty() {
+                    "none: its one row is `(all)`".to_string()
+                } else {
+                    by.join(", ")
+                },
+                cell.row,
+                keys.len()
+            ),
+            format!(
+                "write the row's keys in the order of `by`, joined by `,` (`{}`), or `(all)` for every row, `(other)` for the rows past `top`",
+                cell.of.call(name, &example),
+            ),
+        ));
+    }
+    None
 }
