@@ -209,7 +209,9 @@ impl RowKey {
             "(all)" => return Ok(RowKey::All),
             "(other)" => return Ok(RowKey::Other),
             "" => {
-                return Err("the row key is empty: write its keys joined by `,`, or `(all)`".into());
+                return Err(
+                    "the row key is empty: write its keys joined by `,`, or `(all)`".into(),
+                );
             }
             _ => {}
         }

@@ -37,7 +37,7 @@ fn check_places_each_bad_expectation_at_its_line_and_column() {
         format!("{p}:5:15: error (recipe): the recipe does not record `sched:sched_switch`"),
         format!("{p}:7:32: error (recipe): expectation: `2` needs a unit"),
         format!("{p}:9:44: error (recipe): expectation: the unit `ms` does not fit a count"),
-        format!("{p}:11:13: error (recipe): expectation: no latency analysis `nosuch`"),
+        format!("{p}:11:13: error (recipe): no answer or latency analysis `nosuch`"),
         format!("{p}:13:21: error (recipe): expectation: expected a comparison"),
         format!("{p}:15:15: error (this kernel): this kernel has no event `sched:nosuch_event`"),
         // The right side of a comparison of two measurements is checked as the left.
@@ -50,6 +50,224 @@ fn check_places_each_bad_expectation_at_its_line_and_column() {
     }
     assert!(out.contains("8 problems found"), "{out}");
     let _ = repo();
+}
+
+/// A recipe of two answers on openat (a one-event count by comm and a span by
+/// comm and result with its latency and `sum(ret)`).
+const ANSWERS: &str = r#"name = "expect-answers"
+[[events]]
+name = "syscalls:sys_enter_openat"
+[[events]]
+name = "syscalls:sys_exit_openat"
+[[answer]]
+name = "missing"
+event = "syscalls:sys_exit_openat"
+by = ["common_comm"]
+where = "ret == -ENOENT"
+[[answer]]
+name = "opens"
+from = "syscalls:sys_enter_openat"
+to = "syscalls:sys_exit_openat"
+by = ["common_comm", "ret"]
+values = ["count", "latency", "sum(ret)"]
+"#;
+
+/// `check` refuses an expectation on an answer the recipe does not declare,
+/// a value it does not compute, or a row of more or fewer keys than its `by`,
+/// each at its place with what there is; the forms that fit pass.
+#[test]
+fn check_refuses_an_answers_cell_the_recipe_cannot_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let expect = |that: &[&str]| -> String {
+        that.iter()
+            .map(|t| format!("[[expect]]\nthat = '{t}'\n"))
+            .collect()
+    };
+    let good = expect(&[
+        "count(missing:sh) >= 7",
+        "p99(opens:sh,-2) < 5ms",
+        "mean(opens:(all)) < 1s",
+        "total(opens:(other)) < 1s",
+        "sum(opens.ret:sh,-2) <= 0",
+        r#"count(opens:"Web Content",0) == 0"#,
+        "count(missing:(all)) >= count(opens:(all))",
+    ]);
+    let r = write_recipe(dir.path(), "good.toml", &format!("{ANSWERS}{good}"));
+    let o = trace_recipe(&["check", r.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+
+    let bad = expect(&[
+        "p99(missng:sh) < 5ms",
+        "p99(missing:sh) < 5ms",
+        "sum(opens.rt:sh,0) < 1",
+        "count(opens:sh) > 1",
+        "count(misssing:sh) > 1",
+        "p99(opens:(all)) < 2 * p50(mising:sh)",
+    ]);
+    let r = write_recipe(dir.path(), "bad.toml", &format!("{ANSWERS}{bad}"));
+    let o = trace_recipe(&["check", r.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let p = r.display();
+    for want in [
+        format!("{p}:18:13: error (recipe): no answer or latency analysis `missng`"),
+        "did you mean `missing`? the recipe's answers: missing, opens; latency analyses: syscalls,".into(),
+        format!("{p}:20:13: error (recipe): answer `missing` computes no latency (`p99` reads its `latency` value, and it is one event, not a span); its values: count"),
+        "an expectation on it may read: `count(missing:ROW)`".into(),
+        format!("{p}:22:13: error (recipe): answer `opens` computes no `sum(rt)`; its values: count, latency, sum(ret)"),
+        "did you mean `sum(ret)`?".into(),
+        format!("{p}:24:21: error (recipe): answer `opens` has 2 keys per row (common_comm, ret), and `sh` gives 1"),
+        "(`count(opens:COMMON_COMM,RET)`), or `(all)` for every row, `(other)` for the rows past `top`".into(),
+        format!("{p}:26:15: error (this kernel): this kernel has no event `misssing:sh`"),
+        "did you mean `missing`? (an answer's row is `count(NAME:ROW)`, NAME one of: missing, opens)".into(),
+        format!("{p}:28:36: error (recipe): no answer or latency analysis `mising`"),
+    ] {
+        assert!(out.contains(&want), "missing `{want}` in:\n{out}");
+    }
+    assert!(out.contains("6 problems found"), "{out}");
+}
+
+/// `diff --fail-if` reads an answer's cells from each run's report.json
+/// (here `report --answer` over a checked-in trace.dat of softirqs and irqs):
+/// a row by its keys, `(all)`, `(other)`, a field's value, a latency
+/// statistic; a row that is in neither run is an error naming the rows there
+/// are, never a silent pass.
+#[test]
+fn diff_fail_if_reads_an_answers_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::copy(
+        repo().join("crates/tracedat/tests/corpus/lanhaocoder-langraph-v7.dat"),
+        run.join("trace.dat"),
+    )
+    .unwrap();
+    let answers = write_recipe(
+        dir.path(),
+        "answers.toml",
+        r#"
+[[answer]]
+name = "softirq_time"
+from = "irq:softirq_entry"
+to = "irq:softirq_exit"
+match = ["common_pid", "vec"]
+by = ["vec"]
+
+[[answer]]
+name = "irqs"
+event = "irq:irq_handler_entry"
+by = ["name", "irq"]
+values = ["count", "max(irq)"]
+top = 2
+"#,
+    );
+    let o = trace_recipe(&[
+        "report",
+        run.join("trace.dat").to_str().unwrap(),
+        "--answer",
+        answers.to_str().unwrap(),
+        "--format",
+        "json",
+        "-o",
+        run.join("report.json").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let irqs = &report["answers"]["irqs"];
+    // trace-cmd's listing of this file: 185 irq_handler_entry of irq 19
+    // (enp0s3), 267 in all.
+    assert_eq!(
+        irqs["rows"][0]["keys"],
+        serde_json::json!(["enp0s3", "19"]),
+        "{irqs:#}"
+    );
+    assert_eq!(irqs["rows"][0]["count"], 185, "{irqs:#}");
+    assert_eq!(irqs["total"]["count"], 267, "{irqs:#}");
+    let vec7 = (report["answers"]["softirq_time"]["rows"]
+        .as_array()
+        .unwrap())
+    .iter()
+    .find(|r| r["keys"][0] == "7")
+    .unwrap()["cells"][1]["latency"]
+        .clone();
+    let p99_us = vec7["p99_us"].as_f64().unwrap();
+    let fail_if = |rules: &[String]| {
+        let mut args = vec![
+            "diff".to_string(),
+            run.display().to_string(),
+            run.display().to_string(),
+        ];
+        for r in rules {
+            args.extend(["--fail-if".to_string(), r.clone()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        trace_recipe(&args)
+    };
+    let holding = [
+        "count(irqs:enp0s3,19) == 185".to_string(),
+        "count(irqs:(all)) >= 267".to_string(),
+        "count(irqs:(other)) == 44".to_string(),
+        "max(irqs.irq:vboxguest,20) >= 20".to_string(),
+        format!("p99(softirq_time:7) >= {}ns", (p99_us * 1000.0).floor()),
+        format!("p99(softirq_time:7) <= {}ns", (p99_us * 1000.0).ceil()),
+    ];
+    for rule in &holding {
+        let o = fail_if(std::slice::from_ref(rule));
+        assert_eq!(
+            o.status.code(),
+            Some(6),
+            "{rule}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+    }
+    let not_holding = [
+        "count(irqs:enp0s3,19) != 185",
+        "count(irqs:(other)) > 44",
+        "mean(softirq_time:(all)) > 1s",
+    ]
+    .map(String::from);
+    let o = fail_if(&not_holding);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("ok    count(irqs:enp0s3,19) != 185  (A 185, B 185)"),
+        "{out}"
+    );
+
+    // A row in neither run: exit 2, with the rows there are.
+    let o = fail_if(&["p99(softirq_time:77) > 1ms".into()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("`p99(softirq_time:77)` is in neither run"),
+        "{err}"
+    );
+    assert!(
+        err.contains("answer `softirq_time` has no row `77`; its rows: 1; 7;"),
+        "{err}"
+    );
+    // A row cut by `top` cannot be known.
+    let o = fail_if(&["count(irqs:ata_piix,15) > 1".into()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("summed in `(other)`"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 /// The tests that drive the host's tracefs: each holds the tracefs lock
