@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::analysis::{Selection, analyze};
 use crate::bundle::{BundleError, Opened, resolve_input};
 use crate::expr::{Context, Expr, ExprError, Metric};
-use crate::report::{JsonReport, esc, lookup, measure, show};
+use crate::report::{JsonReport, RunReport, esc, lookup, measure, show};
 
 /// Version of [`DiffReport`]'s layout.
 pub const DIFF_FORMAT_VERSION: u32 = 1;
@@ -95,8 +95,7 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
             false => Ok(None),
         }
     };
-    let report = member("report.json", Kind::Report)?
-        .and_then(|b| crate::untrusted::parse_json::<serde_json::Value>(&b, Kind::Report).ok());
+    let report = member("report.json", Kind::Report)?.and_then(|b| RunReport::parse(&b));
     let file = tracedat::TraceFile::open(&dat).map_err(|source| DiffError::TraceDat {
         path: dat.clone(),
         source,
@@ -108,13 +107,14 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         })?;
     let mut r = JsonReport::new(&file, &analysis, None);
     // The run's own report knows how long it recorded and how it ended.
-    if let Some(j) = &report {
+    if let Some(run) = &report {
+        let j = &run.json;
         r.recipe = j["recipe"].as_str().map(str::to_string);
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
         // What the kernel kept outside the trace (a tracer's max latency, the
         // deepest stack, hist tables) is in report.json only.
-        r.add_run_results(j);
+        r.add_run_results(run);
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)

@@ -137,7 +137,8 @@ fn check_refuses_an_answers_cell_the_recipe_cannot_produce() {
 /// (here `report --answer` over a checked-in trace.dat of softirqs and irqs):
 /// a row by its keys, `(all)`, `(other)`, a field's value, a latency
 /// statistic; a row that is in neither run is an error naming the rows there
-/// are, never a silent pass.
+/// are, never a silent pass. report.json and the summary list the answers in
+/// the order declared.
 #[test]
 fn diff_fail_if_reads_an_answers_cells() {
     let dir = tempfile::tempdir().unwrap();
@@ -154,6 +155,7 @@ fn diff_fail_if_reads_an_answers_cells() {
         r#"
 [[answer]]
 name = "softirq_time"
+question = "How long do softirqs take, per vector?"
 from = "irq:softirq_entry"
 to = "irq:softirq_exit"
 match = ["common_pid", "vec"]
@@ -178,8 +180,31 @@ top = 2
         run.join("report.json").to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    let json = std::fs::read_to_string(run.join("report.json")).unwrap();
+    // `answers` in the order declared (`softirq_time` first), not by name,
+    // and so in the summary.
+    let at = |text: &str, what: &str| {
+        text.find(what)
+            .unwrap_or_else(|| panic!("no {what} in {text}"))
+    };
+    assert!(
+        at(&json, "\"softirq_time\": {") < at(&json, "\"irqs\": {"),
+        "{json}"
+    );
+    let o = trace_recipe(&[
+        "report",
+        run.join("trace.dat").to_str().unwrap(),
+        "--answer",
+        answers.to_str().unwrap(),
+        "--format",
+        "summary",
+    ]);
+    let summary = text(&o.stdout);
+    assert!(
+        at(&summary, "\nHow long do softirqs take, per vector?\n") < at(&summary, "\nirqs\n"),
+        "{summary}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     let irqs = &report["answers"]["irqs"];
     // trace-cmd's listing of this file: 185 irq_handler_entry of irq 19
     // (enp0s3), 267 in all.
