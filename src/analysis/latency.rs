@@ -56,9 +56,10 @@ pub(crate) struct LatencyReport {
     pub(crate) group_by: String,
     /// End records with no start (their start was before the trace or lost).
     pub(crate) unpaired: u64,
-    /// Groups there were in all (only the first 40 by count are listed).
+    /// Groups there were in all (only the first 40 are listed).
     pub(crate) groups_total: usize,
-    /// Groups, most samples first; `(scope)` (the scoped tasks of a run, see
+    /// Groups, most samples first (`syscalls`: most total time first, the
+    /// syscall that cost the most); `(scope)` (the scoped tasks of a run, see
     /// [`Analysis::scoped`](super::Analysis)) and `(all)` lead when present.
     pub(crate) groups: Vec<LatencyGroup>,
     /// `wakeup` and `irq`: the tasks with the longest max (at most 10), longest first.
@@ -104,6 +105,9 @@ pub(crate) struct LatencyGroup {
     pub(crate) min_ns: u64,
     /// Mean.
     pub(crate) mean_ns: u64,
+    /// Every sample summed: the time the group cost in all (saturating).
+    #[serde(default)]
+    pub(crate) total_ns: u64,
     /// Median.
     pub(crate) p50_ns: u64,
     /// 90th percentile.
@@ -131,6 +135,7 @@ impl LatencyGroup {
             count: h.count(),
             min_ns: h.min(),
             mean_ns: h.mean(),
+            total_ns: u64::try_from(h.sum()).unwrap_or(u64::MAX),
             p50_ns: h.quantile(0.5),
             p90_ns: h.quantile(0.9),
             p99_ns: h.quantile(0.99),
@@ -250,11 +255,16 @@ impl Groups {
         let tasks_total = tasks.len();
         let mut v: Vec<(String, Histogram)> = self.names.into_iter().zip(self.hists).collect();
         v.retain(|(_, h)| h.count() > 0);
+        // Which syscall costs the most time is the syscall table's question.
+        let weight = |h: &Histogram| match name {
+            AnalysisName::Syscalls => h.sum(),
+            _ => u128::from(h.count()),
+        };
         v.sort_by(|a, b| {
             let all = |k: &str| k != "(all)";
             all(&a.0)
                 .cmp(&all(&b.0))
-                .then(b.1.count().cmp(&a.1.count()))
+                .then(weight(&b.1).cmp(&weight(&a.1)))
                 .then_with(|| a.0.cmp(&b.0))
         });
         let groups_total = v.len();
