@@ -392,4 +392,61 @@ mod tracefs {
         );
         guard.assert_unchanged();
     }
+
+    /// A run whose recipe has answers and expectations on them: those that
+    /// hold pass with the answer's own numbers; one that does not hold and one
+    /// naming a row the answer does not have fail, the run exits 5 after
+    /// writing everything, and the summary says why the missing row failed.
+    #[test]
+    fn expectations_on_answers_hold_or_fail_with_exit_5() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let body = format!(
+            "{ANSWERS}[[expect]]\nthat = 'count(missing:sh) >= 5'\n[[expect]]\nthat = 'p99(opens:sh,-2) < 10s'\n[[expect]]\nthat = 'count(missing:sh) > 1000'\n[[expect]]\nthat = 'p99(opens:nosuch-comm,-2) < 10s'\n"
+        );
+        let recipe = write_recipe(dir.path(), "answers.toml", &body);
+        let out = dir.path().join("out");
+        let o = trace_recipe(&crate::common::run_args(
+            &recipe,
+            &out,
+            &[],
+            &[
+                "sh",
+                "-c",
+                "for i in 1 2 3 4 5; do true < /nonexistent-trace-recipe-expect; done 2>/dev/null; true",
+            ],
+        ));
+        assert_eq!(o.status.code(), Some(5), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("2 of 4 expectations failed"),
+            "{}",
+            text(&o.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let e = report["expectations"].as_array().unwrap();
+        let passed: Vec<bool> = e.iter().map(|r| r["passed"] == true).collect();
+        assert_eq!(passed, [true, true, false, false], "{e:#?}");
+        // The count is the answer's row, as report.json has it.
+        let rows = report["answers"]["missing"]["rows"].as_array().unwrap();
+        let sh = rows.iter().find(|r| r["keys"][0] == "sh").unwrap();
+        assert!(sh["count"].as_u64() >= Some(5), "{sh:#}");
+        assert_eq!(e[0]["actual"].as_str().unwrap(), sh["count"].to_string());
+        assert_eq!(e[2]["actual"], e[0]["actual"]);
+        assert!(e[3]["actual"].is_null(), "{e:#?}");
+        let why = e[3]["missing"].as_str().unwrap();
+        assert!(
+            why.starts_with("answer `opens` has no row `nosuch-comm,-2`; its rows: "),
+            "{why}"
+        );
+        assert!(why.contains("sh,-2"), "{why}");
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(
+                "FAIL  p99(opens:nosuch-comm,-2) < 10s  (unknown: answer `opens` has no row"
+            ),
+            "{summary}"
+        );
+        guard.assert_unchanged();
+    }
 }

@@ -10,7 +10,8 @@
 //! * `kretprobe`: a kprobe hit (`__probe_ip` = F) then a kretprobe hit
 //!   (`__probe_func` = F) of the same task, nested calls paired innermost first
 //!   (up to 64 deep, and 256 probed functions per task).
-//!   Group: F's symbol.
+//!   Group: F's symbol; for a user function (a uprobe/uretprobe pair: F in
+//!   the user half of the address space), the entry probe's event name.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
 //!   The durations are those function time (`functime`) keeps per function
 //!   address, so the functions past its first 4096 are in no group (they
@@ -327,6 +328,8 @@ pub(super) struct Latencies {
 struct ProbedFunction {
     /// `__probe_ip` of its kprobe (`__probe_func` of its kretprobe).
     func: u64,
+    /// The format id of its entry probe's event (names a user function's group).
+    entry: u16,
     /// Its group, found at its first paired return.
     group: Option<usize>,
     /// Times of its open calls, innermost last.
@@ -678,6 +681,7 @@ impl Pass for Latencies {
                         }
                         None if open.len() < MAX_PROBED_PER_TASK => open.push(ProbedFunction {
                             func: ip,
+                            entry: ev.format.id,
                             group: None,
                             calls: vec![ev.ts],
                         }),
@@ -689,13 +693,12 @@ impl Pass for Latencies {
                 let Some(func) = uint(f, ev) else { return };
                 let open = self.probe_pending.get(slot);
                 let p = open.and_then(|o| o.iter_mut().find(|p| p.func == func));
-                match p.and_then(|p| Some((p.calls.pop()?, &mut p.group))) {
-                    Some((t, group)) => {
+                match p.and_then(|p| Some((p.calls.pop()?, &mut p.group, p.entry))) {
+                    Some((t, group, entry)) => {
                         let g = *group.get_or_insert_with(|| {
-                            *self
-                                .probe_ids
-                                .entry(func)
-                                .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)))
+                            *self.probe_ids.entry(func).or_insert_with(|| {
+                                self.kretprobe.id(&probed_function(file, func, entry))
+                            })
                         });
                         self.kretprobe
                             .add(g, ev.ts.saturating_sub(t), seen(ev), None);
@@ -742,6 +745,18 @@ impl Pass for Latencies {
                 out.latency(cx, name, report, tasks);
             }
         }
+    }
+}
+
+/// The `kretprobe` group of a probed function at `func`: a kernel function's
+/// symbol (through kallsyms), and for an address in the user half (a uprobe's,
+/// which differs from process to process) the name of the entry probe's
+/// event (format id `entry`): `uprobes:work` → `work`, what the recipe calls it.
+fn probed_function(file: &TraceFile, func: u64, entry: u16) -> String {
+    let user = func >> 63 == 0;
+    match file.formats().find(|f| f.id == entry) {
+        Some(f) if user => f.name.clone(),
+        _ => symbolize(file, func),
     }
 }
 

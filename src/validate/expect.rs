@@ -131,9 +131,10 @@ pub(super) fn resolve_expectations(
                 continue;
             }
         }
-        if let Some((span, msg, help)) =
-            Metric::of(&expr).find_map(|(metric, span)| answer_problem(cx, &e.that, metric, span))
-        {
+        if let Some((span, msg, help)) = Metric::of(&expr).find_map(|(metric, span)| {
+            answer_problem(cx, &e.that, metric, span)
+                .or_else(|| latency_problem(cx, &recorded, metric, span))
+        }) {
             let span = cx.inner_span(&key, &span);
             cx.recipe(span, msg, Some(help));
             continue;
@@ -184,6 +185,108 @@ pub(super) fn resolve_expectations(
         });
     }
     out
+}
+
+/// What is wrong with `metric`, a `syscalls` or `kretprobe` latency group
+/// (`span` its argument), when the recipe cannot produce that group: a
+/// syscall whose enter and exit it does not record (any with
+/// `raw_syscalls`), a function it does not probe on entry and return (a
+/// kernel function by its name, a uprobe pair by its entry event's name, as
+/// the `kretprobe` analysis names its groups). The place, message and help.
+fn latency_problem(
+    cx: &Ctx<'_>,
+    recorded: &[String],
+    metric: &Metric,
+    span: &Range<usize>,
+) -> Option<(Range<usize>, String, String)> {
+    let Metric::Latency { analysis, key, .. } = metric else {
+        return None;
+    };
+    if key == "(all)" || key == "(scope)" {
+        return None;
+    }
+    let (groups, none, how) = match analysis.as_str() {
+        "syscalls" => {
+            if recorded.iter().any(|e| e.starts_with("raw_syscalls:")) {
+                return None;
+            }
+            let exits: Vec<&str> = recorded
+                .iter()
+                .filter_map(|e| e.strip_prefix("syscalls:sys_exit_"))
+                .collect();
+            let groups: Vec<String> = recorded
+                .iter()
+                .filter_map(|e| e.strip_prefix("syscalls:sys_enter_"))
+                .filter(|x| exits.contains(x))
+                .map(str::to_string)
+                .collect();
+            (
+                groups,
+                "the recipe records no syscall's enter and exit, so `syscalls` has no group",
+                "record `syscalls:sys_enter_X` and `syscalls:sys_exit_X` (or `raw_syscalls`) for the syscall X",
+            )
+        }
+        "kretprobe" => (
+            probed_functions(cx),
+            "the recipe probes no function on both entry and return, so `kretprobe` has no group",
+            "probe the function on entry and on return: a kprobe (or fprobe) and a kretprobe (or fexit) on one kernel function (its group is the function's name), or a uprobe and a uretprobe on one target (its group is the uprobe's event name)",
+        ),
+        _ => return None,
+    };
+    if groups.iter().any(|g| g == key) {
+        return None;
+    }
+    let key_span = span.end - key.len()..span.end;
+    Some(match groups.is_empty() {
+        true => (span.clone(), none.to_string(), how.to_string()),
+        false => (
+            key_span,
+            format!("the recipe's `{analysis}` latency has no group `{key}`"),
+            format!(
+                "{}its groups: {}; {how}",
+                suggest::did_you_mean(key, groups.iter().map(String::as_str), 3),
+                groups.join(", ")
+            ),
+        ),
+    })
+}
+
+/// The `kretprobe` groups the recipe's probes can produce: each kernel
+/// function with an entry (kprobe at offset 0, fprobe) and a return
+/// (kretprobe, fexit) probe, by name; each uprobe whose target a uretprobe
+/// also probes, by the uprobe's event name.
+fn probed_functions(cx: &Ctx<'_>) -> Vec<String> {
+    let r = &cx.loaded.recipe;
+    let function = |target: &str| {
+        let t = target.rsplit_once(':').map_or(target, |(_, s)| s);
+        t.strip_suffix("+0").unwrap_or(t).to_string()
+    };
+    let kernel = |kinds: &[&str]| -> Vec<String> {
+        r.kprobes
+            .iter()
+            .filter(|p| kinds.contains(&p.kind.as_str()))
+            .map(|p| function(&p.target))
+            .collect()
+    };
+    let returns = kernel(&["kretprobe", "fexit"]);
+    let mut groups: Vec<String> = kernel(&["kprobe", "fprobe"])
+        .into_iter()
+        .filter(|f| returns.contains(f))
+        .collect();
+    groups.extend(
+        r.uprobes
+            .iter()
+            .filter(|p| p.kind == "uprobe")
+            .filter(|p| {
+                r.uprobes
+                    .iter()
+                    .any(|q| q.kind == "uretprobe" && q.target == p.target)
+            })
+            .map(|p| p.event.clone()),
+    );
+    groups.sort();
+    groups.dedup();
+    groups
 }
 
 /// The recipe's answer names, for messages (`none` without one).
