@@ -295,6 +295,66 @@ top = 2
     );
 }
 
+/// A program whose `tr_work` is called 5 times, built in `dir`, and a recipe
+/// probing it on entry (event `work`) and return (`work_ret`) with `expect`.
+fn uprobe_recipe(
+    dir: &std::path::Path,
+    expect: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let src = dir.join("w.c");
+    std::fs::write(
+        &src,
+        "__attribute__((noinline)) int tr_work(int x) { return 2 * x + 1; }\nint main(void) { int s = 0; for (int i = 0; i < 5; i++) s += tr_work(i); return s == 25 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("w");
+    let o = std::process::Command::new("cc")
+        .args(["-O0", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("a C compiler (cc) is installed");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut body = format!(
+        "name = \"uprobe-expect\"\n[[uprobes]]\nevent = \"work\"\nkind = \"uprobe\"\ntarget = \"{exe}:tr_work\"\n[[uprobes]]\nevent = \"work_ret\"\nkind = \"uretprobe\"\ntarget = \"{exe}:tr_work\"\n[[events]]\nname = \"syscalls:sys_enter_openat\"\n[[events]]\nname = \"syscalls:sys_exit_openat\"\n",
+        exe = exe.display()
+    );
+    for t in expect {
+        body.push_str(&format!("[[expect]]\nthat = '{t}'\n"));
+    }
+    (write_recipe(dir, "uprobe.toml", &body), exe)
+}
+
+/// `check` refuses a latency group the recipe cannot produce: a function it
+/// does not probe on entry and return (a uprobe pair's group is its entry
+/// event's name), a syscall whose enter and exit it does not record.
+#[test]
+fn check_refuses_a_latency_group_the_recipe_cannot_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = uprobe_recipe(
+        dir.path(),
+        &[
+            "p99(kretprobe:work) < 5ms",
+            "p99(syscalls:openat) < 5ms",
+            "p99(kretprobe:wrk) < 5ms",
+            "p99(syscalls:read) < 5ms",
+        ],
+    );
+    let o = trace_recipe(&["check", r.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let p = r.display();
+    for want in [
+        format!("{p}:19:23: error (recipe): the recipe's `kretprobe` latency has no group `wrk`"),
+        "did you mean `work`? its groups: work;".into(),
+        format!("{p}:21:22: error (recipe): the recipe's `syscalls` latency has no group `read`"),
+        "its groups: openat; record `syscalls:sys_enter_X` and `syscalls:sys_exit_X`".into(),
+    ] {
+        assert!(out.contains(&want), "missing `{want}` in:\n{out}");
+    }
+    assert!(out.contains("2 problems found"), "{out}");
+}
+
 /// The tests that drive the host's tracefs: each holds the tracefs lock
 /// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
 /// group of .config/nextest.toml).
@@ -447,6 +507,36 @@ mod tracefs {
             ),
             "{summary}"
         );
+        guard.assert_unchanged();
+    }
+
+    /// A uprobe/uretprobe pair's latency group is the probe's name (`work`),
+    /// not a runtime address, and an expectation naming it holds.
+    #[test]
+    fn a_uprobe_pairs_latency_group_is_its_probes_name() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let (recipe, exe) = uprobe_recipe(dir.path(), &["p99(kretprobe:work) < 10s"]);
+        let out = dir.path().join("out");
+        let o = trace_recipe(&crate::common::run_args(
+            &recipe,
+            &out,
+            &[],
+            &[exe.to_str().unwrap()],
+        ));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let l = (report["latency"].as_array().unwrap())
+            .iter()
+            .find(|l| l["analysis"] == "kretprobe")
+            .unwrap_or_else(|| panic!("no kretprobe latency: {report:#}"));
+        let groups: Vec<(&str, u64)> = (l["groups"].as_array().unwrap())
+            .iter()
+            .map(|g| (g["key"].as_str().unwrap(), g["count"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(groups, [("work", 5)], "{l:#}");
+        assert_eq!(report["expectations"][0]["passed"], true, "{report:#}");
         guard.assert_unchanged();
     }
 }
