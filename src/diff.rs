@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::analysis::{Selection, analyze};
 use crate::bundle::{BundleError, Opened, resolve_input};
 use crate::expr::{Context, Expr, ExprError, Metric};
-use crate::report::{JsonReport, esc, measure, show};
+use crate::report::{JsonReport, RunReport, esc, lookup, measure, show};
 
 /// Version of [`DiffReport`]'s layout.
 pub const DIFF_FORMAT_VERSION: u32 = 1;
@@ -95,8 +95,7 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
             false => Ok(None),
         }
     };
-    let report = member("report.json", Kind::Report)?
-        .and_then(|b| crate::untrusted::parse_json::<serde_json::Value>(&b, Kind::Report).ok());
+    let report = member("report.json", Kind::Report)?.and_then(|b| RunReport::parse(&b));
     let file = tracedat::TraceFile::open(&dat).map_err(|source| DiffError::TraceDat {
         path: dat.clone(),
         source,
@@ -108,13 +107,14 @@ pub(crate) fn side(path: &Path) -> Result<Side, DiffError> {
         })?;
     let mut r = JsonReport::new(&file, &analysis, None);
     // The run's own report knows how long it recorded and how it ended.
-    if let Some(j) = &report {
+    if let Some(run) = &report {
+        let j = &run.json;
         r.recipe = j["recipe"].as_str().map(str::to_string);
         r.duration_s = j["duration_s"].as_f64();
         r.stop_reason = j["stop_reason"].as_str().map(str::to_string);
         // What the kernel kept outside the trace (a tracer's max latency, the
         // deepest stack, hist tables) is in report.json only.
-        r.add_run_results(j);
+        r.add_run_results(run);
         r.kernel_release = j["kernel_release"]
             .as_str()
             .map(str::to_string)
@@ -339,6 +339,17 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
         .collect::<Result<_, _>>()?;
     let (sa, sb) = (side(a)?, side(b)?);
     let (ra, rb) = (&sa.report, &sb.report);
+    // `count(NAME:ROW)` and `p99(NAME:ROW)` of an answer either run has.
+    let parsed: Vec<(String, Expr)> = parsed
+        .into_iter()
+        .map(|(rule, e)| {
+            let is_answer = |n: &str| ra.answers.contains_key(n) || rb.answers.contains_key(n);
+            match e.with_answers(is_answer) {
+                Ok(e) => Ok((rule, e)),
+                Err(source) => Err(DiffError::Rule { rule, source }),
+            }
+        })
+        .collect::<Result<_, _>>()?;
 
     let names: BTreeSet<&String> = ra.events.keys().chain(rb.events.keys()).collect();
     let events: Vec<EventDelta> = names
@@ -404,11 +415,31 @@ pub fn diff(a: &Path, b: &Path, rules: &[String]) -> Result<DiffReport, DiffErro
                 Metric::Latency { analysis, key, .. } => latency
                     .iter()
                     .any(|l| l.analysis == *analysis && l.key == *key),
+                Metric::Answer(_) => lookup(metric, ra).is_ok() || lookup(metric, rb).is_ok(),
             };
             if known {
                 continue;
             }
             let (what, help) = match metric {
+                Metric::Answer(cell) => {
+                    let names: Vec<&str> = ra
+                        .answers
+                        .keys()
+                        .chain(rb.answers.keys())
+                        .map(String::as_str)
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    (
+                        format!("`{}`", cell.of.call(&cell.answer, &cell.row.to_string())),
+                        match lookup(metric, rb).err() {
+                            Some(why) if !names.is_empty() => {
+                                format!("{why} (the runs' answers: {})", names.join(", "))
+                            }
+                            _ => "neither run has an answer: name one of a recipe's `[[answer]]` tables".into(),
+                        },
+                    )
+                }
                 Metric::Latency { analysis, key, .. } => (
                     format!("latency group `{analysis}:{key}`"),
                     format!(

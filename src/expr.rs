@@ -6,6 +6,9 @@
 //! METRIC  := count(SYSTEM:EVENT) | rate(SYSTEM:EVENT) | lost_events
 //!          | max_latency | max_stack | hist(SYSTEM:EVENT:VALUE)
 //!          | p50(ANALYSIS:KEY) | p90(ANALYSIS:KEY) | p99(ANALYSIS:KEY) | max(ANALYSIS:KEY)
+//!          | count(NAME:ROW) | p50|p90|p99|min|max|total|mean(NAME:ROW)
+//!          | sum|min|max|avg(NAME.FIELD:ROW)
+//! ROW     := (all) | (other) | PART[,PART...]      PART := TEXT | "TEXT"
 //! OP      := == | != | < | <= | > | >=
 //! VALUE   := NUMBER | NUMBER UNIT | (+|-)NUMBER% | METRIC | NUMBER * METRIC
 //! UNIT    := ns | us | ms | s
@@ -25,6 +28,18 @@
 //! `lost_events`, `hist`), rates, durations (`pNN`, `max`, `max_latency`) or
 //! bytes (`max_stack`). Its factor is a positive plain number.
 //!
+//! `NAME` is an `[[answer]]`'s name (recipe-format 1.3) and `ROW` one row of
+//! its table: the row's keys, one per `by` item in order, joined by `,` (a key
+//! holding `,`, `)`, `"`, `\\` or whitespace is written in double quotes, with
+//! `\"` and `\\` inside), `(all)` the table's total, `(other)` the rows past
+//! `top`. `count` is the row's events (spans), `sum|min|max|avg(NAME.FIELD:ROW)`
+//! the value column `sum(FIELD)` ... of the answer, and `p50` ... `total` the
+//! statistics of its `latency` column (durations), `mean` its total over its
+//! spans. The parser cannot tell `count(NAME:ROW)` from `count(SYSTEM:EVENT)`,
+//! nor `p99(NAME:ROW)` of an answer named like a latency analysis:
+//! [`Expr::with_answers`] resolves them against the answers there are (an
+//! answer's name wins).
+//!
 //! This module parses, purely; [`crate::report`] evaluates a parsed expression
 //! against a report (`Expr::value`, `measure`, `check_all`).
 
@@ -32,6 +47,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::compare::Cmp;
+use crate::recipe::{AnswerValue, FieldRef, LatencyStat};
 
 /// The latency analyses whose groups `pNN(ANALYSIS:KEY)` can name.
 pub(crate) const LATENCY_ANALYSES: &[&str] = &[
@@ -78,6 +94,171 @@ pub(crate) enum Metric {
         /// The group key (`openat`, a probe or function name, a comm).
         key: String,
     },
+    /// `count|p99|...(NAME:ROW)`, `sum|min|max|avg(NAME.FIELD:ROW)`: one cell
+    /// of an `[[answer]]`'s table (a duration in ns for latency statistics).
+    Answer(AnswerCell),
+}
+
+/// One cell of an answer's table, as an expression names it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AnswerCell {
+    /// The answer's `name`.
+    pub(crate) answer: String,
+    /// Which of the row's values.
+    pub(crate) of: CellOf,
+    /// Which row.
+    pub(crate) row: RowKey,
+}
+
+/// Which value of an answer's row a metric reads.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CellOf {
+    /// `count(NAME:ROW)`: the row's events (spans).
+    Count,
+    /// `sum|min|max|avg(NAME.FIELD:ROW)`: that `values` column.
+    Value(AnswerValue),
+    /// `p50|p90|p99|min|max|total(NAME:ROW)`: a statistic of the `latency` column.
+    Latency(LatencyStat),
+    /// `mean(NAME:ROW)`: the `latency` column's total over its spans.
+    Mean,
+}
+
+impl CellOf {
+    /// The function as written (`count`, `p99`, `sum(len)`, `mean`).
+    pub(crate) fn name(&self) -> String {
+        match self {
+            CellOf::Count => "count".into(),
+            CellOf::Value(v) => v.to_string(),
+            CellOf::Latency(s) => s.name().into(),
+            CellOf::Mean => "mean".into(),
+        }
+    }
+
+    /// The metric as an expression writes it for answer `answer` and row
+    /// `row` (`p99(reads:bash)`, `sum(reads.len:(all))`).
+    pub(crate) fn call(&self, answer: &str, row: &str) -> String {
+        match self {
+            CellOf::Value(
+                AnswerValue::Sum(f)
+                | AnswerValue::Min(f)
+                | AnswerValue::Max(f)
+                | AnswerValue::Avg(f),
+            ) => {
+                let func = self.name();
+                let func = func.split('(').next().unwrap_or_default();
+                format!("{func}({answer}.{f}:{row})")
+            }
+            _ => format!("{}({answer}:{row})", self.name()),
+        }
+    }
+}
+
+/// Which row of an answer's table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RowKey {
+    /// `(all)`: every row summed (`total`).
+    All,
+    /// `(other)`: the rows past `top`, summed.
+    Other,
+    /// The row of these keys, one per `by` item.
+    Keys(Vec<String>),
+}
+
+impl fmt::Display for RowKey {
+    /// As an expression writes it: `(all)`, `(other)`, or the keys joined by
+    /// `,`, each quoted when it has to be.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RowKey::All => f.write_str("(all)"),
+            RowKey::Other => f.write_str("(other)"),
+            RowKey::Keys(keys) => {
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    let plain = !k.is_empty()
+                        && k != "(all)"
+                        && k != "(other)"
+                        && !k.contains(|c: char| {
+                            matches!(c, ',' | '(' | ')' | '"' | '\\') || c.is_whitespace()
+                        });
+                    if plain {
+                        f.write_str(k)?;
+                    } else {
+                        f.write_str("\"")?;
+                        for c in k.chars() {
+                            if matches!(c, '"' | '\\') {
+                                f.write_str("\\")?;
+                            }
+                            write!(f, "{c}")?;
+                        }
+                        f.write_str("\"")?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl RowKey {
+    /// Parses a `ROW` of the module doc: `(all)`, `(other)`, or keys joined
+    /// by `,`, each plain or in double quotes.
+    pub(crate) fn parse(text: &str) -> Result<RowKey, String> {
+        match text {
+            "(all)" => return Ok(RowKey::All),
+            "(other)" => return Ok(RowKey::Other),
+            "" => {
+                return Err(
+                    "the row key is empty: write its keys joined by `,`, or `(all)`".into(),
+                );
+            }
+            _ => {}
+        }
+        let mut keys = Vec::new();
+        let mut chars = text.chars().peekable();
+        loop {
+            let mut key = String::new();
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\')) => key.push(c),
+                            _ => {
+                                return Err(format!(
+                                    "`{text}`: inside quotes, `\\` escapes only `\"` and `\\`"
+                                ));
+                            }
+                        },
+                        Some(c) => key.push(c),
+                        None => return Err(format!("`{text}`: a quoted key is not closed")),
+                    }
+                }
+                if !matches!(chars.peek(), None | Some(',')) {
+                    return Err(format!("`{text}`: expected `,` after a quoted key"));
+                }
+            } else {
+                while let Some(&c) = chars.peek() {
+                    if c == ',' {
+                        break;
+                    }
+                    if c == '"' || c.is_whitespace() {
+                        return Err(format!(
+                            "`{text}`: a key holding `\"` or whitespace is written in double quotes"
+                        ));
+                    }
+                    key.push(c);
+                    chars.next();
+                }
+            }
+            keys.push(key);
+            if chars.next().is_none() {
+                return Ok(RowKey::Keys(keys));
+            }
+        }
+    }
 }
 
 /// A latency statistic.
@@ -127,6 +308,10 @@ impl Metric {
             Metric::MaxStack => Kind::Bytes,
             Metric::Rate(_) => Kind::Rate,
             Metric::Latency { .. } | Metric::MaxLatency => Kind::Duration,
+            Metric::Answer(c) => match c.of {
+                CellOf::Count | CellOf::Value(_) => Kind::Count,
+                CellOf::Latency(_) | CellOf::Mean => Kind::Duration,
+            },
         }
     }
 
@@ -258,7 +443,67 @@ impl Expr {
 
     /// Whether the metric is a latency (its values are ns).
     pub(crate) fn is_duration(&self) -> bool {
-        matches!(self.metric, Metric::Latency { .. } | Metric::MaxLatency)
+        self.metric.kind() == Kind::Duration
+    }
+
+    /// The expression with `count(NAME:ROW)` and `pNN|max(NAME:ROW)` read as
+    /// cells of the answer `NAME` wherever `is_answer(NAME)` (an answer's name
+    /// wins over an event system or latency analysis of the same name), on
+    /// both sides. Errors: a `ROW` that does not parse, at its place.
+    pub(crate) fn with_answers(
+        mut self,
+        is_answer: impl Fn(&str) -> bool,
+    ) -> Result<Expr, ExprError> {
+        let resolve = |metric: &mut Metric, span: &Range<usize>| -> Result<(), ExprError> {
+            let cell = match metric {
+                Metric::Count(arg) => match arg.split_once(':') {
+                    Some((name, row)) if is_answer(name) => {
+                        let row = RowKey::parse(row).map_err(|message| ExprError {
+                            message,
+                            span: span.start + name.len() + 1..span.end,
+                        })?;
+                        AnswerCell {
+                            answer: name.to_string(),
+                            of: CellOf::Count,
+                            row,
+                        }
+                    }
+                    _ => return Ok(()),
+                },
+                Metric::Latency {
+                    stat,
+                    analysis,
+                    key,
+                } if is_answer(analysis) => AnswerCell {
+                    answer: analysis.clone(),
+                    of: CellOf::Latency(stat.latency_stat()),
+                    row: RowKey::parse(key).map_err(|message| ExprError {
+                        message,
+                        span: span.start + analysis.len() + 1..span.end,
+                    })?,
+                },
+                _ => return Ok(()),
+            };
+            *metric = Metric::Answer(cell);
+            Ok(())
+        };
+        resolve(&mut self.metric, &self.metric_span)?;
+        if let Value::Measure { metric, span, .. } = &mut self.value {
+            resolve(metric, span)?;
+        }
+        Ok(self)
+    }
+}
+
+impl Stat {
+    /// The same statistic of an answer's `latency` column.
+    fn latency_stat(self) -> LatencyStat {
+        match self {
+            Stat::P50 => LatencyStat::P50,
+            Stat::P90 => LatencyStat::P90,
+            Stat::P99 => LatencyStat::P99,
+            Stat::Max => LatencyStat::Max,
+        }
     }
 }
 
@@ -292,36 +537,57 @@ fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize
             return err(format!("expected `(` after `{name}`"), name_start..i);
         }
         let arg_start = skip_ws(b, j + 1);
-        // The `)` that balances the `(`: group keys such as `(all)` hold parentheses.
-        let mut depth = 0usize;
-        let close = text[arg_start..].char_indices().find_map(|(k, c)| match c {
-            '(' => {
-                depth += 1;
-                None
-            }
-            ')' if depth == 0 => Some(arg_start + k),
-            ')' => {
-                depth -= 1;
-                None
-            }
-            _ => None,
-        });
-        let Some(close) = close else {
+        // The `)` that balances the `(`: group keys such as `(all)` hold
+        // parentheses, and a quoted key anything.
+        let Some(close) = closing_paren(text, arg_start) else {
             return err("missing `)`", j..text.len());
         };
         let arg = text[arg_start..close].trim_end();
         let arg_span = arg_start..arg_start + arg.len();
         let Some((left, right)) = arg.split_once(':') else {
             return err(
-                format!("expected `SYSTEM:EVENT` or `ANALYSIS:KEY` in `{name}(...)`"),
+                format!("expected `SYSTEM:EVENT`, `ANALYSIS:KEY` or `ANSWER:ROW` in `{name}(...)`"),
                 arg_span,
             );
         };
-        if left.is_empty() || right.is_empty() || arg.contains(char::is_whitespace) {
+        if left.is_empty() || right.is_empty() || has_unquoted_space(arg) {
             return err(format!("`{arg}` is not `NAME:NAME`"), arg_span);
         }
-        let metric = match name {
-            "hist" => match right.rsplit_once(':') {
+        let key_span = arg_start + left.len() + 1..arg_span.end;
+        // `NAME.FIELD`: a value column of an answer.
+        let (answer, field) = match left.split_once('.') {
+            Some((answer, field)) => {
+                let field = field.parse::<FieldRef>().map_err(|message| ExprError {
+                    message,
+                    span: arg_start + answer.len() + 1..arg_start + left.len(),
+                })?;
+                (answer, Some(field))
+            }
+            None => (left, None),
+        };
+        let cell = |of: CellOf| -> Result<Metric, ExprError> {
+            Ok(Metric::Answer(AnswerCell {
+                answer: answer.to_string(),
+                of,
+                row: RowKey::parse(right).map_err(|message| ExprError {
+                    message,
+                    span: key_span.clone(),
+                })?,
+            }))
+        };
+        let stat = |s: LatencyStat| match s {
+            LatencyStat::P50 => Some(Stat::P50),
+            LatencyStat::P90 => Some(Stat::P90),
+            LatencyStat::P99 => Some(Stat::P99),
+            LatencyStat::Max => Some(Stat::Max),
+            LatencyStat::Min | LatencyStat::Total => None,
+        };
+        let latency = LatencyStat::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(s, _)| *s);
+        let metric = match (name, field) {
+            ("hist", _) => match right.rsplit_once(':') {
                 Some((ev, value)) if !ev.is_empty() && !value.is_empty() => Metric::Hist {
                     event: format!("{left}:{ev}"),
                     value: value.to_string(),
@@ -335,33 +601,39 @@ fn parse_metric(text: &str, start: usize) -> Result<(Metric, Range<usize>, usize
                     );
                 }
             },
-            "count" => Metric::Count(arg.to_string()),
-            "rate" => Metric::Rate(arg.to_string()),
-            "p50" | "p90" | "p99" | "max" => {
-                if !LATENCY_ANALYSES.contains(&left) {
-                    return err(
-                        format!(
-                            "no latency analysis `{left}`; there are {}",
-                            LATENCY_ANALYSES.join(", ")
-                        ),
-                        arg_start..arg_start + left.len(),
-                    );
-                }
-                Metric::Latency {
-                    stat: match name {
-                        "p50" => Stat::P50,
-                        "p90" => Stat::P90,
-                        "p99" => Stat::P99,
-                        _ => Stat::Max,
-                    },
+            ("count", None) => Metric::Count(arg.to_string()),
+            ("rate", None) => Metric::Rate(arg.to_string()),
+            ("sum", Some(f)) => cell(CellOf::Value(AnswerValue::Sum(f)))?,
+            ("min", Some(f)) => cell(CellOf::Value(AnswerValue::Min(f)))?,
+            ("max", Some(f)) => cell(CellOf::Value(AnswerValue::Max(f)))?,
+            ("avg", Some(f)) => cell(CellOf::Value(AnswerValue::Avg(f)))?,
+            ("mean", None) => cell(CellOf::Mean)?,
+            (_, None) if latency.is_some() => match latency.and_then(stat) {
+                Some(stat) if LATENCY_ANALYSES.contains(&left) => Metric::Latency {
+                    stat,
                     analysis: left.to_string(),
                     key: right.to_string(),
-                }
+                },
+                _ => cell(CellOf::Latency(latency.unwrap_or(LatencyStat::P50)))?,
+            },
+            ("count" | "rate" | "p50" | "p90" | "p99" | "total" | "mean", Some(_)) => {
+                return err(
+                    format!("`{name}` takes no field: write `{name}(NAME:ROW)`"),
+                    arg_span,
+                );
             }
-            other => {
+            ("sum" | "avg", None) => {
                 return err(
                     format!(
-                        "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99 or max"
+                        "`{name}` is of an answer's field: write `{name}(NAME.FIELD:ROW)`, e.g. `{name}(reads.count:bash)`"
+                    ),
+                    arg_span,
+                );
+            }
+            (other, _) => {
+                return err(
+                    format!(
+                        "unknown measure `{other}`: use count, rate, lost_events, max_latency, max_stack, hist, p50, p90, p99, min, max, total, mean, sum or avg"
                     ),
                     name_start..i,
                 );
@@ -408,6 +680,44 @@ fn parse_measure(text: &str, start: usize, end: usize) -> Result<Option<Value>, 
         metric,
         span,
     }))
+}
+
+/// The `)` closing a metric's `(`, its argument starting at `start`: nested
+/// parentheses balance, and a double-quoted part (with `\"` and `\\`
+/// escapes) is skipped.
+fn closing_paren(text: &str, start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut quoted = false;
+    let mut escaped = false;
+    for (k, c) in text[start..].char_indices() {
+        match (quoted, c) {
+            (true, _) if escaped => escaped = false,
+            (true, '\\') => escaped = true,
+            (_, '"') => quoted = !quoted,
+            (true, _) => {}
+            (false, '(') => depth += 1,
+            (false, ')') if depth == 0 => return Some(start + k),
+            (false, ')') => depth -= 1,
+            (false, _) => {}
+        }
+    }
+    None
+}
+
+/// Whether `arg` has whitespace outside double quotes.
+fn has_unquoted_space(arg: &str) -> bool {
+    let mut quoted = false;
+    let mut escaped = false;
+    arg.chars().any(|c| {
+        match (quoted, c) {
+            (true, _) if escaped => escaped = false,
+            (true, '\\') => escaped = true,
+            (_, '"') => quoted = !quoted,
+            (false, c) if c.is_whitespace() => return true,
+            _ => {}
+        }
+        false
+    })
 }
 
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
@@ -470,7 +780,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
         .ok()
         .filter(|n: &f64| n.is_finite())
         .ok_or_else(|| format!("`{text}` is not a number"))?;
-    let is_latency = matches!(metric, Metric::Latency { .. } | Metric::MaxLatency);
+    let is_latency = metric.kind() == Kind::Duration;
     let scale = match unit.trim() {
         "" if is_latency => {
             return Err(format!(
@@ -486,6 +796,7 @@ fn parse_value(text: &str, metric: &Metric, context: Context) -> Result<Value, S
                     Metric::LostEvents => "count of lost events",
                     Metric::MaxStack => "stack size (bytes)",
                     Metric::Hist { .. } => "hist value",
+                    Metric::Answer(_) => "answer's count or field value",
                     _ => "count",
                 }
             ));
@@ -593,9 +904,13 @@ mod tests {
         assert_eq!(e.span, 18..21);
         let e = bad("p99(syscalls:openat) < 2", Context::Expect);
         assert!(e.message.contains("needs a unit"), "{e}");
-        let e = bad("p99(sched:openat) < 2ms", Context::Expect);
-        assert!(e.message.contains("no latency analysis `sched`"), "{e}");
-        assert_eq!(e.span, 4..9);
+        let e = bad("sum(reads:bash) < 2", Context::Expect);
+        assert!(e.message.contains("`sum(NAME.FIELD:ROW)`"), "{e}");
+        assert_eq!(e.span, 4..14);
+        let e = bad("p99(reads.len:bash) < 2ms", Context::Expect);
+        assert!(e.message.contains("`p99` takes no field"), "{e}");
+        let e = bad("count(reads:\"a b) > 1", Context::Expect);
+        assert!(e.message.contains("missing `)`"), "{e}");
         let e = bad("count(sched:x) > +10%", Context::Expect);
         assert!(e.message.contains("only `diff --fail-if`"), "{e}");
         assert!(
@@ -698,10 +1013,78 @@ mod tests {
                 .message
                 .contains("unknown measure")
         );
-        assert!(
-            bad("count(a:b) < 2 * p99(nosuch:x)", Context::Expect)
-                .message
-                .contains("no latency analysis")
+    }
+
+    #[test]
+    fn answer_cells_by_value_and_row() {
+        let cell = |t: &str| match Expr::parse(t, Context::Expect)
+            .and_then(|e| e.with_answers(|n| n == "reads" || n == "syscalls"))
+        {
+            Ok(Expr {
+                metric: Metric::Answer(c),
+                ..
+            }) => c,
+            other => panic!("{t}: {other:?}"),
+        };
+        let keys = |k: &[&str]| RowKey::Keys(k.iter().map(|s| s.to_string()).collect());
+        let c = cell("count(reads:bash,-ENOENT) >= 3");
+        assert_eq!(
+            (c.answer.as_str(), &c.of, &c.row),
+            ("reads", &CellOf::Count, &keys(&["bash", "-ENOENT"]))
         );
+        assert_eq!(
+            cell("p99(reads:(all)) < 1ms").of,
+            CellOf::Latency(LatencyStat::P99)
+        );
+        assert_eq!(cell("p99(reads:(all)) < 1ms").row, RowKey::All);
+        assert_eq!(cell("total(reads:(other)) < 1s").row, RowKey::Other);
+        assert_eq!(cell("mean(reads:x) < 1s").of, CellOf::Mean);
+        assert_eq!(
+            cell("min(reads.from.len:x) > 0").of,
+            CellOf::Value("min(from.len)".parse().unwrap())
+        );
+        assert_eq!(
+            cell("min(reads:x) > 1ns").of,
+            CellOf::Latency(LatencyStat::Min)
+        );
+        assert_eq!(
+            cell("avg(reads.len:x) > 0").of,
+            CellOf::Value("avg(len)".parse().unwrap())
+        );
+        // An answer's name wins over a latency analysis of the same name.
+        assert_eq!(cell("max(syscalls:openat) < 1ms").answer, "syscalls");
+        // A quoted key holds what a plain one cannot.
+        let c = cell(r#"count(reads:"Web Content","a,b(\"c\")") > 0"#);
+        assert_eq!(c.row, keys(&["Web Content", r#"a,b("c")"#]));
+        assert_eq!(c.row.to_string(), r#""Web Content","a,b(\"c\")""#);
+        assert_eq!(RowKey::parse(&c.row.to_string()), Ok(c.row));
+        // Not an answer: an event and a latency analysis, as before.
+        let e = ok("count(sched:x) > 1")
+            .with_answers(|n| n == "reads")
+            .unwrap();
+        assert_eq!(e.metric, Metric::Count("sched:x".into()));
+        let e = ok("p99(wakeup:x) < 1ms").with_answers(|_| false).unwrap();
+        assert!(matches!(e.metric, Metric::Latency { .. }), "{e:?}");
+        // An unknown analysis is an answer's name for `check` to judge.
+        let e = ok("p99(nosuch:x) < 1ms");
+        assert!(
+            matches!(e.metric, Metric::Answer(ref c) if c.answer == "nosuch"),
+            "{e:?}"
+        );
+        for bad_row in [
+            r#"count(reads:"a) > 1"#,
+            r#"count(reads:"a"b) > 1"#,
+            "count(reads:a,\"b) > 1",
+        ] {
+            assert!(
+                Expr::parse(bad_row, Context::Expect)
+                    .and_then(|e| e.with_answers(|n| n == "reads"))
+                    .is_err(),
+                "{bad_row}"
+            );
+        }
+        // Durations and counts do not mix.
+        assert!(Expr::parse("p99(reads:x) < count(reads:x)", Context::Expect).is_err());
+        assert!(Expr::parse("count(reads:x) < 2ms", Context::Expect).is_err());
     }
 }

@@ -81,6 +81,7 @@ fn assert_group(g: &serde_json::Value, mut exact: Vec<u64>, what: &str) {
     assert_eq!(g["count"], exact.len() as u64, "{what}: count");
     assert_eq!(g["min_ns"], exact[0], "{what}: min");
     assert_eq!(g["max_ns"], *exact.last().unwrap(), "{what}: max");
+    assert_eq!(g["total_ns"], exact.iter().sum::<u64>(), "{what}: total");
     for (key, q) in [("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99)] {
         let want = quantile(&exact, q);
         let got = g[key].as_u64().unwrap();

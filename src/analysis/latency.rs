@@ -10,7 +10,8 @@
 //! * `kretprobe`: a kprobe hit (`__probe_ip` = F) then a kretprobe hit
 //!   (`__probe_func` = F) of the same task, nested calls paired innermost first
 //!   (up to 64 deep, and 256 probed functions per task).
-//!   Group: F's symbol.
+//!   Group: F's symbol; for a user function (a uprobe/uretprobe pair: F in
+//!   the user half of the address space), the entry probe's event name.
 //! * `funcgraph`: each `funcgraph_exit` gives `rettime - calltime`. Group: `func`'s symbol.
 //!   The durations are those function time (`functime`) keeps per function
 //!   address, so the functions past its first 4096 are in no group (they
@@ -56,9 +57,10 @@ pub(crate) struct LatencyReport {
     pub(crate) group_by: String,
     /// End records with no start (their start was before the trace or lost).
     pub(crate) unpaired: u64,
-    /// Groups there were in all (only the first 40 by count are listed).
+    /// Groups there were in all (only the first 40 are listed).
     pub(crate) groups_total: usize,
-    /// Groups, most samples first; `(scope)` (the scoped tasks of a run, see
+    /// Groups, most samples first (`syscalls`: most total time first, the
+    /// syscall that cost the most); `(scope)` (the scoped tasks of a run, see
     /// [`Analysis::scoped`](super::Analysis)) and `(all)` lead when present.
     pub(crate) groups: Vec<LatencyGroup>,
     /// `wakeup` and `irq`: the tasks with the longest max (at most 10), longest first.
@@ -104,6 +106,9 @@ pub(crate) struct LatencyGroup {
     pub(crate) min_ns: u64,
     /// Mean.
     pub(crate) mean_ns: u64,
+    /// Every sample summed: the time the group cost in all (saturating).
+    #[serde(default)]
+    pub(crate) total_ns: u64,
     /// Median.
     pub(crate) p50_ns: u64,
     /// 90th percentile.
@@ -131,6 +136,7 @@ impl LatencyGroup {
             count: h.count(),
             min_ns: h.min(),
             mean_ns: h.mean(),
+            total_ns: u64::try_from(h.sum()).unwrap_or(u64::MAX),
             p50_ns: h.quantile(0.5),
             p90_ns: h.quantile(0.9),
             p99_ns: h.quantile(0.99),
@@ -250,11 +256,16 @@ impl Groups {
         let tasks_total = tasks.len();
         let mut v: Vec<(String, Histogram)> = self.names.into_iter().zip(self.hists).collect();
         v.retain(|(_, h)| h.count() > 0);
+        // Which syscall costs the most time is the syscall table's question.
+        let weight = |h: &Histogram| match name {
+            AnalysisName::Syscalls => h.sum(),
+            _ => u128::from(h.count()),
+        };
         v.sort_by(|a, b| {
             let all = |k: &str| k != "(all)";
             all(&a.0)
                 .cmp(&all(&b.0))
-                .then(b.1.count().cmp(&a.1.count()))
+                .then(weight(&b.1).cmp(&weight(&a.1)))
                 .then_with(|| a.0.cmp(&b.0))
         });
         let groups_total = v.len();
@@ -317,6 +328,8 @@ pub(super) struct Latencies {
 struct ProbedFunction {
     /// `__probe_ip` of its kprobe (`__probe_func` of its kretprobe).
     func: u64,
+    /// The format id of its entry probe's event (names a user function's group).
+    entry: u16,
     /// Its group, found at its first paired return.
     group: Option<usize>,
     /// Times of its open calls, innermost last.
@@ -673,6 +686,7 @@ impl Pass for Latencies {
                         }
                         None if open.len() < MAX_PROBED_PER_TASK => open.push(ProbedFunction {
                             func: ip,
+                            entry: ev.format.id,
                             group: None,
                             calls: vec![ev.ts],
                         }),
@@ -684,13 +698,12 @@ impl Pass for Latencies {
                 let Some(func) = uint(f, ev) else { return };
                 let open = self.probe_pending.get(slot);
                 let p = open.and_then(|o| o.iter_mut().find(|p| p.func == func));
-                match p.and_then(|p| Some((p.calls.pop()?, &mut p.group))) {
-                    Some((t, group)) => {
+                match p.and_then(|p| Some((p.calls.pop()?, &mut p.group, p.entry))) {
+                    Some((t, group, entry)) => {
                         let g = *group.get_or_insert_with(|| {
-                            *self
-                                .probe_ids
-                                .entry(func)
-                                .or_insert_with(|| self.kretprobe.id(&symbolize(file, func)))
+                            *self.probe_ids.entry(func).or_insert_with(|| {
+                                self.kretprobe.id(&probed_function(file, func, entry))
+                            })
                         });
                         self.kretprobe
                             .add(g, ev.ts.saturating_sub(t), seen(ev), None);
@@ -737,6 +750,18 @@ impl Pass for Latencies {
                 out.latency(cx, name, report, tasks);
             }
         }
+    }
+}
+
+/// The `kretprobe` group of a probed function at `func`: a kernel function's
+/// symbol (through kallsyms), and for an address in the user half (a uprobe's,
+/// which differs from process to process) the name of the entry probe's
+/// event (format id `entry`): `uprobes:work` → `work`, what the recipe calls it.
+fn probed_function(file: &TraceFile, func: u64, entry: u16) -> String {
+    let user = func >> 63 == 0;
+    match file.formats().find(|f| f.id == entry) {
+        Some(f) if user => f.name.clone(),
+        _ => symbolize(file, func),
     }
 }
 

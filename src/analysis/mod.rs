@@ -834,6 +834,48 @@ mod tests {
         );
     }
 
+    /// The syscall table answers which syscall costs the most time: each
+    /// group has its total, and the groups come by total time, not by count
+    /// (three 1 µs openat calls after one 10 µs read).
+    #[test]
+    fn syscalls_come_by_total_time_with_their_total() {
+        let dir = tempfile::tempdir().unwrap();
+        let call = |id: u16| payload(id, 7, &[0]);
+        let mut events = vec![(1_000, call(30)), (10_000, call(31))];
+        for _ in 0..3 {
+            events.extend([(1_000, call(32)), (1_000, call(33))]);
+        }
+        let raw = dir.path().join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in &events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        let long = |n: &str| format!("\tfield:long {n};\toffset:8;\tsize:8;\tsigned:1;\n");
+        let meta = meta(
+            vec![(
+                "syscalls".into(),
+                vec![
+                    format("sys_enter_read", 30, &long("fd")),
+                    format("sys_exit_read", 31, &long("ret")),
+                    format("sys_enter_openat", 32, &long("dfd")),
+                    format("sys_exit_openat", 33, &long("ret")),
+                ],
+            )],
+            b"7 worker\n",
+            1,
+        );
+        let file = one_cpu_file(dir.path(), &meta, raw);
+        let a = analyze(&file, &Selection::for_file(&file)).unwrap();
+        let l = (a.latencies.iter())
+            .find(|l| l.analysis == "syscalls")
+            .expect("syscall latency");
+        let groups: Vec<(&str, u64, u64)> = (l.groups.iter())
+            .map(|g| (g.key.as_str(), g.count, g.total_ns))
+            .collect();
+        assert_eq!(groups, [("read", 1, 10_000), ("openat", 3, 3_000)]);
+    }
+
     /// `[[answer]]` over a file of openat enters and exits: a span keyed by
     /// `errno(ret)` with its latency, and one event by comm with a sum and a
     /// `where` naming an errno, as the records below add up by hand.

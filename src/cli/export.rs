@@ -20,7 +20,7 @@ pub(super) fn export(a: ExportArgs) -> Exit {
         run: input
             .run_json
             .as_ref()
-            .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok()),
+            .and_then(|j| serde_json::from_value::<RunInfo>(j.json.clone()).ok()),
         selection: args.clone(),
     };
     let written = match a.format {

@@ -200,7 +200,7 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     let run = input
         .run_json
         .as_ref()
-        .and_then(|j| serde_json::from_value::<RunInfo>(j.clone()).ok())
+        .and_then(|j| serde_json::from_value::<RunInfo>(j.json.clone()).ok())
         .map(|info| (info, input.run_json.as_ref()));
     let answers = match &a.answer {
         Some(p) => answers_of(p, file)?,
@@ -273,7 +273,7 @@ fn answers_of(
 /// the report is of every record with the default analyses.
 fn print_report(
     file: &tracedat::TraceFile,
-    run: Option<&(RunInfo, Option<&serde_json::Value>)>,
+    run: Option<&(RunInfo, Option<&crate::report::RunReport>)>,
     keep: &mut Option<Select>,
     format: Format,
     selection: &Selection,

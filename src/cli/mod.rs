@@ -261,7 +261,7 @@ pub(crate) struct Input {
     pub(crate) file: tracedat::TraceFile,
     /// The run's report.json, for a folder or a bundle that has a readable
     /// one (see [`run_report`]).
-    pub(crate) run_json: Option<serde_json::Value>,
+    pub(crate) run_json: Option<crate::report::RunReport>,
     /// What the path given was: `trace.dat`, `output folder` or `bundle`.
     pub(crate) kind: &'static str,
     /// The unpacked bundle, kept until the trace is read.
@@ -313,10 +313,10 @@ impl Input {
 /// The report.json in output folder `dir`, parsed; `None` when it is
 /// missing, refused by [`crate::untrusted`] (not a regular file, a link out
 /// of the folder, over 64 MiB or over its count of JSON values) or not JSON.
-fn run_report(dir: &Path) -> Option<serde_json::Value> {
-    use crate::untrusted::{Kind, parse_json, read_optional_in};
+fn run_report(dir: &Path) -> Option<crate::report::RunReport> {
+    use crate::untrusted::{Kind, read_optional_in};
     let bytes = read_optional_in(dir, "report.json", Kind::Report).ok()??;
-    parse_json(&bytes, Kind::Report).ok()
+    crate::report::RunReport::parse(&bytes)
 }
 
 /// The timestamp a run started at, as templates see it (`YYYYmmdd-HHMMSS`).

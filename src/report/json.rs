@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tracedat::TraceFile;
@@ -210,9 +211,10 @@ pub struct JsonReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hist: Vec<crate::report::tracer::HistTable>,
     /// Each `[[answer]]`'s table by its name (recipe-format 1.3), whichever
-    /// engine computed it; empty without answers.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) answers: BTreeMap<String, crate::answer::AnswerTable>,
+    /// engine computed it, in the order the recipe (or `--answer` file)
+    /// declares the answers; empty without answers.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub(crate) answers: IndexMap<String, crate::answer::AnswerTable>,
     /// What user space wrote to the run's `trace_marker` (`ftrace:print`
     /// records): the count and the first 100, time, CPU, task and text (escaped,
     /// at most 256 characters); absent without markers.
@@ -231,9 +233,14 @@ pub(crate) struct ExpectResult {
     pub(crate) that: String,
     /// Whether it held.
     pub(crate) passed: bool,
-    /// The measured value as text (`12`, `1.250ms`); `null` when the report has no
-    /// such latency group.
+    /// The measured value as text (`12`, `1.250ms`); `null` when the report
+    /// cannot know it (see `missing`).
     pub(crate) actual: Option<String>,
+    /// Why the value is unknown, when it is (`answer `reads` has no row
+    /// `bash``, `no such latency group `syscalls:openat``); the expectation
+    /// then failed. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) missing: Option<String>,
 }
 
 /// A comm and its event count.
@@ -395,19 +402,49 @@ impl JsonReport {
     /// left out), what only the run knew: its expectations' results, the
     /// tracer's and stack tracer's results, hist tables, answers, the function
     /// profile, irreversible effects, collected context and params.
-    pub(crate) fn add_run_results(&mut self, j: &serde_json::Value) {
+    pub(crate) fn add_run_results(&mut self, run: &RunReport) {
         fn take<T: serde::de::DeserializeOwned + Default>(v: &serde_json::Value) -> T {
             T::deserialize(v).unwrap_or_default()
         }
+        let j = &run.json;
         self.expectations = take(&j["expectations"]);
         self.tracer = take(&j["tracer"]);
         self.stack_tracer = take(&j["stack_tracer"]);
         self.hist = take(&j["hist"]);
-        self.answers = take(&j["answers"]);
+        self.answers = run.answers.clone();
         self.function_profile = take(&j["function_profile"]);
         self.irreversible = take(&j["irreversible"]);
         self.collected = take(&j["collected"]);
         self.params = take(&j["params"]);
+    }
+}
+
+/// A run's report.json read back (untrusted): its JSON, and its answers in
+/// the order written, which a JSON value's object does not keep (its keys are
+/// sorted).
+#[derive(Debug, Clone)]
+pub(crate) struct RunReport {
+    /// The whole report.
+    pub(crate) json: serde_json::Value,
+    /// `answers`, in the file's order; empty when absent or unreadable.
+    answers: IndexMap<String, crate::answer::AnswerTable>,
+}
+
+impl RunReport {
+    /// Parses report.json `bytes` (within [`crate::untrusted::Kind::Report`]'s
+    /// bounds); `None` when it is not JSON.
+    pub(crate) fn parse(bytes: &[u8]) -> Option<RunReport> {
+        use crate::untrusted::{Kind, parse_json};
+        #[derive(Deserialize)]
+        struct Answers {
+            #[serde(default)]
+            answers: IndexMap<String, crate::answer::AnswerTable>,
+        }
+        let json = parse_json::<serde_json::Value>(bytes, Kind::Report).ok()?;
+        let answers = parse_json::<Answers>(bytes, Kind::Report)
+            .map(|a| a.answers)
+            .unwrap_or_default();
+        Some(RunReport { json, answers })
     }
 }
 
@@ -471,4 +508,24 @@ fn stats_cpu(stats: &str) -> Option<u32> {
     stats
         .lines()
         .find_map(|l| l.trim().strip_prefix("CPU:")?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's report.json read back keeps its answers in the file's order
+    /// (a `serde_json::Value` object sorts its keys).
+    #[test]
+    fn a_run_reports_answers_keep_their_order() {
+        let table = r#"{"question": null, "engine": "trace", "keys": [], "values": ["count"],
+            "rows": [], "other": null, "total": {"keys": [], "count": 0, "cells": []},
+            "dropped": 0, "notes": []}"#;
+        let json = format!(r#"{{"answers": {{"zeta": {table}, "alpha": {table}}}}}"#);
+        let run = RunReport::parse(json.as_bytes()).unwrap();
+        let names: Vec<&String> = run.answers.keys().collect();
+        assert_eq!(names, ["zeta", "alpha"]);
+        assert_eq!(run.json["answers"].as_object().map(|o| o.len()), Some(2));
+        assert!(RunReport::parse(b"not json").is_none());
+    }
 }

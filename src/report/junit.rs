@@ -15,7 +15,11 @@ pub(crate) fn render_junit(report: &JsonReport) -> String {
         .unwrap_or_else(|| "trace-recipe".into());
     let mut suite = TestSuite::new(name.clone());
     for e in &report.expectations {
-        let actual = e.actual.as_deref().unwrap_or("no such latency group");
+        let actual = match (&e.actual, &e.missing) {
+            (Some(a), _) => a.clone(),
+            (None, Some(why)) => format!("unknown ({why})"),
+            (None, None) => "unknown".into(),
+        };
         let status = if e.passed {
             TestCaseStatus::success()
         } else {

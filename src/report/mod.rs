@@ -10,11 +10,11 @@ mod junit;
 mod text;
 pub(crate) mod tracer;
 
-pub(crate) use expect::{check_all, measure, show};
+pub(crate) use expect::{check_all, lookup, measure, show};
 pub(crate) use html::esc;
 pub use html::render_html;
 pub(crate) use json::{
-    ExpectResult, Lost, RecorderInfo, RunInfo, ScopeInfo, WorkloadInfo, uname_release,
+    ExpectResult, Lost, RecorderInfo, RunInfo, RunReport, ScopeInfo, WorkloadInfo, uname_release,
 };
 pub use json::{JSON_FORMAT_VERSION, JsonReport};
 pub(crate) use junit::render_junit;

@@ -119,6 +119,11 @@ pub(super) fn write_output(
     report
         .answers
         .extend(kernel_answers(out.path(), &p.valid, &p.plan.probe_group));
+    // In the recipe's order, the kernel's and the trace's answers alike.
+    let declared = |name: &str| p.valid.answers.iter().position(|a| a.answer.name == name);
+    report
+        .answers
+        .sort_by(|a, _, b, _| declared(a).cmp(&declared(b)));
     report.function_profile = crate::report::tracer::function_profile(out.path());
     // `[collect] after`: context from after the rollback.
     report.collected = p.collected.clone();
