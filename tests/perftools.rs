@@ -132,18 +132,22 @@ fn perf_tool(name: &str, dir: &Path) -> Option<PathBuf> {
     Some(path)
 }
 
-/// A perf-tools tool running in a process group of its own, its output piped.
+/// A perf-tools tool running in a process group of its own, its output
+/// piped; waited for on drop (a test that fails before reading its output
+/// lets it end and restore the top level, which its duration bounds).
 struct Tool {
-    child: Child,
+    child: Option<Child>,
 }
 
 impl Tool {
     /// Starts `bash TOOL ARGS...` and returns once it sleeps in its tracing
     /// window: a `sleep` of its process group exists (the tools clear the
-    /// buffer, then sleep for their duration or interval).
+    /// buffer, then sleep for their duration or interval). Panics with its
+    /// output when it ends first (another tracer holds perf-tools' lock, a
+    /// tracepoint is missing).
     fn start(tool: &Path, args: &[&str]) -> Tool {
         use std::os::unix::process::CommandExt;
-        let child = Command::new("bash")
+        let mut child = Command::new("bash")
             .arg(tool)
             .args(args)
             .current_dir(tool.parent().unwrap())
@@ -152,9 +156,17 @@ impl Tool {
             .process_group(0)
             .spawn()
             .unwrap();
-        let t = Tool { child };
-        let group = t.child.id().to_string();
+        let group = child.id().to_string();
         loop {
+            if child.try_wait().unwrap().is_some() {
+                let o = child.wait_with_output().unwrap();
+                panic!(
+                    "{} ended before tracing: {}{}",
+                    tool.display(),
+                    text(&o.stdout),
+                    text(&o.stderr)
+                );
+            }
             let sleeping = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
                 let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
                 // pid (comm) state ppid pgrp ...
@@ -164,17 +176,26 @@ impl Tool {
                 })
             });
             if sleeping {
-                return t;
+                return Tool { child: Some(child) };
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
     /// Waits for the tool to end; its stdout.
-    fn output(self) -> String {
-        let o = self.child.wait_with_output().unwrap();
+    fn output(mut self) -> String {
+        let child = self.child.take().unwrap();
+        let o = child.wait_with_output().unwrap();
         assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
         text(&o.stdout)
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
     }
 }
 
