@@ -20,6 +20,7 @@ mod faults;
 mod fleet;
 mod hostile;
 mod lab;
+mod perftools;
 mod plan_export;
 mod probes;
 mod reliability;
