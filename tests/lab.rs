@@ -1806,13 +1806,20 @@ fn assert_lab_probes(out: &Path, tag: &str) {
         execs[0]["a1"],
         execs[0]["a2"]
     );
-    if matches!(tag, "6.1" | "6.1-rt") {
+    // arm64 has fprobes from 6.14 (kernel/trace/Kconfig: before, they need
+    // ftrace_regs holding a pt_regs, which arm64's do not).
+    let since = match tag {
+        "6.1" | "6.1-rt" => Some("Linux 6.5"),
+        "arm64-6.12" => Some("Linux 6.14 on aarch64"),
+        _ => None,
+    };
+    if let Some(since) = since {
         for name in ["fprobe-btf", "tprobe-exec"] {
             let check = read(&out.join(name).join("check.txt"));
             assert!(
                 read(&out.join(name).join("check.rc")).trim() != "0"
                     && check.contains("error (this kernel)")
-                    && check.contains("Linux 6.5"),
+                    && check.contains(since),
                 "{tag}: {name} must be refused for what this kernel lacks:\n{check}"
             );
         }
@@ -1863,8 +1870,11 @@ fn assert_lab_probes(out: &Path, tag: &str) {
 const ARM64_TARGET: &str = "aarch64-unknown-linux-gnu";
 
 /// The lab recipes of tests/lab/ that apply to arm64 (no x86 registers, no
-/// x86 instruction offsets), and those of recipes/ that tests/lab/guest.sh runs.
+/// x86 instruction offsets), those of tests/lab/arm64/ (in the guest's lab/
+/// too), and those of recipes/ that tests/lab/guest.sh runs.
 const ARM64_RECIPES: &[&str] = &[
+    "tests/lab/arm64/kprobe-arm64.toml",
+    "tests/lab/arm64/kprobe-btf.toml",
     "tests/lab/function-filter.toml",
     "tests/lab/function-graph.toml",
     "tests/lab/idle-self.toml",
@@ -1872,7 +1882,6 @@ const ARM64_RECIPES: &[&str] = &[
     "tests/lab/event-triggers.toml",
     "tests/lab/hist-trigger.toml",
     "tests/lab/function-traceoff.toml",
-    "tests/lab/kprobe-arm64.toml",
     "tests/lab/kretprobe-filter.toml",
     "tests/lab/fprobe-btf.toml",
     "tests/lab/tprobe-exec.toml",
@@ -1957,7 +1966,7 @@ fn arm64_binary() -> PathBuf {
 }
 
 /// The arm64 guest's payload in `dir`: the cross-built binary, tests/lab/guest.sh
-/// and its arm64 wrapper, [`ARM64_RECIPES`], the marker file and the faulting
+/// and its arm64 wrapper (tests/lab/arm64/guest.sh, `arm64.sh` there), [`ARM64_RECIPES`], the marker file and the faulting
 /// program, statically linked for arm64.
 fn arm64_payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
@@ -1966,13 +1975,16 @@ fn arm64_payload(dir: &Path) -> PathBuf {
     std::fs::copy(arm64_binary(), p.join("trace-recipe")).unwrap();
     for (from, to) in [
         ("tests/lab/guest.sh", "guest.sh"),
-        ("tests/lab/arm64.sh", "arm64.sh"),
+        ("tests/lab/arm64/guest.sh", "arm64.sh"),
         ("tests/lab/marker.txt", "lab/marker.txt"),
     ] {
         std::fs::copy(repo().join(from), p.join(to)).unwrap();
     }
     for r in ARM64_RECIPES {
-        let to = r.strip_prefix("tests/").unwrap_or(r);
+        let to = match r.strip_prefix("tests/lab/") {
+            Some(lab) => Path::new("lab").join(Path::new(lab).file_name().unwrap()),
+            None => PathBuf::from(r),
+        };
         std::fs::copy(repo().join(r), p.join(to)).unwrap();
     }
     let cc = Command::new("aarch64-linux-gnu-gcc")
@@ -1986,7 +1998,7 @@ fn arm64_payload(dir: &Path) -> PathBuf {
 }
 
 /// Boots Debian 12's arm64 6.12 under `qemu-system-aarch64` (TCG) with the
-/// arm64 trace-cmd unpacked into the guest, runs tests/lab/arm64.sh, and
+/// arm64 trace-cmd unpacked into the guest, runs tests/lab/arm64/guest.sh, and
 /// returns the output folder.
 fn boot_arm64(dir: &Path, payload: &Path, tag: &str) -> PathBuf {
     let out = dir.join(tag);
@@ -2033,7 +2045,7 @@ fn first_difference(ours: &str, theirs: &str) -> Option<String> {
         })
 }
 
-/// The arm64 boot's output `out` (tests/lab/arm64.sh): every recipe of
+/// The arm64 boot's output `out` (tests/lab/arm64/guest.sh): every recipe of
 /// [`ARM64_RECIPES`] checked and ran with its events, the argument registers'
 /// values, trace.dat files read across architectures, tracefs as the boot left it.
 fn assert_arm64(out: &Path) {
@@ -2124,8 +2136,26 @@ fn assert_arm64(out: &Path) {
         !rets.is_empty() && rets.iter().all(|r| r["ret"] == "-2"),
         "{tag}: kretprobe-filter: {rets:?}"
     );
-    // fprobes by BTF names, a tracepoint probe, an eprobe.
+    // An eprobe; fprobes and tracepoint probes refused (arm64 has them from
+    // 6.14); vfs_read's arguments by BTF names in a kprobe and a kretprobe.
     assert_lab_probes(out, tag);
+    let entries = records_of(out, "kprobe-btf", "read_entry");
+    assert!(
+        entries.len() >= 2
+            && entries
+                .iter()
+                .all(|r| r["name"] == "marker.txt" && r["count"] == "16" && num(r, "file") != 0),
+        "{tag}: kprobe-btf: {entries:?}"
+    );
+    let rets: std::collections::BTreeSet<String> = records_of(out, "kprobe-btf", "read_exit")
+        .into_iter()
+        .filter(|r| r["count"] == "16")
+        .map(|r| r["ret"].clone())
+        .collect();
+    assert!(
+        ["16", "15", "0"].iter().all(|v| rets.contains(*v)),
+        "{tag}: kprobe-btf: vfs_read returned {rets:?}"
+    );
 
     // Events, a filter on a glob, triggers.
     let segv = records_of(out, "glob-filter", "signal_generate");
@@ -2254,7 +2284,7 @@ fn assert_arm64(out: &Path) {
 
 /// Debian 12's arm64 6.12 under `qemu-system-aarch64 -M virt -cpu max` (TCG):
 /// the lab recipes that apply to arm64, our binary cross-built, Debian's arm64
-/// trace-cmd, trace.dat files read across architectures (tests/lab/arm64.sh).
+/// trace-cmd, trace.dat files read across architectures (tests/lab/arm64/guest.sh).
 #[test]
 fn arm64_6_12() {
     let tag = "arm64-6.12";
