@@ -1917,6 +1917,7 @@ fn arm64_missing() -> Option<String> {
     for tool in [
         "qemu-system-aarch64",
         "aarch64-linux-gnu-gcc",
+        "aarch64-linux-gnu-strip",
         "busybox",
         "cpio",
     ] {
@@ -1943,11 +1944,14 @@ fn arm64_missing() -> Option<String> {
 }
 
 /// trace-recipe cross-built for arm64 (`cargo build --target
-/// aarch64-unknown-linux-gnu`, into the target folder of this test's binary).
+/// aarch64-unknown-linux-gnu`, into the target folder of this test's binary),
+/// our crate optimized as its dependencies are in the dev profile: under
+/// emulation an unoptimized build took two minutes for `trace-recipe facts`.
 fn arm64_binary() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let o = Command::new(cargo)
         .args(["build", "--bin", "trace-recipe", "--target", ARM64_TARGET])
+        .args(["--config", "profile.dev.package.trace-recipe.opt-level=2"])
         .current_dir(repo())
         .output()
         .expect("run cargo");
@@ -1972,7 +1976,14 @@ fn arm64_payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
     std::fs::create_dir_all(p.join("lab")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
-    std::fs::copy(arm64_binary(), p.join("trace-recipe")).unwrap();
+    // Stripped: the payload travels in the guest's initramfs (230 MB with debug info).
+    let strip = Command::new("aarch64-linux-gnu-strip")
+        .arg("-o")
+        .arg(p.join("trace-recipe"))
+        .arg(arm64_binary())
+        .output()
+        .unwrap();
+    assert!(strip.status.success(), "{}", text(&strip.stderr));
     for (from, to) in [
         ("tests/lab/guest.sh", "guest.sh"),
         ("tests/lab/arm64/guest.sh", "arm64.sh"),
