@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refreshes the kernel fact files the validation tests run from (tests/facts/):
 # this host's, and those of the kernel lab's freshly booted Debian 6.1, 6.12,
-# PREEMPT_RT 6.1 and unstable's 7.2 (scripts/lab-kernel) guests (`trace-recipe facts` run first thing after boot, so the top-level ring
+# PREEMPT_RT 6.1, unstable's 7.2 (scripts/lab-kernel) and arm64 6.12 guests (`trace-recipe facts` run first thing after boot, so the top-level ring
 # buffer is still unexpanded). Needs root and the kernel lab
 # (../shared/kernel-lab/README.md); takes a few minutes under emulation.
 #
@@ -31,4 +31,14 @@ for spec in "6.1:" "6.12:linux-image-6.12.117+deb12-amd64" "6.1-rt:${rt:-linux-i
     "$work/payload" -- sh /payload/facts.sh
   cp "$work/$tag/facts.json.zst" "tests/facts/debian-$tag.json.zst"
 done
+# Debian 12's arm64 6.12 under qemu-system-aarch64 (run-in-foreign-kernel.sh),
+# with trace-recipe cross-built for it (.cargo/config.toml, docs/src/kernel-lab.md).
+foreign=${KERNEL_LAB_FOREIGN_SCRIPT:-../shared/kernel-lab/run-in-foreign-kernel.sh}
+arm=$(apt-cache pkgnames linux-image-6.12 | grep -E '^linux-image-6\.12\.[0-9]+\+deb12-arm64-unsigned$' | sort -V | tail -n 1)
+cargo build --release -q --target aarch64-unknown-linux-gnu
+cp target/aarch64-unknown-linux-gnu/release/trace-recipe "$work/payload/"
+"$foreign" --arch aarch64 --kernel-package "${arm:-linux-image-6.12.117+deb12-arm64-unsigned}" \
+  --debs "libc6 libgcc-s1" --smp 1 --timeout 900 --out "$work/arm64-6.12" \
+  "$work/payload" -- sh /payload/facts.sh
+cp "$work/arm64-6.12/facts.json.zst" tests/facts/debian-arm64-6.12.json.zst
 ls -l tests/facts

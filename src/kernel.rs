@@ -117,9 +117,17 @@ pub(crate) enum ProbeFeature {
 }
 
 impl ProbeFeature {
-    /// The release that brought it, as `(major, minor)`.
-    pub(crate) fn since(self) -> (u32, u32) {
+    /// The release that brought it to architecture `arch` (`uname -m`), as
+    /// `(major, minor)`. fprobes (and the tracepoint probes built on them)
+    /// needed `DYNAMIC_FTRACE_WITH_REGS` or ftrace_regs holding a pt_regs
+    /// until Linux 6.14 put them on the function graph tracer
+    /// (kernel/trace/Kconfig `FPROBE`): arm64 has neither, so its kernels
+    /// have them from 6.14 (Debian's arm64 6.12 has none, seen in the lab).
+    pub(crate) fn since(self, arch: &str) -> (u32, u32) {
         match self {
+            ProbeFeature::Fprobe | ProbeFeature::Tprobe if matches!(arch, "aarch64" | "arm64") => {
+                (6, 14)
+            }
             ProbeFeature::Fprobe | ProbeFeature::Tprobe | ProbeFeature::BtfArgs => (6, 5),
             ProbeFeature::Eprobe => (5, 15),
             ProbeFeature::BtfFields => (6, 6),
@@ -492,7 +500,8 @@ impl KernelFacts {
             }
             None => {
                 self.has_dynamic_events
-                    && release_version(&self.release).is_some_and(|v| v >= feature.since())
+                    && release_version(&self.release)
+                        .is_some_and(|v| v >= feature.since(&self.arch))
             }
         }
     }
@@ -911,6 +920,29 @@ mod tests {
             })
         );
         assert_eq!(TopBuffer::parse("x"), None);
+    }
+
+    /// arm64 has fprobes and tracepoint probes from 6.14 (x86-64 from 6.5):
+    /// by the README where the facts keep it (Debian's arm64 6.12 lists no
+    /// `f[`, its BTF arguments yes), else by release and architecture.
+    #[test]
+    fn fprobes_come_to_arm64_with_6_14() {
+        use super::ProbeFeature::{BtfArgs, Fprobe, Tprobe};
+        let mut arm = super::test_facts("debian-arm64-6.12");
+        assert_eq!(arm.arch, "aarch64");
+        assert!(!arm.has_probe_feature(Fprobe) && !arm.has_probe_feature(Tprobe));
+        assert!(arm.has_probe_feature(BtfArgs));
+        arm.probe_syntax = None;
+        assert!(!arm.has_probe_feature(Fprobe) && arm.has_probe_feature(BtfArgs));
+        arm.release = "6.14.0-1-arm64".into();
+        assert!(arm.has_probe_feature(Fprobe));
+        let mut x86 = super::test_facts("debian-6.12");
+        x86.probe_syntax = None;
+        assert!(x86.has_probe_feature(Fprobe));
+        assert_eq!(
+            (Fprobe.since("aarch64"), Fprobe.since("x86_64")),
+            ((6, 14), (6, 5))
+        );
     }
 
     #[test]

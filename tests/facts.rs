@@ -1,7 +1,7 @@
 //! Kernel facts as data: `trace-recipe facts` reads tracefs without changing
 //! it, `check --facts` validates offline (no root, no tracefs) against a fact
 //! file, a bundle or an output folder, and validation runs from the fact files
-//! of this host and the kernel lab's Debian 6.1, 6.12 and 7.2 (tests/facts/, made by
+//! of this host and the kernel lab's Debian 6.1, 6.12, 7.2 and arm64 6.12 (tests/facts/, made by
 //! scripts/refresh-facts.sh) without the tracefs lock.
 
 use std::path::{Path, PathBuf};
@@ -126,8 +126,46 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
         f61.top_buffer
     );
     // Events of every kernel: the plain recipes pass everywhere.
-    for facts in ["debian-6.1", "debian-6.12", "debian-7.2", "host"] {
+    for facts in [
+        "debian-6.1",
+        "debian-6.12",
+        "debian-7.2",
+        "debian-arm64-6.12",
+        "host",
+    ] {
         assert_eq!(verdict(facts, "recipes/exec-tree.toml"), Ok(()), "{facts}");
+    }
+    // arm64 (Debian 12's 6.12): kprobes by arm64's registers and by BTF names,
+    // hist triggers and function_graph in an instance; x86's registers and
+    // fprobes (arm64 has them from 6.14) refused, and arm64's registers on x86.
+    for recipe in [
+        "tests/lab/arm64/kprobe-arm64.toml",
+        "tests/lab/arm64/kprobe-btf.toml",
+        "tests/lab/hist-trigger.toml",
+        "tests/lab/function-graph.toml",
+        "tests/lab/eprobe-exec.toml",
+    ] {
+        assert_eq!(verdict("debian-arm64-6.12", recipe), Ok(()), "{recipe}");
+    }
+    for (facts, recipe, why) in [
+        (
+            "debian-arm64-6.12",
+            "tests/lab/kprobe-fetch.toml",
+            "`%di` is not a register on aarch64",
+        ),
+        (
+            "debian-arm64-6.12",
+            "tests/lab/fprobe-btf.toml",
+            "has no fprobe events",
+        ),
+        (
+            "debian-6.12",
+            "tests/lab/arm64/kprobe-arm64.toml",
+            "`%x0` is not a register on x86_64",
+        ),
+    ] {
+        let e = verdict(facts, recipe).unwrap_err();
+        assert!(e.contains(why), "{recipe} on {facts}: {e}");
     }
 }
 

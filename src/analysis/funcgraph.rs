@@ -16,7 +16,7 @@ use super::functime::FuncTime;
 use super::histogram::Seen;
 use super::latency::Groups;
 use super::pass::{At, Finish, Pass};
-use super::{Analysis, AnalysisName, Selection, symbolize};
+use super::{Analysis, AnalysisName, Selection, function_name};
 
 /// A function_graph call entered.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -246,15 +246,17 @@ impl Pass for Functions {
         }
     }
 
-    /// The call paths (when any), the per-function latency (by the symbol
-    /// of each function address) and the total and self time per function.
+    /// The call paths (when any), the per-function latency (by the function
+    /// each address falls in: `func` is the function's patch site, its
+    /// address + 4 on arm64 and on x86 with IBT) and the total and self time
+    /// per function.
     fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
         out.funcgraph_folded = (self.paths)
             .map(|c| c.finish(cx.file))
             .filter(|f| !f.is_empty());
         let mut groups = Groups::default();
         for (func, calls) in self.time.durations() {
-            groups.merge(&symbolize(cx.file, func), calls);
+            groups.merge(&function_name(cx.file, func), calls);
         }
         let name = AnalysisName::Funcgraph;
         let title = "function duration (function_graph, rettime - calltime)";

@@ -1005,14 +1005,16 @@ mod tests {
             (50, payload(301, 8, &[f, 0x1234, 3])),
             (10, payload(301, 9, &[f, 0x1234, 4])),
             // function_graph of pid 7: next_fn { do_sys_open (30); do_sys_open (50) } 1200.
-            (1, payload(11, 7, &[f + 0x100, 0])),
-            (1, payload(11, 7, &[f, 1])),
-            (5, payload(10, 7, &[f, 1, 1000, 1030])),
-            (1, payload(11, 7, &[f, 1])),
-            (5, payload(10, 7, &[f, 1, 2000, 2050])),
-            (5, payload(10, 7, &[f + 0x100, 0, 900, 2100])),
+            // Its `func` is the function's patch site, as on arm64 (and x86
+            // with IBT): the address + 4, named without the offset.
+            (1, payload(11, 7, &[f + 0x104, 0])),
+            (1, payload(11, 7, &[f + 4, 1])),
+            (5, payload(10, 7, &[f + 4, 1, 1000, 1030])),
+            (1, payload(11, 7, &[f + 4, 1])),
+            (5, payload(10, 7, &[f + 4, 1, 2000, 2050])),
+            (5, payload(10, 7, &[f + 0x104, 0, 900, 2100])),
             // pid 8 returns from a call whose entry was before the trace.
-            (5, payload(10, 8, &[f, 2, 3000, 3010])),
+            (5, payload(10, 8, &[f + 4, 2, 3000, 3010])),
         ];
         let raw = dir.path().join("cpu0.raw");
         let mut page = Page::new(E, 4096, 1_000_000);
@@ -1033,8 +1035,12 @@ mod tests {
                     "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n",
                 ),
             ],
-            kallsyms: format!("{f:016x} T do_sys_open\n{:016x} T next_fn\n", f + 0x100)
-                .into_bytes(),
+            kallsyms: format!(
+                "{f:016x} T do_sys_open\n{:016x} T next_fn\n{:016x} T after_next_fn\n",
+                f + 0x100,
+                f + 0x200
+            )
+            .into_bytes(),
             ..meta(
                 vec![(
                     "kprobes".into(),

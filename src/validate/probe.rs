@@ -100,16 +100,20 @@ impl ProbeKind {
             ProbeKind::Eprobe => "eprobetrace.rst",
         }
     }
-    /// Example fetchargs of its kind.
-    fn example(self) -> &'static str {
+    /// Example fetchargs of its kind, with the registers of `arch` (`uname -m`).
+    fn example(self, arch: &str) -> String {
         match self {
-            ProbeKind::Kprobe | ProbeKind::Kretprobe => "\"+0(%si):string\", \"$retval:s32\"",
-            ProbeKind::Uprobe | ProbeKind::Uretprobe => "\"+0($retval):string\", \"%di:x64\"",
-            ProbeKind::Fprobe | ProbeKind::Tprobe => {
-                "\"count\", \"$arg2\", \"file->f_path.dentry->d_name.name:string\""
+            ProbeKind::Kprobe | ProbeKind::Kretprobe => {
+                format!("\"+0({}):string\", \"$retval:s32\"", arg_register(arch, 1))
             }
-            ProbeKind::Fexit => "\"$retval\", \"$retval->name:string\"",
-            ProbeKind::Eprobe => "\"$prev_pid:u32\", \"+0(+u0($argv)):ustring\"",
+            ProbeKind::Uprobe | ProbeKind::Uretprobe => {
+                format!("\"+0($retval):string\", \"{}:x64\"", arg_register(arch, 0))
+            }
+            ProbeKind::Fprobe | ProbeKind::Tprobe => {
+                "\"count\", \"$arg2\", \"file->f_path.dentry->d_name.name:string\"".into()
+            }
+            ProbeKind::Fexit => "\"$retval\", \"$retval->name:string\"".into(),
+            ProbeKind::Eprobe => "\"$prev_pid:u32\", \"+0(+u0($argv)):ustring\"".into(),
         }
     }
     /// Whether it sits where BTF names the arguments: a function's entry or
@@ -289,6 +293,21 @@ fn registers(arch: &str) -> Option<(&'static str, &'static [&'static str])> {
     })
 }
 
+/// `%REG` that holds a function's argument `n` (0 or 1) on `arch` (`uname -m`)
+/// by its calling convention, for examples in messages; x86-64's (`%di`,
+/// `%si`) for an architecture [`registers`] does not know.
+fn arg_register(arch: &str, n: usize) -> &'static str {
+    let pair = match registers(arch).map(|(name, _)| name) {
+        Some("aarch64") => ["%x0", "%x1"],
+        Some("arm") => ["%r0", "%r1"],
+        Some("riscv64") => ["%a0", "%a1"],
+        Some("s390x") => ["%r2", "%r3"],
+        Some("ppc64") => ["%gpr3", "%gpr4"],
+        _ => ["%di", "%si"],
+    };
+    pair[n.min(1)]
+}
+
 /// How a fetched value is laid out in the event, for the synthesized format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Layout {
@@ -403,7 +422,7 @@ pub(super) fn resolve_probes(
                         format!(
                             "write FETCHARG[:TYPE] as in Documentation/trace/{}, e.g. {}",
                             kind.doc(),
-                            kind.example()
+                            kind.example(&cx.facts.arch)
                         )
                     });
                     let msg = format!("fetcharg `{name}`: {}", bad.msg);
@@ -507,7 +526,7 @@ fn kind_available(
     if let Some(f) = kind.feature()
         && !cx.facts.has_probe_feature(f)
     {
-        let (major, minor) = f.since();
+        let (major, minor) = f.since(&cx.facts.arch);
         let why = match cx.facts.probe_syntax {
             Some(_) => format!(
                 "its tracefs README does not list `{}` among the dynamic events",
@@ -523,8 +542,9 @@ fn kind_available(
                 f.what()
             ),
             Some(format!(
-                "{} come with Linux {major}.{minor}; use kind = \"kprobe\" / \"kretprobe\" here, or run on a newer kernel",
-                f.what()
+                "{} come with Linux {major}.{minor} on {}; use kind = \"kprobe\" / \"kretprobe\" here, or run on a newer kernel",
+                f.what(),
+                cx.facts.arch
             )),
         );
         return false;
@@ -1124,8 +1144,8 @@ fn btf_fetch(
         }))
     };
     let bare_help = format!(
-        "use $argN, registers or memory fetchargs here, e.g. {}",
-        "\"+0(%si):string\""
+        "use $argN, registers or memory fetchargs here, e.g. \"+0({}):string\"",
+        arg_register(env.arch, 1)
     );
     if named || !path.fields.is_empty() {
         if !env.btf_args {
@@ -1824,6 +1844,16 @@ mod tests {
             assert!(
                 fetcharg(good, Kprobe, &Env::bare(arch)).is_ok(),
                 "{arch} {good}"
+            );
+            // Examples in messages name the architecture's own registers:
+            // its first argument's, and the second's, each one it accepts.
+            assert_eq!(arg_register(arch, 0), good, "{arch}");
+            let example = Kprobe.example(arch);
+            let second = arg_register(arch, 1);
+            assert!(
+                example.contains(&format!("+0({second}):string"))
+                    && fetcharg(second, Kprobe, &Env::bare(arch)).is_ok(),
+                "{arch}: {example}"
             );
             let msg = fetcharg(bad, Kprobe, &Env::bare(arch)).unwrap_err().msg;
             assert!(msg.contains("is not a register on"), "{arch}: {msg}");
