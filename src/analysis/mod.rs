@@ -487,6 +487,18 @@ mod tests {
         event_format(name, id, fields, "\"\"").into_bytes()
     }
 
+    /// One page of CPU 0 holding `events` (time delta in ns, payload), written
+    /// to `dir`/cpu0.raw.
+    fn cpu0_raw(dir: &std::path::Path, events: &[(u32, Vec<u8>)]) -> std::path::PathBuf {
+        let raw = dir.join("cpu0.raw");
+        let mut page = Page::new(E, 4096, 1_000_000);
+        for (delta, p) in events {
+            page.event(*delta, p);
+        }
+        std::fs::write(&raw, page.finish(None)).unwrap();
+        raw
+    }
+
     fn payload(id: u16, pid: i32, words: &[u64]) -> Vec<u8> {
         tracedat::testing::payload(E, id, pid, words)
     }
@@ -772,12 +784,7 @@ mod tests {
             (1_000, switch(10)),
             (0, stack(&deep)),
         ];
-        let raw = dir.path().join("cpu0.raw");
-        let mut page = Page::new(E, 4096, 1_000_000);
-        for (delta, p) in &events {
-            page.event(*delta, p);
-        }
-        std::fs::write(&raw, page.finish(None)).unwrap();
+        let raw = cpu0_raw(dir.path(), &events);
         let meta = CaptureMeta {
             ftrace_formats: vec![format(
                 "kernel_stack",
@@ -845,12 +852,7 @@ mod tests {
         for _ in 0..3 {
             events.extend([(1_000, call(32)), (1_000, call(33))]);
         }
-        let raw = dir.path().join("cpu0.raw");
-        let mut page = Page::new(E, 4096, 1_000_000);
-        for (delta, p) in &events {
-            page.event(*delta, p);
-        }
-        std::fs::write(&raw, page.finish(None)).unwrap();
+        let raw = cpu0_raw(dir.path(), &events);
         let long = |n: &str| format!("\tfield:long {n};\toffset:8;\tsize:8;\tsigned:1;\n");
         let meta = meta(
             vec![(
@@ -895,12 +897,7 @@ mod tests {
             (1_000, enter(9)),
             (3_000, exit(9, -13)),
         ];
-        let raw = dir.path().join("cpu0.raw");
-        let mut page = Page::new(E, 4096, 1_000_000);
-        for (delta, p) in &events {
-            page.event(*delta, p);
-        }
-        std::fs::write(&raw, page.finish(None)).unwrap();
+        let raw = cpu0_raw(dir.path(), &events);
         let long = |n: &str| format!("\tfield:long {n};\toffset:8;\tsize:8;\tsigned:1;\n");
         let meta = meta(
             vec![(
@@ -1016,12 +1013,7 @@ mod tests {
             // pid 8 returns from a call whose entry was before the trace.
             (5, payload(10, 8, &[f + 4, 2, 3000, 3010])),
         ];
-        let raw = dir.path().join("cpu0.raw");
-        let mut page = Page::new(E, 4096, 1_000_000);
-        for (delta, p) in &events {
-            page.event(*delta, p);
-        }
-        std::fs::write(&raw, page.finish(None)).unwrap();
+        let raw = cpu0_raw(dir.path(), &events);
         let meta = CaptureMeta {
             ftrace_formats: vec![
                 format(
@@ -1199,12 +1191,7 @@ mod tests {
             (10, payload(22, big, &[0])),
             (10, payload(22, 7, &[0])),
         ];
-        let raw = dir.path().join("cpu0.raw");
-        let mut page = Page::new(E, 4096, 1_000_000);
-        for (delta, p) in &events {
-            page.event(*delta, p);
-        }
-        std::fs::write(&raw, page.finish(None)).unwrap();
+        let raw = cpu0_raw(dir.path(), &events);
         let meta = meta(
             vec![
                 (
