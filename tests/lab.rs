@@ -153,6 +153,7 @@ fn kernel_rt() -> String {
 fn payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
     std::fs::create_dir_all(p.join("lab/rt")).unwrap();
+    std::fs::create_dir_all(p.join("lab/persist")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
     std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
@@ -165,12 +166,13 @@ fn payload(dir: &Path) -> PathBuf {
     for (from, to) in [
         ("tests/lab", "lab"),
         ("tests/lab/rt", "lab/rt"),
+        ("tests/lab/persist", "lab/persist"),
         ("recipes", "recipes"),
     ] {
         for e in std::fs::read_dir(repo().join(from)).unwrap() {
             let path = e.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
-            if name.ends_with(".toml") || name == "marker.txt" {
+            if name.ends_with(".toml") || name == "marker.txt" || name == "guest.sh" {
                 std::fs::copy(&path, p.join(to).join(name)).unwrap();
             }
         }
@@ -192,6 +194,27 @@ fn boot(
     payload: &Path,
     tag: &str,
     package: Option<&str>,
+    guest_args: &[&str],
+) -> PathBuf {
+    boot_with(dir, payload, tag, package, &Guest::default(), guest_args)
+}
+
+/// What a boot runs other than tests/lab/guest.sh on the lab's command line.
+#[derive(Default)]
+struct Guest<'a> {
+    /// The guest script, relative to the payload (default `guest.sh`).
+    script: Option<&'a str>,
+    /// More of the lab script's arguments (`--append ARGS`, `--qemu-args ARGS`).
+    lab_args: &'a [&'a str],
+}
+
+/// [`boot`], running `guest`.
+fn boot_with(
+    dir: &Path,
+    payload: &Path,
+    tag: &str,
+    package: Option<&str>,
+    guest: &Guest<'_>,
     guest_args: &[&str],
 ) -> PathBuf {
     let out = dir.join(tag);
@@ -216,8 +239,10 @@ fn boot(
     if let Some(p) = package {
         c.args(["--kernel-package", p]);
     }
+    c.args(guest.lab_args);
     c.arg(payload)
-        .args(["--", "sh", "/payload/guest.sh"])
+        .args(["--", "sh"])
+        .arg(format!("/payload/{}", guest.script.unwrap_or("guest.sh")))
         .args(guest_args);
     let t = Instant::now();
     let o = c.output().expect("run the kernel lab");
@@ -1847,5 +1872,148 @@ fn assert_lab_probes(out: &Path, tag: &str) {
         "FIGURE kernel lab {tag}: tprobe on sched_process_exec: {} execs, bprm->filename {}",
         execs.len(),
         execs[0]["filename"]
+    );
+}
+
+/// The flight recorder on Debian 12's 6.12, booted with a boot-mapped instance
+/// (tests/lab/persist/guest.sh): boot 1 arms it with
+/// tests/lab/persist/persistent.toml, runs a known program and reboots with
+/// `echo b > /proc/sysrq-trigger` (QEMU's reset keeps RAM); boot 2 runs
+/// `collect-boot`. Asserted: trace.dat as trace-cmd and we read it holds boot
+/// 1's events, the summary says whose, and the instance's settings are those
+/// of a fresh boot again.
+#[test]
+fn persistent_6_12() {
+    let tag = "persistent-6.12";
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let guest = Guest {
+        script: Some("lab/persist/guest.sh"),
+        lab_args: &[
+            "--append",
+            "reserve_mem=8M:4096:trace trace_instance=boot_map@trace",
+            "--qemu-args",
+            "-action reboot=reset",
+        ],
+    };
+    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &guest, &["b"]);
+    assert_flight(&out);
+}
+
+/// What tests/lab/persist/guest.sh left in `out` after its two boots.
+fn assert_flight(out: &Path) {
+    let file = |n: &str| read(&out.join(n));
+    assert_eq!(file("check.rc").trim(), "0", "check: {}", file("check.txt"));
+    assert_eq!(file("arm.rc").trim(), "0", "run: {}", file("arm.txt"));
+    assert!(
+        file("arm.txt").contains("armed: instances/boot_map records until the next reboot"),
+        "{}",
+        file("arm.txt")
+    );
+    for f in ["arm.json", "kallsyms", "modules", "plan.txt", "recipe.toml"] {
+        assert!(out.join("armed").join(f).is_file(), "run folder lacks {f}");
+    }
+    assert!(
+        file("status-armed.txt").contains("armed flight recorder (recipe `persistent`"),
+        "{}",
+        file("status-armed.txt")
+    );
+    let armed = file("state-armed.txt");
+    assert!(
+        armed.contains("events/sched/sched_process_exec/enable:1"),
+        "{armed}"
+    );
+    assert_eq!(file("collect.rc").trim(), "0", "{}", file("collect.txt"));
+    let summary = file("collected/summary.txt");
+    assert!(
+        summary.starts_with(
+            "flight recorder: the previous boot's trace, from boot-mapped instance `boot_map`"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("armed by recipe `persistent` in boot"),
+        "{summary}"
+    );
+    // Boot 1's kernel text, found from boot 2's through last_boot_info's delta
+    // (this boot minus the last, as crate::flight::shift_kallsyms takes it).
+    let addr =
+        |n: &str| u64::from_str_radix(file(n).split_whitespace().next().unwrap(), 16).unwrap();
+    let delta: i64 = file("last_boot_info")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("text delta:"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("last_boot_info has a text delta");
+    assert_eq!(
+        addr("stext1"),
+        addr("stext2").wrapping_sub(delta as u64),
+        "_stext moved by {delta}"
+    );
+    let dat = out.join("collected/trace.dat");
+    let theirs = Command::new("trace-cmd")
+        .arg("report")
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        theirs.status.success(),
+        "trace-cmd report: {}",
+        text(&theirs.stderr)
+    );
+    let ours = Command::new(bin())
+        .arg("report")
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        ours.status.success(),
+        "trace-recipe report: {}",
+        text(&ours.stderr)
+    );
+    for listing in [text(&theirs.stdout), text(&ours.stdout)] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains("sched_process_exec") && l.contains("/tmp/flight-known")),
+            "no exec of the known program from before the reboot:\n{}",
+            tail(&listing)
+        );
+        assert!(
+            listing.contains("flight-marker-before-reboot"),
+            "{}",
+            tail(&listing)
+        );
+        assert!(listing.contains("sys_enter_openat"), "{}", tail(&listing));
+    }
+    // Released: the instance's settings as boot 1 found them, and as boot 2 did.
+    assert_eq!(
+        diff_lines(&file("state-fresh.txt"), &file("state-released.txt")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        diff_lines(&file("state-booted.txt"), &file("state-released.txt")),
+        Vec::<String>::new()
+    );
+    assert!(
+        file("instances.txt").lines().eq(["boot_map"]),
+        "{}",
+        file("instances.txt")
+    );
+    assert_eq!(
+        file("state-dir.txt").trim(),
+        "",
+        "the arm record is consumed"
+    );
+    assert!(
+        !file("status-after.txt").contains("armed flight recorder"),
+        "{}",
+        file("status-after.txt")
+    );
+    assert_ne!(file("nosuch.rc").trim(), "0");
+    assert!(
+        file("nosuch.txt").contains("no boot-mapped instance `nosuch`"),
+        "{}",
+        file("nosuch.txt")
     );
 }
