@@ -260,15 +260,18 @@ pub fn collect_boot(
         touches_top_level: false,
         steps: Vec::new(),
     };
-    let meta = super::capture_meta(
+    let mut meta = super::capture_meta(
         &inst,
         &plan,
         &valid,
         &facts,
         &header_page,
         &captures,
-        kallsyms,
+        kallsyms.clone(),
     )?;
+    // Always the last boot's symbols: nothing of this boot could name its
+    // addresses (a marker's caller, a pointer printed with %ps) later.
+    meta.kallsyms = kallsyms;
     let p = Prepared {
         signals,
         tracefs: tracefs.clone(),
