@@ -1888,18 +1888,34 @@ fn persistent_6_12() {
     let Some((_temp, dir, payload)) = lab_dir(tag) else {
         return;
     };
-    let guest = Guest {
-        script: Some("lab/persist/guest.sh"),
-        lab_args: &[
-            "--append",
-            "reserve_mem=8M:4096:trace trace_instance=boot_map@trace",
-            "--qemu-args",
-            "-action reboot=reset",
-        ],
-    };
-    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &guest, &["b"]);
+    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &FLIGHT, &["b"]);
     assert_flight(&out);
 }
+
+/// [`persistent_6_12`] with a crash instead of a reboot: `echo c >
+/// /proc/sysrq-trigger` panics the kernel, `panic=-1` (on the lab's command
+/// line) resets at once, and the next boot collects the same way.
+#[test]
+fn persistent_panic_6_12() {
+    let tag = "persistent-panic-6.12";
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &FLIGHT, &["c"]);
+    assert_flight(&out);
+}
+
+/// The flight recorder's boots: a boot-mapped instance `boot_map` of 8 MiB,
+/// and QEMU resetting (RAM kept) where the lab's `-no-reboot` would stop.
+const FLIGHT: Guest = Guest {
+    script: Some("lab/persist/guest.sh"),
+    lab_args: &[
+        "--append",
+        "reserve_mem=8M:4096:trace trace_instance=boot_map@trace",
+        "--qemu-args",
+        "-action reboot=reset",
+    ],
+};
 
 /// What tests/lab/persist/guest.sh left in `out` after its two boots.
 fn assert_flight(out: &Path) {
@@ -2013,6 +2029,19 @@ fn assert_flight(out: &Path) {
         !file("status-after.txt").contains("armed flight recorder"),
         "{}",
         file("status-after.txt")
+    );
+    // Armed again and collected in the same boot: the release undoes the arming.
+    assert_eq!(file("rearm.rc").trim(), "0", "{}", file("rearm.txt"));
+    assert!(
+        file("state-rearmed.txt").contains("events/syscalls/sys_enter_openat/enable:1"),
+        "{}",
+        file("state-rearmed.txt")
+    );
+    assert_eq!(file("collect2.rc").trim(), "0", "{}", file("collect2.txt"));
+    assert!(!diff_lines(&file("state-rearmed.txt"), &file("state-released2.txt")).is_empty());
+    assert_eq!(
+        diff_lines(&file("state-booted.txt"), &file("state-released2.txt")),
+        Vec::<String>::new()
     );
     assert_ne!(file("nosuch.rc").trim(), "0");
     assert!(

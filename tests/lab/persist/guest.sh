@@ -43,6 +43,13 @@ else
   ls "$TRACEFS/instances" > "$KLAB_OUT/instances.txt"
   ls "$KLAB_OUT/state" > "$KLAB_OUT/state-dir.txt" 2>&1
   ./trace-recipe status > "$KLAB_OUT/status-after.txt" 2>&1
+  # Armed and collected in the same boot: the release undoes the arming.
+  ./trace-recipe run lab/persist/persistent.toml -o "$KLAB_OUT/rearmed" > "$KLAB_OUT/rearm.txt" 2>&1
+  echo $? > "$KLAB_OUT/rearm.rc"
+  state > "$KLAB_OUT/state-rearmed.txt"
+  ./trace-recipe collect-boot -o "$KLAB_OUT/same-boot" > "$KLAB_OUT/collect2.txt" 2>&1
+  echo $? > "$KLAB_OUT/collect2.rc"
+  state > "$KLAB_OUT/state-released2.txt"
   ./trace-recipe collect-boot --instance nosuch -o "$KLAB_OUT/nosuch" > "$KLAB_OUT/nosuch.txt" 2>&1
   echo $? > "$KLAB_OUT/nosuch.rc"
   echo done > "$KLAB_OUT/done"
