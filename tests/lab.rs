@@ -1940,6 +1940,16 @@ fn assert_flight(out: &Path) {
         armed.contains("events/sched/sched_process_exec/enable:1"),
         "{armed}"
     );
+    assert_ne!(file("too-soon.rc").trim(), "0");
+    assert!(
+        file("too-soon.txt").contains("not collected yet: arming it again would clear it"),
+        "{}",
+        file("too-soon.txt")
+    );
+    assert!(
+        !out.join("too-soon").exists(),
+        "a refused run leaves no folder"
+    );
     assert_eq!(file("collect.rc").trim(), "0", "{}", file("collect.txt"));
     let summary = file("collected/summary.txt");
     assert!(

@@ -35,7 +35,7 @@ pub struct ArmedFlight {
 /// contents cleared, tracing on; then the journal is dropped, so the steps stay
 /// when the run exits, and the arm record is written (run folder and state dir).
 pub(super) fn arm(
-    p: Prepared,
+    mut p: Prepared,
     on_event: &mut impl FnMut(RunEvent),
 ) -> Result<ArmedFlight, RunError> {
     let name = p
@@ -44,6 +44,19 @@ pub(super) fn arm(
         .as_ref()
         .map(|(n, _)| n.clone())
         .unwrap_or_default();
+    // Arming clears the instance: not while it holds an armed boot's record
+    // that no one collected.
+    if let Ok(r) = ArmRecord::read(&state_dir(&name))
+        && r.boot_id != crate::flight::boot_id()
+    {
+        let e = RunError::Boot(format!(
+            "instances/{name} holds the trace of boot {} (armed by recipe `{}`), not collected yet: arming it again would clear it\n  = help: run `trace-recipe collect-boot -o DIR` first",
+            crate::untrusted::escape(&r.boot_id),
+            crate::untrusted::escape(&r.recipe)
+        ));
+        p.end_workload();
+        return Err(refused(&p.out, e));
+    }
     let before = instance_state(&p.tracefs, &name);
     let armed = p.arm(on_event)?;
     let inst = armed.tx.instance().clone();

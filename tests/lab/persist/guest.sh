@@ -37,6 +37,9 @@ else
   grep ' _stext$' /proc/kallsyms > "$KLAB_OUT/stext2"
   cat "$B/last_boot_info" > "$KLAB_OUT/last_boot_info" 2>&1
   state > "$KLAB_OUT/state-booted.txt"
+  # Arming again before collecting would clear the last boot's trace: refused.
+  ./trace-recipe run lab/persist/persistent.toml -o "$KLAB_OUT/too-soon" > "$KLAB_OUT/too-soon.txt" 2>&1
+  echo $? > "$KLAB_OUT/too-soon.rc"
   ./trace-recipe collect-boot -o "$KLAB_OUT/collected" > "$KLAB_OUT/collect.txt" 2>&1
   echo $? > "$KLAB_OUT/collect.rc"
   state > "$KLAB_OUT/state-released.txt"
