@@ -97,6 +97,11 @@ pub struct KernelFacts {
     /// without `/sys/kernel/btf/vmlinux` (or in older fact files).
     #[serde(default)]
     pub(crate) btf: Option<crate::btf::BtfFacts>,
+    /// Instances mapped onto memory reserved at boot (`trace_instance=NAME@LABEL`
+    /// with `reserve_mem=`, Linux 6.12+): those with a `last_boot_info` file.
+    /// Empty in fact files written before it was kept.
+    #[serde(default)]
+    pub(crate) boot_instances: Vec<String>,
 }
 
 /// A dynamic-event feature that not every kernel has.
@@ -430,6 +435,18 @@ const TOP_LEVEL_ONLY_OPTIONS: &[&str] = &[
     "prof-text-offset",
 ];
 
+/// The instances with a `last_boot_info` file (boot-mapped, see
+/// [`KernelFacts::boot_instances`]), sorted.
+pub(crate) fn boot_instances(tracefs: &Tracefs) -> Vec<String> {
+    let mut names: Vec<String> = tracefs
+        .instances()
+        .into_iter()
+        .filter(|n| tracefs.exists(&format!("instances/{n}/last_boot_info")))
+        .collect();
+    names.sort();
+    names
+}
+
 /// Release `(major, minor)` from `uname -r` (`6.12.57+deb13-amd64` → (6, 12)).
 fn release_version(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
@@ -608,6 +625,7 @@ impl KernelFacts {
             btf: (scope.btf_all || scope.btf.wanted())
                 .then(|| scope.btf.read(scope.btf_all))
                 .flatten(),
+            boot_instances: boot_instances(tracefs),
         })
     }
 

@@ -48,6 +48,7 @@ pub mod export;
 pub mod expr;
 pub mod fault;
 pub(crate) mod fleet;
+pub(crate) mod flight;
 pub(crate) mod format;
 pub mod host;
 pub(crate) mod inventory;

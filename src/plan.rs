@@ -167,6 +167,11 @@ pub fn plan(
     // A tracer this kernel offers only at the top level: the run works in the
     // top-level buffer, and every write there is undone from its before-image.
     let top = valid.tracer.as_ref().is_some_and(|t| t.at_top_level);
+    // The flight recorder: the boot-mapped instance, armed in place.
+    let instance = valid
+        .persistent
+        .as_ref()
+        .map_or(instance, |(n, _)| n.as_str());
     let mut b = Builder {
         name: (!top).then_some(instance),
         top,
@@ -228,7 +233,9 @@ pub fn plan(
             span: st.span.clone(),
         });
     }
-    if !top {
+    if valid.persistent.is_some() {
+        steps = in_place(steps);
+    } else if !top {
         steps.insert(
             0,
             Step {
@@ -243,6 +250,26 @@ pub fn plan(
         touches_top_level: touches_top_level || top,
         steps,
     }
+}
+
+/// The steps that arm an existing instance (the flight recorder's) rather than
+/// a fresh one: nothing removes the instance afterwards, so every write the
+/// instance's removal would have undone restores its before-image instead;
+/// its size is fixed by the reservation made at boot, so `buffer_size_kb` is
+/// not written.
+fn in_place(steps: Vec<Step>) -> Vec<Step> {
+    steps
+        .into_iter()
+        .filter(|s| !matches!(&s.op, Op::Write { file, .. } if file.ends_with("/buffer_size_kb")))
+        .map(|mut s| {
+            if let Op::Write { undo, .. } = &mut s.op
+                && *undo == Undo::Nothing
+            {
+                *undo = Undo::Restore;
+            }
+            s
+        })
+        .collect()
 }
 
 /// The steps of a plan being built, and where its files are.

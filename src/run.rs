@@ -39,10 +39,12 @@ use crate::tracefs::{Instance, Tracefs, TracefsError, WriteMode};
 use crate::validate::{MaxLatencyAt, ValidRecipe};
 use crate::workload::{Workload, WorkloadExit, WorkloadRecord, process_start_time};
 
+mod flight;
 mod output;
 mod rotate;
 mod stop;
 
+pub use flight::{ArmedFlight, CollectBootOptions, collect_boot};
 pub(crate) use output::keeps_max_trace;
 use output::{capture_meta, observe_irreversible, save_tables, save_tracer_files, write_output};
 pub(crate) use rotate::Pieces;
@@ -186,6 +188,9 @@ pub enum RunError {
     /// The bundle could not be written (the output folder was).
     #[error(transparent)]
     Bundle(Box<crate::bundle::BundleError>),
+    /// The flight recorder (`[buffer] persistent`, `collect-boot`) cannot go on.
+    #[error("{0}")]
+    Boot(String),
     /// A `[collect]` command failed and the recipe says `required = true`.
     #[error("a required [collect] command failed: {0}")]
     Collect(String),
@@ -936,8 +941,30 @@ impl Armed {
 /// Runs a recipe end to end: [`Prepared`] → [`Armed`] → [`RolledBack`] → output.
 /// Every way out after apply goes through [`Armed::teardown`]; its rollback
 /// report decides whether the run ends in [`RunError::RollbackIncomplete`].
-pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<RunOutcome, RunError> {
+/// A recipe with `[buffer] persistent` arms its instance and returns at once
+/// ([`Ran::Armed`]).
+pub fn run(opts: &RunOptions, mut on_event: impl FnMut(RunEvent)) -> Result<Ran, RunError> {
     let prepared = prepare(opts, &mut on_event)?;
+    if prepared.valid.persistent.is_some() {
+        return flight::arm(prepared, &mut on_event).map(Ran::Armed);
+    }
+    record_run(prepared, on_event).map(|o| Ran::Recorded(Box::new(o)))
+}
+
+/// What [`run`] did.
+#[derive(Debug)]
+pub enum Ran {
+    /// Recorded, rolled back and wrote its output folder.
+    Recorded(Box<RunOutcome>),
+    /// Armed a flight recorder and left it armed.
+    Armed(ArmedFlight),
+}
+
+/// [`run`] of a recipe that records.
+fn record_run(
+    prepared: Prepared,
+    mut on_event: impl FnMut(RunEvent),
+) -> Result<RunOutcome, RunError> {
     let mut armed = prepared.arm(&mut on_event)?;
     let recorded = armed.record(&mut on_event);
     let rolled_back = armed.teardown(recorded, &mut on_event);

@@ -171,10 +171,21 @@ pub fn status(tracefs: &Tracefs) -> Result<(String, bool), TracefsError> {
         }
     }
     let ours = our_instances(tracefs);
+    let armed = crate::flight::armed_now(tracefs);
+    for a in &armed {
+        let _ = writeln!(
+            o,
+            "armed flight recorder (recipe `{}`, armed {}): instances/{}; after a reboot: trace-recipe collect-boot -o DIR",
+            crate::untrusted::escape(&a.recipe),
+            crate::untrusted::escape(&a.armed_at),
+            a.instance
+        );
+    }
     let others: Vec<String> = tracefs
         .instances()
         .into_iter()
         .filter(|n| !n.starts_with(INSTANCE_PREFIX))
+        .filter(|n| !armed.iter().any(|a| &a.instance == n))
         .collect();
     if !others.is_empty() {
         let _ = writeln!(
@@ -271,6 +282,12 @@ pub(crate) fn reset(tracefs: &Tracefs) -> Vec<Result<String, String>> {
         if !w.run_alive() && !w.workload_alive() {
             let _ = std::fs::remove_file(path);
         }
+    }
+    for a in crate::flight::armed_now(tracefs) {
+        out.push(Ok(format!(
+            "kept instances/{}: an armed flight recorder (`trace-recipe collect-boot` releases it)",
+            a.instance
+        )));
     }
     for i in our_instances(tracefs) {
         let dir = Instance::named(tracefs, &i.name).dir();

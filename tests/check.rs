@@ -135,3 +135,66 @@ fn every_bad_recipe_reports_its_expected_places_from_the_host_facts() {
 fn every_bad_recipe_reports_its_expected_places_on_this_kernel() {
     every_bad_recipe_reports_its_expected_places_with(&[]);
 }
+
+/// `[buffer] persistent` offline, against 6.12's facts as booted without and
+/// with the boot-mapped instance (`boot_instances`): without it, the error at
+/// the key says which kernel command line makes it; with it, the recipe
+/// passes; what such an instance cannot have is refused at its own key.
+#[test]
+fn a_flight_recorder_needs_its_boot_mapped_instance_and_says_how_to_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = repo().join("tests/lab/persist/persistent.toml");
+    let facts = repo().join("tests/facts/debian-6.12.json.zst");
+    let out = trace_recipe(&[
+        "check",
+        recipe.to_str().unwrap(),
+        "--facts",
+        facts.to_str().unwrap(),
+    ]);
+    let said = text(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("persistent.toml:12:14: error (this kernel): this kernel (6.12")
+            && said.contains("has no boot-mapped instance `boot_map`"),
+        "{said}"
+    );
+    assert!(
+        said.contains("booted with `reserve_mem=8M:4096:trace trace_instance=boot_map@trace`"),
+        "{said}"
+    );
+    // The same facts with the instance, as the lab's 6.12 booted with it.
+    let json = zstd::decode_all(std::fs::File::open(&facts).unwrap()).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    v["boot_instances"] = serde_json::json!(["boot_map"]);
+    let booted = dir.path().join("booted.json");
+    std::fs::write(&booted, v.to_string()).unwrap();
+    let out = trace_recipe(&[
+        "check",
+        recipe.to_str().unwrap(),
+        "--facts",
+        booted.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let bad = crate::common::write_recipe(
+        dir.path(),
+        "bad.toml",
+        "name = \"bad\"\n[[events]]\nname = \"sched:sched_switch\"\n[[triggers]]\nevent = \"sched:sched_switch\"\naction = \"snapshot\"\n[scope]\ncommand = [\"true\"]\n[buffer]\npersistent = \"boot_map\"\n",
+    );
+    let out = trace_recipe(&[
+        "check",
+        bad.to_str().unwrap(),
+        "--facts",
+        booted.to_str().unwrap(),
+    ]);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(
+            "bad.toml:6:10: error (recipe): a `snapshot` trigger needs a snapshot buffer"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("bad.toml:8:11: error (recipe): `[scope] command` is a workload"),
+        "{said}"
+    );
+}

@@ -161,6 +161,7 @@ fn payload(dir: &Path) -> PathBuf {
     let p = dir.join("payload");
     std::fs::create_dir_all(p.join("lab/rt")).unwrap();
     std::fs::create_dir_all(p.join("lab/answers")).unwrap();
+    std::fs::create_dir_all(p.join("lab/persist")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
     std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
@@ -174,12 +175,13 @@ fn payload(dir: &Path) -> PathBuf {
         ("tests/lab", "lab"),
         ("tests/lab/rt", "lab/rt"),
         ("tests/lab/answers", "lab/answers"),
+        ("tests/lab/persist", "lab/persist"),
         ("recipes", "recipes"),
     ] {
         for e in std::fs::read_dir(repo().join(from)).unwrap() {
             let path = e.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_string();
-            if name.ends_with(".toml") || name == "marker.txt" {
+            if name.ends_with(".toml") || name == "marker.txt" || name == "guest.sh" {
                 std::fs::copy(&path, p.join(to).join(name)).unwrap();
             }
         }
@@ -203,6 +205,27 @@ fn boot(
     package: Option<&str>,
     guest_args: &[&str],
 ) -> PathBuf {
+    boot_with(dir, payload, tag, package, &Guest::default(), guest_args)
+}
+
+/// What a boot runs other than tests/lab/guest.sh on the lab's command line.
+#[derive(Default)]
+struct Guest<'a> {
+    /// The guest script, relative to the payload (default `guest.sh`).
+    script: Option<&'a str>,
+    /// More of the lab script's arguments (`--append ARGS`, `--qemu-args ARGS`).
+    lab_args: &'a [&'a str],
+}
+
+/// [`boot`], running `guest`.
+fn boot_with(
+    dir: &Path,
+    payload: &Path,
+    tag: &str,
+    package: Option<&str>,
+    guest: &Guest<'_>,
+    guest_args: &[&str],
+) -> PathBuf {
     let out = dir.join(tag);
     // Niced: the guests take what CPU the host's tests leave (those wait on
     // workloads and deadlines, the guests only on their own progress).
@@ -223,8 +246,10 @@ fn boot(
     if guest_args.contains(&"both") {
         c.args(["--modules", "null_blk"]);
     }
+    c.args(guest.lab_args);
     c.arg(payload)
-        .args(["--", "sh", "/payload/guest.sh"])
+        .args(["--", "sh"])
+        .arg(format!("/payload/{}", guest.script.unwrap_or("guest.sh")))
         .args(guest_args);
     run_lab(c, out, tag)
 }
@@ -2470,4 +2495,190 @@ fn arm64_6_12() {
     };
     let out = boot_arm64(&dir, &payload, tag);
     assert_arm64(&out);
+}
+
+/// The flight recorder on Debian 12's 6.12, booted with a boot-mapped instance
+/// (tests/lab/persist/guest.sh): boot 1 arms it with
+/// tests/lab/persist/persistent.toml, runs a known program and reboots with
+/// `echo b > /proc/sysrq-trigger` (QEMU's reset keeps RAM); boot 2 runs
+/// `collect-boot`. Asserted: trace.dat as trace-cmd and we read it holds boot
+/// 1's events, the summary says whose, and the instance's settings are those
+/// of a fresh boot again.
+#[test]
+fn persistent_6_12() {
+    let tag = "persistent-6.12";
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &FLIGHT, &["b"]);
+    assert_flight(&out);
+}
+
+/// [`persistent_6_12`] with a crash instead of a reboot: `echo c >
+/// /proc/sysrq-trigger` panics the kernel, `panic=-1` (on the lab's command
+/// line) resets at once, and the next boot collects the same way.
+#[test]
+fn persistent_panic_6_12() {
+    let tag = "persistent-panic-6.12";
+    let Some((_temp, dir, payload)) = lab_dir(tag) else {
+        return;
+    };
+    let out = boot_with(&dir, &payload, tag, Some(&kernel_612()), &FLIGHT, &["c"]);
+    assert_flight(&out);
+}
+
+/// The flight recorder's boots: a boot-mapped instance `boot_map` of 8 MiB,
+/// and QEMU resetting (RAM kept) where the lab's `-no-reboot` would stop.
+const FLIGHT: Guest = Guest {
+    script: Some("lab/persist/guest.sh"),
+    lab_args: &[
+        "--append",
+        "reserve_mem=8M:4096:trace trace_instance=boot_map@trace",
+        "--qemu-args",
+        "-action reboot=reset",
+    ],
+};
+
+/// What tests/lab/persist/guest.sh left in `out` after its two boots.
+fn assert_flight(out: &Path) {
+    let file = |n: &str| read(&out.join(n));
+    assert_eq!(file("check.rc").trim(), "0", "check: {}", file("check.txt"));
+    assert_eq!(file("arm.rc").trim(), "0", "run: {}", file("arm.txt"));
+    assert!(
+        file("arm.txt").contains("armed: instances/boot_map records until the next reboot"),
+        "{}",
+        file("arm.txt")
+    );
+    for f in ["arm.json", "kallsyms", "modules", "plan.txt", "recipe.toml"] {
+        assert!(out.join("armed").join(f).is_file(), "run folder lacks {f}");
+    }
+    assert!(
+        file("status-armed.txt").contains("armed flight recorder (recipe `persistent`"),
+        "{}",
+        file("status-armed.txt")
+    );
+    let armed = file("state-armed.txt");
+    assert!(
+        armed.contains("events/sched/sched_process_exec/enable:1"),
+        "{armed}"
+    );
+    assert_ne!(file("too-soon.rc").trim(), "0");
+    assert!(
+        file("too-soon.txt").contains("not collected yet: arming it again would clear it"),
+        "{}",
+        file("too-soon.txt")
+    );
+    assert!(
+        !out.join("too-soon").exists(),
+        "a refused run leaves no folder"
+    );
+    assert_eq!(file("collect.rc").trim(), "0", "{}", file("collect.txt"));
+    let summary = file("collected/summary.txt");
+    assert!(
+        summary.starts_with(
+            "flight recorder: the previous boot's trace, from boot-mapped instance `boot_map`"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("armed by recipe `persistent` in boot"),
+        "{summary}"
+    );
+    // Boot 1's kernel text, found from boot 2's through last_boot_info's delta
+    // (this boot minus the last, as crate::flight::shift_kallsyms takes it).
+    let addr =
+        |n: &str| u64::from_str_radix(file(n).split_whitespace().next().unwrap(), 16).unwrap();
+    let delta: i64 = file("last_boot_info")
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("text delta:"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("last_boot_info has a text delta");
+    assert_eq!(
+        addr("stext1"),
+        addr("stext2").wrapping_sub(delta as u64),
+        "_stext moved by {delta}"
+    );
+    let dat = out.join("collected/trace.dat");
+    let theirs = Command::new("trace-cmd")
+        .arg("report")
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        theirs.status.success(),
+        "trace-cmd report: {}",
+        text(&theirs.stderr)
+    );
+    let ours = Command::new(bin())
+        .arg("report")
+        .arg(&dat)
+        .output()
+        .unwrap();
+    assert!(
+        ours.status.success(),
+        "trace-recipe report: {}",
+        text(&ours.stderr)
+    );
+    for listing in [text(&theirs.stdout), text(&ours.stdout)] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains("sched_process_exec") && l.contains("/tmp/flight-known")),
+            "no exec of the known program from before the reboot:\n{}",
+            tail(&listing)
+        );
+        // The marker's caller, named from the armed boot's kallsyms.
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains("tracing_mark_write")
+                    && l.contains("flight-marker-before-reboot")),
+            "{}",
+            tail(&listing)
+        );
+        assert!(listing.contains("sys_enter_openat"), "{}", tail(&listing));
+    }
+    // Released: the instance's settings as boot 1 found them, and as boot 2 did.
+    assert_eq!(
+        diff_lines(&file("state-fresh.txt"), &file("state-released.txt")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        diff_lines(&file("state-booted.txt"), &file("state-released.txt")),
+        Vec::<String>::new()
+    );
+    assert!(
+        file("instances.txt").lines().eq(["boot_map"]),
+        "{}",
+        file("instances.txt")
+    );
+    assert_eq!(
+        file("state-dir.txt").trim(),
+        "",
+        "the arm record is consumed"
+    );
+    assert!(
+        !file("status-after.txt").contains("armed flight recorder"),
+        "{}",
+        file("status-after.txt")
+    );
+    // Armed again and collected in the same boot: the release undoes the arming.
+    assert_eq!(file("rearm.rc").trim(), "0", "{}", file("rearm.txt"));
+    assert!(
+        file("state-rearmed.txt").contains("events/syscalls/sys_enter_openat/enable:1"),
+        "{}",
+        file("state-rearmed.txt")
+    );
+    assert_eq!(file("collect2.rc").trim(), "0", "{}", file("collect2.txt"));
+    assert!(!diff_lines(&file("state-rearmed.txt"), &file("state-released2.txt")).is_empty());
+    assert_eq!(
+        diff_lines(&file("state-booted.txt"), &file("state-released2.txt")),
+        Vec::<String>::new()
+    );
+    assert_ne!(file("nosuch.rc").trim(), "0");
+    assert!(
+        file("nosuch.txt").contains("no boot-mapped instance `nosuch`"),
+        "{}",
+        file("nosuch.txt")
+    );
 }

@@ -192,6 +192,21 @@ impl Transaction {
         &self.instance
     }
 
+    /// Leaves every applied step in place (the flight recorder, armed to
+    /// outlive the run): the journal is removed, so no guard or `reset` undoes
+    /// them, and the undos are returned in the order they were recorded, for
+    /// `collect-boot` to release the instance later (performed in reverse).
+    pub(crate) fn keep(mut self) -> Vec<Recorded> {
+        let undos = std::mem::take(&mut self.done)
+            .into_iter()
+            .map(|(_, u)| u)
+            .collect();
+        if let Some(j) = self.journal.take() {
+            let _ = j.remove();
+        }
+        undos
+    }
+
     /// Undoes every applied step in reverse order. When all undos succeeded the
     /// journal is deleted; otherwise it is closed and kept for `trace-recipe
     /// reset`, and the report names it.

@@ -59,6 +59,11 @@ pub(crate) enum Command {
     Pack(PackArgs),
     /// Check a bundle and unpack it into a folder (nothing is written elsewhere).
     Unpack(UnpackArgs),
+    /// The flight recorder, after a reboot: read the last boot's events from a
+    /// boot-mapped instance (armed by `run` of a recipe with `[buffer]
+    /// persistent`, Linux 6.12+) into a run folder (trace.dat, report.json,
+    /// summary.txt), with the armed boot's kallsyms, then release the instance.
+    CollectBoot(CollectBootArgs),
     /// Show tracefs state that differs from a clean boot, and what runs left behind.
     Status(StatusArgs),
     /// Remove what trace-recipe runs left behind (never touches what others own).
@@ -356,6 +361,26 @@ pub(crate) struct UnpackArgs {
     /// The folder to create (default: the bundle's name without `.tar.zst`, plus `.unpacked`).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
+}
+
+// `collect-boot`'s arguments (the variant's doc comment is its help).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CollectBootArgs {
+    /// The boot-mapped instance (default: the arm record's, else the kernel's only one).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) instance: Option<String>,
+    /// The arm record: the arming run's output folder, or a copy of
+    /// /var/lib/trace-recipe/boot/NAME (the default, when it exists; the folder
+    /// is `$TRACE_RECIPE_BOOT_STATE/NAME` when that is set). Without one, symbols
+    /// come from this boot's kallsyms moved by `last_boot_info`'s text delta.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) armed: Option<PathBuf>,
+    /// The run folder to write (must not exist, or be empty).
+    #[arg(short, long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// Leave the instance as it is rather than releasing it to its state before arming.
+    #[arg(long)]
+    pub(crate) keep: bool,
 }
 
 // `status`'s arguments (the variant's doc comment is its help).

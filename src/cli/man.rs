@@ -116,6 +116,11 @@ pub const EXAMPLES: &[Example] = &[
         what: "Check a bundle and unpack it into the folder un.",
     },
     Example {
+        command: "collect-boot",
+        line: "sudo trace-recipe collect-boot -o last-boot",
+        what: "After a reboot or crash, read the armed flight recorder's last boot into the run folder last-boot and release it.",
+    },
+    Example {
         command: "status",
         line: "trace-recipe status",
         what: "Show what differs from a clean boot and what runs left behind.",

@@ -205,6 +205,7 @@ fn dispatch(command: Command) -> Exit {
         Command::Fleet(a) => travel::fleet(a),
         Command::Pack(a) => travel::pack(a),
         Command::Unpack(a) => travel::unpack(a),
+        Command::CollectBoot(a) => run::collect_boot(a),
         Command::Status(a) => travel::status(a),
         Command::Reset(a) => travel::reset(a),
         Command::HeldExec(a) => internal(crate::workload::held_exec(&a.command)),

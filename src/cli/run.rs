@@ -3,10 +3,12 @@
 
 use std::path::Path;
 
-use super::args::{OutFormat, RerunArgs, RunArgs, RunFlags};
+use super::args::{CollectBootArgs, OutFormat, RerunArgs, RunArgs, RunFlags};
 use super::{Exit, Failure, find_recipe};
 use crate::check::CheckError;
-use crate::run::{RunError, RunEvent, RunOptions, incomplete_message, run as run_session};
+use crate::run::{
+    ArmedFlight, Ran, RunError, RunEvent, RunOptions, incomplete_message, run as run_session,
+};
 use crate::untrusted::{escape_path, teprint, teprintln, tprint, tprintln};
 
 /// `run RECIPE [-- COMMAND]`.
@@ -123,7 +125,14 @@ fn run_human(
     });
     progress.finish();
     match result {
-        Ok(outcome) => {
+        Ok(Ran::Armed(a)) => {
+            if !quiet {
+                armed_message(&a);
+            }
+            (Ok(()), None)
+        }
+        Ok(Ran::Recorded(outcome)) => {
+            let outcome = *outcome;
             if json && !quiet {
                 teprint!("{}", outcome.summary);
                 teprintln!("\noutput: {}", outcome.dir.display());
@@ -157,6 +166,53 @@ fn run_human(
             )
         }
         Err(e) => not_run(&e, json),
+    }
+}
+
+/// What `run` says after arming a flight recorder: where it records, and how
+/// to collect after a reboot.
+fn armed_message(a: &ArmedFlight) {
+    let armed = match &a.state {
+        Ok(_) => String::new(),
+        Err(why) => format!(
+            " --armed {}\n  (the arm record could not be kept for the next boot: {why})",
+            escape_path(&a.dir)
+        ),
+    };
+    tprintln!(
+        "armed: instances/{} records until the next reboot or crash (flight recorder); nothing else was left behind\nrun folder: {}\nafter the reboot: trace-recipe collect-boot -o DIR{armed}",
+        a.instance,
+        escape_path(&a.dir)
+    );
+}
+
+/// `collect-boot`: the last boot's trace from a flight recorder into `-o DIR`.
+pub(super) fn collect_boot(a: CollectBootArgs) -> Exit {
+    let opts = crate::run::CollectBootOptions {
+        instance: a.instance,
+        armed: a.armed,
+        out_dir: a.out,
+        keep: a.keep,
+    };
+    let result = crate::run::collect_boot(&opts, |ev| {
+        if let RunEvent::Mounted(m) = ev {
+            teprintln!("{m}");
+        }
+    });
+    match result {
+        Ok(c) => {
+            tprint!("{}", c.outcome.summary);
+            tprintln!("\noutput: {}", escape_path(&c.outcome.dir));
+            match c.released {
+                true => teprintln!(
+                    "released: instances/{} is as it was before arming",
+                    c.instance
+                ),
+                false => teprintln!("kept: instances/{} left as it is (--keep)", c.instance),
+            }
+            Ok(())
+        }
+        Err(e) => Err(run_error(&e)),
     }
 }
 

@@ -201,6 +201,12 @@ pub(crate) struct Buffer {
     pub(crate) cpus: Option<String>,
     /// `options/overwrite`: `false` drops the newest events when full, keeping the oldest.
     pub(crate) overwrite: Option<bool>,
+    /// The flight recorder: the name of a boot-mapped instance (booted with
+    /// `reserve_mem=SIZE:4096:trace trace_instance=NAME@trace`, Linux 6.12+,
+    /// Documentation/trace/debugging.rst) whose buffer survives a reboot.
+    /// `run` arms it and exits; `trace-recipe collect-boot` reads it after the
+    /// next boot.
+    pub(crate) persistent: Option<String>,
 }
 
 /// `[scope]`: which tasks are traced.

@@ -214,7 +214,7 @@ pub(crate) fn known_keys(path: &[PathSeg]) -> Vec<&'static str> {
             "answer",
         ],
         Some("collect") => vec!["before", "after", "timeout", "max_output_kb", "required"],
-        Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite"],
+        Some("buffer") => vec!["size_kb", "clock", "cpus", "overwrite", "persistent"],
         Some("scope") => vec![
             "pids",
             "comms",

@@ -58,6 +58,8 @@ pub enum StopReason {
     MaxSize,
     /// The output file system filled up: the recorder kept what fitted.
     OutputFull,
+    /// `collect-boot`: the trace is the previous boot's, which ended.
+    BootEnded,
 }
 
 impl std::fmt::Display for StopReason {
@@ -69,6 +71,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Traceoff => f.write_str("traceoff (tracing_on dropped to 0)"),
             StopReason::MaxSize => f.write_str("max_size_mb"),
             StopReason::OutputFull => f.write_str("output file system full"),
+            StopReason::BootEnded => f.write_str("the previous boot ended (flight recorder)"),
         }
     }
 }

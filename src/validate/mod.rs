@@ -26,6 +26,8 @@ mod answer;
 mod expect;
 pub(crate) mod filter;
 mod noise;
+mod persistent;
+pub(crate) use persistent::boot_command_line;
 mod probe;
 mod scope;
 mod tracer;
@@ -74,6 +76,9 @@ pub struct ValidRecipe {
     pub(crate) cpumask: Option<(String, Span)>,
     /// `[buffer] overwrite`.
     pub(crate) overwrite: Option<(bool, Span)>,
+    /// `[buffer] persistent`: the boot-mapped instance `run` arms instead of
+    /// creating its own (the flight recorder), and where it was written.
+    pub(crate) persistent: Option<(String, Span)>,
     /// Every concrete event to enable (globs expanded), in recipe order.
     pub events: Vec<ResolvedEvent>,
     /// Every trigger line to write, in recipe order.
@@ -142,6 +147,7 @@ impl ValidRecipe {
             clock: None,
             cpumask: None,
             overwrite: None,
+            persistent: None,
             events: Vec::new(),
             triggers: Vec::new(),
             probes: Vec::new(),
@@ -346,6 +352,7 @@ pub fn validate(
         .overwrite
         .map(|o| (o, cx.span(&path!("buffer", "overwrite"))));
     check_scope_and_output(&mut cx, r);
+    let persistent = persistent::resolve_persistent(&mut cx, r);
     let expectations = expect::resolve_expectations(&mut cx, &events, &probes);
     let template = resolve_template(&mut cx);
 
@@ -363,6 +370,7 @@ pub fn validate(
         clock,
         cpumask,
         overwrite,
+        persistent,
         events,
         triggers,
         probes,
