@@ -186,6 +186,58 @@ pub(crate) fn probe_syntax(readme: &str) -> Vec<String> {
         .collect()
 }
 
+/// The kernel's build configuration where this machine shows it:
+/// `/proc/config.gz` (CONFIG_IKCONFIG_PROC) or `/boot/config-RELEASE` (Debian's
+/// packages), at most 4 MiB of text; `None` without either.
+fn kernel_config(release: &str) -> Option<String> {
+    use std::io::Read;
+    const MAX: u64 = 4 << 20;
+    let mut text = String::new();
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        flate2::read::GzDecoder::new(f)
+            .take(MAX)
+            .read_to_string(&mut text)
+            .ok()?;
+        return Some(text);
+    }
+    std::fs::File::open(format!("/boot/config-{release}"))
+        .ok()?
+        .take(MAX)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// The definition forms of [`probe_syntax`]'s `lines` that `config` (a kernel
+/// build configuration) says were built: the README documents `e[` (eprobes)
+/// whatever CONFIG_EPROBE_EVENTS says (6.18 built without it lists it, and an
+/// `e:` definition fails there with EINVAL), so a form whose option reads `#
+/// CONFIG_... is not set` is dropped; a configuration that does not name the
+/// option changes nothing.
+pub(crate) fn without_unbuilt(lines: Vec<String>, config: &str) -> Vec<String> {
+    const FORMS: [(&str, &str); 3] = [
+        ("CONFIG_EPROBE_EVENTS", "e["),
+        ("CONFIG_FPROBE_EVENTS", "f["),
+        ("CONFIG_FPROBE_EVENTS", "t["),
+    ];
+    let unbuilt: Vec<&str> = FORMS
+        .iter()
+        .filter(|(option, _)| {
+            config
+                .lines()
+                .any(|l| l.trim() == format!("# {option} is not set"))
+        })
+        .map(|(_, form)| *form)
+        .collect();
+    lines
+        .into_iter()
+        .filter(|l| {
+            let l = l.strip_prefix("Format:").unwrap_or(l).trim_start();
+            !unbuilt.iter().any(|form| l.starts_with(form))
+        })
+        .collect()
+}
+
 /// Which of the costly facts [`KernelFacts::read_scoped`] reads.
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
@@ -582,6 +634,13 @@ impl KernelFacts {
         let uname = rustix::system::uname();
         let release = uname.release().to_string_lossy().into_owned();
         let instance = instance_rule(&release, &tracers, &options, &files);
+        let probe_syntax = tracefs.read("README").ok().map(|r| {
+            let lines = probe_syntax(&r);
+            match kernel_config(&release) {
+                Some(config) => without_unbuilt(lines, &config),
+                None => lines,
+            }
+        });
         let top_buffer = tracefs
             .read("buffer_size_kb")
             .ok()
@@ -621,7 +680,7 @@ impl KernelFacts {
                 false => Err("not read (the recipe traces no function)".into()),
             },
             complete: all,
-            probe_syntax: tracefs.read("README").ok().map(|r| probe_syntax(&r)),
+            probe_syntax,
             btf: (scope.btf_all || scope.btf.wanted())
                 .then(|| scope.btf.read(scope.btf_all))
                 .flatten(),
@@ -895,6 +954,40 @@ pub(crate) fn test_facts(name: &str) -> KernelFacts {
 #[cfg(test)]
 mod tests {
     use super::{TopBuffer, glob_match, release_version};
+
+    /// The README lists `e[` whether or not eprobes were built (this
+    /// development kernel, 6.18 without CONFIG_EPROBE_EVENTS, does): a
+    /// configuration saying an option is not set drops its forms, so `check`
+    /// refuses an eprobe there; a configuration that has it, or does not name
+    /// it, keeps them.
+    #[test]
+    fn probe_forms_the_kernel_was_built_without_are_dropped() {
+        let readme = "  dynamic_events\t\t- Create/append/remove/show the generic dynamic events\n\t\t\t  Write into this file to define/undefine new trace events.\n  accepts: event-definitions (one definition per line)\n\t   Format: p[:[<group>/][<event>]] <place> [<args>]\n\t           f[:[<group>/][<event>]] <func-name>[%return] [<args>]\n\t           t[:[<group>/][<event>]] <tracepoint> [<args>]\n\t           e[:[<group>/][<event>]] <attached-group>.<attached-event> [<args>] [if <filter>]\n\t           -:[<group>/][<event>]\n  events/\t\t- Directory containing all trace event subsystems:\n";
+        let lines = super::probe_syntax(readme);
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        let forms = |config: &str| -> Vec<char> {
+            super::without_unbuilt(lines.clone(), config)
+                .iter()
+                .filter_map(|l| {
+                    l.strip_prefix("Format:")
+                        .unwrap_or(l)
+                        .trim_start()
+                        .chars()
+                        .next()
+                })
+                .filter(|c| c.is_ascii_alphabetic())
+                .collect()
+        };
+        assert_eq!(
+            forms("# CONFIG_EPROBE_EVENTS is not set\nCONFIG_FPROBE_EVENTS=y\n"),
+            ['p', 'f', 't']
+        );
+        assert_eq!(
+            forms("CONFIG_EPROBE_EVENTS=y\n# CONFIG_FPROBE_EVENTS is not set\n"),
+            ['p', 'e']
+        );
+        assert_eq!(forms(""), ['p', 'f', 't', 'e']);
+    }
 
     /// A fact file is bounded: in bytes before it is read, and in events while
     /// it is parsed (a file listing millions of events is refused, not kept).

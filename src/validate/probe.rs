@@ -529,7 +529,7 @@ fn kind_available(
         let (major, minor) = f.since(&cx.facts.arch);
         let why = match cx.facts.probe_syntax {
             Some(_) => format!(
-                "its tracefs README does not list `{}` among the dynamic events",
+                "its tracefs README does not list `{}` among the dynamic events, or its build configuration (/proc/config.gz, /boot/config-RELEASE) leaves the option out",
                 f.readme_mark()
             ),
             None => "judged by its release (the fact file keeps no README)".to_string(),
@@ -542,7 +542,7 @@ fn kind_available(
                 f.what()
             ),
             Some(format!(
-                "{} come with Linux {major}.{minor} on {}; use kind = \"kprobe\" / \"kretprobe\" here, or run on a newer kernel",
+                "{} come with Linux {major}.{minor} on {}, in kernels built with them; use kind = \"kprobe\" / \"kretprobe\" here, or run on a kernel that has them",
                 f.what(),
                 cx.facts.arch
             )),
