@@ -267,8 +267,21 @@ fn context(ev: &Event<'_>) -> usize {
 }
 
 /// The most frames of a hist trigger's `stacktrace` key
-/// (kernel/trace/trace_events_hist.c, `HIST_STACKTRACE_DEPTH`).
-const HIST_STACK_DEPTH: usize = 16;
+/// (kernel/trace/trace_events_hist.c, `HIST_STACKTRACE_DEPTH`) on the kernel
+/// that wrote `file` (its UNAME option's release): 16 up to Linux 6 (the lab's
+/// 6.1 and 6.12); Debian's 7.2 keeps deeper keys (20 frames seen in the kernel
+/// lab, where 6.12 cut the same stack at 16), taken as up to 64 from Linux 7 on
+/// (the release that raised it is not pinned). Without a release: 16.
+fn hist_stack_depth(file: &TraceFile) -> usize {
+    let major = file
+        .uname()
+        .and_then(|u| u.split_whitespace().nth(2))
+        .and_then(|r| r.split('.').next()?.parse::<u32>().ok());
+    match major {
+        Some(m) if m >= 7 => 64,
+        _ => 16,
+    }
+}
 
 /// Innermost frames of a recorded stack that are ftrace's own code writing
 /// the event (the tracepoint's probe and iterator), which a hist trigger's
@@ -282,14 +295,14 @@ const EVENT_CODE_FRAMES: &[&str] = &[
 ];
 
 /// A stack key as both engines show it: the innermost
-/// [`HIST_STACK_DEPTH`] frames past ftrace's own ([`EVENT_CODE_FRAMES`]),
+/// [`hist_stack_depth`] frames past ftrace's own ([`EVENT_CODE_FRAMES`]),
 /// by function, outermost first, joined by `;`.
 fn show_stack(file: &TraceFile, frames: &[u64]) -> String {
     let names: Vec<String> = frames
         .iter()
         .map(|a| function_name(file, *a))
         .skip_while(|n| EVENT_CODE_FRAMES.iter().any(|p| n.starts_with(p)))
-        .take(HIST_STACK_DEPTH)
+        .take(hist_stack_depth(file))
         .collect();
     let mut names = names;
     names.reverse();
