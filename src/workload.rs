@@ -85,10 +85,11 @@ impl Workload {
         crate::fault::fail_at("workload")?;
         let mut args: Vec<&OsStr> = vec![OsStr::new(HELD_EXEC), OsStr::new("--")];
         args.extend(command.iter().map(OsStr::new));
-        let (child, go) = stub::spawn(&args, false, |c| {
+        let (mut child, go) = stub::spawn(&args, false, |c| {
             c.process_group(0);
             c.env(MARKER_ENV, marker);
         })?;
+        wait_held(&mut child, Duration::from_secs(5));
         Ok(Workload {
             child,
             go: Some(go),
@@ -133,6 +134,36 @@ impl Workload {
         let pidfd = self.pidfd()?;
         end_group(&pidfd, self.child.id(), grace);
         Ok(self.child.wait()?.into())
+    }
+}
+
+/// Waits until the held stub sleeps in its read(2) of fd 3: `/proc/PID/syscall`
+/// names the read syscall's number and fd `0x3` (fs/proc/base.c,
+/// proc_pid_syscall). Until then the stub is still starting (loading itself,
+/// mapping libraries), and what it does there must come before the plan puts
+/// its pid in `set_event_pid` and enables the events: otherwise the start's
+/// syscalls race the enables, and a hist trigger counts the ones that land
+/// between the enables and `tracing_on` (it sees events through the trigger's
+/// temporary buffer while the ring buffer is off) where the trace does not.
+/// Returns as soon as the stub sleeps there, exits, or `limit` passes, and at
+/// once where the file cannot be read (a kernel without
+/// CONFIG_HAVE_ARCH_TRACEHOOK): waiting only narrows the race then.
+fn wait_held(child: &mut Child, limit: Duration) {
+    let path = format!("/proc/{}/syscall", child.id());
+    let read_nr = libc::SYS_read.to_string();
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let mut fields = text.split_whitespace();
+        if fields.next() == Some(read_nr.as_str()) && fields.next() == Some("0x3") {
+            return;
+        }
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

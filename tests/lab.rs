@@ -639,6 +639,11 @@ fn assert_lab(out: &Path, kernel: Kernel) {
 
     // The stack tracer: the deepest stack of the run, each frame with its size,
     // the first frame's depth the maximum; with a filter, a stack through it.
+    // The first maximum of a boot is the exception: check_stack()
+    // (kernel/trace/trace_stack.c) learns the size of its own frame only then
+    // and takes it off stack_max_size after the frames' depths were set, so
+    // the first frame may be deeper than the maximum by that much (seen with
+    // the filter on 6.1: 1320 bytes against 1304).
     for (name, through) in [("stack", None), ("stack-filter", Some("vfs_read+"))] {
         ran(out, name);
         let dir = out.join(name).join("run");
@@ -648,7 +653,11 @@ fn assert_lab(out: &Path, kernel: Kernel) {
         let max = st["max_stack_bytes"].as_u64().unwrap_or(0);
         let frames = st["frames"].as_array().cloned().unwrap_or_default();
         assert!(
-            max > 0 && frames.len() >= 3 && frames[0]["depth_bytes"].as_u64() == Some(max),
+            max > 0
+                && frames.len() >= 3
+                && frames[0]["depth_bytes"]
+                    .as_u64()
+                    .is_some_and(|d| d >= max && d - max < 256),
             "{tag}: {name}: {st:#}"
         );
         // Each frame's size, and a location (`SYMBOL+OFF/LEN`, or a bare address
