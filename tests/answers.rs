@@ -144,6 +144,30 @@ where = "ret == -ENOENT"
             summary.contains("\nWho opens missing files?\n"),
             "{summary}"
         );
+        // A span's columns: its count, then the total time (what `sort =
+        // "-total"` orders by), min, percentiles and max.
+        let header = summary
+            .split("\nHow long does a failed openat() take?\n")
+            .nth(1)
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.trim_start().starts_with("common_comm"))
+            })
+            .unwrap_or_else(|| panic!("{summary}"));
+        assert_eq!(
+            header.split_whitespace().collect::<Vec<_>>(),
+            [
+                "common_comm",
+                "count",
+                "total",
+                "min",
+                "p50",
+                "p90",
+                "p99",
+                "max"
+            ],
+            "{summary}"
+        );
     }
 
     /// block-io: "How long does block I/O take, per device and request size,

@@ -33,14 +33,21 @@ fn missing() -> Option<String> {
     if !script.is_file() {
         return Some(format!("no kernel-lab script at {}", script.display()));
     }
-    for tool in ["qemu-system-x86_64", "busybox", "cpio", "cc", "chrt"] {
+    for tool in [
+        "qemu-system-x86_64",
+        "busybox",
+        "cpio",
+        "cc",
+        "strip",
+        "chrt",
+    ] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {tool}")])
             .output()
             .is_ok_and(|o| o.status.success());
         if !found {
             return Some(format!(
-                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc util-linux)"
+                "`{tool}` is not installed (apt-get install qemu-system-x86 busybox-static cpio xz-utils gcc binutils util-linux)"
             ));
         }
     }
@@ -163,7 +170,15 @@ fn payload(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(p.join("lab/answers")).unwrap();
     std::fs::create_dir_all(p.join("lab/persist")).unwrap();
     std::fs::create_dir_all(p.join("recipes")).unwrap();
-    std::fs::copy(bin(), p.join("trace-recipe")).unwrap();
+    // Stripped: the payload travels in the guest's initramfs, which the
+    // emulated guest unpacks (the debug build is 240 MB with its debug info).
+    let strip = Command::new("strip")
+        .arg("-o")
+        .arg(p.join("trace-recipe"))
+        .arg(bin())
+        .output()
+        .expect("run strip (binutils)");
+    assert!(strip.status.success(), "{}", text(&strip.stderr));
     std::fs::copy(repo().join("tests/lab/guest.sh"), p.join("guest.sh")).unwrap();
     // The guest's busybox has no chrt: util-linux's, with its libraries (the lab copies them).
     let chrt = Command::new("sh")
