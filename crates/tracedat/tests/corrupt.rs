@@ -251,3 +251,135 @@ fn directory_empty_and_foreign_inputs_say_what_they_are() {
     let m = msg(&short);
     assert!(m.contains("truncated"), "{m}");
 }
+
+/// The trace-cmd fixture rewritten with zlib ([`tracedat::testing::zlib`]).
+fn zlib_fixture() -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace-cmd-v7-zstd.dat");
+    tracedat::testing::zlib::zstd_to_zlib(&std::fs::read(p).unwrap())
+}
+
+/// `(offset, id)` of each section of a little-endian v7 file, walked from the
+/// end of its header as trace-cmd walks them.
+fn sections(b: &[u8]) -> Vec<(usize, u16)> {
+    let cstr_end = |at: usize| at + b[at..].iter().position(|&c| c == 0).unwrap() + 1;
+    let mut at = cstr_end(cstr_end(18)) + 8;
+    let mut v = Vec::new();
+    while at < b.len() {
+        v.push((at, u16::from_le_bytes([b[at], b[at + 1]])));
+        at += 16 + u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()) as usize;
+    }
+    v
+}
+
+#[test]
+fn corrupt_zlib_rewrite_of_the_trace_cmd_fixture() {
+    // Sampled as the zstd fixture is: cuts spread over the file, every header
+    // byte, bytes of the big formats section, and the tail (options, buffer
+    // data, strings).
+    let good = zlib_fixture();
+    assert!(exercise(good.clone()));
+    for at in offsets(good.len(), 64, 300) {
+        exercise(good[..at].to_vec());
+    }
+    let tail = good.len().saturating_sub(10_000);
+    let mut spots: Vec<usize> = (0..64).collect();
+    spots.extend((64..tail).step_by(tail / 10));
+    spots.extend((tail..good.len()).step_by(157));
+    for at in spots {
+        for v in [0xffu8, good[at] ^ 0x01] {
+            let mut b = good.clone();
+            b[at] = v;
+            exercise(b);
+        }
+    }
+}
+
+/// A bad zlib block (its stream, its checksum, either size in its header) is
+/// an error that names the section or CPU and the block's offset.
+#[test]
+fn a_bad_zlib_block_names_its_section_or_cpu_and_offset() {
+    let good = zlib_fixture();
+    let secs = sections(&good);
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    // Each case: what it does to a block at `at` (u32 compressed size, u32
+    // uncompressed size, stream), and what the error says.
+    type Spoil = fn(&mut Vec<u8>, usize);
+    let cases: [(&str, Spoil, &str); 6] = [
+        ("stream header", |b, at| b[at + 8] = 0x00, "zlib: "),
+        (
+            "stream cut short",
+            |b, at| {
+                let c = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+                b[at..at + 4].copy_from_slice(&(c / 2).to_le_bytes());
+            },
+            "zlib: ",
+        ),
+        (
+            "checksum",
+            |b, at| {
+                let c = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+                b[at + 8 + c - 1] ^= 0x01;
+            },
+            "zlib: ",
+        ),
+        (
+            "uncompressed size one more",
+            |b, at| {
+                let u = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap());
+                b[at + 4..at + 8].copy_from_slice(&(u + 1).to_le_bytes());
+            },
+            "bytes, header says",
+        ),
+        (
+            "uncompressed size one less",
+            |b, at| {
+                let u = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap());
+                b[at + 4..at + 8].copy_from_slice(&(u - 1).to_le_bytes());
+            },
+            "bytes, header says",
+        ),
+        (
+            "uncompressed size 4 GiB",
+            |b, at| b[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes()),
+            "uncompressed size 4294967295 exceeds limit",
+        ),
+    ];
+
+    // A metadata section: the file does not open.
+    let formats = secs.iter().find(|s| s.1 == 18).unwrap().0 + 16;
+    assert!(u32_at(&good, formats) > 1000);
+    for (what, spoil, says) in cases {
+        let mut b = good.clone();
+        spoil(&mut b, formats);
+        let msg = TraceFile::from_bytes(b).err().expect(what).to_string();
+        let head = format!("bad event formats at offset {formats}: ");
+        assert!(
+            msg.starts_with(&head) && msg.contains(says),
+            "{what}: {msg}"
+        );
+    }
+
+    // A chunk of CPU data: the records before it, then the error.
+    let buffer = secs
+        .iter()
+        .filter(|s| s.1 == 3)
+        .last()
+        .map(|s| s.0 + 16)
+        .unwrap();
+    let data = buffer.div_ceil(4096) * 4096;
+    assert_eq!(u32_at(&good, data), 1, "one chunk");
+    let chunk = data + 4;
+    for (what, spoil, says) in cases {
+        let mut b = good.clone();
+        spoil(&mut b, chunk);
+        let f = TraceFile::from_bytes(b).expect(what);
+        let err = f.records().find_map(|r| r.err()).expect(what);
+        let head =
+            format!("buffer \"tracedat-test-fixture\" cpu 0: bad page data at offset {chunk}: ");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&head) && msg.contains(says),
+            "{what}: {msg}"
+        );
+    }
+}
