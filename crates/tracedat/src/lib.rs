@@ -2,7 +2,7 @@
 //!
 //! * [`write_v6`] writes a version 6, uncompressed file from a tracefs
 //!   capture ([`CaptureMeta`] plus per-CPU raw `trace_pipe_raw` pages).
-//! * [`TraceFile`] reads version 6 and 7 files (uncompressed or zstd) and
+//! * [`TraceFile`] reads version 6 and 7 files (uncompressed, zstd or zlib) and
 //!   yields their records merged in timestamp order ([`TraceFile::records`]).
 //! * [`format_record`] prints a record like `trace-cmd report`.
 //!

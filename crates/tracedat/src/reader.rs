@@ -44,13 +44,19 @@ impl Backing {
     }
 }
 
-/// Compression used by a v7 file.
+/// Compression used by a v7 file: the name its header gives after the
+/// version (trace-cmd's `lib/trace-cmd/trace-compress-*.c` plugins).
+/// Either kind compresses blocks that start with a u32 compressed size and a
+/// u32 uncompressed size in the file's byte order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     /// Not compressed (all v6 files, v7 `none`).
     None,
-    /// zstd frames.
+    /// `zstd`: one zstd frame per block.
     Zstd,
+    /// `zlib`: one zlib-wrapped deflate stream per block (RFC 1950: 2-byte
+    /// header, deflate data, Adler-32), what zlib's `compress2` writes.
+    Zlib,
 }
 
 /// Layout of a ring-buffer page, from the `header_page` text.
@@ -81,7 +87,7 @@ pub(crate) struct BufferInfo {
     pub cpus: Vec<CpuRegion>,
 }
 
-/// An open trace.dat file (v6 or v7; uncompressed or zstd).
+/// An open trace.dat file (v6 or v7; uncompressed, zstd or zlib).
 ///
 /// The file is memory-mapped; metadata (formats, kallsyms, saved cmdlines,
 /// options) is parsed at [`TraceFile::open`], ring-buffer data is decoded
@@ -241,16 +247,16 @@ pub fn subbuffer_size(header_page: &[u8]) -> Result<usize, Error> {
     Ok(parse_header_page(header_page, 0, false)?.page_size)
 }
 
-fn zstd_decompress(src: &[u8], expect: u64, limit: u64) -> Result<Vec<u8>, String> {
-    if expect > limit {
-        return Err(format!("uncompressed size {expect} exceeds limit {limit}"));
-    }
-    let mut dec = ruzstd::decoding::StreamingDecoder::new(src).map_err(|e| format!("zstd: {e}"))?;
+/// The `expect` bytes a block's decoder yields: at most `expect + 1` are read
+/// (so a stream longer than its header says is caught without decoding it
+/// all), and the count must equal the header's. `name` prefixes the decoder's
+/// errors.
+fn inflate_block(mut dec: impl Read, expect: u64, name: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(expect.min(1 << 24) as usize);
     (&mut dec)
         .take(expect + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("zstd: {e}"))?;
+        .map_err(|e| format!("{name}: {e}"))?;
     if out.len() as u64 != expect {
         return Err(format!(
             "decompressed {} bytes, header says {expect}",
@@ -261,6 +267,8 @@ fn zstd_decompress(src: &[u8], expect: u64, limit: u64) -> Result<Vec<u8>, Strin
 }
 
 /// Decompress one `u32 compressed size, u32 uncompressed size, data` block.
+/// The uncompressed size is checked against `limit` before anything is
+/// allocated; errors name `what` and the block's file offset.
 pub(crate) fn decompress_block(
     comp: Compression,
     c: &mut Cursor<'_>,
@@ -271,9 +279,21 @@ pub(crate) fn decompress_block(
     let csize = c.u32(&format!("{what} compressed size"))?;
     let usize_ = c.u32(&format!("{what} uncompressed size"))?;
     let src = c.take(csize as u64, &format!("{what} compressed data"))?;
+    let expect = usize_ as u64;
+    let corrupt = |e: String| Error::corrupt(what.to_string(), off, e);
+    if comp != Compression::None && expect > limit {
+        return Err(corrupt(format!(
+            "uncompressed size {expect} exceeds limit {limit}"
+        )));
+    }
     match comp {
-        Compression::Zstd => zstd_decompress(src, usize_ as u64, limit)
-            .map_err(|e| Error::corrupt(what.to_string(), off, e)),
+        Compression::Zstd => ruzstd::decoding::StreamingDecoder::new(src)
+            .map_err(|e| format!("zstd: {e}"))
+            .and_then(|dec| inflate_block(dec, expect, "zstd"))
+            .map_err(corrupt),
+        Compression::Zlib => {
+            inflate_block(flate2::read::ZlibDecoder::new(src), expect, "zlib").map_err(corrupt)
+        }
         Compression::None => Err(Error::corrupt(
             what.to_string(),
             off,
@@ -304,9 +324,9 @@ impl TraceFile {
     /// Open and memory-map a trace.dat file, parsing all metadata. Only a
     /// regular file is read (a FIFO or device is refused without blocking).
     ///
-    /// Accepts v6 and v7 files, uncompressed or zstd-compressed (zlib is
-    /// reported as [`Error::Unsupported`]). Errors name the file offset and
-    /// the item that is wrong.
+    /// Accepts v6 and v7 files, uncompressed or compressed with zstd or zlib
+    /// (another compression name is reported as [`Error::Unsupported`]).
+    /// Errors name the file offset and the item that is wrong.
     pub fn open(path: &Path) -> Result<TraceFile, Error> {
         let io = |source| Error::Io {
             path: path.to_path_buf(),
@@ -701,15 +721,18 @@ fn read_metadata(
     if version >= 7 {
         let coff = c.offset();
         let cname = text(c.cstr("compression name")?);
+        // The version (zlib's or libzstd's, e.g. "1.2.13", "1.5.4") is not
+        // checked: both stream formats are fixed across library versions.
         let _cver = c.cstr("compression version")?;
         compression = match cname.as_str() {
             "none" | "" => Compression::None,
             "zstd" => Compression::Zstd,
+            "zlib" => Compression::Zlib,
             other => {
                 return Err(Error::Unsupported {
                     what: "compression".into(),
                     offset: coff,
-                    detail: format!("{other:?} (supported: none, zstd)"),
+                    detail: format!("{other:?} (supported: none, zstd, zlib)"),
                 });
             }
         };

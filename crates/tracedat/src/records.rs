@@ -187,7 +187,8 @@ enum Source<'a> {
         /// `data[..released]` was handed back to the kernel.
         released: usize,
     },
-    Zstd {
+    /// Chunks compressed with the file's compression (zstd or zlib).
+    Compressed {
         cursor: Cursor<'a>,
         chunks_left: u32,
         chunk: Option<(Arc<[u8]>, u64, usize)>,
@@ -249,7 +250,7 @@ impl<'a> CpuStream<'a> {
                 .ok_or_else(|| err("offset out of range".into()))?;
             let mut cursor = Cursor::new(region, r.offset, file.big_endian, "compressed cpu data");
             let chunks_left = cursor.u32("chunk count")?;
-            Source::Zstd {
+            Source::Compressed {
                 cursor,
                 chunks_left,
                 chunk: None,
@@ -319,7 +320,7 @@ impl<'a> CpuStream<'a> {
                 *next += ps;
                 Ok(Some((PageBytes::Mapped(p), off)))
             }
-            Source::Zstd {
+            Source::Compressed {
                 cursor,
                 chunks_left,
                 chunk,
@@ -343,7 +344,7 @@ impl<'a> CpuStream<'a> {
                 // the file's budget: refused from its header, before allocating.
                 let room = MAX_LIVE_CHUNKS.saturating_sub(live.load(Ordering::Relaxed));
                 let v = decompress_block(
-                    crate::reader::Compression::Zstd,
+                    self.file.compression(),
                     cursor,
                     MAX_CHUNK_SIZE.min(room),
                     "cpu data chunk",

@@ -4,9 +4,11 @@
 //! hand-made pages, extra options and named buffers. Page layout:
 //! Documentation/trace/ring-buffer-design.rst and the project's trace.dat spec.
 //! Builders assert on misuse (they serve tests, not input). [`report`] is the
-//! tests' one parser of `trace-cmd report` listings.
+//! tests' one parser of `trace-cmd report` listings; [`zlib`] rewrites a v7
+//! zstd file with zlib.
 
 pub mod report;
+pub mod zlib;
 
 /// The event system of [`small_format`] and [`big_format`].
 pub const SYSTEM: &str = "synth";

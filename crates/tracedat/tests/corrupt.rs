@@ -167,15 +167,12 @@ fn corrupt_synthetic_big_endian_32bit() {
     torture("synthetic BE", &file.build(), 2000, 2500);
 }
 
-#[test]
-fn corrupt_trace_cmd_v7_zstd_fixture() {
-    // Opening this file parses ~2 MB of event formats (slow in debug
-    // builds), so sample: truncations spread over the file (cheap: a cut
-    // section fails before decompression), every header byte, a few bytes of
-    // the big formats section, and the tail holding the options, the buffer
-    // data and the strings section.
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace-cmd-v7-zstd.dat");
-    let good = std::fs::read(p).unwrap();
+/// The trace-cmd v7 fixture (zstd, or rewritten with zlib), sampled: opening
+/// it parses ~2 MB of event formats (slow in debug builds), so truncations
+/// spread over the file (cheap: a cut section fails before decompression),
+/// every header byte, a few bytes of the big formats section, and the tail
+/// holding the options, the buffer data and the strings section.
+fn sample_v7_fixture(good: Vec<u8>) {
     assert!(exercise(good.clone()));
     for at in offsets(good.len(), 64, 300) {
         exercise(good[..at].to_vec());
@@ -191,6 +188,12 @@ fn corrupt_trace_cmd_v7_zstd_fixture() {
             exercise(b);
         }
     }
+}
+
+#[test]
+fn corrupt_trace_cmd_v7_zstd_fixture() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace-cmd-v7-zstd.dat");
+    sample_v7_fixture(std::fs::read(p).unwrap());
 }
 
 #[test]
@@ -225,6 +228,11 @@ fn corrupt_trace_cmd_v7_uncompressed_conversion() {
         );
         let good = std::fs::read(&v7).unwrap();
         torture(comp, &good, 1000, 1500);
+        if comp == "zstd" {
+            // The same file as trace-cmd built with zlib writes it.
+            let zlib = tracedat::testing::zlib::zstd_to_zlib(&good);
+            torture("zlib", &zlib, 1000, 1500);
+        }
     }
 }
 
@@ -250,4 +258,114 @@ fn directory_empty_and_foreign_inputs_say_what_they_are() {
     std::fs::write(&short, b"\x17\x08Dtra").unwrap();
     let m = msg(&short);
     assert!(m.contains("truncated"), "{m}");
+}
+
+/// The trace-cmd fixture rewritten with zlib ([`tracedat::testing::zlib`]).
+fn zlib_fixture() -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace-cmd-v7-zstd.dat");
+    tracedat::testing::zlib::zstd_to_zlib(&std::fs::read(p).unwrap())
+}
+
+/// `(offset, id)` of each section of a little-endian v7 file, walked from the
+/// end of its header as trace-cmd walks them.
+fn sections(b: &[u8]) -> Vec<(usize, u16)> {
+    let cstr_end = |at: usize| at + b[at..].iter().position(|&c| c == 0).unwrap() + 1;
+    let mut at = cstr_end(cstr_end(18)) + 8;
+    let mut v = Vec::new();
+    while at < b.len() {
+        v.push((at, u16::from_le_bytes([b[at], b[at + 1]])));
+        at += 16 + u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()) as usize;
+    }
+    v
+}
+
+#[test]
+fn corrupt_zlib_rewrite_of_the_trace_cmd_fixture() {
+    sample_v7_fixture(zlib_fixture());
+}
+
+/// A bad zlib block (its stream, its checksum, either size in its header) is
+/// an error that names the section or CPU and the block's offset.
+#[test]
+fn a_bad_zlib_block_names_its_section_or_cpu_and_offset() {
+    let good = zlib_fixture();
+    let secs = sections(&good);
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    // Each case: what it does to a block at `at` (u32 compressed size, u32
+    // uncompressed size, stream), and what the error says.
+    type Spoil = fn(&mut Vec<u8>, usize);
+    let cases: [(&str, Spoil, &str); 6] = [
+        ("stream header", |b, at| b[at + 8] = 0x00, "zlib: "),
+        (
+            "stream cut short",
+            |b, at| {
+                let c = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+                b[at..at + 4].copy_from_slice(&(c / 2).to_le_bytes());
+            },
+            "zlib: ",
+        ),
+        (
+            "checksum",
+            |b, at| {
+                let c = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+                b[at + 8 + c - 1] ^= 0x01;
+            },
+            "zlib: ",
+        ),
+        (
+            "uncompressed size one more",
+            |b, at| {
+                let u = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap());
+                b[at + 4..at + 8].copy_from_slice(&(u + 1).to_le_bytes());
+            },
+            "bytes, header says",
+        ),
+        (
+            "uncompressed size one less",
+            |b, at| {
+                let u = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap());
+                b[at + 4..at + 8].copy_from_slice(&(u - 1).to_le_bytes());
+            },
+            "bytes, header says",
+        ),
+        (
+            "uncompressed size 4 GiB",
+            |b, at| b[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes()),
+            "uncompressed size 4294967295 exceeds limit",
+        ),
+    ];
+
+    // A metadata section: the file does not open.
+    let formats = secs.iter().find(|s| s.1 == 18).unwrap().0 + 16;
+    assert!(u32_at(&good, formats) > 1000);
+    for (what, spoil, says) in cases {
+        let mut b = good.clone();
+        spoil(&mut b, formats);
+        let msg = TraceFile::from_bytes(b).err().expect(what).to_string();
+        let head = format!("bad event formats at offset {formats}: ");
+        assert!(
+            msg.starts_with(&head) && msg.contains(says),
+            "{what}: {msg}"
+        );
+    }
+
+    // A chunk of CPU data: the records before it, then the error.
+    // The last buffer section: the instance's, the one with data.
+    let buffer = secs.iter().rfind(|s| s.1 == 3).unwrap().0 + 16;
+    let data = buffer.div_ceil(4096) * 4096;
+    assert_eq!(u32_at(&good, data), 1, "one chunk");
+    let chunk = data + 4;
+    for (what, spoil, says) in cases {
+        let mut b = good.clone();
+        spoil(&mut b, chunk);
+        let f = TraceFile::from_bytes(b).expect(what);
+        let err = f.records().find_map(|r| r.err()).expect(what);
+        let head =
+            format!("buffer \"tracedat-test-fixture\" cpu 0: bad page data at offset {chunk}: ");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&head) && msg.contains(says),
+            "{what}: {msg}"
+        );
+    }
 }

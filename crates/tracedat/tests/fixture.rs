@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use common::*;
 use tracedat::testing::report::{assert_same_heads, heads};
+use tracedat::testing::zlib;
 use tracedat::{Compression, Record, TraceFile};
 
 const NAME: &str = "tracedat-test-fixture";
@@ -72,5 +73,38 @@ fn trace_cmd_v7_zstd_fixture_matches_its_report() {
     if have_trace_cmd() {
         let live = trace_cmd_report(&path, &[]);
         assert_same_heads(&text, &live, "live trace-cmd report");
+    }
+}
+
+/// The fixture rewritten with zlib (trace-cmd built with zlib writes such
+/// files; this host's trace-cmd has only zstd): the same file to our reader,
+/// line for line, as the zstd original is to trace-cmd.
+#[test]
+fn the_fixture_rewritten_with_zlib_reads_as_the_zstd_original() {
+    let path = fixture("trace-cmd-v7-zstd.dat");
+    let zstd = TraceFile::open(&path).expect("open fixture");
+    let dir = tempfile::tempdir().unwrap();
+    let zlib_path = dir.path().join("trace-cmd-v7-zlib.dat");
+    let bytes = zlib::zstd_to_zlib(&std::fs::read(&path).unwrap());
+    std::fs::write(&zlib_path, &bytes).unwrap();
+    let zlib = TraceFile::open(&zlib_path).expect("open the zlib rewrite");
+    assert_eq!((zlib.version(), zlib.compression()), (7, Compression::Zlib));
+    assert_eq!(zlib.buffers(), zstd.buffers());
+    assert_eq!(zlib.cpu_stats(), zstd.cpu_stats());
+
+    let text = our_report(&zlib);
+    assert!(text.contains(": hello-fixture\n"), "{text}");
+    assert_eq!(text, our_report(&zstd), "our listings of the two files");
+    let stored = std::fs::read_to_string(fixture("trace-cmd-v7-zstd.report")).unwrap();
+    let stored: String = stored
+        .lines()
+        .filter(|l| !l.starts_with("cpus="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(text, stored, "trace-cmd's stored listing of the original");
+    if have_trace_cmd() {
+        let live = trace_cmd_report(&path, &[]);
+        assert!(live.starts_with("cpus=2\n"), "{live}");
+        assert_eq!(text, live["cpus=2\n".len()..], "live trace-cmd report");
     }
 }
