@@ -207,6 +207,20 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         None => Vec::new(),
     };
     let mut keep = input.select(&a.select.into())?;
+    // A run's saved prototypes (func-args / funcgraph-args) name the
+    // arguments in the text listing; only a folder's or a bundle's.
+    let prototypes = match input.kind {
+        "trace.dat" => None,
+        _ => match input.path.parent() {
+            Some(dir) => crate::funcargs::load(dir).map_err(|e| {
+                Failure::failed(Context::new(
+                    crate::untrusted::escape_path(&dir.join(crate::funcargs::FILE)),
+                    e.into_io(),
+                ))
+            })?,
+            None => None,
+        },
+    };
     // `-o FILE` and a pipe get the report as it is (the text listing as
     // trace-cmd writes it); a terminal gets a trace.dat's strings with their
     // control characters escaped. Written through a 64 KiB buffer: one
@@ -228,6 +242,7 @@ pub(super) fn report(a: ReportArgs) -> Exit {
             a.format,
             &Selection::new(file, &a.analysis).with_answers(answers),
             &template,
+            prototypes.as_ref(),
             to,
         )
     });
@@ -278,13 +293,14 @@ fn print_report(
     format: Format,
     selection: &Selection,
     template: &Template,
+    prototypes: Option<&tracedat::Prototypes>,
     to: impl Write,
 ) -> Result<(), Error> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, to);
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
-            write_text(file, keep.as_mut(), &mut out)?;
+            write_text(file, keep.as_mut(), prototypes, &mut out)?;
         }
         Format::Folded | Format::FoldedFuncgraph => {
             let name = match format {
@@ -333,16 +349,22 @@ fn print_report(
 const TEXT_CHUNK: usize = 1 << 16;
 
 /// Writes the records of `file` (those `keep` keeps, when given) as
-/// `trace-cmd report` lists them. The lines
+/// `trace-cmd report` lists them, with each call's arguments as the kernel's
+/// `trace` file prints them when `prototypes` are given (see
+/// [`crate::funcargs`]). The lines
 /// are formatted in place in one buffer that goes to `out` [`TEXT_CHUNK`]
 /// bytes at a time, never copied one by one; on a record that cannot be read
 /// the lines before it are written, then its error returned.
 fn write_text(
     file: &tracedat::TraceFile,
     keep: Option<&mut Select>,
+    prototypes: Option<&tracedat::Prototypes>,
     out: &mut impl Write,
 ) -> Result<(), Error> {
     let mut printer = tracedat::Printer::new(file);
+    if let Some(p) = prototypes {
+        printer = printer.with_prototypes(p);
+    }
     // Room for a chunk and the longest lines that may overrun it.
     let mut buf = Vec::with_capacity(2 * TEXT_CHUNK);
     let mut write_failed = false;
