@@ -169,6 +169,21 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
     }
 }
 
+/// func-args (issue 35 item 4): 7.2 has the option; 6.12 and 6.1 lack it,
+/// and `check` says which release brings it.
+#[test]
+fn func_args_checks_on_7_2_and_is_refused_before_6_15_naming_it() {
+    let recipe = "tests/lab/func-args.toml";
+    assert_eq!(verdict("debian-7.2", recipe), Ok(()));
+    for facts in ["debian-6.12", "debian-6.1"] {
+        let why = verdict(facts, recipe).unwrap_err();
+        assert!(
+            why.contains("no trace option `func-args`") && why.contains("Linux 6.15"),
+            "{facts}: {why}"
+        );
+    }
+}
+
 #[test]
 fn check_facts_as_nobody_gives_the_kernel_specific_verdict() {
     let recipe = repo().join("tests/lab/kprobe-fetch.toml");

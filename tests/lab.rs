@@ -1392,6 +1392,7 @@ fn debian_6_1() {
     let out = boot(&dir, &payload, tag, None, &["both"]);
     assert_lab(&out, Kernel::Debian61);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -1413,6 +1414,7 @@ fn debian_6_12() {
     );
     assert_lab(&out, Kernel::Debian612);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -1427,6 +1429,7 @@ fn debian_7_2() {
     let out = boot(&dir, &payload, tag, Some(&kernel_72()), &["both"]);
     assert_lab(&out, Kernel::Debian72);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -2048,6 +2051,101 @@ fn assert_lab_probes(out: &Path, tag: &str) {
         "FIGURE kernel lab {tag}: tprobe on sched_process_exec: {} execs, bprm->filename {}",
         execs.len(),
         execs[0]["filename"]
+    );
+}
+
+/// The calls of the listing (or `trace` file) `text` of task `pid` as
+/// `vfs_read(ARGS)`: what follows the name column up to the parent.
+fn func_args_calls(text: &str, pid: i64, kernel: bool) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|task| task.rsplit_once('-'))
+                .is_some_and(|(_, p)| p.parse::<i64>().ok() == Some(pid))
+        })
+        .filter_map(|l| {
+            let call = &l[l.find("vfs_read(")?..];
+            Some(match kernel {
+                true => call.split(" <-").next().unwrap_or(call).to_string(),
+                false => call.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// func-args (issue 35 item 4; tests/lab/func-args.toml and the func-args
+/// block of tests/lab/guest.sh) in one boot's output `out`. On 7.2: the run's
+/// listing (`report FOLDER --format text`, with the prototypes the run saved
+/// in func-args.txt) names vfs_read's arguments by BTF, `count=0x10` in each
+/// of dd's 16-byte reads; and for the run made while the top-level buffer
+/// traced vfs_read with func-args too, every call of ours is, in order, a call
+/// the kernel's `trace` file prints for the same task, argument text equal
+/// (the same registers: file, buffer and position pointers included). Before
+/// 6.15 (6.1, 6.12), `check` refuses the option naming Linux 6.15.
+fn assert_lab_func_args(out: &Path, tag: &str) {
+    let d = out.join("func-args");
+    if tag != "7.2" {
+        let check = read(&d.join("check.txt"));
+        assert!(
+            read(&d.join("check.rc")).trim() != "0"
+                && check.contains("error (this kernel)")
+                && check.contains("no trace option `func-args`")
+                && check.contains("Linux 6.15"),
+            "{tag}: func-args must be refused for what this kernel lacks:\n{check}"
+        );
+        return;
+    }
+    ran(out, "func-args");
+    let listing = |run: &str| {
+        let o = Command::new(bin())
+            .args(["report", "--format", "text"])
+            .arg(d.join(run))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{tag}: func-args: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let pid_of = |run: &str| {
+        let json: serde_json::Value =
+            serde_json::from_str(&read(&d.join(run).join("report.json"))).unwrap();
+        json["workload"]["pid"]
+            .as_i64()
+            .expect("the workload's pid")
+    };
+    let ours = func_args_calls(&listing("run"), pid_of("run"), false);
+    let reads = ours
+        .iter()
+        .filter(|c| {
+            c.starts_with("vfs_read(file=0x")
+                && c.contains(", buf=0x")
+                && c.ends_with(")")
+                && c.contains(", count=0x10, pos=0x")
+        })
+        .count();
+    assert!(
+        reads >= 2,
+        "{tag}: func-args: vfs_read's arguments by name, count=0x10: {ours:?}"
+    );
+    assert_eq!(
+        read(&d.join("paired.rc")).trim(),
+        "0",
+        "{}",
+        read(&d.join("paired.txt"))
+    );
+    let pid = pid_of("paired");
+    let ours = func_args_calls(&listing("paired"), pid, false);
+    let kernel = func_args_calls(&read(&d.join("kernel-trace.txt")), pid, true);
+    let mut k = kernel.iter();
+    assert!(
+        ours.len() >= 2 && ours.iter().all(|c| k.any(|kc| kc == c)),
+        "{tag}: func-args: our listing's calls are not the kernel's, in order:\nours: {ours:#?}\nkernel: {kernel:#?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: func-args: {} calls listed as the kernel's trace file prints them, e.g. {}",
+        ours.len(),
+        ours[0]
     );
 }
 

@@ -306,11 +306,11 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             cx.kernel(
                 span,
                 format!(
-                    "this kernel ({}) has no trace option `{opt}` (no options/{opt} in an instance)",
+                    "this kernel ({}) has no trace option `{opt}` (no options/{opt} in an instance): it comes with Linux {major}.{minor}, in {built}",
                     cx.facts.release
                 ),
                 Some(format!(
-                    "`{opt}` comes with Linux {major}.{minor}, in {built}; leave it out here, or run on a kernel that has it"
+                    "leave `{opt}` out here, or run on a kernel that has it"
                 )),
             );
         } else {
