@@ -195,7 +195,10 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .transpose()
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
-    let input = super::Input::open(&a.file)?;
+    let mut input = super::Input::open(&a.file)?;
+    if a.format == Format::Text {
+        input.load_prototypes()?;
+    }
     let file = &input.file;
     let run = input
         .run_json
@@ -207,20 +210,6 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         None => Vec::new(),
     };
     let mut keep = input.select(&a.select.into())?;
-    // A run's saved prototypes (func-args / funcgraph-args) name the
-    // arguments in the text listing; only a folder's or a bundle's.
-    let prototypes = match input.kind {
-        "trace.dat" => None,
-        _ => match input.path.parent() {
-            Some(dir) => crate::funcargs::load(dir).map_err(|e| {
-                Failure::failed(Context::new(
-                    crate::untrusted::escape_path(&dir.join(crate::funcargs::FILE)),
-                    e.into_io(),
-                ))
-            })?,
-            None => None,
-        },
-    };
     // `-o FILE` and a pipe get the report as it is (the text listing as
     // trace-cmd writes it); a terminal gets a trace.dat's strings with their
     // control characters escaped. Written through a 64 KiB buffer: one
@@ -236,13 +225,12 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     };
     let result = to.and_then(|to| {
         print_report(
-            file,
+            &input,
             run.as_ref(),
             &mut keep,
             a.format,
             &Selection::new(file, &a.analysis).with_answers(answers),
             &template,
-            prototypes.as_ref(),
             to,
         )
     });
@@ -287,20 +275,20 @@ fn answers_of(
 /// HTML; what only the run knew (expectations, tracer results, ...) too when
 /// the report is of every record with the default analyses.
 fn print_report(
-    file: &tracedat::TraceFile,
+    input: &super::Input,
     run: Option<&(RunInfo, Option<&crate::report::RunReport>)>,
     keep: &mut Option<Select>,
     format: Format,
     selection: &Selection,
     template: &Template,
-    prototypes: Option<&tracedat::Prototypes>,
     to: impl Write,
 ) -> Result<(), Error> {
+    let file = &input.file;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, to);
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
-            write_text(file, keep.as_mut(), prototypes, &mut out)?;
+            write_text(file, keep.as_mut(), input.prototypes.as_ref(), &mut out)?;
         }
         Format::Folded | Format::FoldedFuncgraph => {
             let name = match format {
