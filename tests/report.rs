@@ -1604,23 +1604,27 @@ mod tracefs {
 fn func_args_folder(dir: &Path) -> PathBuf {
     use tracedat::testing::{Endian, Page, event_format};
     let e = Endian::LITTLE64;
-    let args = "\tfield:unsigned long args[];\toffset:24;\tsize:0;\tsigned:0;\n";
-    let function = event_format(
+    // ip/parent_ip of function, func/depth of funcgraph_entry, then args[].
+    let with_args = |name: &str, id: u16, a: &str, b: &str, print: &str| {
+        let fields = format!(
+            "\tfield:unsigned long {a};\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long {b};\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long args[];\toffset:24;\tsize:0;\tsigned:0;\n"
+        );
+        event_format(name, id, &fields, print)
+    };
+    let function = with_args(
         "function",
         1,
-        &format!(
-            "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\
-             \tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n{args}"
-        ),
+        "ip",
+        "parent_ip",
         "\" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip",
     );
-    let entry = event_format(
+    let entry = with_args(
         "funcgraph_entry",
         11,
-        &format!(
-            "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\
-             \tfield:unsigned long depth;\toffset:16;\tsize:8;\tsigned:0;\n{args}"
-        ),
+        "func",
+        "depth",
         "\"--> %ps (%lu)\", (void *)REC->func, REC->depth",
     );
     let exit = event_format(

@@ -1054,14 +1054,20 @@ impl<'a> Printer<'a> {
         write_overhead(&mut e.line, Some(duration));
         write_duration(&mut e.line, duration);
         write_graph_func(self.file, &mut e.line, e.depth, e.func);
-        if e.has_args {
-            let (mut line, args) = (std::mem::take(&mut e.line), std::mem::take(&mut e.args));
-            self.write_call_args(&mut line, self.entry.func, &args);
-            line.extend_from_slice(b";\n");
-            (self.entry.line, self.entry.args) = (line, args);
-            return;
+        self.end_entry(b";\n");
+    }
+
+    /// Ends the held entry's line after its function: its arguments when it
+    /// carries them (`funcgraph-args` and prototypes), else `()` as
+    /// trace-cmd prints it; then `tail`.
+    fn end_entry(&mut self, tail: &[u8]) {
+        let mut line = std::mem::take(&mut self.entry.line);
+        match self.entry.has_args {
+            true => self.write_call_args(&mut line, self.entry.func, &self.entry.args),
+            false => line.extend_from_slice(b"()"),
         }
-        e.line.extend_from_slice(b"();\n");
+        line.extend_from_slice(tail);
+        self.entry.line = line;
     }
 
     /// Completes the held entry's line as a nested entry: `func() {`, no
@@ -1071,14 +1077,7 @@ impl<'a> Printer<'a> {
         write_overhead(&mut e.line, None);
         e.line.extend_from_slice(b"           |  ");
         write_graph_func(self.file, &mut e.line, e.depth, e.func);
-        if e.has_args {
-            let (mut line, args) = (std::mem::take(&mut e.line), std::mem::take(&mut e.args));
-            self.write_call_args(&mut line, self.entry.func, &args);
-            line.extend_from_slice(b" {\n");
-            (self.entry.line, self.entry.args) = (line, args);
-            return;
-        }
-        e.line.extend_from_slice(b"() {\n");
+        self.end_entry(b" {\n");
     }
 
     /// Appends `ev`'s line to `out`, or, for a funcgraph_entry, moves it
