@@ -2082,21 +2082,28 @@ fn func_args_calls(text: &str, pid: i64, kernel: bool) -> Vec<String> {
 /// of dd's 16-byte reads; and for the run made while the top-level buffer
 /// traced vfs_read with func-args too, every call of ours is, in order, a call
 /// the kernel's `trace` file prints for the same task, argument text equal
-/// (the same registers: file, buffer and position pointers included). Before
-/// 6.15 (6.1, 6.12), `check` refuses the option naming Linux 6.15.
+/// (the same registers: file, buffer and position pointers included). And
+/// funcgraph-args (tests/lab/funcgraph-args.toml): each of dd's vfs_read
+/// entries lists its arguments, and the rw_verify_area it calls lists
+/// `read_write=0` (READ) with the same file, position and count (the
+/// registers named right, by two prototypes). Before 6.15 (6.1, 6.12),
+/// `check` refuses either option naming Linux 6.15.
 fn assert_lab_func_args(out: &Path, tag: &str) {
     let d = out.join("func-args");
     if tag != "7.2" {
-        let check = read(&d.join("check.txt"));
-        assert!(
-            read(&d.join("check.rc")).trim() != "0"
-                && check.contains("error (this kernel)")
-                && check.contains("no trace option `func-args`")
-                && check.contains("Linux 6.15"),
-            "{tag}: func-args must be refused for what this kernel lacks:\n{check}"
-        );
+        for option in ["func-args", "funcgraph-args"] {
+            let check = read(&out.join(option).join("check.txt"));
+            assert!(
+                read(&out.join(option).join("check.rc")).trim() != "0"
+                    && check.contains("error (this kernel)")
+                    && check.contains(&format!("no trace option `{option}`"))
+                    && check.contains("Linux 6.15"),
+                "{tag}: {option} must be refused for what this kernel lacks:\n{check}"
+            );
+        }
         return;
     }
+    assert_lab_funcgraph_args(out, tag);
     ran(out, "func-args");
     let listing = |run: &str| {
         let o = Command::new(bin())
@@ -2146,6 +2153,66 @@ fn assert_lab_func_args(out: &Path, tag: &str) {
         "FIGURE kernel lab {tag}: func-args: {} calls listed as the kernel's trace file prints them, e.g. {}",
         ours.len(),
         ours[0]
+    );
+}
+
+/// funcgraph-args on 7.2 (see [`assert_lab_func_args`]): in our listing of
+/// the run's workload, each `vfs_read(file=F, buf=B, count=0x10, pos=P) {`
+/// is followed by `rw_verify_area(read_write=0, file=F, ppos=P, count=0x10);`.
+fn assert_lab_funcgraph_args(out: &Path, tag: &str) {
+    ran(out, "funcgraph-args");
+    let d = out.join("funcgraph-args/run");
+    let o = Command::new(bin())
+        .args(["report", "--format", "text"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{tag}: funcgraph-args: {}",
+        text(&o.stderr)
+    );
+    let listing = text(&o.stdout);
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("report.json"))).unwrap();
+    let pid = json["workload"]["pid"]
+        .as_i64()
+        .expect("the workload's pid");
+    let needle = format!("-{pid} ");
+    let calls: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains(&needle) && l.contains(": funcgraph_entry: "))
+        .filter_map(|l| l.split("|  ").nth(1).map(str::trim))
+        .collect();
+    // `NAME=VALUE` of a listed call.
+    let arg = |call: &str, name: &str| -> Option<String> {
+        let inner = call.split_once('(')?.1.rsplit_once(')')?.0;
+        inner
+            .split(", ")
+            .find_map(|a| a.strip_prefix(&format!("{name}=")))
+            .map(str::to_string)
+    };
+    let mut pairs = 0;
+    for w in calls.windows(2) {
+        let (read_call, verify) = (w[0], w[1]);
+        if !read_call.starts_with("vfs_read(") || !read_call.ends_with(") {") {
+            continue;
+        }
+        assert!(
+            verify.starts_with("rw_verify_area(")
+                && arg(verify, "read_write").as_deref() == Some("0")
+                && arg(verify, "file") == arg(read_call, "file")
+                && arg(verify, "ppos") == arg(read_call, "pos")
+                && arg(verify, "count") == arg(read_call, "count")
+                && arg(read_call, "count").as_deref() == Some("0x10")
+                && arg(read_call, "buf").is_some_and(|b| b.starts_with("0x")),
+            "{tag}: funcgraph-args: {read_call} then {verify}\n{listing}"
+        );
+        pairs += 1;
+    }
+    assert!(pairs >= 2, "{tag}: funcgraph-args: {calls:#?}");
+    eprintln!(
+        "FIGURE kernel lab {tag}: funcgraph-args: {pairs} vfs_read entries, each calling rw_verify_area with the same file, position and count, e.g. {}",
+        calls[0]
     );
 }
 
