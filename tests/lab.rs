@@ -2158,7 +2158,8 @@ fn assert_lab_func_args(out: &Path, tag: &str) {
 
 /// funcgraph-args on 7.2 (see [`assert_lab_func_args`]): in our listing of
 /// the run's workload, each `vfs_read(file=F, buf=B, count=0x10, pos=P) {`
-/// is followed by `rw_verify_area(read_write=0, file=F, ppos=P, count=0x10);`.
+/// is followed by `rw_verify_area(read_write=0, file=F, ppos=P, count=0x10);`
+/// (other calls, an interrupt's, may come between).
 fn assert_lab_funcgraph_args(out: &Path, tag: &str) {
     ran(out, "funcgraph-args");
     let d = out.join("funcgraph-args/run");
@@ -2191,12 +2192,19 @@ fn assert_lab_funcgraph_args(out: &Path, tag: &str) {
             .find_map(|a| a.strip_prefix(&format!("{name}=")))
             .map(str::to_string)
     };
+    // Each vfs_read entry with the first rw_verify_area after it (an
+    // interrupt's entries may come between: seen on 7.2).
     let mut pairs = 0;
-    for w in calls.windows(2) {
-        let (read_call, verify) = (w[0], w[1]);
+    for (i, read_call) in calls.iter().enumerate() {
         if !read_call.starts_with("vfs_read(") || !read_call.ends_with(") {") {
             continue;
         }
+        let verify = calls[i + 1..]
+            .iter()
+            .take_while(|c| !c.starts_with("vfs_read("))
+            .find(|c| c.starts_with("rw_verify_area("))
+            .copied()
+            .unwrap_or("(none)");
         assert!(
             verify.starts_with("rw_verify_area(")
                 && arg(verify, "read_write").as_deref() == Some("0")
