@@ -70,8 +70,10 @@ impl Prototypes {
 
 /// Appends the kernel's `(NAME=VALUE, ...)` for a call of a function with
 /// parameters `params` (`None`: not in BTF, `()`) and argument registers
-/// `regs` (the record's `args[]`, as many as the architecture saves).
-pub fn write_args(out: &mut Vec<u8>, params: Option<&[Param]>, regs: &[u64]) {
+/// `regs` (the record's `args[]`, as many as the architecture saves), on a
+/// machine whose `long` is `long` bytes (a struct by value takes one
+/// register per `long` of its size).
+pub fn write_args(out: &mut Vec<u8>, params: Option<&[Param]>, regs: &[u64], long: u32) {
     out.push(b'(');
     let mut a = 0usize;
     for (p, param) in params.unwrap_or(&[]).iter().enumerate() {
@@ -99,7 +101,7 @@ pub fn write_args(out: &mut Vec<u8>, params: Option<&[Param]>, regs: &[u64]) {
                 out.extend_from_slice(kind.as_bytes());
                 out.extend_from_slice(b")[");
                 push_hex(out, reg);
-                let mut x = 8u32;
+                let mut x = long.max(1);
                 while x < *size {
                     out.push(b':');
                     a += 1;
@@ -109,7 +111,7 @@ pub fn write_args(out: &mut Vec<u8>, params: Option<&[Param]>, regs: &[u64]) {
                         return;
                     }
                     push_hex(out, regs[a]);
-                    x += 8;
+                    x += long.max(1);
                 }
                 out.push(b']');
             }
@@ -139,7 +141,7 @@ mod tests {
 
     fn text(params: Option<&[Param]>, regs: &[u64]) -> String {
         let mut out = Vec::new();
-        write_args(&mut out, params, regs);
+        write_args(&mut out, params, regs, 8);
         String::from_utf8(out).unwrap()
     }
 
@@ -181,5 +183,18 @@ mod tests {
             "(a=1, s=(STRUCT)[0x2:0x3], ...)"
         );
         assert_eq!(text(Some(&params), &[1, 2]), "(a=1, s=(STRUCT)[0x2:...])");
+        // A 4-byte `long`: an 8-byte struct takes two registers.
+        let mut out = Vec::new();
+        let u = ArgKind::Other {
+            kind: "UNION".into(),
+            size: 8,
+        };
+        write_args(
+            &mut out,
+            Some(&[p("u", u), p("b", ArgKind::Signed)]),
+            &[1, 2, 3],
+            4,
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), "(u=(UNION)[0x1:0x2], b=3)");
     }
 }

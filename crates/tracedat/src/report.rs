@@ -941,7 +941,7 @@ impl<'a> Printer<'a> {
         let params = (self.prototypes)
             .zip(self.file.symbol(func))
             .and_then(|(p, (name, _))| p.get(name));
-        write_args(out, params, regs);
+        write_args(out, params, regs, Kernel::long_size(self.file) as u32);
     }
 
     /// Writes one record. Errors: only those of `out`.
