@@ -2054,6 +2054,25 @@ fn assert_lab_probes(out: &Path, tag: &str) {
     );
 }
 
+/// `report --format text` of output folder `run` (with the prototypes it keeps).
+fn folder_listing(run: &Path) -> String {
+    let o = Command::new(bin())
+        .args(["report", "--format", "text"])
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: {}", run.display(), text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The workload's pid of output folder `run` (its report.json).
+fn workload_pid(run: &Path) -> i64 {
+    let json: serde_json::Value = serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+    json["workload"]["pid"]
+        .as_i64()
+        .expect("the workload's pid")
+}
+
 /// The calls of the listing (or `trace` file) `text` of task `pid` as
 /// `vfs_read(ARGS)`: what follows the name column up to the parent.
 fn func_args_calls(text: &str, pid: i64, kernel: bool) -> Vec<String> {
@@ -2105,22 +2124,8 @@ fn assert_lab_func_args(out: &Path, tag: &str) {
     }
     assert_lab_funcgraph_args(out, tag);
     ran(out, "func-args");
-    let listing = |run: &str| {
-        let o = Command::new(bin())
-            .args(["report", "--format", "text"])
-            .arg(d.join(run))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{tag}: func-args: {}", text(&o.stderr));
-        text(&o.stdout)
-    };
-    let pid_of = |run: &str| {
-        let json: serde_json::Value =
-            serde_json::from_str(&read(&d.join(run).join("report.json"))).unwrap();
-        json["workload"]["pid"]
-            .as_i64()
-            .expect("the workload's pid")
-    };
+    let listing = |run: &str| folder_listing(&d.join(run));
+    let pid_of = |run: &str| workload_pid(&d.join(run));
     let ours = func_args_calls(&listing("run"), pid_of("run"), false);
     let reads = ours
         .iter()
@@ -2163,21 +2168,8 @@ fn assert_lab_func_args(out: &Path, tag: &str) {
 fn assert_lab_funcgraph_args(out: &Path, tag: &str) {
     ran(out, "funcgraph-args");
     let d = out.join("funcgraph-args/run");
-    let o = Command::new(bin())
-        .args(["report", "--format", "text"])
-        .arg(&d)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{tag}: funcgraph-args: {}",
-        text(&o.stderr)
-    );
-    let listing = text(&o.stdout);
-    let json: serde_json::Value = serde_json::from_str(&read(&d.join("report.json"))).unwrap();
-    let pid = json["workload"]["pid"]
-        .as_i64()
-        .expect("the workload's pid");
+    let listing = folder_listing(&d);
+    let pid = workload_pid(&d);
     let needle = format!("-{pid} ");
     let calls: Vec<&str> = listing
         .lines()
