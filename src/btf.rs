@@ -667,6 +667,91 @@ impl Btf {
         }
     }
 
+    /// How the kernel prints the arguments of each of `functions` that BTF
+    /// describes (kernel/trace/trace_output.c `print_function_args`): per
+    /// parameter its name and its kind after typedefs and qualifiers
+    /// (`btf_type_skip_modifiers`), an integer's signedness from its
+    /// encoding, any other kind by the kernel's name of it (kernel/bpf/btf.c
+    /// `btf_kind_str`) and its `size`. The first FUNC of a name is taken, as
+    /// `btf_find_func_proto` takes it.
+    pub(crate) fn arg_prototypes(
+        &self,
+        functions: &BTreeSet<String>,
+    ) -> BTreeMap<String, Vec<tracedat::Param>> {
+        let mut out = BTreeMap::new();
+        for r in &self.types {
+            if r.kind != kind::FUNC {
+                continue;
+            }
+            let name = self.name(r.name_off);
+            if out.contains_key(name) || !functions.contains(name) {
+                continue;
+            }
+            let Some(p) = self.raw(r.size_type).filter(|p| p.kind == kind::FUNC_PROTO) else {
+                continue;
+            };
+            let params = (0..usize::from(p.vlen))
+                .map_while(|i| {
+                    let name_off = self.type_u32(p.extra + 8 * i)?;
+                    let ty = self.type_u32(p.extra + 8 * i + 4)?;
+                    Some(tracedat::Param {
+                        name: self.name(name_off).to_string(),
+                        kind: self.arg_kind(ty),
+                    })
+                })
+                .collect();
+            out.insert(name.to_string(), params);
+        }
+        out
+    }
+
+    /// How a parameter of type `id` prints (see [`Btf::arg_prototypes`]).
+    fn arg_kind(&self, id: u32) -> tracedat::ArgKind {
+        use tracedat::ArgKind;
+        /// kernel/bpf/btf.c `btf_kind_str`, by kind number.
+        const KIND_NAMES: [&str; 20] = [
+            "UNKN",
+            "INT",
+            "PTR",
+            "ARRAY",
+            "STRUCT",
+            "UNION",
+            "ENUM",
+            "FWD",
+            "TYPEDEF",
+            "VOLATILE",
+            "CONST",
+            "RESTRICT",
+            "FUNC",
+            "FUNC_PROTO",
+            "VAR",
+            "DATASEC",
+            "FLOAT",
+            "DECL_TAG",
+            "TYPE_TAG",
+            "ENUM64",
+        ];
+        let Some(r) = self.raw(self.skip_modifiers(id)) else {
+            return ArgKind::Unknown;
+        };
+        match r.kind {
+            kind::PTR => ArgKind::Pointer,
+            kind::ENUM => ArgKind::Enum,
+            kind::INT => match self.type_u32(r.extra).map(|v| (v >> 24) & 0x0f) {
+                // BTF_INT_SIGNED (include/uapi/linux/btf.h).
+                Some(enc) if enc & 1 != 0 => ArgKind::Signed,
+                _ => ArgKind::Unsigned,
+            },
+            k => ArgKind::Other {
+                kind: KIND_NAMES
+                    .get(usize::from(k))
+                    .unwrap_or(&"UNKN")
+                    .to_string(),
+                size: r.size_type,
+            },
+        }
+    }
+
     /// The digest one recipe needs: the prototypes of `functions` and
     /// `tracepoints`, and every struct that any of `fetches` walks from any of
     /// their parameters or return values (see [`BtfFacts::walk`]).

@@ -480,8 +480,13 @@ fn open_bundle(path: &Path) -> Result<File, BundleError> {
 
 /// The members `report` and `diff` read of a bundle: nothing else of one is
 /// written to disk or hashed for them.
-pub(crate) const READ_BY_REPORT: &[&str] =
-    &["trace.dat", "report.json", "recipe.toml", "facts.json"];
+pub(crate) const READ_BY_REPORT: &[&str] = &[
+    "trace.dat",
+    "report.json",
+    "recipe.toml",
+    "facts.json",
+    crate::funcargs::FILE,
+];
 
 /// Checks the bundle at `path` and unpacks into a fresh temporary folder
 /// the members for which `reads` is true, the ones the caller will read:

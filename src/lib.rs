@@ -50,6 +50,7 @@ pub mod fault;
 pub(crate) mod fleet;
 pub(crate) mod flight;
 pub(crate) mod format;
+pub(crate) mod funcargs;
 pub mod host;
 pub(crate) mod inventory;
 pub mod kernel;

@@ -42,6 +42,9 @@ pub(crate) enum Kind {
     Report,
     /// A bundle's `manifest.json` (16 MiB: it carries the kernel facts).
     Manifest,
+    /// A run's saved function prototypes (`func-args.txt`, 4 MiB: see
+    /// `crate::funcargs`).
+    Prototypes,
     /// A bundle file itself, compressed (4 GiB; its members have budgets of
     /// their own, see `crate::bundle`).
     Bundle,
@@ -55,6 +58,7 @@ impl Kind {
             Kind::Facts => 32 << 20,
             Kind::Report => 64 << 20,
             Kind::Manifest => 16 << 20,
+            Kind::Prototypes => 4 << 20,
             Kind::Bundle => 4 << 30,
         }
     }
@@ -78,6 +82,7 @@ impl Kind {
             Kind::Facts => "fact file",
             Kind::Report => "report",
             Kind::Manifest => "bundle manifest",
+            Kind::Prototypes => "prototype file",
             Kind::Bundle => "bundle",
         }
     }

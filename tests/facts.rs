@@ -169,6 +169,23 @@ fn validation_runs_from_the_fact_files_of_three_kernels() {
     }
 }
 
+/// func-args and funcgraph-args (issue 35 item 4): 7.2 has the options; 6.12
+/// and 6.1 lack them, and `check` says which release brings them.
+#[test]
+fn func_args_checks_on_7_2_and_is_refused_before_6_15_naming_it() {
+    for option in ["func-args", "funcgraph-args"] {
+        let recipe = format!("tests/lab/{option}.toml");
+        assert_eq!(verdict("debian-7.2", &recipe), Ok(()));
+        for facts in ["debian-6.12", "debian-6.1"] {
+            let why = verdict(facts, &recipe).unwrap_err();
+            assert!(
+                why.contains(&format!("no trace option `{option}`")) && why.contains("Linux 6.15"),
+                "{facts}: {why}"
+            );
+        }
+    }
+}
+
 #[test]
 fn check_facts_as_nobody_gives_the_kernel_specific_verdict() {
     let recipe = repo().join("tests/lab/kprobe-fetch.toml");

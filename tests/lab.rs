@@ -1407,6 +1407,7 @@ fn debian_6_1() {
     let out = boot(&dir, &payload, tag, None, &["both"]);
     assert_lab(&out, Kernel::Debian61);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -1428,6 +1429,7 @@ fn debian_6_12() {
     );
     assert_lab(&out, Kernel::Debian612);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -1442,6 +1444,7 @@ fn debian_7_2() {
     let out = boot(&dir, &payload, tag, Some(&kernel_72()), &["both"]);
     assert_lab(&out, Kernel::Debian72);
     assert_lab_probes(&out, tag);
+    assert_lab_func_args(&out, tag);
     assert_answers_both(&out);
 }
 
@@ -2063,6 +2066,168 @@ fn assert_lab_probes(out: &Path, tag: &str) {
         "FIGURE kernel lab {tag}: tprobe on sched_process_exec: {} execs, bprm->filename {}",
         execs.len(),
         execs[0]["filename"]
+    );
+}
+
+/// `report --format text` of output folder `run` (with the prototypes it keeps).
+fn folder_listing(run: &Path) -> String {
+    let o = Command::new(bin())
+        .args(["report", "--format", "text"])
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}: {}", run.display(), text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The workload's pid of output folder `run` (its report.json).
+fn workload_pid(run: &Path) -> i64 {
+    let json: serde_json::Value = serde_json::from_str(&read(&run.join("report.json"))).unwrap();
+    json["workload"]["pid"]
+        .as_i64()
+        .expect("the workload's pid")
+}
+
+/// The calls of the listing (or `trace` file) `text` of task `pid` as
+/// `vfs_read(ARGS)`: what follows the name column up to the parent.
+fn func_args_calls(text: &str, pid: i64, kernel: bool) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|task| task.rsplit_once('-'))
+                .is_some_and(|(_, p)| p.parse::<i64>().ok() == Some(pid))
+        })
+        .filter_map(|l| {
+            let call = &l[l.find("vfs_read(")?..];
+            Some(match kernel {
+                true => call.split(" <-").next().unwrap_or(call).to_string(),
+                false => call.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// func-args (issue 35 item 4; tests/lab/func-args.toml and the func-args
+/// block of tests/lab/guest.sh) in one boot's output `out`. On 7.2: the run's
+/// listing (`report FOLDER --format text`, with the prototypes the run saved
+/// in func-args.txt) names vfs_read's arguments by BTF, `count=0x10` in each
+/// of dd's 16-byte reads; and for the run made while the top-level buffer
+/// traced vfs_read with func-args too, every call of ours is, in order, a call
+/// the kernel's `trace` file prints for the same task, argument text equal
+/// (the same registers: file, buffer and position pointers included). And
+/// funcgraph-args (tests/lab/funcgraph-args.toml): each of dd's vfs_read
+/// entries lists its arguments, and the rw_verify_area it calls lists
+/// `read_write=0` (READ) with the same file, position and count (the
+/// registers named right, by two prototypes). Before 6.15 (6.1, 6.12),
+/// `check` refuses either option naming Linux 6.15.
+fn assert_lab_func_args(out: &Path, tag: &str) {
+    let d = out.join("func-args");
+    if tag != "7.2" {
+        for option in ["func-args", "funcgraph-args"] {
+            let check = read(&out.join(option).join("check.txt"));
+            assert!(
+                read(&out.join(option).join("check.rc")).trim() != "0"
+                    && check.contains("error (this kernel)")
+                    && check.contains(&format!("no trace option `{option}`"))
+                    && check.contains("Linux 6.15"),
+                "{tag}: {option} must be refused for what this kernel lacks:\n{check}"
+            );
+        }
+        return;
+    }
+    assert_lab_funcgraph_args(out, tag);
+    ran(out, "func-args");
+    let listing = |run: &str| folder_listing(&d.join(run));
+    let pid_of = |run: &str| workload_pid(&d.join(run));
+    let ours = func_args_calls(&listing("run"), pid_of("run"), false);
+    let reads = ours
+        .iter()
+        .filter(|c| {
+            c.starts_with("vfs_read(file=0x")
+                && c.contains(", buf=0x")
+                && c.ends_with(")")
+                && c.contains(", count=0x10, pos=0x")
+        })
+        .count();
+    assert!(
+        reads >= 2,
+        "{tag}: func-args: vfs_read's arguments by name, count=0x10: {ours:?}"
+    );
+    assert_eq!(
+        read(&d.join("paired.rc")).trim(),
+        "0",
+        "{}",
+        read(&d.join("paired.txt"))
+    );
+    let pid = pid_of("paired");
+    let ours = func_args_calls(&listing("paired"), pid, false);
+    let kernel = func_args_calls(&read(&d.join("kernel-trace.txt")), pid, true);
+    let mut k = kernel.iter();
+    assert!(
+        ours.len() >= 2 && ours.iter().all(|c| k.any(|kc| kc == c)),
+        "{tag}: func-args: our listing's calls are not the kernel's, in order:\nours: {ours:#?}\nkernel: {kernel:#?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab {tag}: func-args: {} calls listed as the kernel's trace file prints them, e.g. {}",
+        ours.len(),
+        ours[0]
+    );
+}
+
+/// funcgraph-args on 7.2 (see [`assert_lab_func_args`]): in our listing of
+/// the run's workload, each `vfs_read(file=F, buf=B, count=0x10, pos=P) {`
+/// is followed by `rw_verify_area(read_write=0, file=F, ppos=P, count=0x10);`
+/// (other calls, an interrupt's, may come between).
+fn assert_lab_funcgraph_args(out: &Path, tag: &str) {
+    ran(out, "funcgraph-args");
+    let d = out.join("funcgraph-args/run");
+    let listing = folder_listing(&d);
+    let pid = workload_pid(&d);
+    let needle = format!("-{pid} ");
+    let calls: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.contains(&needle) && l.contains(": funcgraph_entry: "))
+        .filter_map(|l| l.split("|  ").nth(1).map(str::trim))
+        .collect();
+    // `NAME=VALUE` of a listed call.
+    let arg = |call: &str, name: &str| -> Option<String> {
+        let inner = call.split_once('(')?.1.rsplit_once(')')?.0;
+        inner
+            .split(", ")
+            .find_map(|a| a.strip_prefix(&format!("{name}=")))
+            .map(str::to_string)
+    };
+    // Each vfs_read entry with the first rw_verify_area after it (an
+    // interrupt's entries may come between: seen on 7.2).
+    let mut pairs = 0;
+    for (i, read_call) in calls.iter().enumerate() {
+        if !read_call.starts_with("vfs_read(") || !read_call.ends_with(") {") {
+            continue;
+        }
+        let verify = calls[i + 1..]
+            .iter()
+            .take_while(|c| !c.starts_with("vfs_read("))
+            .find(|c| c.starts_with("rw_verify_area("))
+            .copied()
+            .unwrap_or("(none)");
+        assert!(
+            verify.starts_with("rw_verify_area(")
+                && arg(verify, "read_write").as_deref() == Some("0")
+                && arg(verify, "file") == arg(read_call, "file")
+                && arg(verify, "ppos") == arg(read_call, "pos")
+                && arg(verify, "count") == arg(read_call, "count")
+                && arg(read_call, "count").as_deref() == Some("0x10")
+                && arg(read_call, "buf").is_some_and(|b| b.starts_with("0x")),
+            "{tag}: funcgraph-args: {read_call} then {verify}\n{listing}"
+        );
+        pairs += 1;
+    }
+    assert!(pairs >= 2, "{tag}: funcgraph-args: {calls:#?}");
+    eprintln!(
+        "FIGURE kernel lab {tag}: funcgraph-args: {pairs} vfs_read entries, each calling rw_verify_area with the same file, position and count, e.g. {}",
+        calls[0]
     );
 }
 

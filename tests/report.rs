@@ -1631,3 +1631,179 @@ mod tracefs {
         );
     }
 }
+
+/// A run folder of one `func-args` call and one `funcgraph-args` leaf, as a
+/// 7.2 kernel records them (tests/lab/func-args.toml): `ftrace:function` and
+/// `ftrace:funcgraph_entry` with `unsigned long args[]` (six registers) after
+/// their fields, `vfs_read` in kallsyms. Returns the folder.
+fn func_args_folder(dir: &Path) -> PathBuf {
+    use tracedat::testing::{Endian, Page, event_format};
+    let e = Endian::LITTLE64;
+    // ip/parent_ip of function, func/depth of funcgraph_entry, then args[].
+    let with_args = |name: &str, id: u16, a: &str, b: &str, print: &str| {
+        let fields = format!(
+            "\tfield:unsigned long {a};\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long {b};\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long args[];\toffset:24;\tsize:0;\tsigned:0;\n"
+        );
+        event_format(name, id, &fields, print)
+    };
+    let function = with_args(
+        "function",
+        1,
+        "ip",
+        "parent_ip",
+        "\" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip",
+    );
+    let entry = with_args(
+        "funcgraph_entry",
+        11,
+        "func",
+        "depth",
+        "\"--> %ps (%lu)\", (void *)REC->func, REC->depth",
+    );
+    let exit = event_format(
+        "funcgraph_exit",
+        10,
+        "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\
+         \tfield:unsigned long depth;\toffset:16;\tsize:8;\tsigned:0;\n\
+         \tfield:unsigned int overrun;\toffset:24;\tsize:4;\tsigned:0;\n\
+         \tfield:unsigned long long calltime;\toffset:32;\tsize:8;\tsigned:0;\n\
+         \tfield:unsigned long long rettime;\toffset:40;\tsize:8;\tsigned:0;\n",
+        "\"<-- %ps (%lu) (start: %llx  end: %llx) over: %u\", (void *)REC->func, REC->depth, REC->calltime, REC->rettime, REC->depth",
+    );
+    let (vfs_read, ksys_read) = (0xffff_ffff_8140_0000u64, 0xffff_ffff_8140_1000u64);
+    // vfs_read(file, buf, count = 16, pos), then two registers it does not take.
+    let regs = [
+        0xff38_0976_422e_5a80,
+        0x80_1710,
+        16,
+        0xff7d_75e8_c05d_3bc0,
+        7,
+        8,
+    ];
+    let mut page = Page::new(e, 4096, 1_000_000);
+    page.event(
+        10,
+        &tracedat::testing::payload(e, 1, 127, &[&[vfs_read, ksys_read][..], &regs].concat()),
+    );
+    page.event(
+        10,
+        &tracedat::testing::payload(e, 11, 127, &[&[vfs_read, 0][..], &regs].concat()),
+    );
+    page.event(
+        10,
+        &tracedat::testing::payload(e, 10, 127, &[vfs_read, 0, 0, 1_000_020, 1_002_020]),
+    );
+    let raw = dir.join("cpu0.raw");
+    std::fs::write(&raw, page.finish(None)).unwrap();
+    let meta = tracedat::CaptureMeta {
+        header_page: e.header_page(4096).into_bytes(),
+        header_event: Vec::new(),
+        ftrace_formats: vec![function.into_bytes(), entry.into_bytes(), exit.into_bytes()],
+        event_formats: Vec::new(),
+        kallsyms: format!("{vfs_read:x} T vfs_read\n{ksys_read:x} T ksys_read\n").into_bytes(),
+        printk_formats: Vec::new(),
+        cmdlines: b"127 dd\n".to_vec(),
+        cpu_count: 1,
+        trace_clock: "[local] global".into(),
+        uname: "Linux h 7.2.13+deb14-amd64 x86_64".into(),
+        version: "test".into(),
+        cpu_stats: vec![String::new()],
+    };
+    let run = dir.join("run");
+    std::fs::create_dir(&run).unwrap();
+    tracedat::write_v6(
+        std::fs::File::create(run.join("trace.dat")).unwrap(),
+        &meta,
+        &[tracedat::CpuData { cpu: 0, path: raw }],
+    )
+    .unwrap();
+    run
+}
+
+/// `report --format text` of a run folder: the listing's lines after `cpus=`.
+fn listing(run: &Path) -> Vec<String> {
+    let o = trace_recipe(&["report", run.to_str().unwrap(), "--format", "text"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    text(&o.stdout)
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+/// func-args / funcgraph-args (issue 35 item 4): with the prototypes the run
+/// saved (func-args.txt), the listing prints each call's arguments as the
+/// kernel's `trace` file does (kernel/trace/trace_output.c
+/// `print_function_args`: pointers and unsigned integers in hex, as many
+/// parameters as the prototype has); without them, as trace-cmd 3.1.6 does
+/// (no arguments: `vfs_read`, `vfs_read();`).
+#[test]
+fn func_args_are_listed_by_the_saved_prototypes_as_the_kernel_prints_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = func_args_folder(dir.path());
+    let plain = listing(&run);
+    assert!(
+        plain[0].ends_with("function:             vfs_read"),
+        "{plain:?}"
+    );
+    assert!(plain[1].ends_with("|  vfs_read();"), "{plain:?}");
+    std::fs::write(
+        run.join("func-args.txt"),
+        "vfs_read file:p buf:p count:u pos:p\n",
+    )
+    .unwrap();
+    let args = "(file=0xff380976422e5a80, buf=0x801710, count=0x10, pos=0xff7d75e8c05d3bc0)";
+    let lines = listing(&run);
+    assert!(
+        lines[0].ends_with(&format!("function:             vfs_read{args}")),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].ends_with(&format!("|  vfs_read{args};")),
+        "{lines:?}"
+    );
+    // A function the prototypes lack prints `()`, as the kernel prints one its BTF lacks.
+    std::fs::write(run.join("func-args.txt"), "ksys_read fd:s\n").unwrap();
+    let lines = listing(&run);
+    assert!(lines[0].ends_with("vfs_read()"), "{lines:?}");
+}
+
+/// A hostile func-args.txt (control characters, a huge name, thousands of
+/// parameters) prints escaped and bounded; one that is not a regular file is
+/// refused, naming it.
+#[test]
+fn a_hostile_func_args_file_is_escaped_bounded_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = func_args_folder(dir.path());
+    let evil = format!(
+        "vfs_read \x1b]0;pwned\x07:p {}:u{}\n",
+        "n".repeat(1 << 20),
+        " x:s".repeat(5000)
+    );
+    std::fs::write(run.join("func-args.txt"), evil).unwrap();
+    let lines = listing(&run);
+    assert!(
+        lines[0].contains("vfs_read(\\u{1b}]0;pwned\\u{7}=0xff380976422e5a80, nnnn"),
+        "{}",
+        &lines[0][..200.min(lines[0].len())]
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains('\x1b') && !l.contains('\x07'))
+    );
+    // The name cut to 512 characters; the registers run out after six.
+    assert!(lines[0].len() < 1000, "{}", lines[0].len());
+    assert!(lines[0].ends_with("x=7, x=8, ...)"), "{}", lines[0]);
+    std::fs::remove_file(run.join("func-args.txt")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", run.join("func-args.txt")).unwrap();
+    let o = trace_recipe(&["report", run.to_str().unwrap(), "--format", "text"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("func-args.txt"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -195,7 +195,10 @@ pub(super) fn report(a: ReportArgs) -> Exit {
         .transpose()
         .map_err(|e| Failure::Invalid(Some(e.into())))?
         .unwrap_or_else(Template::builtin);
-    let input = super::Input::open(&a.file)?;
+    let mut input = super::Input::open(&a.file)?;
+    if a.format == Format::Text {
+        input.load_prototypes()?;
+    }
     let file = &input.file;
     let run = input
         .run_json
@@ -222,7 +225,7 @@ pub(super) fn report(a: ReportArgs) -> Exit {
     };
     let result = to.and_then(|to| {
         print_report(
-            file,
+            &input,
             run.as_ref(),
             &mut keep,
             a.format,
@@ -272,7 +275,7 @@ fn answers_of(
 /// HTML; what only the run knew (expectations, tracer results, ...) too when
 /// the report is of every record with the default analyses.
 fn print_report(
-    file: &tracedat::TraceFile,
+    input: &super::Input,
     run: Option<&(RunInfo, Option<&crate::report::RunReport>)>,
     keep: &mut Option<Select>,
     format: Format,
@@ -280,11 +283,12 @@ fn print_report(
     template: &Template,
     to: impl Write,
 ) -> Result<(), Error> {
+    let file = &input.file;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, to);
     match format {
         Format::Text => {
             writeln!(out, "cpus={}", file.cpu_count())?;
-            write_text(file, keep.as_mut(), &mut out)?;
+            write_text(file, keep.as_mut(), input.prototypes.as_ref(), &mut out)?;
         }
         Format::Folded | Format::FoldedFuncgraph => {
             let name = match format {
@@ -333,16 +337,22 @@ fn print_report(
 const TEXT_CHUNK: usize = 1 << 16;
 
 /// Writes the records of `file` (those `keep` keeps, when given) as
-/// `trace-cmd report` lists them. The lines
+/// `trace-cmd report` lists them, with each call's arguments as the kernel's
+/// `trace` file prints them when `prototypes` are given (see
+/// [`crate::funcargs`]). The lines
 /// are formatted in place in one buffer that goes to `out` [`TEXT_CHUNK`]
 /// bytes at a time, never copied one by one; on a record that cannot be read
 /// the lines before it are written, then its error returned.
 fn write_text(
     file: &tracedat::TraceFile,
     keep: Option<&mut Select>,
+    prototypes: Option<&tracedat::Prototypes>,
     out: &mut impl Write,
 ) -> Result<(), Error> {
     let mut printer = tracedat::Printer::new(file);
+    if let Some(p) = prototypes {
+        printer = printer.with_prototypes(p);
+    }
     // Room for a chunk and the longest lines that may overrun it.
     let mut buf = Vec::with_capacity(2 * TEXT_CHUNK);
     let mut write_failed = false;

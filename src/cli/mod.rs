@@ -265,6 +265,11 @@ pub(crate) struct Input {
     pub(crate) run_json: Option<crate::report::RunReport>,
     /// What the path given was: `trace.dat`, `output folder` or `bundle`.
     pub(crate) kind: &'static str,
+    /// The function prototypes a folder or bundle of a `func-args` /
+    /// `funcgraph-args` run keeps, for the text listing
+    /// ([`crate::funcargs`]); `None` for a bare trace.dat, and until
+    /// [`Input::load_prototypes`].
+    pub(crate) prototypes: Option<tracedat::Prototypes>,
     /// The unpacked bundle, kept until the trace is read.
     _opened: Option<crate::bundle::Opened>,
 }
@@ -292,8 +297,25 @@ impl Input {
             file,
             run_json,
             kind,
+            prototypes: None,
             _opened: opened,
         })
+    }
+
+    /// Reads the function prototypes of a folder or bundle into
+    /// [`Input::prototypes`] (for the text listing); a `func-args.txt` that
+    /// cannot be read safely is [`Failure::Failed`], naming it.
+    pub(crate) fn load_prototypes(&mut self) -> Result<(), Failure> {
+        let Some(dir) = self.path.parent().filter(|_| self.kind != "trace.dat") else {
+            return Ok(());
+        };
+        self.prototypes = crate::funcargs::load(dir).map_err(|e| {
+            Failure::failed(Context::new(
+                crate::untrusted::escape_path(&dir.join(crate::funcargs::FILE)),
+                e.into_io(),
+            ))
+        })?;
+        Ok(())
     }
 
     /// What `args` keeps of this trace (`None`: everything); a flag that

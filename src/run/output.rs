@@ -140,6 +140,20 @@ pub(super) fn write_output(
             .map(|e| (e.that.as_str(), &e.expr)),
         &report,
     );
+    // func-args / funcgraph-args: the traced functions' prototypes, for
+    // the listing (the kernel's BTF is readable now, not where the file goes).
+    if (p.valid.tracer.as_ref()).is_some_and(|t| crate::funcargs::records_args(&t.options)) {
+        match crate::funcargs::prototypes_text(file, std::path::Path::new(crate::btf::VMLINUX)) {
+            Ok(text) => {
+                out.write_new(crate::funcargs::FILE, text.as_bytes())?;
+            }
+            Err(e) => crate::untrusted::teprintln!(
+                "note: the listing will print no function arguments: {} (the kernel's BTF, {}): {e}",
+                crate::funcargs::FILE,
+                crate::btf::VMLINUX
+            ),
+        }
+    }
     drop(files);
     let reports = recipe
         .output

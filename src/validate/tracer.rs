@@ -69,6 +69,25 @@ const TRACER_CONFIGS: &[(&str, &str)] = &[
     ("blk", "CONFIG_BLK_DEV_IO_TRACE"),
 ];
 
+/// Trace options that came with a known release, and what needs them
+/// besides: `func-args` and `funcgraph-args` (Linux 6.15,
+/// kernel/trace/trace_functions.c `func_flags` and
+/// trace_functions_graph.c `trace_opts`) exist where CONFIG_FUNCTION_TRACE_ARGS
+/// is set (kernel/trace/Kconfig: an architecture with the function argument
+/// access API and CONFIG_DEBUG_INFO_BTF).
+const VERSIONED_OPTIONS: &[(&str, (u32, u32), &str)] = &[
+    (
+        "func-args",
+        (6, 15),
+        "kernels built with CONFIG_FUNCTION_TRACE_ARGS (BTF and an architecture that reads function arguments)",
+    ),
+    (
+        "funcgraph-args",
+        (6, 15),
+        "kernels built with CONFIG_FUNCTION_TRACE_ARGS (BTF and an architecture that reads function arguments)",
+    ),
+];
+
 /// A `[tracer]` that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ResolvedTracer {
@@ -280,6 +299,20 @@ pub(super) fn resolve_tracer(cx: &mut Ctx<'_>, t: &Tracer) -> Option<ResolvedTra
             );
         } else if options.contains(opt) {
             opts.push((opt.clone(), *on));
+        } else if let Some((_, (major, minor), built)) =
+            VERSIONED_OPTIONS.iter().find(|(name, ..)| name == opt)
+        {
+            let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
+            cx.kernel(
+                span,
+                format!(
+                    "this kernel ({}) has no trace option `{opt}` (no options/{opt} in an instance): it comes with Linux {major}.{minor}, in {built}",
+                    cx.facts.release
+                ),
+                Some(format!(
+                    "leave `{opt}` out here, or run on a kernel that has it"
+                )),
+            );
         } else {
             let span = cx.key_span(&path!("tracer", "options", opt.as_str()));
             let near = suggest::nearest(opt, options.iter().map(String::as_str));

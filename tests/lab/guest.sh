@@ -84,6 +84,29 @@ for r in $lab recipes/*.toml; do
       ;;
   esac
 done
+# --- func-args (issue 35 item 4): the same calls as the kernel lists them ---
+# Where the kernel has the option (6.15+), lab/func-args.toml runs once more
+# while the top-level buffer traces vfs_read with func-args too: the kernel's
+# `trace` file then prints the very calls the run's trace.dat holds (same
+# registers), which the host compares with our listing of them. Tracing is
+# stopped before `trace` is read (changing the tracer empties the buffer);
+# everything set here is set back.
+if [ -f "$TRACEFS/options/func-args" ] && [ -f lab/func-args.toml ]; then
+  o="$KLAB_OUT/func-args"
+  echo vfs_read > "$TRACEFS/set_ftrace_filter"
+  echo 1 > "$TRACEFS/options/func-args"
+  echo function > "$TRACEFS/current_tracer"
+  ./trace-recipe run lab/func-args.toml -o "$o/paired" > "$o/paired.txt" 2>&1
+  echo $? > "$o/paired.rc"
+  echo 0 > "$TRACEFS/tracing_on"
+  cat "$TRACEFS/trace" > "$o/kernel-trace.txt"
+  echo nop > "$TRACEFS/current_tracer"
+  echo 1 > "$TRACEFS/tracing_on"
+  echo 0 > "$TRACEFS/options/func-args"
+  echo > "$TRACEFS/set_ftrace_filter"
+  echo > "$TRACEFS/trace"
+fi
+# --- end func-args ---
 # Not in the RT boot (its lab recipes are the latency tracers and the stack
 # tracer): the call graphs of the run's own opens, kprobe offsets, a module's
 # functions and the function triggers at a fault, as on 6.1.

@@ -4,7 +4,8 @@
 //!   capture ([`CaptureMeta`] plus per-CPU raw `trace_pipe_raw` pages).
 //! * [`TraceFile`] reads version 6 and 7 files (uncompressed, zstd or zlib) and
 //!   yields their records merged in timestamp order ([`TraceFile::records`]).
-//! * [`format_record`] prints a record like `trace-cmd report`.
+//! * [`format_record`] prints a record like `trace-cmd report`; [`Printer`]
+//!   with [`Prototypes`] prints function arguments as the kernel does.
 //!
 //! The layout follows the project's trace.dat spec
 //! (`../shared/specs/trace-dat.md` beside the repository), checked against trace-cmd 3.1.6. Every
@@ -13,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+mod args;
 mod bytes;
 mod comms;
 mod error;
@@ -26,6 +28,7 @@ pub mod testing;
 mod text;
 mod writer;
 
+pub use args::{ArgKind, Param, Prototypes, write_args};
 pub use comms::{Comms, Learner, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};

@@ -10,6 +10,7 @@ use std::io::Write;
 
 use rustc_hash::FxHashMap;
 
+use crate::args::{Prototypes, write_args};
 use crate::comms::TaskTable;
 use crate::format::{EventFormat, Field, FieldLayout, FieldValue, read_uint};
 use crate::printfmt::{Ctx, Kernel, PrintFmt, radix_digits, write_bprint};
@@ -828,6 +829,10 @@ pub struct Printer<'a> {
     /// a leaf (`held`); one at most, as trace-cmd looks one record ahead.
     entry: HeldEntry,
     held: bool,
+    /// The prototypes of the traced functions, when the run saved them: the
+    /// arguments of `func-args`/`funcgraph-args` records are then printed as
+    /// the kernel's `trace` file prints them ([`crate::args`]).
+    prototypes: Option<&'a Prototypes>,
 }
 
 /// What the records of one event format print alike, worked out on its
@@ -874,6 +879,10 @@ struct HeldEntry {
     pid: i32,
     func: u64,
     depth: u64,
+    /// Its argument registers (`funcgraph-args`), when printed.
+    args: Vec<u64>,
+    /// Whether it carried any (and prototypes were given).
+    has_args: bool,
 }
 
 impl<'a> Printer<'a> {
@@ -890,7 +899,49 @@ impl<'a> Printer<'a> {
             line: Vec::with_capacity(256),
             entry: HeldEntry::default(),
             held: false,
+            prototypes: None,
         }
+    }
+
+    /// This printer, printing the arguments that `func-args` and
+    /// `funcgraph-args` records carry as the kernel's `trace` file prints
+    /// them, named and typed by `prototypes` (trace-cmd 3.1.6 prints none;
+    /// without prototypes neither do we). A function `prototypes` lacks
+    /// prints `()`, as the kernel prints one its BTF lacks.
+    pub fn with_prototypes(mut self, prototypes: &'a Prototypes) -> Printer<'a> {
+        self.prototypes = Some(prototypes);
+        self
+    }
+
+    /// The argument registers of `ev` (its trailing `args[]`, one `long`
+    /// each), when prototypes were given and it carries any.
+    fn arg_regs(&self, ev: &Event<'_>, into: &mut Vec<u64>) -> bool {
+        into.clear();
+        if self.prototypes.is_none() {
+            return false;
+        }
+        let Some(f) = ev.format.field("args") else {
+            return false;
+        };
+        if f.layout != FieldLayout::Trailing {
+            return false;
+        }
+        // As wide as the writing kernel's `long` (never 0: chunks of it).
+        let long = Kernel::long_size(self.file);
+        let rest = ev.data.get(f.offset..).unwrap_or(&[]);
+        into.extend(
+            rest.chunks_exact(long)
+                .filter_map(|b| read_uint(b, ev.big_endian)),
+        );
+        !into.is_empty()
+    }
+
+    /// `(NAME=VALUE, ...)` of a call of `func` with registers `regs`.
+    fn write_call_args(&self, out: &mut Vec<u8>, func: u64, regs: &[u64]) {
+        let params = (self.prototypes)
+            .zip(self.file.symbol(func))
+            .and_then(|(p, (name, _))| p.get(name));
+        write_args(out, params, regs, Kernel::long_size(self.file) as u32);
     }
 
     /// Writes one record. Errors: only those of `out`.
@@ -1003,7 +1054,20 @@ impl<'a> Printer<'a> {
         write_overhead(&mut e.line, Some(duration));
         write_duration(&mut e.line, duration);
         write_graph_func(self.file, &mut e.line, e.depth, e.func);
-        e.line.extend_from_slice(b"();\n");
+        self.end_entry(b";\n");
+    }
+
+    /// Ends the held entry's line after its function: its arguments when it
+    /// carries them (`funcgraph-args` and prototypes), else `()` as
+    /// trace-cmd prints it; then `tail`.
+    fn end_entry(&mut self, tail: &[u8]) {
+        let mut line = std::mem::take(&mut self.entry.line);
+        match self.entry.has_args {
+            true => self.write_call_args(&mut line, self.entry.func, &self.entry.args),
+            false => line.extend_from_slice(b"()"),
+        }
+        line.extend_from_slice(tail);
+        self.entry.line = line;
     }
 
     /// Completes the held entry's line as a nested entry: `func() {`, no
@@ -1013,7 +1077,7 @@ impl<'a> Printer<'a> {
         write_overhead(&mut e.line, None);
         e.line.extend_from_slice(b"           |  ");
         write_graph_func(self.file, &mut e.line, e.depth, e.func);
-        e.line.extend_from_slice(b"() {\n");
+        self.end_entry(b" {\n");
     }
 
     /// Appends `ev`'s line to `out`, or, for a funcgraph_entry, moves it
@@ -1081,6 +1145,9 @@ impl<'a> Printer<'a> {
             Body::Graph(g) => {
                 let depth = g.depth.read(ev);
                 if g.times.is_none() {
+                    let mut args = std::mem::take(&mut self.entry.args);
+                    self.entry.has_args = self.arg_regs(ev, &mut args);
+                    self.entry.args = args;
                     let e = &mut self.entry;
                     e.line.clear();
                     e.line.extend_from_slice(&out[start..]);
@@ -1215,6 +1282,10 @@ impl Printer<'_> {
         match func {
             Some(f) => out.extend_from_slice(f.as_bytes()),
             None => write_hex(out, ip),
+        }
+        let mut regs = Vec::new();
+        if self.arg_regs(ev, &mut regs) {
+            self.write_call_args(out, ip, &regs);
         }
     }
 }
