@@ -13,6 +13,10 @@ for a in "$@"; do
   case "$a" in faults) faults=1 ;; rt) rt=1 ;; answers) answers=1 ;; both) both=1 ;; esac
 done
 uname -r > "$KLAB_OUT/release.txt"
+# Where a boot's time goes: each step's start as "UPTIME STEP" in steps.txt
+# (docs/src/testing.md, the suite's time budget).
+mark() { echo "$(cut -d' ' -f1 /proc/uptime) $*" >> "$KLAB_OUT/steps.txt"; }
+mark facts
 # The kernel's facts first, as freshly booted: the host checks every recipe
 # offline against them and must reach the guest's verdicts.
 ./trace-recipe facts -o "$KLAB_OUT/facts.json.zst" > "$KLAB_OUT/facts.txt" 2>&1
@@ -49,6 +53,7 @@ tracefs_state() {
   echo "journals:$(ls /run/trace-recipe 2>/dev/null | grep journal | tr '\n' ' ')"
   cd /payload || return
 }
+mark fresh-run
 tracefs_state > "$KLAB_OUT/fresh-before.txt"
 # The whole state once more without buffer_size_kb (whose first allocation no
 # one can undo): the host compares it with the state after every run.
@@ -72,10 +77,12 @@ for r in $lab recipes/*.toml; do
   o="$KLAB_OUT/$n"
   mkdir -p "$o"
   cp "$r" "$o/recipe.toml"
+  mark "check $r"
   ./trace-recipe check "$r" > "$o/check.txt" 2>&1
   echo $? > "$o/check.rc"
   case "$r" in
     lab/*)
+      mark "run $r"
       start=$(cut -d' ' -f1 /proc/uptime)
       ./trace-recipe run "$r" -o "$o/run" > "$o/run.txt" 2>&1
       echo $? > "$o/run.rc"
@@ -84,6 +91,7 @@ for r in $lab recipes/*.toml; do
       ;;
   esac
 done
+mark "func-args"
 # --- func-args (issue 35 item 4): the same calls as the kernel lists them ---
 # Where the kernel has the option (6.15+), lab/func-args.toml runs once more
 # while the top-level buffer traces vfs_read with func-args too: the kernel's
@@ -107,6 +115,7 @@ if [ -f "$TRACEFS/options/func-args" ] && [ -f lab/func-args.toml ]; then
   echo > "$TRACEFS/trace"
 fi
 # --- end func-args ---
+mark "call-graphs and ftrig"
 # Not in the RT boot (its lab recipes are the latency tracers and the stack
 # tracer): the call graphs of the run's own opens, kprobe offsets, a module's
 # functions and the function triggers at a fault, as on 6.1.
@@ -142,12 +151,14 @@ done
 grep ' \[virtio_ring\]$' "$TRACEFS/available_filter_functions" | cut -d' ' -f1 > "$KLAB_OUT/function-mod/module-functions.txt"
 fi
 # --- end ftrig ---
+mark "stop-at-fault"
 # The function triggers stacktrace + traceoff at a fault (tests/lab/segv.c),
 # on every kernel: the fault's stack must reach the run's instance.
 o="$KLAB_OUT/recipe-stop-at-fault"
 ./trace-recipe run recipes/stop-at-fault.toml -o "$o/run" -- sh -c 'sleep 1; /payload/segv; exec sleep 50' > "$o/run.txt" 2>&1
 echo $? > "$o/run.rc"
 fi
+mark "rt recipes"
 # Recipes of recipes/ that are otherwise only checked, run once (RT boot):
 # the function tracer with func_stack_trace, and timerlat.
 if [ -n "$rt" ]; then
@@ -161,6 +172,7 @@ if [ -n "$rt" ]; then
   ./trace-recipe run recipes/timerlat.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
+mark "answers"
 # The recipes whose summary's first section needs function_graph, kprobes or
 # the function tracer, run once (6.12 boot, guest.sh answers) with a workload
 # that gives their question an answer: opens (call-graph-depth), failing opens
@@ -188,6 +200,7 @@ if [ -n "$answers" ]; then
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
+mark "both"
 # Every answer shape computed by the kernel's hist triggers while the same run
 # records its events (guest.sh both): the host answers them again from
 # trace.dat and compares (lab/answers/both.toml; /dev/nullb0 is null_blk's,
@@ -198,6 +211,7 @@ if [ -n "$both" ]; then
   ./trace-recipe run lab/answers/both.toml -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
+mark "fault trials"
 # Fault and kill trials: for a kprobe, a function tracer and a hist trigger,
 # fail each step of the plan (the run undoes what it did) and SIGKILL the run at
 # each step (its guard undoes it); after each, the guest's whole tracefs
@@ -246,6 +260,7 @@ for r in $trials; do
     s=$((s + 1))
   done
 done
+mark "final state"
 tracefs_state nobuf > "$KLAB_OUT/final-state.txt"
 ./trace-recipe status > "$KLAB_OUT/status.txt" 2>&1
 echo $? > "$KLAB_OUT/status.rc"
@@ -266,4 +281,5 @@ echo $? > "$KLAB_OUT/status.rc"
   echo "stack_trace_filter: $(grep -v '^#' "$TRACEFS/stack_trace_filter" 2>/dev/null)"
   echo "journals: $(ls /run/trace-recipe 2>/dev/null | grep journal)"
 } > "$KLAB_OUT/after.txt"
+mark done
 echo done > "$KLAB_OUT/done"
