@@ -68,10 +68,11 @@ if grep -qx do_file_open "$TRACEFS/available_filter_functions"; then
   sed -i 's/do_filp_open/do_file_open/g' lab/*.toml
 fi
 # The RT boot runs what PREEMPT_RT changes (the latency tracers of lab/rt/) and
-# the stack tracer; every other lab recipe runs on 6.1, the same release.
-lab=lab/*.toml
+# the stack tracer; every other lab recipe, and the check of every recipe of
+# recipes/, runs on 6.1, the same release.
+lab="lab/*.toml recipes/*.toml"
 [ -n "$rt" ] && lab="lab/stack.toml lab/stack-filter.toml lab/rt/*.toml"
-for r in $lab recipes/*.toml; do
+for r in $lab; do
   n=$(basename "$r" .toml)
   case "$r" in recipes/*) n="recipe-$n" ;; esac
   o="$KLAB_OUT/$n"
@@ -163,12 +164,14 @@ mark "rt recipes"
 # the function tracer with func_stack_trace, and timerlat.
 if [ -n "$rt" ]; then
   o="$KLAB_OUT/recipe-function-callers"
+  mkdir -p "$o"
   # dd reads with read(2); busybox cat would use sendfile(2), not vfs_read.
   ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
   # recipes/timerlat.toml, shortened: per-CPU IRQ and thread timer latency.
   o="$KLAB_OUT/recipe-timerlat"
+  mkdir -p "$o"
   ./trace-recipe run recipes/timerlat.toml --duration 4s -o "$o/run" > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
 fi
