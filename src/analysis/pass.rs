@@ -190,6 +190,7 @@ passes! {
     errno: super::errno::Errors,
     block: super::block::BlockIo,
     kmem: super::kmem::KmemPass,
+    faults: super::faults::FaultPass,
     noise: super::noise::Noise,
     stacks: super::stacks::StackPass,
     markers: super::markers::MarkerPass,
