@@ -378,6 +378,176 @@ mod tracefs {
         guard.assert_unchanged();
     }
 
+    /// A recipe that only names events (execs, forks, signals, TCP resets),
+    /// around a workload that execs known programs, sends SIGUSR1 to itself
+    /// and SIGTERM to a child, and connects to a closed loopback port:
+    /// report.json's `fields` shows, per event, the top values of its
+    /// telling fields per task (an exec's filename, a signal's target and
+    /// number, a reset's family and ports), each row's count as the rows of
+    /// `trace-cmd report` of the same trace.dat count, and the known answers:
+    /// /bin/true exec'd once by a child of the workload; SIGTERM from the
+    /// shell to `sleep`; a reset received on a connection to port 9.
+    #[test]
+    fn telling_fields_answer_which_and_who_as_trace_cmds_listing_shows() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let recipe = crate::common::write_recipe(
+            dir.path(),
+            "who.toml",
+            r#"name = "who"
+description = "Which programs are exec'd, which signals sent, which connections reset?"
+duration = "30s"
+[scope]
+follow_forks = true
+[[events]]
+name = "sched:sched_process_exec"
+[[events]]
+name = "sched:sched_process_fork"
+[[events]]
+name = "signal:signal_generate"
+[[events]]
+name = "tcp:tcp_receive_reset"
+[output]
+reports = ["summary", "json", "html"]
+"#,
+        );
+        // SIGTERM goes to `sleep` once its child has exec'd it (its comm says so).
+        let script = "trap '' USR1; /bin/true; sleep 10 & p=$!; kill -USR1 $$; \
+            while [ \"$(cat /proc/$p/comm)\" != sleep ]; do :; done; kill -TERM $p; wait; \
+            curl -s -m 1 http://127.0.0.1:9/ >/dev/null; true";
+        let o = run_recipe(&recipe, &out, &["sh", "-c", script]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report = json(&out.join("report.json"));
+        let listing = trace_cmd_report(&out.join("trace.dat"));
+        let fields = report["fields"].as_array().unwrap();
+        let event = |name: &str| {
+            fields
+                .iter()
+                .find(|e| e["event"] == name)
+                .unwrap_or_else(|| panic!("no {name} in {fields:#?}"))
+        };
+        let strs = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        for name in [
+            "sched:sched_process_exec",
+            "sched:sched_process_fork",
+            "signal:signal_generate",
+            "tcp:tcp_receive_reset",
+        ] {
+            let e = event(name);
+            let names = strs(&e["fields"]);
+            let kinds = strs(&e["kinds"]);
+            // The same rows counted on trace-cmd's listing: the task, then
+            // each telling field's `name=value` (a signal by its number).
+            let short = name.split(':').nth(1).unwrap();
+            let mut want: BTreeMap<(i32, Vec<String>), u64> = BTreeMap::new();
+            for l in event_lines(&listing) {
+                let Some(r) = ReportLine::parse(l) else {
+                    continue;
+                };
+                if r.event != short {
+                    continue;
+                }
+                let vals = names
+                    .iter()
+                    .map(|n| {
+                        // sched_process_fork prints parent_comm as `comm=`.
+                        let key = format!("{}=", n.strip_prefix("parent_").unwrap_or(n));
+                        let tok = r
+                            .fields
+                            .split_whitespace()
+                            .find_map(|t| t.strip_prefix(key.as_str()));
+                        tok.unwrap_or_else(|| panic!("no {n} in {l}")).to_string()
+                    })
+                    .collect();
+                *want.entry((r.pid(), vals)).or_default() += 1;
+            }
+            let total: u64 = want.values().sum();
+            assert!(total > 0, "no {name} in the listing");
+            assert_eq!(e["records"], total, "{e:#}");
+            assert_eq!(e["rows_total"], want.len(), "{e:#}");
+            let mut listed = 0;
+            for row in e["rows"].as_array().unwrap() {
+                let vals: Vec<String> = strs(&row["values"])
+                    .into_iter()
+                    .zip(&kinds)
+                    .map(|(v, k)| match k.as_str() {
+                        "signal" => v.split(['(', ')']).nth(1).unwrap_or(&v).to_string(),
+                        _ => v,
+                    })
+                    .collect();
+                let key = (row["pid"].as_i64().unwrap() as i32, vals);
+                assert_eq!(
+                    Some(&row["count"].as_u64().unwrap()),
+                    want.get(&key),
+                    "{name}: {row:#}"
+                );
+                listed += row["count"].as_u64().unwrap();
+            }
+            assert_eq!(e["other"], total - listed, "{e:#}");
+        }
+        let workload = report["workload"]["pid"].as_i64().unwrap();
+        let row_with = |name: &str, value: &str| -> serde_json::Value {
+            let e = event(name);
+            e["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| strs(&r["values"]).iter().any(|v| v == value))
+                .cloned()
+                .unwrap_or_else(|| panic!("no {value} in {e:#}"))
+        };
+        let exec = row_with("sched:sched_process_exec", "/bin/true");
+        assert_eq!(
+            (&exec["comm"], &exec["count"]),
+            (&"true".into(), &1.into()),
+            "{exec:#}"
+        );
+        assert_eq!(exec["parent_pid"], workload, "{exec:#}");
+        assert_eq!(
+            strs(&event("sched:sched_process_exec")["kinds"]),
+            ["text", "pid", "pid"]
+        );
+        // The target's comm and pid, then the signal (the order of the fields).
+        assert_eq!(
+            strs(&event("signal:signal_generate")["fields"]),
+            ["comm", "sig", "pid"]
+        );
+        let term = row_with("signal:signal_generate", "SIGTERM (15)");
+        assert_eq!(term["pid"], workload, "sent by the shell: {term:#}");
+        assert_eq!(term["values"][0], "sleep", "to sleep: {term:#}");
+        let usr1 = row_with("signal:signal_generate", "SIGUSR1 (10)");
+        assert_eq!(
+            (&usr1["pid"], &usr1["values"][2]),
+            (&workload.into(), &workload.to_string().into()),
+            "the shell to itself: {usr1:#}"
+        );
+        let reset = row_with("tcp:tcp_receive_reset", "9");
+        assert_eq!(reset["comm"], "curl", "{reset:#}");
+        assert_eq!(strs(&reset["values"])[0], "AF_INET");
+
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert_eq!(report["answer"], "fields");
+        let first = crate::common::first_section(&summary);
+        assert!(
+            first.starts_with("fields: which and who, per event"),
+            "{summary}"
+        );
+        assert!(
+            first.contains("SIGTERM (15)") && first.contains("/bin/true"),
+            "{first}"
+        );
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert!(html.contains("<td>SIGTERM (15)</td>"), "{html}");
+        guard.assert_unchanged();
+    }
+
     /// recipes/block-io.toml, system-wide, with a real `dd oflag=direct`: report.json's
     /// `block` pairs each block_rq_issue with the block_rq_complete of the same
     /// device and sector, as done here independently on trace-cmd's listing of the

@@ -16,6 +16,7 @@
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
 //! | `kmem` | `kmem:kmalloc`/`kmem_cache_alloc` (+ `kfree`/`kmem_cache_free`) | slab allocations by symbolized call site and size, waste, outstanding bytes (`kmem`) |
 //! | `faults` | `exceptions:page_fault_kernel` or `page_fault_user` | kernel page faults by the function of `ip`; user and kernel faults per task (`faults`) |
+//! | `fields` | an event with telling fields (text, `__print_symbolic` enums, `%ps` symbols, `pid_t`, `sig`, ports) that no other analysis or `[[answer]]` takes | per event, the top values of those fields per task, with its parent (`fields`) |
 //! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
 //! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
 //! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
@@ -47,6 +48,7 @@ mod profile;
 mod select;
 mod stacks;
 mod tasks;
+mod telling;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -70,6 +72,7 @@ pub(crate) use noise::tests::osnoise_timerlat_trace;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};
+pub(crate) use telling::EventFields;
 pub(crate) use timeline::Timeline;
 
 use names::ANSWER_ORDER;
@@ -127,6 +130,9 @@ pub struct Analysis {
     pub(crate) kmem: Option<Kmem>,
     /// Page faults, the kernel's by function (`faults`).
     pub(crate) faults: Option<Faults>,
+    /// Per event no other analysis or answer takes, its telling fields'
+    /// top values per task (`fields`).
+    pub(crate) fields: Vec<EventFields>,
     /// Total and self time per function (`funcgraph`).
     pub(crate) functions: Option<FunctionTimes>,
     /// What was written to `trace_marker` (always collected); `None` without markers.

@@ -5,7 +5,7 @@
 
 use tracedat::TraceFile;
 
-use super::{block, errno, faults, kmem, profile};
+use super::{block, errno, faults, kmem, profile, telling};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -36,6 +36,9 @@ pub enum AnalysisName {
     Kmem,
     /// Page faults: kernel ones by the function of their `ip`, all per task.
     Faults,
+    /// Per event no other analysis answers: the top values of its telling
+    /// fields (text, enums, symbols, task ids, signals, ports) per task.
+    Fields,
     /// hwlat's samples: inner and outer gaps, per CPU.
     Hwlat,
     /// osnoise's periods: noise and interference, per CPU.
@@ -46,7 +49,7 @@ pub enum AnalysisName {
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 16] = [
+    pub const ALL: [AnalysisName; 17] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -60,6 +63,7 @@ impl AnalysisName {
         AnalysisName::Block,
         AnalysisName::Kmem,
         AnalysisName::Faults,
+        AnalysisName::Fields,
         AnalysisName::Hwlat,
         AnalysisName::Osnoise,
         AnalysisName::Timerlat,
@@ -81,6 +85,7 @@ impl AnalysisName {
             AnalysisName::Block => "block",
             AnalysisName::Kmem => "kmem",
             AnalysisName::Faults => "faults",
+            AnalysisName::Fields => "fields",
             AnalysisName::Hwlat => "hwlat",
             AnalysisName::Osnoise => "osnoise",
             AnalysisName::Timerlat => "timerlat",
@@ -165,6 +170,9 @@ impl Selection {
         if faults::FaultPass::applies(file) {
             v.push(AnalysisName::Faults);
         }
+        if telling::TellingPass::applies(file) {
+            v.push(AnalysisName::Fields);
+        }
         for (name, event) in [
             (AnalysisName::Hwlat, "hwlat"),
             (AnalysisName::Osnoise, "osnoise"),
@@ -215,8 +223,10 @@ impl Selection {
 /// own samples, allocations, block
 /// I/O, syscall latency, failed syscalls, interrupt handlers, softirqs, wakeups, probes,
 /// function durations, stacks), then where the time went (a profile's page
-/// faults are one of its measures), then page faults, then the counts.
-pub(super) const ANSWER_ORDER: [AnalysisName; 16] = [
+/// faults are one of its measures), then page faults, then the telling
+/// fields of the events no other analysis answers (which and who), then the
+/// counts.
+pub(super) const ANSWER_ORDER: [AnalysisName; 17] = [
     AnalysisName::Hwlat,
     AnalysisName::Osnoise,
     AnalysisName::Timerlat,
@@ -232,5 +242,6 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 16] = [
     AnalysisName::Stacks,
     AnalysisName::Profile,
     AnalysisName::Faults,
+    AnalysisName::Fields,
     AnalysisName::Counts,
 ];

@@ -195,4 +195,5 @@ passes! {
     stacks: super::stacks::StackPass,
     markers: super::markers::MarkerPass,
     answers: super::answer::Answers,
+    telling: super::telling::TellingPass,
 }

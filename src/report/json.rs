@@ -157,7 +157,7 @@ pub struct JsonReport {
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
     /// `errno`, `irq`, `softirq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
-    /// `profile`, `faults` that ran and has a result (a latency analysis: a paired
+    /// `profile`, `faults`, `fields` that ran and has a result (a latency analysis: a paired
     /// sample), else `counts`.
     #[serde(default)]
     pub(crate) answer: String,
@@ -187,6 +187,11 @@ pub struct JsonReport {
     /// user- and kernel-mode ones per task (analysis `faults`).
     #[serde(default)]
     pub(crate) faults: Option<crate::analysis::Faults>,
+    /// Per recorded event that no other analysis and no `[[answer]]` takes:
+    /// the top values of its telling fields (text, enums, symbols, task ids,
+    /// signals, ports) per task, with the task's parent (analysis `fields`).
+    #[serde(default)]
+    pub(crate) fields: Vec<crate::analysis::EventFields>,
     /// Per function, calls, total and self time and the longest call, most
     /// total time first (analysis `funcgraph`).
     #[serde(default)]
@@ -388,6 +393,7 @@ impl JsonReport {
             block: a.block.clone(),
             kmem: a.kmem.clone(),
             faults: a.faults.clone(),
+            fields: a.fields.clone(),
             functions: a.functions.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
