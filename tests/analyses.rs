@@ -29,6 +29,50 @@ fn run_shipped_with_html(name: &str) -> (tempfile::TempDir, std::path::PathBuf, 
     (dir, out, report)
 }
 
+/// The analyses' sections of summary.txt and report.html, in the order each
+/// shows them (summary.txt: by their headings at the start of a line;
+/// report.html: by their `<section id="analysis-NAME">`): the same order,
+/// the one report.json names `answer` first. Returns that order.
+fn assert_same_section_order(out: &std::path::Path, report: &serde_json::Value) -> Vec<String> {
+    let names: Vec<String> = report["analyses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let ours: Vec<String> = summary
+        .lines()
+        .filter_map(|l| {
+            if l.starts_with("per event:") {
+                return Some("counts".to_string());
+            }
+            if l.starts_with("top kernel ") {
+                return Some("stacks".to_string());
+            }
+            let head = l.split(':').next()?;
+            names.iter().find(|n| *n == head).cloned()
+        })
+        .collect();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let page: Vec<String> = html
+        .split(r#"<section class="analysis" id="analysis-"#)
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().to_string())
+        .collect();
+    assert_eq!(ours, page, "{summary}");
+    assert_eq!(
+        ours.first(),
+        Some(&report["answer"].as_str().unwrap().to_string())
+    );
+    let mut sorted = ours.clone();
+    sorted.sort();
+    let mut all = names.clone();
+    all.sort();
+    assert_eq!(sorted, all, "each analysis once");
+    ours
+}
+
 /// The tests that drive the host's tracefs: each holds the tracefs lock
 /// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
 /// group of .config/nextest.toml).
@@ -246,6 +290,11 @@ mod tracefs {
         assert_eq!(all["count"], want.values().map(|v| v.0).sum::<u64>());
         assert!(soft["tasks"].as_array().is_some_and(|t| !t.is_empty()));
 
+        // softirq answers (the recipe records softirqs), irq beside it.
+        assert_eq!(
+            assert_same_section_order(&out, &report),
+            ["softirq", "counts", "irq"]
+        );
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         let (n, total, _) = want["NET_RX"];
         let row = summary
@@ -350,6 +399,10 @@ mod tracefs {
         assert_eq!(dd["comm"], "dd", "{faults:#}");
         assert_eq!(dd["pid"], report["workload"]["pid"]);
 
+        assert_eq!(
+            assert_same_section_order(&out, &report),
+            ["faults", "counts"]
+        );
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert_eq!(report["answer"], "faults");
         let first = crate::common::first_section(&summary);
@@ -532,6 +585,10 @@ reports = ["summary", "json", "html"]
         assert_eq!(reset["comm"], "curl", "{reset:#}");
         assert_eq!(strs(&reset["values"])[0], "AF_INET");
 
+        assert_eq!(
+            assert_same_section_order(&out, &report),
+            ["fields", "counts"]
+        );
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert_eq!(report["answer"], "fields");
         let first = crate::common::first_section(&summary);

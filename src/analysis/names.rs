@@ -221,7 +221,9 @@ impl Selection {
 /// The order in which [`super::Analysis::answer`] looks for the analysis that answers
 /// a trace's question: the most specific question first (a noise tracer's
 /// own samples, allocations, block
-/// I/O, syscall latency, failed syscalls, interrupt handlers, softirqs, wakeups, probes,
+/// I/O, syscall latency, failed syscalls, softirqs (a recipe that records
+/// them asks about them, interrupt handlers beside), interrupt handlers,
+/// wakeups, probes,
 /// function durations, stacks), then where the time went (a profile's page
 /// faults are one of its measures), then page faults, then the telling
 /// fields of the events no other analysis answers (which and who), then the
@@ -234,8 +236,8 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 17] = [
     AnalysisName::Block,
     AnalysisName::Syscalls,
     AnalysisName::Errno,
-    AnalysisName::Irq,
     AnalysisName::Softirq,
+    AnalysisName::Irq,
     AnalysisName::Wakeup,
     AnalysisName::Kretprobe,
     AnalysisName::Funcgraph,

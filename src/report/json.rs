@@ -156,7 +156,7 @@ pub struct JsonReport {
     /// The analysis that answers the question the recorded events ask, which
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
-    /// `errno`, `irq`, `softirq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
+    /// `errno`, `softirq`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
     /// `profile`, `faults`, `fields` that ran and has a result (a latency analysis: a paired
     /// sample), else `counts`.
     #[serde(default)]
