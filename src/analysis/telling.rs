@@ -24,6 +24,8 @@
 //! [`LISTED`] of each event listed and the rest summed as `(other)`.
 //! Memory is bounded: at most [`MAX_KEYS`] rows per event and
 //! [`MAX_ALL_KEYS`] in all; the records of further rows count in `(other)`.
+//! An event's print fmt is parsed at its first record (a file of
+//! trace-cmd's holds every format of its kernel). Events are listed by name.
 //! Per record the pass reads the telling fields into a reused buffer and
 //! looks the row up by those bytes: nothing is allocated unless the row is
 //! new.
@@ -134,10 +136,22 @@ struct EventRows {
     dropped: u64,
 }
 
+/// What a format is to the pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Not this pass's (another analysis or an answer takes it, or it has
+    /// no telling field).
+    Not,
+    /// No record yet: its telling fields are found at its first.
+    Unseen,
+    /// Its index in `events`.
+    Event(usize),
+}
+
 /// The pass's state.
 pub(super) struct TellingPass {
-    /// Per format id: its index in `events`.
-    slots: Vec<Option<usize>>,
+    /// Per format id.
+    slots: Vec<Slot>,
     events: Vec<EventRows>,
     keys: usize,
     /// The key of the record being read (reused).
@@ -182,11 +196,47 @@ pub(crate) struct FieldRow {
     pub(crate) count: u64,
 }
 
+/// Whether `f` may have a telling field, by a look at its fields and print
+/// fmt that does not parse it (a file of trace-cmd's holds every format of
+/// its kernel; each is parsed only when a record of it comes).
+fn may_tell(f: &tracedat::EventFormat) -> bool {
+    f.fields.iter().any(|x| {
+        x.is_string
+            || x.type_name == "pid_t"
+            || matches!(x.name.as_str(), "sig" | "sport" | "dport")
+    }) || f.print_fmt.contains("__print_symbolic")
+        || f.print_fmt.contains("%p")
+}
+
 impl TellingPass {
-    /// Whether `file` has an event with telling fields no other analysis answers.
+    /// Whether `file` may have an event with telling fields no other
+    /// analysis answers.
     pub(super) fn applies(file: &TraceFile) -> bool {
         file.formats()
-            .any(|f| !answered_elsewhere(&f.system, &f.name) && !telling(f).is_empty())
+            .any(|f| !answered_elsewhere(&f.system, &f.name) && may_tell(f))
+    }
+
+    /// The slot of `f` at its first record: its rows, or none.
+    #[cold]
+    fn first(&mut self, f: &tracedat::EventFormat) -> Slot {
+        let fields = telling(f);
+        let slot = if fields.is_empty() {
+            Slot::Not
+        } else {
+            self.events.push(EventRows {
+                name: format!("{}:{}", f.system, f.name),
+                fields,
+                index: FxHashMap::default(),
+                rows: Vec::new(),
+                records: 0,
+                dropped: 0,
+            });
+            Slot::Event(self.events.len() - 1)
+        };
+        if let Some(s) = self.slots.get_mut(usize::from(f.id)) {
+            *s = slot;
+        }
+        slot
     }
 }
 
@@ -303,46 +353,40 @@ impl Pass for TellingPass {
             .filter_map(|e| e.as_deref())
             .collect();
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
-        let mut slots = vec![None; max_id + 1];
-        let mut events = Vec::new();
+        let mut slots = vec![Slot::Not; max_id + 1];
         for f in file.formats() {
             let name = format!("{}:{}", f.system, f.name);
-            if answered_elsewhere(&f.system, &f.name) || named.contains(&name.as_str()) {
-                continue;
+            if !answered_elsewhere(&f.system, &f.name)
+                && !named.contains(&name.as_str())
+                && may_tell(f)
+            {
+                slots[usize::from(f.id)] = Slot::Unseen;
             }
-            let fields = telling(f);
-            if fields.is_empty() {
-                continue;
-            }
-            slots[usize::from(f.id)] = Some(events.len());
-            events.push(EventRows {
-                name,
-                fields,
-                index: FxHashMap::default(),
-                rows: Vec::new(),
-                records: 0,
-                dropped: 0,
-            });
         }
         Some(TellingPass {
             slots,
-            events,
+            events: Vec::new(),
             keys: 0,
             scratch: Vec::new(),
         })
     }
 
     fn handles(&self, id: u16) -> bool {
-        matches!(self.slots.get(usize::from(id)), Some(Some(_)))
+        !matches!(self.slots.get(usize::from(id)), None | Some(Slot::Not))
     }
 
     #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
         let ev = at.ev;
-        let Some(Some(i)) = self.slots.get(usize::from(ev.format.id)) else {
-            return;
+        let i = match self.slots.get(usize::from(ev.format.id)) {
+            Some(Slot::Event(i)) => *i,
+            Some(Slot::Unseen) => match self.first(ev.format) {
+                Slot::Event(i) => i,
+                _ => return,
+            },
+            _ => return,
         };
-        let e = &mut self.events[*i];
+        let e = &mut self.events[i];
         e.records += 1;
         self.scratch.clear();
         self.scratch.extend_from_slice(&at.pid.to_le_bytes());
@@ -398,9 +442,70 @@ impl Pass for TellingPass {
                 other: e.records - listed,
             });
         }
+        v.sort_by(|a, b| a.event.cmp(&b.event));
         let has = !v.is_empty();
         let kept = cx.keeps(has);
         out.section(AnalysisName::Fields, kept, has);
         out.fields = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format(fields: &str, print_fmt: &str) -> tracedat::EventFormat {
+        let text = format!(
+            "name: t\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n{fields}\nprint fmt: {print_fmt}\n"
+        );
+        tracedat::EventFormat::parse("s", &text).unwrap()
+    }
+
+    fn rule(f: &tracedat::EventFormat) -> Vec<(String, &'static str)> {
+        telling(f).into_iter().map(|(n, h)| (n, h.kind())).collect()
+    }
+
+    /// The rule on 6.18's signal_generate and tcp_receive_reset: text,
+    /// enums and symbols from the print fmt, then `pid_t`, `sig`, ports;
+    /// the numbers that measure (errno, code, group, result, addresses'
+    /// bytes, the cookie) are not telling.
+    #[test]
+    fn telling_fields_follow_the_format() {
+        let signal = format(
+            "\tfield:int sig;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:int errno;\toffset:12;\tsize:4;\tsigned:1;\n\
+\tfield:int code;\toffset:16;\tsize:4;\tsigned:1;\n\tfield:char comm[16];\toffset:20;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:36;\tsize:4;\tsigned:1;\n\tfield:int group;\toffset:40;\tsize:4;\tsigned:1;\n\
+\tfield:int result;\toffset:44;\tsize:4;\tsigned:1;",
+            "\"sig=%d errno=%d code=%d comm=%s pid=%d grp=%d res=%d\", REC->sig, REC->errno, REC->code, REC->comm, REC->pid, REC->group, REC->result",
+        );
+        let want = [("comm", "text"), ("sig", "signal"), ("pid", "pid")];
+        assert_eq!(rule(&signal), want.map(|(n, k)| (n.to_string(), k)));
+        let reset = format(
+            "\tfield:const void * skaddr;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:__u16 sport;\toffset:16;\tsize:2;\tsigned:0;\n\
+\tfield:__u16 dport;\toffset:18;\tsize:2;\tsigned:0;\n\tfield:__u16 family;\toffset:20;\tsize:2;\tsigned:0;\n\
+\tfield:__u8 saddr[4];\toffset:22;\tsize:4;\tsigned:0;\n\tfield:__u64 sock_cookie;\toffset:64;\tsize:8;\tsigned:0;",
+            "\"family=%s sport=%hu dport=%hu saddr=%pI4 sock_cookie=%llx\", __print_symbolic(REC->family, { 2, \"AF_INET\" }, { 10, \"AF_INET6\" }), REC->sport, REC->dport, REC->saddr, REC->sock_cookie",
+        );
+        let want = [("family", "enum"), ("sport", "port"), ("dport", "port")];
+        assert_eq!(rule(&reset), want.map(|(n, k)| (n.to_string(), k)));
+        assert!(may_tell(&reset) && may_tell(&signal));
+        let plain = format(
+            "\tfield:unsigned long n;\toffset:8;\tsize:8;\tsigned:0;",
+            "\"n=%lu\", REC->n",
+        );
+        assert!(rule(&plain).is_empty() && !may_tell(&plain));
+        assert_eq!(
+            [1, 9, 15, 31, 0, 32, -1].map(signal_name),
+            [
+                Some("SIGHUP"),
+                Some("SIGKILL"),
+                Some("SIGTERM"),
+                Some("SIGSYS"),
+                None,
+                None,
+                None
+            ]
+        );
     }
 }
