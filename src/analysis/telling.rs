@@ -16,7 +16,7 @@
 //!
 //! ([`tracedat::shown_fields`] reads the print fmt.) The events the other
 //! analyses answer with their own tables are left to them: `sched_switch`,
-//! the wakeups, `irq:*`, the syscalls, `kmem:*`, `block:*`,
+//! the wakeups, `sched_stat_*` (the profile's), `irq:*`, the syscalls, `kmem:*`, `block:*`,
 //! `exceptions:*` (`faults`), `ftrace:*` and the probes' own events.
 //!
 //! A row is a task (`common_pid`, with its parent as the trace's forks
@@ -98,16 +98,19 @@ fn telling(f: &tracedat::EventFormat) -> Vec<(String, How)> {
     v
 }
 
-/// Whether another analysis answers `system:name` with its own table.
+/// Whether another analysis answers `system:name` with its own table (or,
+/// for `sched_stat_*`, whose `comm` and `pid` are the task that ran or
+/// waited, the profile: where each task's time went; they come with every
+/// switch, so reading them here would cost the pass most).
 fn answered_elsewhere(system: &str, name: &str) -> bool {
     matches!(
         system,
         "irq" | "syscalls" | "raw_syscalls" | "kmem" | "block" | "exceptions" | "ftrace"
     ) || (system == "sched"
-        && matches!(
+        && (matches!(
             name,
             "sched_switch" | "sched_wakeup" | "sched_waking" | "sched_wakeup_new"
-        ))
+        ) || name.starts_with("sched_stat_")))
 }
 
 /// One value of a row, as read from its first record.
