@@ -56,6 +56,7 @@ pub(crate) const LATENCY_ANALYSES: &[&str] = &[
     "kretprobe",
     "funcgraph",
     "irq",
+    "softirq",
     "hwlat",
     "osnoise",
     "timerlat",

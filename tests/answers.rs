@@ -211,17 +211,46 @@ where = "ret == -ENOENT"
     fn exec_tree_answers_with_execs_and_forks() {
         let guard = TracefsGuard::acquire();
         let a = Answered::run("exec-tree", &[]);
-        let first = a.first("counts", "per event:");
+        // The recipe only names events: the execs' telling fields answer
+        // which programs ran and who exec'd them (the workload's children).
+        let first = a.first("fields", "fields: which and who, per event");
         let events = &a.report["events"];
         for e in ["sched:sched_process_exec", "sched:sched_process_fork"] {
             let n = events[e].as_u64().unwrap_or(0);
             assert!(n >= 2, "{e}: {events:#}");
             assert!(
-                first
-                    .lines()
-                    .any(|l| l.trim_start().starts_with(e) && l.ends_with(&format!(" {n}"))),
+                first.contains(&format!("  {e} ({n} records;")),
                 "{e}: {}",
                 a.summary
+            );
+        }
+        let workload = &a.report["workload"]["pid"];
+        let fields = a.report["fields"].as_array().unwrap();
+        let exec = fields
+            .iter()
+            .find(|e| e["event"] == "sched:sched_process_exec")
+            .unwrap();
+        assert_eq!(exec["fields"][0], "filename", "{exec:#}");
+        for program in ["ls", "date"] {
+            let row = exec["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["comm"] == program)
+                .unwrap_or_else(|| panic!("no {program} in {exec:#}"));
+            let filename = row["values"][0].as_str().unwrap();
+            assert!(filename.ends_with(&format!("/{program}")), "{row:#}");
+            assert_eq!(
+                (&row["parent_pid"], &row["count"]),
+                (workload, &1.into()),
+                "{row:#}"
+            );
+            assert!(
+                first
+                    .lines()
+                    .any(|l| l.contains(&format!("{program}-{}", row["pid"]))
+                        && l.contains(filename)),
+                "{first}"
             );
         }
         let comms: Vec<&str> = a.report["top_comms"]

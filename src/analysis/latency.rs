@@ -19,9 +19,14 @@
 //! * `irq`: `irq:irq_handler_entry` then `irq_handler_exit` of the same `irq`
 //!   on the same CPU. Groups: `(all)`, then the handler's `name`.
 //!
+//! * `softirq`: `irq:softirq_entry` then `softirq_exit` of the same `vec` on
+//!   the same CPU (a CPU runs one softirq at a time). Groups: `(all)`, then
+//!   the vector's name as the event's print fmt's `__print_symbolic` gives
+//!   it (`NET_RX`, `TIMER`, ...; `vec N` for a number it does not name).
+//!
 //! Every group's max keeps the timestamp and CPU of the event that ended it.
-//! `wakeup` and `irq` also keep one distribution per task (the woken task; the
-//! task the interrupt stopped), for the top tasks by max and for the scoped
+//! `wakeup`, `irq` and `softirq` also keep one distribution per task (the woken
+//! task; the task the interrupt or softirq stopped), for the top tasks by max and for the scoped
 //! headline ([`Analysis::scoped`](super::Analysis)): at most [`MAX_TASKS`]
 //! tasks, the later ones counted in `(all)` and the groups only.
 
@@ -49,7 +54,7 @@ pub(crate) const MAX_TASKS: usize = 4096;
 /// One latency analysis.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct LatencyReport {
-    /// Analysis name (`syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
+    /// Analysis name (`syscalls`, `wakeup`, `kretprobe`, `funcgraph`, `irq`, `softirq`).
     pub(crate) analysis: String,
     /// What is measured, for a person.
     pub(crate) title: String,
@@ -63,10 +68,10 @@ pub(crate) struct LatencyReport {
     /// syscall that cost the most); `(scope)` (the scoped tasks of a run, see
     /// [`Analysis::scoped`](super::Analysis)) and `(all)` lead when present.
     pub(crate) groups: Vec<LatencyGroup>,
-    /// `wakeup` and `irq`: the tasks with the longest max (at most 10), longest first.
+    /// `wakeup`, `irq` and `softirq`: the tasks with the longest max (at most 10), longest first.
     #[serde(default)]
     pub(crate) tasks: Vec<TaskLatency>,
-    /// `wakeup` and `irq`: tasks with samples in all.
+    /// `wakeup`, `irq` and `softirq`: tasks with samples in all.
     #[serde(default)]
     pub(crate) tasks_total: usize,
 }
@@ -170,6 +175,8 @@ enum Role {
         name: Field,
     },
     IrqExit(IntField),
+    SoftEntry(IntField),
+    SoftExit(IntField),
     Switch {
         prev_pid: IntField,
         next_pid: IntField,
@@ -190,7 +197,7 @@ pub(super) struct Groups {
     index: FxHashMap<String, usize>,
     hists: Vec<Histogram>,
     unpaired: u64,
-    /// Per task (pid), for `wakeup` and `irq`.
+    /// Per task (pid), for `wakeup`, `irq` and `softirq`.
     tasks: FxHashMap<i32, Histogram>,
 }
 
@@ -318,8 +325,17 @@ pub(super) struct Latencies {
     irq: Groups,
     irq_all: usize,
     /// Per CPU: the open handler (irq number, group, ts, interrupted pid).
-    irq_pending: Vec<Option<(u64, usize, u64, i32)>>,
+    irq_pending: Vec<Option<OnCpu>>,
     irq_ids: FxHashMap<(u64, Vec<u8>), usize>,
+    softirq: Groups,
+    soft_all: usize,
+    /// The group of each vector below [`VECTORS`] (`usize::MAX`: not yet
+    /// seen); `soft_names` names them, `soft_other` holds larger ones.
+    soft_ids: [usize; VECTORS],
+    soft_other: FxHashMap<u64, usize>,
+    soft_names: Vec<(i64, String)>,
+    /// Per CPU: the open softirq (vector, group, ts, interrupted pid).
+    soft_pending: Vec<Option<OnCpu>>,
     /// Child pid → parent pid, from `sched_process_fork` and `sched_wakeup_new`.
     forks: FxHashMap<i32, i32>,
 }
@@ -435,6 +451,7 @@ impl Pass for Latencies {
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
         let mut roles = vec![Role::None; max_id + 1];
         let mut syscalls = Groups::default();
+        let mut soft_names = Vec::new();
         let field = |f: &tracedat::EventFormat, n: &str| f.field(n).map(Field::int);
         let text = |f: &tracedat::EventFormat, n: &str| f.field(n).cloned();
         for f in file.formats() {
@@ -465,6 +482,17 @@ impl Pass for Latencies {
                 }
             } else if sel.has(AnalysisName::Irq) && sys == "irq" && name == "irq_handler_exit" {
                 field(f, "irq").map_or(Role::None, Role::IrqExit)
+            } else if sel.has(AnalysisName::Softirq) && sys == "irq" && name == "softirq_entry" {
+                if soft_names.is_empty()
+                    && let Some((_, tracedat::Shown::Symbolic(t))) = tracedat::shown_fields(f)
+                        .into_iter()
+                        .find(|(n, _)| n == "vec")
+                {
+                    soft_names = t;
+                }
+                field(f, "vec").map_or(Role::None, Role::SoftEntry)
+            } else if sel.has(AnalysisName::Softirq) && sys == "irq" && name == "softirq_exit" {
+                field(f, "vec").map_or(Role::None, Role::SoftExit)
             } else if sel.has(AnalysisName::Wakeup) && sys == "sched" {
                 match name {
                     "sched_wakeup" | "sched_waking" | "sched_wakeup_new" => {
@@ -506,6 +534,8 @@ impl Pass for Latencies {
         let wake_all = wakeup.id("(all)");
         let mut irq = Groups::default();
         let irq_all = irq.id("(all)");
+        let mut softirq = Groups::default();
+        let soft_all = softirq.id("(all)");
         Some(Latencies {
             roles,
             selected: sel.names().to_vec(),
@@ -526,6 +556,12 @@ impl Pass for Latencies {
             irq_all,
             irq_pending: Vec::new(),
             irq_ids: FxHashMap::default(),
+            softirq,
+            soft_all,
+            soft_ids: [usize::MAX; VECTORS],
+            soft_other: FxHashMap::default(),
+            soft_names,
+            soft_pending: Vec::new(),
             forks: FxHashMap::default(),
         })
     }
@@ -603,22 +639,34 @@ impl Pass for Latencies {
                         g
                     }
                 };
-                if cpu >= self.irq_pending.len() {
-                    self.irq_pending.resize(cpu + 1, None);
-                }
-                self.irq_pending[cpu] = Some((n, g, ev.ts, pid));
+                open_on_cpu(&mut self.irq_pending, cpu, (n, g, ev.ts, pid));
             }
             Role::IrqExit(irq) => {
-                let open = self.irq_pending.get_mut(cpu).and_then(Option::take);
-                match (open, uint(irq, ev)) {
-                    (Some((n, g, t, task)), Some(m)) if n == m => {
-                        let d = ev.ts.saturating_sub(t);
-                        let at = seen(ev);
-                        self.irq.add(self.irq_all, d, at, None);
-                        self.irq.add(g, d, at, Some(task));
-                    }
-                    _ => self.irq.unpaired += 1,
-                }
+                let all = self.irq_all;
+                close_on_cpu(
+                    &mut self.irq,
+                    all,
+                    &mut self.irq_pending,
+                    cpu,
+                    uint(irq, ev),
+                    ev,
+                );
+            }
+            Role::SoftEntry(f) => {
+                let Some(v) = uint(f, ev) else { return };
+                let g = self.soft_group(v);
+                open_on_cpu(&mut self.soft_pending, cpu, (v, g, ev.ts, pid));
+            }
+            Role::SoftExit(f) => {
+                let all = self.soft_all;
+                close_on_cpu(
+                    &mut self.softirq,
+                    all,
+                    &mut self.soft_pending,
+                    cpu,
+                    uint(f, ev),
+                    ev,
+                );
             }
             Role::Switch {
                 prev_pid,
@@ -744,11 +792,81 @@ impl Pass for Latencies {
                 "interrupt handler time (irq_handler_entry → irq_handler_exit, per CPU)",
                 "handler",
             ),
+            (
+                AnalysisName::Softirq,
+                self.softirq,
+                "softirq time per vector (softirq_entry → softirq_exit, per CPU)",
+                "vector",
+            ),
         ] {
             if selected.contains(&name) {
                 let (report, tasks) = groups.report(name, title, by, &|pid| cx.comm(pid));
                 out.latency(cx, name, report, tasks);
             }
+        }
+    }
+}
+
+/// A handler (irq number or softirq vector, group, ts, interrupted pid)
+/// open on a CPU.
+type OnCpu = (u64, usize, u64, i32);
+
+/// Opens `h` on CPU slot `cpu` (replacing one whose exit was lost).
+#[inline]
+fn open_on_cpu(pending: &mut Vec<Option<OnCpu>>, cpu: usize, h: OnCpu) {
+    if cpu >= pending.len() {
+        pending.resize(cpu + 1, None);
+    }
+    pending[cpu] = Some(h);
+}
+
+/// Closes the handler open on CPU slot `cpu` with exit `ev` of number
+/// `key`: its time goes to `all`, its group and its interrupted task; an
+/// exit of another number, or with none open, is unpaired.
+#[inline]
+fn close_on_cpu(
+    groups: &mut Groups,
+    all: usize,
+    pending: &mut [Option<OnCpu>],
+    cpu: usize,
+    key: Option<u64>,
+    ev: &Event<'_>,
+) {
+    match (pending.get_mut(cpu).and_then(Option::take), key) {
+        (Some((n, g, t, task)), Some(m)) if n == m => {
+            let d = ev.ts.saturating_sub(t);
+            let at = seen(ev);
+            groups.add(all, d, at, None);
+            groups.add(g, d, at, Some(task));
+        }
+        _ => groups.unpaired += 1,
+    }
+}
+
+/// Softirq vectors whose group is found without hashing (the kernel has 10).
+const VECTORS: usize = 32;
+
+impl Latencies {
+    /// The `softirq` group of vector `v`, made on its first sight: its name
+    /// in the print fmt's table, else `vec N`.
+    #[inline]
+    fn soft_group(&mut self, v: u64) -> usize {
+        let (names, groups) = (&self.soft_names, &mut self.softirq);
+        let new = || {
+            let name = names.iter().find(|(n, _)| *n as u64 == v);
+            name.map_or_else(|| format!("vec {v}"), |(_, s)| s.clone())
+        };
+        match usize::try_from(v).ok().filter(|i| *i < VECTORS) {
+            Some(i) => {
+                if self.soft_ids[i] == usize::MAX {
+                    self.soft_ids[i] = groups.id(&new());
+                }
+                self.soft_ids[i]
+            }
+            None => *self
+                .soft_other
+                .entry(v)
+                .or_insert_with(|| groups.id(&new())),
         }
     }
 }

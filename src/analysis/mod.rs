@@ -10,10 +10,13 @@
 //! | `funcgraph` | `ftrace:funcgraph_exit` | duration per function (`rettime - calltime`); total and self time per function (`functions`); with `funcgraph_entry`, self time per call path (`funcgraph.folded`) |
 //! | `stacks` | `ftrace:kernel_stack` (or `user_stack`) | the most frequent kernel stacks and the event that took them; every stack folded (`stacks.folded`) |
 //! | `irq` | `irq:irq_handler_entry` + `irq:irq_handler_exit` | handler time per handler and per interrupted task |
+//! | `softirq` | `irq:softirq_entry` + `irq:softirq_exit` | softirq time per vector (`NET_RX`, `TIMER`, ...) and per interrupted task |
 //! | `profile` | `sched:sched_switch` (+ wakeups, irq, softirq, page faults) | per task and CPU: running, waiting, sleeping, blocked, interrupts (`profile`) |
 //! | `block` | `block:block_rq_issue` + `block:block_rq_complete` | issue-to-complete latency per device and request size (`block`) |
 //! | `errno` | `syscalls:sys_exit_X` or `raw_syscalls:sys_exit` | failed syscalls by errno name, per syscall and per task (`errno`) |
 //! | `kmem` | `kmem:kmalloc`/`kmem_cache_alloc` (+ `kfree`/`kmem_cache_free`) | slab allocations by symbolized call site and size, waste, outstanding bytes (`kmem`) |
+//! | `faults` | `exceptions:page_fault_kernel` or `page_fault_user` | kernel page faults by the function of `ip`; user and kernel faults per task (`faults`) |
+//! | `fields` | an event with telling fields (text, `__print_symbolic` enums, `%ps` symbols, `pid_t`, `sig`, ports) that no other analysis or `[[answer]]` takes | per event, the top values of those fields per task, with its parent (`fields`) |
 //! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
 //! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
 //! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
@@ -31,6 +34,7 @@ mod answer;
 mod block;
 mod callgraph;
 mod errno;
+mod faults;
 mod funcgraph;
 mod functime;
 mod histogram;
@@ -44,6 +48,7 @@ mod profile;
 mod select;
 mod stacks;
 mod tasks;
+mod telling;
 mod timeline;
 
 use std::collections::BTreeMap;
@@ -56,6 +61,7 @@ pub use answer::AnswerError;
 pub(crate) use answer::{check_answers, parse_answers};
 pub(crate) use block::Block;
 pub(crate) use errno::Errno;
+pub(crate) use faults::Faults;
 pub(crate) use functime::FunctionTimes;
 use histogram::Histogram;
 pub(crate) use kmem::Kmem;
@@ -66,6 +72,7 @@ pub(crate) use noise::tests::osnoise_timerlat_trace;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
 pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};
+pub(crate) use telling::EventFields;
 pub(crate) use timeline::Timeline;
 
 use names::ANSWER_ORDER;
@@ -121,6 +128,11 @@ pub struct Analysis {
     pub(crate) block: Option<Block>,
     /// Slab allocations by call site and size (`kmem`).
     pub(crate) kmem: Option<Kmem>,
+    /// Page faults, the kernel's by function (`faults`).
+    pub(crate) faults: Option<Faults>,
+    /// Per event no other analysis or answer takes, its telling fields'
+    /// top values per task (`fields`).
+    pub(crate) fields: Vec<EventFields>,
     /// Total and self time per function (`funcgraph`).
     pub(crate) functions: Option<FunctionTimes>,
     /// What was written to `trace_marker` (always collected); `None` without markers.

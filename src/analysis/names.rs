@@ -5,7 +5,7 @@
 
 use tracedat::TraceFile;
 
-use super::{block, errno, kmem, profile};
+use super::{block, errno, faults, kmem, profile, telling};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -24,6 +24,8 @@ pub enum AnalysisName {
     Stacks,
     /// Interrupt handler time (irq_handler_entry → irq_handler_exit).
     Irq,
+    /// Softirq time per vector (softirq_entry → softirq_exit).
+    Softirq,
     /// Per task and CPU: running, preempted, wakeup latency, sleeping, blocked, interrupts.
     Profile,
     /// Failed syscalls by errno name, per syscall and per task.
@@ -32,6 +34,11 @@ pub enum AnalysisName {
     Block,
     /// Slab allocations (kmalloc, kmem_cache_alloc) by call site and size, with outstanding bytes.
     Kmem,
+    /// Page faults: kernel ones by the function of their `ip`, all per task.
+    Faults,
+    /// Per event no other analysis answers: the top values of its telling
+    /// fields (text, enums, symbols, task ids, signals, ports) per task.
+    Fields,
     /// hwlat's samples: inner and outer gaps, per CPU.
     Hwlat,
     /// osnoise's periods: noise and interference, per CPU.
@@ -42,7 +49,7 @@ pub enum AnalysisName {
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 14] = [
+    pub const ALL: [AnalysisName; 17] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -50,10 +57,13 @@ impl AnalysisName {
         AnalysisName::Funcgraph,
         AnalysisName::Stacks,
         AnalysisName::Irq,
+        AnalysisName::Softirq,
         AnalysisName::Profile,
         AnalysisName::Errno,
         AnalysisName::Block,
         AnalysisName::Kmem,
+        AnalysisName::Faults,
+        AnalysisName::Fields,
         AnalysisName::Hwlat,
         AnalysisName::Osnoise,
         AnalysisName::Timerlat,
@@ -69,10 +79,13 @@ impl AnalysisName {
             AnalysisName::Funcgraph => "funcgraph",
             AnalysisName::Stacks => "stacks",
             AnalysisName::Irq => "irq",
+            AnalysisName::Softirq => "softirq",
             AnalysisName::Profile => "profile",
             AnalysisName::Errno => "errno",
             AnalysisName::Block => "block",
             AnalysisName::Kmem => "kmem",
+            AnalysisName::Faults => "faults",
+            AnalysisName::Fields => "fields",
             AnalysisName::Hwlat => "hwlat",
             AnalysisName::Osnoise => "osnoise",
             AnalysisName::Timerlat => "timerlat",
@@ -139,6 +152,9 @@ impl Selection {
         {
             v.push(AnalysisName::Irq);
         }
+        if has("irq", &|f| f.name == "softirq_entry") && has("irq", &|f| f.name == "softirq_exit") {
+            v.push(AnalysisName::Softirq);
+        }
         if profile::Profiler::applies(file) {
             v.push(AnalysisName::Profile);
         }
@@ -150,6 +166,12 @@ impl Selection {
         }
         if kmem::KmemPass::applies(file) {
             v.push(AnalysisName::Kmem);
+        }
+        if faults::FaultPass::applies(file) {
+            v.push(AnalysisName::Faults);
+        }
+        if telling::TellingPass::applies(file) {
+            v.push(AnalysisName::Fields);
         }
         for (name, event) in [
             (AnalysisName::Hwlat, "hwlat"),
@@ -199,9 +221,14 @@ impl Selection {
 /// The order in which [`super::Analysis::answer`] looks for the analysis that answers
 /// a trace's question: the most specific question first (a noise tracer's
 /// own samples, allocations, block
-/// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
-/// function durations, stacks), then where the time went, then the counts.
-pub(super) const ANSWER_ORDER: [AnalysisName; 14] = [
+/// I/O, syscall latency, failed syscalls, softirqs (a recipe that records
+/// them asks about them, interrupt handlers beside), interrupt handlers,
+/// wakeups, probes,
+/// function durations, stacks), then where the time went (a profile's page
+/// faults are one of its measures), then page faults, then the telling
+/// fields of the events no other analysis answers (which and who), then the
+/// counts.
+pub(super) const ANSWER_ORDER: [AnalysisName; 17] = [
     AnalysisName::Hwlat,
     AnalysisName::Osnoise,
     AnalysisName::Timerlat,
@@ -209,11 +236,14 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 14] = [
     AnalysisName::Block,
     AnalysisName::Syscalls,
     AnalysisName::Errno,
+    AnalysisName::Softirq,
     AnalysisName::Irq,
     AnalysisName::Wakeup,
     AnalysisName::Kretprobe,
     AnalysisName::Funcgraph,
     AnalysisName::Stacks,
     AnalysisName::Profile,
+    AnalysisName::Faults,
+    AnalysisName::Fields,
     AnalysisName::Counts,
 ];

@@ -190,8 +190,10 @@ passes! {
     errno: super::errno::Errors,
     block: super::block::BlockIo,
     kmem: super::kmem::KmemPass,
+    faults: super::faults::FaultPass,
     noise: super::noise::Noise,
     stacks: super::stacks::StackPass,
     markers: super::markers::MarkerPass,
     answers: super::answer::Answers,
+    telling: super::telling::TellingPass,
 }

@@ -36,6 +36,11 @@ impl<T: Default> TaskSlots<T> {
         self.start(slot)
     }
 
+    /// The states of the tasks followed, in slot order.
+    pub(super) fn into_values(self) -> impl Iterator<Item = T> {
+        self.slots.into_iter().flatten()
+    }
+
     /// [`TaskSlots::get`] for a slot with no state yet.
     #[cold]
     fn start(&mut self, slot: usize) -> Option<&mut T> {

@@ -156,14 +156,15 @@ pub struct JsonReport {
     /// The analysis that answers the question the recorded events ask, which
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
-    /// `errno`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
-    /// `profile` that ran and has a result (a latency analysis: a paired
+    /// `errno`, `softirq`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
+    /// `profile`, `faults`, `fields` that ran and has a result (a latency analysis: a paired
     /// sample), else `counts`.
     #[serde(default)]
     pub(crate) answer: String,
     /// Counts over time (analysis `counts`).
     pub(crate) timeline: Option<Timeline>,
-    /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`, `funcgraph`).
+    /// Latency distributions (analyses `syscalls`, `wakeup`, `kretprobe`,
+    /// `funcgraph`, `irq`, `softirq`, and the noise tracers').
     pub(crate) latency: Vec<LatencyReport>,
     /// Top kernel stacks (analysis `stacks`).
     pub(crate) stacks: Option<Stacks>,
@@ -182,6 +183,15 @@ pub struct JsonReport {
     /// freed in the trace (analysis `kmem`).
     #[serde(default)]
     pub(crate) kmem: Option<crate::analysis::Kmem>,
+    /// Page faults: kernel-mode ones by the function their `ip` falls in,
+    /// user- and kernel-mode ones per task (analysis `faults`).
+    #[serde(default)]
+    pub(crate) faults: Option<crate::analysis::Faults>,
+    /// Per recorded event that no other analysis and no `[[answer]]` takes:
+    /// the top values of its telling fields (text, enums, symbols, task ids,
+    /// signals, ports) per task, with the task's parent (analysis `fields`).
+    #[serde(default)]
+    pub(crate) fields: Vec<crate::analysis::EventFields>,
     /// Per function, calls, total and self time and the longest call, most
     /// total time first (analysis `funcgraph`).
     #[serde(default)]
@@ -382,6 +392,8 @@ impl JsonReport {
             errno: a.errno.clone(),
             block: a.block.clone(),
             kmem: a.kmem.clone(),
+            faults: a.faults.clone(),
+            fields: a.fields.clone(),
             functions: a.functions.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),

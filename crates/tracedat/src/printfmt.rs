@@ -1071,43 +1071,126 @@ pub(crate) struct Ctx<'d, K: Kernel> {
     pub(crate) kernel: &'d K,
 }
 
+/// The printf pieces of `fmt`'s print fmt and its argument expressions,
+/// checked to be enough for the pieces.
+fn parse_parts(fmt: &EventFormat, long: usize) -> Result<(Vec<Piece>, Vec<Expr>), String> {
+    let toks = tokenize(&fmt.print_fmt)?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        fmt,
+        long,
+        depth: 0,
+    };
+    let f = match p.next() {
+        Some(Tok::Str(s)) => s,
+        t => return Err(format!("print fmt does not start with a string: {t:?}")),
+    };
+    let pieces = parse_printf(&f)?;
+    let mut args = Vec::new();
+    while p.eat(",") {
+        args.push(p.expr()?);
+    }
+    if p.pos < p.toks.len() {
+        return Err(format!("unexpected {:?} after the arguments", p.peek()));
+    }
+    let needed: usize = pieces
+        .iter()
+        .map(|pc| match pc {
+            Piece::Conv(c) => 1 + c.width_arg as usize + c.prec_arg as usize,
+            Piece::Lit(_) => 0,
+        })
+        .sum();
+    if needed > args.len() {
+        return Err(format!(
+            "format takes {needed} arguments, {} given",
+            args.len()
+        ));
+    }
+    Ok((pieces, args))
+}
+
+/// How an event's `print fmt` shows one of its fields, when it shows it as
+/// a name rather than as a number ([`shown_fields`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    /// `%s` of a character field: text.
+    Text,
+    /// `__print_symbolic(REC->f, { value, "NAME" }, ...)`: the entries
+    /// whose value the file resolves, in the order given.
+    Symbolic(Vec<(i64, String)>),
+    /// `%pS %ps %pF %pf %pB` of the field: a kernel address, shown as the
+    /// symbol it falls in.
+    Symbol,
+}
+
+/// The fields `fmt`'s print fmt shows as names, in the order it prints
+/// them, each once (its first way of being shown); empty when the print fmt
+/// cannot be parsed. A field reached through casts or one branch of a
+/// ternary (`REC->state ? __print_symbolic(REC->state, ...) : "UNKNOWN"`)
+/// counts.
+pub fn shown_fields(fmt: &EventFormat) -> Vec<(String, Shown)> {
+    let Ok((pieces, args)) = parse_parts(fmt, 8) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, Shown)> = Vec::new();
+    let mut ai = 0;
+    for pc in pieces {
+        let Piece::Conv(c) = pc else { continue };
+        let value = ai + c.width_arg as usize + c.prec_arg as usize;
+        ai = value + 1;
+        if let Some(e) = args.get(value) {
+            shown_in(fmt, &c, e, &mut out);
+        }
+    }
+    out
+}
+
+/// Adds the fields `e`, printed by conversion `c`, shows as names.
+fn shown_in(fmt: &EventFormat, c: &Conv, e: &Expr, out: &mut Vec<(String, Shown)>) {
+    let mut add = |i: usize, how: Shown| {
+        let f = field_at(fmt, i);
+        if !out.iter().any(|(n, _)| *n == f.name) {
+            out.push((f.name.clone(), how));
+        }
+    };
+    match e {
+        Expr::Cast(_, a) => shown_in(fmt, c, a, out),
+        Expr::Cond(_, a, b) => {
+            shown_in(fmt, c, a, out);
+            shown_in(fmt, c, b, out);
+        }
+        Expr::Symbolic(v, pairs) => {
+            let mut v = v.as_ref();
+            while let Expr::Cast(_, a) = v {
+                v = a;
+            }
+            if let Expr::Field(i, _) = v {
+                let known = pairs.iter().filter_map(|(n, s)| Some(((*n)?, s.clone())));
+                add(*i, Shown::Symbolic(known.collect()));
+            }
+        }
+        Expr::Field(i, _) | Expr::Data(i, _) if c.kind == b's' && field_at(fmt, *i).is_string => {
+            add(*i, Shown::Text);
+        }
+        Expr::Field(i, _)
+            if c.kind == b'p'
+                && matches!(
+                    c.ext.as_bytes().first(),
+                    Some(b'S' | b's' | b'F' | b'f' | b'B')
+                ) =>
+        {
+            add(*i, Shown::Symbol);
+        }
+        _ => {}
+    }
+}
+
 impl PrintFmt {
     /// Parses `print_fmt` for `fmt`'s fields. `long` is the traced kernel's
     /// `sizeof(long)`. Errors name what could not be parsed.
     pub(crate) fn parse(fmt: &EventFormat, long: usize) -> Result<PrintFmt, String> {
-        let toks = tokenize(&fmt.print_fmt)?;
-        let mut p = Parser {
-            toks,
-            pos: 0,
-            fmt,
-            long,
-            depth: 0,
-        };
-        let f = match p.next() {
-            Some(Tok::Str(s)) => s,
-            t => return Err(format!("print fmt does not start with a string: {t:?}")),
-        };
-        let pieces = parse_printf(&f)?;
-        let mut args = Vec::new();
-        while p.eat(",") {
-            args.push(p.expr()?);
-        }
-        if p.pos < p.toks.len() {
-            return Err(format!("unexpected {:?} after the arguments", p.peek()));
-        }
-        let needed: usize = pieces
-            .iter()
-            .map(|pc| match pc {
-                Piece::Conv(c) => 1 + c.width_arg as usize + c.prec_arg as usize,
-                Piece::Lit(_) => 0,
-            })
-            .sum();
-        if needed > args.len() {
-            return Err(format!(
-                "format takes {needed} arguments, {} given",
-                args.len()
-            ));
-        }
+        let (pieces, args) = parse_parts(fmt, long)?;
         let mut steps = Vec::with_capacity(pieces.len());
         let mut ai = 0;
         for pc in pieces {
@@ -2038,6 +2121,54 @@ mod tests {
             &mut out,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    /// The fields shown as names, from 6.18's formats: a softirq's vector
+    /// (symbolic), a fault's addresses (symbols), an exec's filename (text),
+    /// a signal's target comm (text), a reset's state (in a ternary) and reason.
+    #[test]
+    fn fields_shown_as_names_come_from_the_print_fmt() {
+        let soft = fmt(
+            "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;",
+            "\"vec=%u [action=%s]\", REC->vec, __print_symbolic(REC->vec, { 0, \"HI\" }, { 1, \"TIMER\" }, { NET_RX_SOFTIRQ, \"NET_RX\" }, { NOPE, \"X\" })",
+        );
+        let table = vec![
+            (0, "HI".to_string()),
+            (1, "TIMER".into()),
+            (3, "NET_RX".into()),
+        ];
+        assert_eq!(
+            shown_fields(&soft),
+            [("vec".to_string(), Shown::Symbolic(table))]
+        );
+        let fault = fmt(
+            "\tfield:unsigned long address;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long ip;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:unsigned long error_code;\toffset:24;\tsize:8;\tsigned:0;",
+            "\"address=%ps ip=%ps error_code=0x%lx\", (void *)REC->address, (void *)REC->ip, REC->error_code",
+        );
+        assert_eq!(
+            shown_fields(&fault),
+            [
+                ("address".to_string(), Shown::Symbol),
+                ("ip".to_string(), Shown::Symbol)
+            ]
+        );
+        let exec = fmt(
+            "\tfield:__data_loc char[] filename;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;",
+            "\"filename=%s pid=%d\", __get_str(filename), REC->pid",
+        );
+        assert_eq!(shown_fields(&exec), [("filename".to_string(), Shown::Text)]);
+        let signal = fmt(
+            "\tfield:int sig;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:char comm[16];\toffset:12;\tsize:16;\tsigned:0;\n\tfield:const char * s;\toffset:32;\tsize:8;\tsigned:0;",
+            "\"sig=%d comm=%s s=%s\", REC->sig, REC->comm, REC->s",
+        );
+        assert_eq!(shown_fields(&signal), [("comm".to_string(), Shown::Text)]);
+        let reset = fmt(
+            "\tfield:int state;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:int reason;\toffset:12;\tsize:4;\tsigned:0;",
+            "\"state=%s reason=%s\", REC->state ? __print_symbolic(REC->state, { 1, \"TCP_ESTABLISHED\" }) : \"UNKNOWN\", __print_symbolic(REC->reason, { 0, \"NOT_SPECIFIED\" })",
+        );
+        let names: Vec<String> = shown_fields(&reset).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["state", "reason"]);
+        assert!(shown_fields(&fmt("", "\"%s\", bogus(")).is_empty());
     }
 
     #[test]
