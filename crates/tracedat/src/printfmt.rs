@@ -530,20 +530,33 @@ struct Parser<'f> {
 /// printed as trace-cmd prints one it cannot parse.
 pub(crate) const MAX_DEPTH: usize = 256;
 
-fn binop_prec(p: &str) -> Option<u8> {
+/// An operator's rank as libtraceevent 1.7.1 ranks it (`get_op_prio`: a
+/// lower rank binds tighter; `?` is 16), or `None` for a token that does not
+/// continue an expression.
+fn tep_prio(p: &str) -> Option<u8> {
     Some(match p {
-        "||" => 1,
-        "&&" => 2,
-        "|" => 3,
-        "^" => 4,
-        "&" => 5,
-        "==" | "!=" => 6,
-        "<" | ">" | "<=" | ">=" => 7,
+        "*" | "/" | "%" => 6,
+        "+" | "-" => 7,
         "<<" | ">>" => 8,
-        "+" | "-" => 9,
-        "*" | "/" | "%" => 10,
+        "<" | ">" | "<=" | ">=" => 9,
+        "==" | "!=" => 10,
+        "&" => 11,
+        "^" => 12,
+        "|" => 13,
+        "&&" => 14,
+        "||" => 15,
+        "?" => 16,
         _ => return None,
     })
+}
+
+/// The rank libtraceevent gives a node it built: a binary operator's own, 0
+/// for a conditional.
+fn node_prio(e: &Expr) -> u8 {
+    match e {
+        Expr::Binary(op, ..) => tep_prio(op).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 const TYPE_WORDS: [&str; 22] = [
@@ -720,38 +733,84 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// An expression as libtraceevent 1.7.1 builds it (`process_arg` then
+    /// `process_op`), so that it evaluates to what trace-cmd 3.1.6 prints
+    /// rather than to C's value where the two differ: see [`Self::tep_op`].
+    /// Stops before `:`, `,`, `)` and `]`.
     fn expr(&mut self) -> Result<Expr, String> {
         self.deeper()?;
-        let mut c = self.binary(0)?;
-        if self.eat("?") {
-            let a = self.expr()?;
-            self.expect(":")?;
-            let b = self.expr()?;
-            c = Expr::Cond(Box::new(c), Box::new(a), Box::new(b));
+        let mut e = self.unary()?;
+        while let Some(op) = self.next_op() {
+            self.tep_op(&mut e, op)?;
         }
         self.depth -= 1;
-        Ok(c)
+        Ok(e)
     }
 
-    /// A chain of binary operators: each operator wraps the chain so far,
-    /// one tree level deeper.
-    fn binary(&mut self, min: u8) -> Result<Expr, String> {
-        let mut lhs = self.unary()?;
-        let mut levels = 0;
-        while let Some(Tok::Punct(p)) = self.peek() {
-            let p: &'static str = p;
-            let Some(pr) = binop_prec(p) else { break };
-            if pr <= min {
-                break;
-            }
-            self.pos += 1;
-            self.deeper()?;
-            levels += 1;
-            let rhs = self.binary(pr)?;
-            lhs = Expr::Binary(p, Box::new(lhs), Box::new(rhs));
+    /// The next token when it continues an expression (a binary operator
+    /// or `?`), consumed.
+    fn next_op(&mut self) -> Option<&'static str> {
+        let Some(Tok::Punct(p)) = self.peek() else {
+            return None;
+        };
+        let p: &'static str = p;
+        tep_prio(p)?;
+        self.pos += 1;
+        Some(p)
+    }
+
+    /// libtraceevent's `process_op`: `arg` (the expression so far) becomes
+    /// the left side of `op`, and the operand after `op` its right side.
+    /// Where libtraceevent departs from C, so does this:
+    /// * an operand that is itself an operator node looser than `op` (a
+    ///   parenthesised `b | c`, or `b ? c : d`) is rotated above `op`:
+    ///   `a & (b | c)` is built as `(a & b) | c`;
+    /// * a following operator that is not looser than the node just built
+    ///   extends the node's right side (its left after a rotation), and
+    ///   never returns to the levels above: `a - b + c` is `a - (b + c)`;
+    /// * `c ? t : e` takes one operand as `e`: `x ? a : y == 1 ? b : c` is
+    ///   `((x ? a : y) == 1) ? b : c`.
+    fn tep_op(&mut self, arg: &mut Expr, op: &'static str) -> Result<(), String> {
+        self.deeper()?;
+        let left = Box::new(std::mem::replace(arg, Expr::Num(0)));
+        // Which child the operators that follow may extend: the right one,
+        // or after a rotation the left one.
+        let mut into_left = false;
+        if op == "?" {
+            let then = self.expr()?;
+            self.expect(":")?;
+            let other = self.unary()?;
+            *arg = Expr::Cond(left, Box::new(then), Box::new(other));
+        } else {
+            let right = self.unary()?;
+            let rank = tep_prio(op).unwrap_or(0);
+            *arg = match right {
+                Expr::Binary(rop, rl, rr) if rank < tep_prio(rop).unwrap_or(0) => {
+                    into_left = true;
+                    Expr::Binary(rop, Box::new(Expr::Binary(op, left, rl)), rr)
+                }
+                Expr::Cond(c, t, e) if rank < 16 => {
+                    into_left = true;
+                    Expr::Cond(Box::new(Expr::Binary(op, left, c)), t, e)
+                }
+                right => Expr::Binary(op, left, Box::new(right)),
+            };
         }
-        self.depth -= levels;
-        Ok(lhs)
+        if let Some(next) = self.next_op() {
+            // A conditional ranks 0: whatever follows takes it whole.
+            if tep_prio(next) > Some(node_prio(arg)) {
+                self.tep_op(arg, next)?;
+            } else {
+                let slot: &mut Expr = match arg {
+                    Expr::Binary(_, l, _) if into_left => l,
+                    Expr::Binary(_, _, r) => r,
+                    other => other,
+                };
+                self.tep_op(slot, next)?;
+            }
+        }
+        self.depth -= 1;
+        Ok(())
     }
 
     fn unary(&mut self) -> Result<Expr, String> {

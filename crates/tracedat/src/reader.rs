@@ -121,6 +121,42 @@ pub struct TraceFile {
     cpu_stats: Vec<String>,
     pub(crate) buffers: Vec<BufferInfo>,
     pub(crate) ts_offset: i64,
+    pub(crate) tsc2nsec: Option<Tsc2Nsec>,
+}
+
+/// The TSC2NSEC option (id 14) of a `trace-cmd record --tsc2nsec` file: the
+/// ring buffer counted TSC cycles, and readers turn each timestamp into
+/// nanoseconds as `(ts * mult) >> shift`, in trace-cmd 3.1.6's 64-bit
+/// arithmetic (libtracecmd's `timestamp_calc`): the low and high 32-bit halves
+/// of the count multiplied apart, `mult` widened from a signed 32-bit value,
+/// products wrapping, shift counts taken modulo 64 as x86-64 does. The
+/// option's third value, an offset, is not applied by `trace-cmd report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tsc2Nsec {
+    /// Multiplier (the kernel's `time_mult` of the perf page).
+    pub mult: u32,
+    /// Right shift (the kernel's `time_shift`).
+    pub shift: u32,
+}
+
+impl Tsc2Nsec {
+    /// `ts` (TSC cycles) in nanoseconds, as trace-cmd 3.1.6 converts it.
+    #[inline]
+    pub fn convert(self, ts: u64) -> u64 {
+        // trace-cmd keeps `mult` in an `int`: a value of 2^31 or more
+        // widens negative.
+        let mult = self.mult as i32 as i64 as u64;
+        let low = ts & 0xffff_ffff;
+        let high = ts >> 32;
+        let mut out = low.wrapping_mul(mult).wrapping_shr(self.shift);
+        if high != 0 {
+            out = out.wrapping_add(
+                high.wrapping_mul(mult)
+                    .wrapping_shl(32u32.wrapping_sub(self.shift)),
+            );
+        }
+        out
+    }
 }
 
 /// Options collected while reading option lists.
@@ -132,6 +168,7 @@ struct Opts {
     uname: Option<String>,
     version: Option<String>,
     cpu_count: Option<u32>,
+    tsc2nsec: Option<Tsc2Nsec>,
     /// v6: (flyrecord offset, name).
     v6_buffers: Vec<(u64, String)>,
     /// v7 buffers: top first in file order, then named.
@@ -436,6 +473,7 @@ impl TraceFile {
             cpu_stats: opts.cpu_stats,
             buffers,
             ts_offset: opts.ts_offset,
+            tsc2nsec: opts.tsc2nsec,
             backing,
         })
     }
@@ -500,6 +538,20 @@ impl TraceFile {
     /// option), else `local`.
     pub fn clock(&self) -> &str {
         &self.clock
+    }
+
+    /// The TSC2NSEC conversion every timestamp goes through, when the file
+    /// has that option (with a nonzero multiplier).
+    pub fn tsc2nsec(&self) -> Option<Tsc2Nsec> {
+        self.tsc2nsec
+    }
+
+    /// Whether timestamps count nanoseconds (printed `secs.usecs`): the
+    /// clock is one of [`crate::clock_is_nanoseconds`]'s, or a TSC2NSEC
+    /// option converts them (trace-cmd 3.1.6 then shows microseconds
+    /// whatever the clock's name).
+    pub fn ns_timestamps(&self) -> bool {
+        self.tsc2nsec.is_some() || crate::clock_is_nanoseconds(&self.clock)
     }
 
     /// The UNAME option (`sysname nodename release machine`), if present.
@@ -1067,6 +1119,13 @@ fn read_option_list(c: &mut Cursor<'_>, v7: bool, opts: &mut Opts) -> Result<u64
             }
             8 => opts.cpu_count = Some(p.u32("CPUCOUNT")?),
             9 => opts.version = Some(text(payload)),
+            // TSC2NSEC: u32 mult, u32 shift, u64 offset; trace-cmd skips a
+            // shorter one, and a zero multiplier converts nothing.
+            14 if payload.len() >= 16 => {
+                let mult = p.u32("TSC2NSEC mult")?;
+                let shift = p.u32("TSC2NSEC shift")?;
+                opts.tsc2nsec = (mult != 0).then_some(Tsc2Nsec { mult, shift });
+            }
             16..=21 if v7 => {
                 let off = p.u64("section offset option")?;
                 opts.sections.insert(id, off);

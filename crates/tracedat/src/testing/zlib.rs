@@ -23,13 +23,13 @@ use super::Endian;
 pub const ZLIB_VERSION: &str = "1.2.13";
 
 /// Reads the input file's numbers in its byte order; panics past its end.
-struct In<'a> {
-    data: &'a [u8],
-    big: bool,
+pub(super) struct In<'a> {
+    pub(super) data: &'a [u8],
+    pub(super) big: bool,
 }
 
 impl In<'_> {
-    fn bytes(&self, at: usize, n: usize) -> &[u8] {
+    pub(super) fn bytes(&self, at: usize, n: usize) -> &[u8] {
         self.data
             .get(at..at + n)
             .unwrap_or_else(|| panic!("{n} bytes at {at}: past the end of the file"))
@@ -38,17 +38,17 @@ impl In<'_> {
         let b: [u8; N] = self.bytes(at, N).try_into().unwrap();
         crate::format::read_uint(&b, self.big).unwrap()
     }
-    fn u16(&self, at: usize) -> u16 {
+    pub(super) fn u16(&self, at: usize) -> u16 {
         self.uint::<2>(at) as u16
     }
-    fn u32(&self, at: usize) -> u32 {
+    pub(super) fn u32(&self, at: usize) -> u32 {
         self.uint::<4>(at) as u32
     }
-    fn u64(&self, at: usize) -> u64 {
+    pub(super) fn u64(&self, at: usize) -> u64 {
         self.uint::<8>(at)
     }
     /// The NUL-terminated string at `at` and the offset after its NUL.
-    fn cstr(&self, at: usize) -> (&[u8], usize) {
+    pub(super) fn cstr(&self, at: usize) -> (&[u8], usize) {
         let len = self.data[at..]
             .iter()
             .position(|&b| b == 0)
@@ -108,7 +108,7 @@ fn buffer_option(f: &In<'_>, at: usize) -> BufferOption {
 
 /// The options of the options section whose payload spans `start..end`:
 /// `(id, payload offset)`.
-fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)> {
+pub(super) fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)> {
     let mut v = Vec::new();
     let mut at = start;
     while at < end {
