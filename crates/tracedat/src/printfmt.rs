@@ -1424,6 +1424,20 @@ fn record_width(v: i64) -> usize {
 }
 
 fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
+    // A string constant counts as libtraceevent counts its atoms: the C
+    // integer it starts with (`strtoull`), 0 for a word such as "MMU".
+    // A conditional counts as the branch it takes.
+    match e {
+        Expr::Str(s) => return crate::bytes::parse_c_integer(s),
+        Expr::Cond(c, a, b) => {
+            return if num(c, cx) != 0 {
+                num(a, cx)
+            } else {
+                num(b, cx)
+            };
+        }
+        _ => {}
+    }
     match eval(e, cx) {
         Val::Num(n) => n,
         Val::Bytes(b, _) => b.as_ptr() as i64,

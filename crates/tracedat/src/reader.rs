@@ -1327,8 +1327,11 @@ impl Kallsyms {
 fn parse_kallsyms(b: &[u8]) -> Kallsyms {
     let mut names = String::new();
     let mut symbols = Vec::new();
-    let mut add = |addr: u64, name: &str| {
-        if addr != 0 {
+    // libtraceevent 1.7.1 (`tep_parse_kallsyms`) leaves out absolute symbols
+    // (types `A`, `a`: x86-64's per-CPU offsets, small numbers that would
+    // otherwise name user-space addresses) and arm's `$`-names.
+    let mut add = |addr: u64, ty: &[u8], name: &str| {
+        if addr != 0 && !matches!(ty, b"A" | b"a") && !name.starts_with('$') {
             names.push_str(name);
             symbols.push((addr, names.len() - name.len(), names.len()));
         }
@@ -1344,16 +1347,16 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
             line
         })
     {
-        if let Some((addr, name)) = canonical_symbol_line(line) {
+        if let Some((addr, ty, name)) = canonical_symbol_line(line) {
             let name = match text {
                 Some(t) => t.get(start + name.start..start + name.end),
                 None => line.get(name).and_then(|n| std::str::from_utf8(n).ok()),
             };
             if let Some(name) = name {
-                add(addr, name);
+                add(addr, &[ty], name);
             }
-        } else if let Some((addr, name)) = symbol_line(&String::from_utf8_lossy(line)) {
-            add(addr, name);
+        } else if let Some((addr, ty, name)) = symbol_line(&String::from_utf8_lossy(line)) {
+            add(addr, ty.as_bytes(), name);
         }
     }
     // libtraceevent keeps registered symbols in a list (newest first) and
@@ -1370,11 +1373,11 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
 
 /// The address (hex) and name of a kallsyms line: its first and third
 /// words, split at whitespace.
-fn symbol_line(line: &str) -> Option<(u64, &str)> {
+fn symbol_line(line: &str) -> Option<(u64, &str, &str)> {
     let mut words = line.split_whitespace();
     let addr = u64::from_str_radix(words.next()?, 16).ok()?;
-    let _ty = words.next()?;
-    Some((addr, words.next()?))
+    let ty = words.next()?;
+    Some((addr, ty, words.next()?))
 }
 
 /// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
@@ -1382,7 +1385,7 @@ fn symbol_line(line: &str) -> Option<(u64, &str)> {
 /// where in `b` the name (ASCII) lies; `None` for any other line, which
 /// `symbol_line` then reads: both give the same for the lines this one
 /// reads.
-fn canonical_symbol_line(b: &[u8]) -> Option<(u64, std::ops::Range<usize>)> {
+fn canonical_symbol_line(b: &[u8]) -> Option<(u64, u8, std::ops::Range<usize>)> {
     // Whitespace as `split_whitespace` has it, in the ASCII range.
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
     let mut addr = 0u64;
@@ -1418,7 +1421,7 @@ fn canonical_symbol_line(b: &[u8]) -> Option<(u64, std::ops::Range<usize>)> {
         _ if len == 0 => None,
         _ => {
             let start = b.len() - rest.len();
-            Some((addr, start..start + len))
+            Some((addr, ty, start..start + len))
         }
     }
 }
@@ -1531,8 +1534,9 @@ mod tests {
         ];
         let mut read = 0;
         for l in lines {
-            if let Some((addr, name)) = canonical_symbol_line(l.as_bytes()) {
-                assert_eq!(Some((addr, &l[name])), symbol_line(l), "{l:?}");
+            if let Some((addr, ty, name)) = canonical_symbol_line(l.as_bytes()) {
+                let ty = std::str::from_utf8(std::slice::from_ref(&ty)).unwrap();
+                assert_eq!(Some((addr, ty, &l[name])), symbol_line(l), "{l:?}");
                 read += 1;
             }
         }
