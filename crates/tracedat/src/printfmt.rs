@@ -2145,6 +2145,26 @@ mod tests {
         assert!(write_bprint(&cx, "%q", &a, &mut Vec::new()).is_err());
     }
 
+    /// The trees libtraceevent 1.7.1 builds, checked against what trace-cmd
+    /// 3.1.6 printed for these kernels' formats (timer_start, btrfs
+    /// raid56_write, xen_mc_batch; crates/tracedat/tests/differential.rs).
+    #[test]
+    fn expressions_group_as_libtraceevent_groups_them() {
+        let f = fmt(
+            "\tfield:unsigned int x;\toffset:8;\tsize:4;\tsigned:0;\n",
+            "\"%x %d %s %s\", REC->x & (0x10 | 0x20 | 0x40), 10 - 3 + 2, \
+             (REC->x == 0) ? \"MMU\" : (REC->x == 1) ? \"CPU\" : \"NONE\", \
+             REC->x ? \"7\" : \"0\" ? \"yes\" : \"no\"",
+        );
+        let mut d = vec![0u8; 12];
+        // (x & 0x10) | 0x20 | 0x40; 10 - (3 + 2); the first `?:` chooses
+        // "MMU", which counts 0 as the second's condition; "7" counts 7.
+        d[8..12].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(render(&f, &d), "60 5 NONE no");
+        d[8..12].copy_from_slice(&0x11u32.to_le_bytes());
+        assert_eq!(render(&f, &d), "70 5 NONE yes");
+    }
+
     #[test]
     fn printf_flags_symbolic_flags_and_symbols() {
         let f = fmt(
