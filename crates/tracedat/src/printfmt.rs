@@ -860,6 +860,50 @@ impl Parser<'_> {
         Ok(e)
     }
 
+    /// What `sizeof(...)` may hold for libtraceevent 1.7.1
+    /// (`process_sizeof`): `int`, `unsigned [int]`, `[unsigned] long [long]`
+    /// and `REC->field` of a field that is not an array. Anything else
+    /// (`u64`, `struct page`, `char`) makes trace-cmd 3.1.6 print the
+    /// event as `[FAILED TO PARSE]`, and so an error here.
+    fn sizeof(&mut self) -> Result<usize, String> {
+        let word = |t: Option<&Tok>| match t {
+            Some(Tok::Ident(w)) => Some(w.clone()),
+            _ => None,
+        };
+        let mut w = word(self.peek()).ok_or("sizeof of something that is not a name")?;
+        self.pos += 1;
+        if w == "unsigned" {
+            match word(self.peek()) {
+                Some(next) => {
+                    self.pos += 1;
+                    w = next;
+                }
+                None => return Ok(4),
+            }
+        }
+        match w.as_str() {
+            "int" => Ok(4),
+            "long" => {
+                if word(self.peek()).as_deref() == Some("long") {
+                    self.pos += 1;
+                    Ok(8)
+                } else {
+                    Ok(self.long)
+                }
+            }
+            "REC" if self.eat("->") => {
+                let name = word(self.peek()).ok_or("sizeof(REC->) without a field")?;
+                self.pos += 1;
+                let f = field_at(self.fmt, self.field(&name)?);
+                if f.array_len.is_some() || f.layout != FieldLayout::Inline {
+                    return Err(format!("sizeof of the array field `{name}`"));
+                }
+                Ok(f.size)
+            }
+            _ => Err(format!("sizeof({w} ...): libtraceevent knows no such size")),
+        }
+    }
+
     fn field_arg(&mut self) -> Result<usize, String> {
         self.expect("(")?;
         let name = match (self.next(), self.peek()) {
@@ -976,9 +1020,9 @@ impl Parser<'_> {
                 }
                 "sizeof" => {
                     self.expect("(")?;
-                    let t = self.ctype()?;
+                    let size = self.sizeof()?;
                     self.expect(")")?;
-                    Ok(Expr::Num(t.size as i64))
+                    Ok(Expr::Num(size as i64))
                 }
                 // trace-cmd's jbd2 plugin defines `jiffies_to_msecs(x)` as `x`.
                 "jiffies_to_msecs" => {

@@ -1,6 +1,6 @@
-//! Every event format of three kernels (the fact files in the repository's
-//! tests/facts: this host, Debian 6.1 and Debian 6.12) printed by our reader
-//! and by `trace-cmd report`, compared record by record.
+//! Every event format of four kernels (the fact files in the repository's
+//! tests/facts: this host, Debian 6.1, Debian 6.12 and Debian arm64 6.12)
+//! printed by our reader and by `trace-cmd report`, compared record by record.
 //!
 //! For each kernel, records of every event are generated with boundary and
 //! random field values (zero, all ones, the signed extremes, random values,
@@ -416,7 +416,7 @@ fn compare_once(
 }
 
 #[test]
-fn every_format_of_three_kernels_prints_as_trace_cmd_prints_it() {
+fn every_format_of_four_kernels_prints_as_trace_cmd_prints_it() {
     if !have_trace_cmd() {
         eprintln!("trace-cmd not installed: differential test skipped");
         return;
@@ -436,7 +436,7 @@ fn every_format_of_three_kernels_prints_as_trace_cmd_prints_it() {
     let mut compared = 0;
     // Listed events that did differ: an entry that never does is stale.
     let mut seen = std::collections::BTreeSet::new();
-    for kernel in ["host", "debian-6.1", "debian-6.12"] {
+    for kernel in ["host", "debian-6.1", "debian-6.12", "debian-arm64-6.12"] {
         let formats = kernel_formats(&facts_dir().join(format!("{kernel}.json.zst")));
         assert!(formats.len() > 1000, "{kernel}: {} formats", formats.len());
         let long4 = Endian {
