@@ -85,6 +85,12 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
             while i < b.len() && b[i] != q {
                 if b[i] == b'\\' {
                     i += 1;
+                } else if !matches!(b[i], b' '..=b'~' | b'\n') {
+                    // libtraceevent 1.7.1 ends a quoted string at a byte
+                    // that is not printable (a literal tab, as in
+                    // maple_tree's formats) and fails on the rest: trace-cmd
+                    // prints such events as [FAILED TO PARSE].
+                    return Err(format!("byte 0x{:02x} inside a quoted string", b[i]));
                 }
                 i += 1;
             }
@@ -821,11 +827,19 @@ impl Parser<'_> {
     }
 
     fn unary_here(&mut self) -> Result<Expr, String> {
-        for op in ["-", "!", "~", "+", "&", "*"] {
+        // libtraceevent 1.7.1 takes `-`, `!`, `~` and `+` before an operand
+        // and fails on any other (`&REC->uuid` of the cxl events): trace-cmd
+        // prints such events as [FAILED TO PARSE].
+        for op in ["&", "*"] {
+            if self.eat(op) {
+                return Err(format!("unary `{op}`: libtraceevent cannot parse it"));
+            }
+        }
+        for op in ["-", "!", "~", "+"] {
             if self.eat(op) {
                 let e = self.unary()?;
                 return Ok(match op {
-                    "+" | "&" | "*" => e,
+                    "+" => e,
                     _ => Expr::Unary(op_static(op), Box::new(e)),
                 });
             }
