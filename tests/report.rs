@@ -1051,7 +1051,9 @@ mod tracefs {
     /// timer_start's flags as libtraceevent builds `flags & (M | D | P | I)`
     /// (the parenthesised `|` chain rotated above the `&`: `D|P|I` on every
     /// line), raw_data as its function plugin prints it (`# ID` and the
-    /// bytes, padding included).
+    /// bytes, padding included), and `maple_tree:ma_read`, whose print fmt
+    /// holds a literal tab that libtraceevent cannot parse past, as
+    /// `[FAILED TO PARSE]` and its raw fields.
     #[test]
     fn timer_start_flags_and_trace_marker_raw_list_as_trace_cmd_lists_them() {
         let guard = TracefsGuard::acquire();
@@ -1059,7 +1061,7 @@ mod tracefs {
         let recipe = write_recipe(
             dir.path(),
             "raw.toml",
-            "name = \"raw\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nsystem_wide = true\n[[events]]\nname = \"timer:timer_start\"\n",
+            "name = \"raw\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nsystem_wide = true\n[[events]]\nname = \"timer:timer_start\"\n[[events]]\nname = \"maple_tree:ma_read\"\n",
         );
         let out = dir.path().join("out");
         let (code, stderr) = run(
@@ -1076,6 +1078,12 @@ mod tracefs {
         let ours = text(&o.stdout);
         let lines = crate::common::listing_lines;
         assert!(lines(&theirs).iter().any(|l| l.contains("timer_start:")));
+        assert!(
+            lines(&theirs)
+                .iter()
+                .any(|l| l.contains("ma_read:              [FAILED TO PARSE] fn=0x")),
+            "{theirs}"
+        );
         assert!(
             lines(&theirs)
                 .iter()
