@@ -503,6 +503,20 @@ const BPRINT: &str = "name: bprint\nID: 6\nformat:\n\
 \tfield:u32 buf[];\toffset:24;\tsize:0;\tsigned:0;\n\n\
 print fmt: \"%ps: %s\", (void *)REC->ip, REC->fmt\n";
 
+/// The metadata of a one-CPU file of `page`-byte pages (local clock, pid 1
+/// named `systemd`), without formats or symbols.
+fn small_meta(e: Endian, page: usize) -> CaptureMeta {
+    CaptureMeta {
+        header_page: e.header_page(page).into_bytes(),
+        cpu_count: 1,
+        trace_clock: "[local] global\n".into(),
+        uname: "Linux difftest 6.0 x86_64".into(),
+        version: "difftest".into(),
+        cmdlines: "1 systemd\n".into(),
+        ..Default::default()
+    }
+}
+
 /// A v6 file `DIR/NAME.dat` of `meta` and one CPU's `pages`.
 fn one_cpu_file(dir: &Path, name: &str, meta: &CaptureMeta, pages: Vec<u8>) -> PathBuf {
     let cpu_file = dir.join(format!("{name}.cpu0"));
@@ -548,21 +562,11 @@ print fmt: \"address=%ps ip=%pS\", (void *)REC->address, (void *)REC->ip\n";
         (0xffff_ffff_8100_0150, 0xffff_ffff_8100_0210),
     ];
     for (i, (address, ip)) in cases.iter().enumerate() {
-        let mut d = e.u16(901);
-        d.extend([0, 0]);
-        d.extend(e.u32(1));
-        d.extend(e.u64(*address));
-        d.extend(e.u64(*ip));
+        let d = tracedat::testing::payload(e, 901, 1, &[*address, *ip]);
         p.event(if i == 0 { 0 } else { 1_000_000 }, &d);
     }
     let tmp = tempfile::tempdir().unwrap();
     let meta = CaptureMeta {
-        header_page: e.header_page(page).into_bytes(),
-        cpu_count: 1,
-        trace_clock: "[local] global\n".into(),
-        uname: "Linux difftest 6.0 x86_64".into(),
-        version: "difftest".into(),
-        cmdlines: "1 systemd\n".into(),
         event_formats: vec![("exceptions".into(), vec![fmt.as_bytes().to_vec()])],
         kallsyms: "0000000000000000 A fixed_percpu_data\n\
 0000000000001000 A cpu_number\n\
@@ -572,7 +576,7 @@ ffffffff81000100 t $x\n\
 ffffffff81000200 T next_fn\n\
 ffffffff81000300 T last_fn\n"
             .into(),
-        ..Default::default()
+        ..small_meta(e, page)
     };
     let path = one_cpu_file(tmp.path(), "upf", &meta, p.finish(None));
     let theirs = trace_cmd_report(&path, &[]);
@@ -639,19 +643,13 @@ fn trace_printk_records_print_as_trace_cmd_prints_them() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let meta = CaptureMeta {
-        header_page: e.header_page(page).into_bytes(),
-        cpu_count: 1,
-        trace_clock: "[local] global\n".into(),
-        uname: "Linux difftest 6.0 x86_64".into(),
-        version: "difftest".into(),
-        cmdlines: "1 systemd\n".into(),
         ftrace_formats: vec![BPRINT.as_bytes().to_vec()],
         printk_formats: printk.into_bytes(),
         kallsyms: (0..SYMBOLS)
             .map(|n| format!("{:016x} T difftest_f{n}\n", BASE + n * 0x100))
             .collect::<String>()
             .into_bytes(),
-        ..Default::default()
+        ..small_meta(e, page)
     };
     let path = one_cpu_file(tmp.path(), "bprint", &meta, p.finish(None));
     let theirs = trace_cmd_report(&path, &[]);

@@ -10,26 +10,12 @@
 //! add the option to another fixture and compare our listing with trace-cmd's
 //! listing of the same rewritten file.
 
-use super::Endian;
-use super::zlib::{In, options};
+use super::zlib::{open_v7, options};
 
 /// `file` (version 7, any compression) with a TSC2NSEC option of `mult`,
 /// `shift` and `offset`. Panics on anything else.
 pub fn add_tsc2nsec(file: &[u8], mult: u32, shift: u32, offset: u64) -> Vec<u8> {
-    assert!(
-        file.get(3..12) == Some(b"tracing7\0".as_slice()),
-        "not a version 7 trace.dat"
-    );
-    let f = In {
-        data: file,
-        big: file[12] != 0,
-    };
-    let e = Endian {
-        big: f.big,
-        long: file[13] as usize,
-    };
-    let (_, at) = f.cstr(18);
-    let (_, at) = f.cstr(at);
+    let (f, e, _, at) = open_v7(file);
     // Follow the options chain to its last DONE.
     let mut section = f.u64(at) as usize;
     let description = f.u32(section + 4);

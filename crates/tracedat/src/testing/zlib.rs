@@ -123,10 +123,10 @@ pub(super) fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)>
     v
 }
 
-/// `file`, a version 7 trace.dat compressed with zstd, rewritten with zlib.
-/// Panics on anything else, and on options whose offsets it does not know to
-/// move (22 and up: latency text, BTF, modules).
-pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
+/// A version 7 file's header: the reader in its byte order, that order and
+/// long size, the compression name, and the offset of the u64 first options
+/// offset. Panics on another version.
+pub(super) fn open_v7(file: &[u8]) -> (In<'_>, Endian, &[u8], usize) {
     assert!(
         file.get(3..12) == Some(b"tracing7\0".as_slice()),
         "not a version 7 trace.dat"
@@ -139,10 +139,19 @@ pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
         big: f.big,
         long: file[13] as usize,
     };
-    let page = f.u32(14) as usize;
     let (name, at) = f.cstr(18);
-    assert_eq!(name, b"zstd", "compression");
+    let name = &file[18..18 + name.len()];
     let (_, at) = f.cstr(at);
+    (f, e, name, at)
+}
+
+/// `file`, a version 7 trace.dat compressed with zstd, rewritten with zlib.
+/// Panics on anything else, and on options whose offsets it does not know to
+/// move (22 and up: latency text, BTF, modules).
+pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
+    let (f, e, name, at) = open_v7(file);
+    let page = f.u32(14) as usize;
+    assert_eq!(name, b"zstd", "compression");
     let first_options = f.u64(at);
     let sections = at + 8;
 
