@@ -1045,6 +1045,54 @@ fn our_listing(dat: &Path) -> String {
 mod tracefs {
     use super::*;
 
+    /// A real recording of `timer:timer_start` (every task) and of writes to
+    /// the instance's `trace_marker_raw` (payloads of 1, 2, 3, 12 bytes and
+    /// none), listed by us as trace-cmd 3.1.6 lists it, line for line:
+    /// timer_start's flags as libtraceevent builds `flags & (M | D | P | I)`
+    /// (the parenthesised `|` chain rotated above the `&`: `D|P|I` on every
+    /// line), raw_data as its function plugin prints it (`# ID` and the
+    /// bytes, padding included), and `maple_tree:ma_read`, whose print fmt
+    /// holds a literal tab that libtraceevent cannot parse past, as
+    /// `[FAILED TO PARSE]` and its raw fields.
+    #[test]
+    fn timer_start_flags_and_trace_marker_raw_list_as_trace_cmd_lists_them() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let recipe = write_recipe(
+            dir.path(),
+            "raw.toml",
+            "name = \"raw\"\ndescription = \"t\"\nduration = \"30s\"\n[scope]\nsystem_wide = true\n[[events]]\nname = \"timer:timer_start\"\n[[events]]\nname = \"maple_tree:ma_read\"\n",
+        );
+        let out = dir.path().join("out");
+        let (code, stderr) = run(
+            &recipe,
+            &out,
+            "r=$(dirname $TRACE_RECIPE_MARKER)/trace_marker_raw; for p in ABCDE ABCDEF ABCDEFG ABCDEFGHIJKLMNOP ABCD; do printf $p > $r; done; sleep 0.5",
+        );
+        guard.assert_unchanged();
+        assert_eq!(code, Some(0), "{stderr}");
+        let dat = out.join("trace.dat");
+        let theirs = crate::common::trace_cmd_report(&dat);
+        let o = trace_recipe(&["report", dat.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let ours = text(&o.stdout);
+        let lines = crate::common::listing_lines;
+        assert!(lines(&theirs).iter().any(|l| l.contains("timer_start:")));
+        assert!(
+            lines(&theirs)
+                .iter()
+                .any(|l| l.contains("ma_read:              [FAILED TO PARSE] fn=0x")),
+            "{theirs}"
+        );
+        assert!(
+            lines(&theirs)
+                .iter()
+                .any(|l| l.ends_with("raw_data:             # 44434241 45 00 00 00")),
+            "{theirs}"
+        );
+        assert_eq!(lines(&ours), lines(&theirs));
+    }
+
     #[test]
     fn latency_analyses_agree_with_numbers_computed_from_trace_cmd() {
         let out = latency_recording().join("out");

@@ -430,7 +430,7 @@ pub fn to_parquet(
 ) -> Result<Meta, ExportError> {
     prepare(dir)?;
     let names = table_names(file);
-    let ns = tracedat::clock_is_nanoseconds(file.clock());
+    let ns = file.ns_timestamps();
     let ts_column = if ns { "ts_ns" } else { "ts" };
     let buffers = file.buffers();
     let several = buffers.len() > 1;

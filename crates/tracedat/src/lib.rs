@@ -33,7 +33,7 @@ pub use comms::{Comms, Learner, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
 pub use printfmt::{Shown, shown_fields};
-pub use reader::{Compression, TraceFile, selected_clock, subbuffer_size};
+pub use reader::{Compression, TraceFile, Tsc2Nsec, selected_clock, subbuffer_size};
 pub use records::{Event, EventData, Record, Records};
 pub use report::{Printer, clock_is_nanoseconds, format_record, format_ts};
 pub use writer::{

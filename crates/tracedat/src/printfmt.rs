@@ -85,6 +85,12 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
             while i < b.len() && b[i] != q {
                 if b[i] == b'\\' {
                     i += 1;
+                } else if !matches!(b[i], b' '..=b'~' | b'\n') {
+                    // libtraceevent 1.7.1 ends a quoted string at a byte
+                    // that is not printable (a literal tab, as in
+                    // maple_tree's formats) and fails on the rest: trace-cmd
+                    // prints such events as [FAILED TO PARSE].
+                    return Err(format!("byte 0x{:02x} inside a quoted string", b[i]));
                 }
                 i += 1;
             }
@@ -530,20 +536,33 @@ struct Parser<'f> {
 /// printed as trace-cmd prints one it cannot parse.
 pub(crate) const MAX_DEPTH: usize = 256;
 
-fn binop_prec(p: &str) -> Option<u8> {
+/// An operator's rank as libtraceevent 1.7.1 ranks it (`get_op_prio`: a
+/// lower rank binds tighter; `?` is 16), or `None` for a token that does not
+/// continue an expression.
+fn tep_prio(p: &str) -> Option<u8> {
     Some(match p {
-        "||" => 1,
-        "&&" => 2,
-        "|" => 3,
-        "^" => 4,
-        "&" => 5,
-        "==" | "!=" => 6,
-        "<" | ">" | "<=" | ">=" => 7,
+        "*" | "/" | "%" => 6,
+        "+" | "-" => 7,
         "<<" | ">>" => 8,
-        "+" | "-" => 9,
-        "*" | "/" | "%" => 10,
+        "<" | ">" | "<=" | ">=" => 9,
+        "==" | "!=" => 10,
+        "&" => 11,
+        "^" => 12,
+        "|" => 13,
+        "&&" => 14,
+        "||" => 15,
+        "?" => 16,
         _ => return None,
     })
+}
+
+/// The rank libtraceevent gives a node it built: a binary operator's own, 0
+/// for a conditional.
+fn node_prio(e: &Expr) -> u8 {
+    match e {
+        Expr::Binary(op, ..) => tep_prio(op).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 const TYPE_WORDS: [&str; 22] = [
@@ -720,38 +739,84 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// An expression as libtraceevent 1.7.1 builds it (`process_arg` then
+    /// `process_op`), so that it evaluates to what trace-cmd 3.1.6 prints
+    /// rather than to C's value where the two differ: see [`Self::tep_op`].
+    /// Stops before `:`, `,`, `)` and `]`.
     fn expr(&mut self) -> Result<Expr, String> {
         self.deeper()?;
-        let mut c = self.binary(0)?;
-        if self.eat("?") {
-            let a = self.expr()?;
-            self.expect(":")?;
-            let b = self.expr()?;
-            c = Expr::Cond(Box::new(c), Box::new(a), Box::new(b));
+        let mut e = self.unary()?;
+        while let Some(op) = self.next_op() {
+            self.tep_op(&mut e, op)?;
         }
         self.depth -= 1;
-        Ok(c)
+        Ok(e)
     }
 
-    /// A chain of binary operators: each operator wraps the chain so far,
-    /// one tree level deeper.
-    fn binary(&mut self, min: u8) -> Result<Expr, String> {
-        let mut lhs = self.unary()?;
-        let mut levels = 0;
-        while let Some(Tok::Punct(p)) = self.peek() {
-            let p: &'static str = p;
-            let Some(pr) = binop_prec(p) else { break };
-            if pr <= min {
-                break;
-            }
-            self.pos += 1;
-            self.deeper()?;
-            levels += 1;
-            let rhs = self.binary(pr)?;
-            lhs = Expr::Binary(p, Box::new(lhs), Box::new(rhs));
+    /// The next token when it continues an expression (a binary operator
+    /// or `?`), consumed.
+    fn next_op(&mut self) -> Option<&'static str> {
+        let Some(Tok::Punct(p)) = self.peek() else {
+            return None;
+        };
+        let p: &'static str = p;
+        tep_prio(p)?;
+        self.pos += 1;
+        Some(p)
+    }
+
+    /// libtraceevent's `process_op`: `arg` (the expression so far) becomes
+    /// the left side of `op`, and the operand after `op` its right side.
+    /// Where libtraceevent departs from C, so does this:
+    /// * an operand that is itself an operator node looser than `op` (a
+    ///   parenthesised `b | c`, or `b ? c : d`) is rotated above `op`:
+    ///   `a & (b | c)` is built as `(a & b) | c`;
+    /// * a following operator that is not looser than the node just built
+    ///   extends the node's right side (its left after a rotation), and
+    ///   never returns to the levels above: `a - b + c` is `a - (b + c)`;
+    /// * `c ? t : e` takes one operand as `e`: `x ? a : y == 1 ? b : c` is
+    ///   `((x ? a : y) == 1) ? b : c`.
+    fn tep_op(&mut self, arg: &mut Expr, op: &'static str) -> Result<(), String> {
+        self.deeper()?;
+        let left = Box::new(std::mem::replace(arg, Expr::Num(0)));
+        // Which child the operators that follow may extend: the right one,
+        // or after a rotation the left one.
+        let mut into_left = false;
+        if op == "?" {
+            let then = self.expr()?;
+            self.expect(":")?;
+            let other = self.unary()?;
+            *arg = Expr::Cond(left, Box::new(then), Box::new(other));
+        } else {
+            let right = self.unary()?;
+            let rank = tep_prio(op).unwrap_or(0);
+            *arg = match right {
+                Expr::Binary(rop, rl, rr) if rank < tep_prio(rop).unwrap_or(0) => {
+                    into_left = true;
+                    Expr::Binary(rop, Box::new(Expr::Binary(op, left, rl)), rr)
+                }
+                Expr::Cond(c, t, e) if rank < 16 => {
+                    into_left = true;
+                    Expr::Cond(Box::new(Expr::Binary(op, left, c)), t, e)
+                }
+                right => Expr::Binary(op, left, Box::new(right)),
+            };
         }
-        self.depth -= levels;
-        Ok(lhs)
+        if let Some(next) = self.next_op() {
+            // A conditional ranks 0: whatever follows takes it whole.
+            if tep_prio(next) > Some(node_prio(arg)) {
+                self.tep_op(arg, next)?;
+            } else {
+                let slot: &mut Expr = match arg {
+                    Expr::Binary(_, l, _) if into_left => l,
+                    Expr::Binary(_, _, r) => r,
+                    other => other,
+                };
+                self.tep_op(slot, next)?;
+            }
+        }
+        self.depth -= 1;
+        Ok(())
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
@@ -762,11 +827,19 @@ impl Parser<'_> {
     }
 
     fn unary_here(&mut self) -> Result<Expr, String> {
-        for op in ["-", "!", "~", "+", "&", "*"] {
+        // libtraceevent 1.7.1 takes `-`, `!`, `~` and `+` before an operand
+        // and fails on any other (`&REC->uuid` of the cxl events): trace-cmd
+        // prints such events as [FAILED TO PARSE].
+        for op in ["&", "*"] {
+            if self.eat(op) {
+                return Err(format!("unary `{op}`: libtraceevent cannot parse it"));
+            }
+        }
+        for op in ["-", "!", "~", "+"] {
             if self.eat(op) {
                 let e = self.unary()?;
                 return Ok(match op {
-                    "+" | "&" | "*" => e,
+                    "+" => e,
                     _ => Expr::Unary(op_static(op), Box::new(e)),
                 });
             }
@@ -799,6 +872,50 @@ impl Parser<'_> {
         }
         self.depth -= levels;
         Ok(e)
+    }
+
+    /// What `sizeof(...)` may hold for libtraceevent 1.7.1
+    /// (`process_sizeof`): `int`, `unsigned [int]`, `[unsigned] long [long]`
+    /// and `REC->field` of a field that is not an array. Anything else
+    /// (`u64`, `struct page`, `char`) makes trace-cmd 3.1.6 print the
+    /// event as `[FAILED TO PARSE]`, and so an error here.
+    fn sizeof(&mut self) -> Result<usize, String> {
+        let word = |t: Option<&Tok>| match t {
+            Some(Tok::Ident(w)) => Some(w.clone()),
+            _ => None,
+        };
+        let mut w = word(self.peek()).ok_or("sizeof of something that is not a name")?;
+        self.pos += 1;
+        if w == "unsigned" {
+            match word(self.peek()) {
+                Some(next) => {
+                    self.pos += 1;
+                    w = next;
+                }
+                None => return Ok(4),
+            }
+        }
+        match w.as_str() {
+            "int" => Ok(4),
+            "long" => {
+                if word(self.peek()).as_deref() == Some("long") {
+                    self.pos += 1;
+                    Ok(8)
+                } else {
+                    Ok(self.long)
+                }
+            }
+            "REC" if self.eat("->") => {
+                let name = word(self.peek()).ok_or("sizeof(REC->) without a field")?;
+                self.pos += 1;
+                let f = field_at(self.fmt, self.field(&name)?);
+                if f.array_len.is_some() || f.layout != FieldLayout::Inline {
+                    return Err(format!("sizeof of the array field `{name}`"));
+                }
+                Ok(f.size)
+            }
+            _ => Err(format!("sizeof({w} ...): libtraceevent knows no such size")),
+        }
     }
 
     fn field_arg(&mut self) -> Result<usize, String> {
@@ -917,9 +1034,9 @@ impl Parser<'_> {
                 }
                 "sizeof" => {
                     self.expect("(")?;
-                    let t = self.ctype()?;
+                    let size = self.sizeof()?;
                     self.expect(")")?;
-                    Ok(Expr::Num(t.size as i64))
+                    Ok(Expr::Num(size as i64))
                 }
                 // trace-cmd's jbd2 plugin defines `jiffies_to_msecs(x)` as `x`.
                 "jiffies_to_msecs" => {
@@ -1448,6 +1565,20 @@ fn record_width(v: i64) -> usize {
 }
 
 fn num<K: Kernel>(e: &Expr, cx: &Ctx<'_, K>) -> i64 {
+    // A string constant counts as libtraceevent counts its atoms: the C
+    // integer it starts with (`strtoull`), 0 for a word such as "MMU".
+    // A conditional counts as the branch it takes.
+    match e {
+        Expr::Str(s) => return crate::bytes::parse_c_integer(s),
+        Expr::Cond(c, a, b) => {
+            return if num(c, cx) != 0 {
+                num(a, cx)
+            } else {
+                num(b, cx)
+            };
+        }
+        _ => {}
+    }
     match eval(e, cx) {
         Val::Num(n) => n,
         Val::Bytes(b, _) => b.as_ptr() as i64,
@@ -2201,6 +2332,26 @@ mod tests {
             "n=7 c=sh v=-2 h=300 f=do_thing+0x10 missing=0\n"
         );
         assert!(write_bprint(&cx, "%q", &a, &mut Vec::new()).is_err());
+    }
+
+    /// The trees libtraceevent 1.7.1 builds, checked against what trace-cmd
+    /// 3.1.6 printed for these kernels' formats (timer_start, btrfs
+    /// raid56_write, xen_mc_batch; crates/tracedat/tests/differential.rs).
+    #[test]
+    fn expressions_group_as_libtraceevent_groups_them() {
+        let f = fmt(
+            "\tfield:unsigned int x;\toffset:8;\tsize:4;\tsigned:0;\n",
+            "\"%x %d %s %s\", REC->x & (0x10 | 0x20 | 0x40), 10 - 3 + 2, \
+             (REC->x == 0) ? \"MMU\" : (REC->x == 1) ? \"CPU\" : \"NONE\", \
+             REC->x ? \"7\" : \"0\" ? \"yes\" : \"no\"",
+        );
+        let mut d = vec![0u8; 12];
+        // (x & 0x10) | 0x20 | 0x40; 10 - (3 + 2); the first `?:` chooses
+        // "MMU", which counts 0 as the second's condition; "7" counts 7.
+        d[8..12].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(render(&f, &d), "60 5 NONE no");
+        d[8..12].copy_from_slice(&0x11u32.to_le_bytes());
+        assert_eq!(render(&f, &d), "70 5 NONE yes");
     }
 
     #[test]

@@ -121,6 +121,42 @@ pub struct TraceFile {
     cpu_stats: Vec<String>,
     pub(crate) buffers: Vec<BufferInfo>,
     pub(crate) ts_offset: i64,
+    pub(crate) tsc2nsec: Option<Tsc2Nsec>,
+}
+
+/// The TSC2NSEC option (id 14) of a `trace-cmd record --tsc2nsec` file: the
+/// ring buffer counted TSC cycles, and readers turn each timestamp into
+/// nanoseconds as `(ts * mult) >> shift`, in trace-cmd 3.1.6's 64-bit
+/// arithmetic (libtracecmd's `timestamp_calc`): the low and high 32-bit halves
+/// of the count multiplied apart, `mult` widened from a signed 32-bit value,
+/// products wrapping, shift counts taken modulo 64 as x86-64 does. The
+/// option's third value, an offset, is not applied by `trace-cmd report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tsc2Nsec {
+    /// Multiplier (the kernel's `time_mult` of the perf page).
+    pub mult: u32,
+    /// Right shift (the kernel's `time_shift`).
+    pub shift: u32,
+}
+
+impl Tsc2Nsec {
+    /// `ts` (TSC cycles) in nanoseconds, as trace-cmd 3.1.6 converts it.
+    #[inline]
+    pub fn convert(self, ts: u64) -> u64 {
+        // trace-cmd keeps `mult` in an `int`: a value of 2^31 or more
+        // widens negative.
+        let mult = self.mult as i32 as i64 as u64;
+        let low = ts & 0xffff_ffff;
+        let high = ts >> 32;
+        let mut out = low.wrapping_mul(mult).wrapping_shr(self.shift);
+        if high != 0 {
+            out = out.wrapping_add(
+                high.wrapping_mul(mult)
+                    .wrapping_shl(32u32.wrapping_sub(self.shift)),
+            );
+        }
+        out
+    }
 }
 
 /// Options collected while reading option lists.
@@ -132,6 +168,7 @@ struct Opts {
     uname: Option<String>,
     version: Option<String>,
     cpu_count: Option<u32>,
+    tsc2nsec: Option<Tsc2Nsec>,
     /// v6: (flyrecord offset, name).
     v6_buffers: Vec<(u64, String)>,
     /// v7 buffers: top first in file order, then named.
@@ -436,6 +473,7 @@ impl TraceFile {
             cpu_stats: opts.cpu_stats,
             buffers,
             ts_offset: opts.ts_offset,
+            tsc2nsec: opts.tsc2nsec,
             backing,
         })
     }
@@ -500,6 +538,20 @@ impl TraceFile {
     /// option), else `local`.
     pub fn clock(&self) -> &str {
         &self.clock
+    }
+
+    /// The TSC2NSEC conversion every timestamp goes through, when the file
+    /// has that option (with a nonzero multiplier).
+    pub fn tsc2nsec(&self) -> Option<Tsc2Nsec> {
+        self.tsc2nsec
+    }
+
+    /// Whether timestamps count nanoseconds (printed `secs.usecs`): the
+    /// clock is one of [`crate::clock_is_nanoseconds`]'s, or a TSC2NSEC
+    /// option converts them (trace-cmd 3.1.6 then shows microseconds
+    /// whatever the clock's name).
+    pub fn ns_timestamps(&self) -> bool {
+        self.tsc2nsec.is_some() || crate::clock_is_nanoseconds(&self.clock)
     }
 
     /// The UNAME option (`sysname nodename release machine`), if present.
@@ -1067,6 +1119,13 @@ fn read_option_list(c: &mut Cursor<'_>, v7: bool, opts: &mut Opts) -> Result<u64
             }
             8 => opts.cpu_count = Some(p.u32("CPUCOUNT")?),
             9 => opts.version = Some(text(payload)),
+            // TSC2NSEC: u32 mult, u32 shift, u64 offset; trace-cmd skips a
+            // shorter one, and a zero multiplier converts nothing.
+            14 if payload.len() >= 16 => {
+                let mult = p.u32("TSC2NSEC mult")?;
+                let shift = p.u32("TSC2NSEC shift")?;
+                opts.tsc2nsec = (mult != 0).then_some(Tsc2Nsec { mult, shift });
+            }
             16..=21 if v7 => {
                 let off = p.u64("section offset option")?;
                 opts.sections.insert(id, off);
@@ -1268,8 +1327,11 @@ impl Kallsyms {
 fn parse_kallsyms(b: &[u8]) -> Kallsyms {
     let mut names = String::new();
     let mut symbols = Vec::new();
-    let mut add = |addr: u64, name: &str| {
-        if addr != 0 {
+    // libtraceevent 1.7.1 (`tep_parse_kallsyms`) leaves out absolute symbols
+    // (types `A`, `a`: x86-64's per-CPU offsets, small numbers that would
+    // otherwise name user-space addresses) and arm's `$`-names.
+    let mut add = |addr: u64, ty: &[u8], name: &str| {
+        if addr != 0 && !matches!(ty, b"A" | b"a") && !name.starts_with('$') {
             names.push_str(name);
             symbols.push((addr, names.len() - name.len(), names.len()));
         }
@@ -1285,16 +1347,16 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
             line
         })
     {
-        if let Some((addr, name)) = canonical_symbol_line(line) {
+        if let Some((addr, ty, name)) = canonical_symbol_line(line) {
             let name = match text {
                 Some(t) => t.get(start + name.start..start + name.end),
                 None => line.get(name).and_then(|n| std::str::from_utf8(n).ok()),
             };
             if let Some(name) = name {
-                add(addr, name);
+                add(addr, &[ty], name);
             }
-        } else if let Some((addr, name)) = symbol_line(&String::from_utf8_lossy(line)) {
-            add(addr, name);
+        } else if let Some((addr, ty, name)) = symbol_line(&String::from_utf8_lossy(line)) {
+            add(addr, ty.as_bytes(), name);
         }
     }
     // libtraceevent keeps registered symbols in a list (newest first) and
@@ -1311,11 +1373,11 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
 
 /// The address (hex) and name of a kallsyms line: its first and third
 /// words, split at whitespace.
-fn symbol_line(line: &str) -> Option<(u64, &str)> {
+fn symbol_line(line: &str) -> Option<(u64, &str, &str)> {
     let mut words = line.split_whitespace();
     let addr = u64::from_str_radix(words.next()?, 16).ok()?;
-    let _ty = words.next()?;
-    Some((addr, words.next()?))
+    let ty = words.next()?;
+    Some((addr, ty, words.next()?))
 }
 
 /// [`symbol_line`] of a line as /proc/kallsyms writes them, `ADDR T NAME`
@@ -1323,7 +1385,7 @@ fn symbol_line(line: &str) -> Option<(u64, &str)> {
 /// where in `b` the name (ASCII) lies; `None` for any other line, which
 /// `symbol_line` then reads: both give the same for the lines this one
 /// reads.
-fn canonical_symbol_line(b: &[u8]) -> Option<(u64, std::ops::Range<usize>)> {
+fn canonical_symbol_line(b: &[u8]) -> Option<(u64, u8, std::ops::Range<usize>)> {
     // Whitespace as `split_whitespace` has it, in the ASCII range.
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r');
     let mut addr = 0u64;
@@ -1359,7 +1421,7 @@ fn canonical_symbol_line(b: &[u8]) -> Option<(u64, std::ops::Range<usize>)> {
         _ if len == 0 => None,
         _ => {
             let start = b.len() - rest.len();
-            Some((addr, start..start + len))
+            Some((addr, ty, start..start + len))
         }
     }
 }
@@ -1472,8 +1534,9 @@ mod tests {
         ];
         let mut read = 0;
         for l in lines {
-            if let Some((addr, name)) = canonical_symbol_line(l.as_bytes()) {
-                assert_eq!(Some((addr, &l[name])), symbol_line(l), "{l:?}");
+            if let Some((addr, ty, name)) = canonical_symbol_line(l.as_bytes()) {
+                let ty = std::str::from_utf8(std::slice::from_ref(&ty)).unwrap();
+                assert_eq!(Some((addr, ty, &l[name])), symbol_line(l), "{l:?}");
                 read += 1;
             }
         }

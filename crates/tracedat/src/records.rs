@@ -213,6 +213,7 @@ pub(crate) struct CpuStream<'a> {
     cpu: u32,
     layout: PageLayout,
     ts_offset: i64,
+    tsc2nsec: Option<crate::reader::Tsc2Nsec>,
     src: Source<'a>,
     /// The page being read.
     page: Option<PageBytes<'a>>,
@@ -278,6 +279,7 @@ impl<'a> CpuStream<'a> {
             cpu: r.cpu,
             layout,
             ts_offset: file.ts_offset,
+            tsc2nsec: file.tsc2nsec,
             src,
             page: None,
             entries: Vec::new(),
@@ -511,8 +513,13 @@ impl<'a> CpuStream<'a> {
             ts = ts.wrapping_add(delta);
             pos = start + len;
             // Pages are at most a few MiB: offsets fit in u32.
+            // As trace-cmd: TSC2NSEC's conversion first, then the offsets.
+            let shown = match self.tsc2nsec {
+                Some(c) => c.convert(ts),
+                None => ts,
+            };
             self.entries.push((
-                ts.wrapping_add_signed(self.ts_offset),
+                shown.wrapping_add_signed(self.ts_offset),
                 start as u32,
                 (start + len) as u32,
             ));

@@ -163,6 +163,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
         }
         ("tlb", "tlb_flush") => ["pages", "reason"].iter().all(|n| f.field(n).is_some()),
         ("ftrace", "kernel_stack" | "print") => true,
+        ("ftrace", "raw_data") => f.field("id").is_some() && f.field("buf").is_some(),
         ("ftrace", "bprint") => ["ip", "fmt", "buf"].iter().all(|n| f.field(n).is_some()),
         _ => false,
     };
@@ -501,7 +502,10 @@ fn write_futex(ev: &Event<'_>, at: [usize; 6], out: &mut Vec<u8>) -> bool {
 /// Whether trace-cmd prints timestamps of this clock as `secs.usecs`
 /// (nanosecond clocks) rather than as a raw integer.
 pub fn clock_is_nanoseconds(clock: &str) -> bool {
-    matches!(clock, "local" | "global" | "uptime" | "perf" | "tai") || clock.starts_with("mono")
+    matches!(
+        clock,
+        "local" | "global" | "uptime" | "perf" | "tai" | "tsc2nsec"
+    ) || clock.starts_with("mono")
 }
 
 /// Format a timestamp as `trace-cmd report` prints it right after the
@@ -641,6 +645,18 @@ fn write_fields(file: &TraceFile, ev: &Event<'_>, out: &mut Vec<u8>) -> std::io:
                 }
                 if out.last() == Some(&b'\n') {
                     out.pop();
+                }
+                return Ok(());
+            }
+            // trace_marker_raw records, as libtraceevent's function plugin
+            // prints them: `# ID` in hex, then every byte from `buf` to the
+            // record's end (its padding included) as ` %02x`.
+            "raw_data" => {
+                let id = ev.field("id").as_ref().and_then(as_u64).unwrap_or(0);
+                write!(out, "# {id:x}")?;
+                let at = f.field("buf").map_or(usize::MAX, |b| b.offset);
+                for x in ev.data.get(at..).unwrap_or(&[]) {
+                    write!(out, " {x:02x}")?;
                 }
                 return Ok(());
             }
@@ -890,7 +906,7 @@ impl<'a> Printer<'a> {
     pub fn new(file: &'a TraceFile) -> Printer<'a> {
         Printer {
             file,
-            time: TimeColumn::new(clock_is_nanoseconds(file.clock())),
+            time: TimeColumn::new(file.ns_timestamps()),
             heads: FxHashMap::default(),
             slots: Vec::new(),
             calls: FxHashMap::default(),

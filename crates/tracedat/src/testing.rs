@@ -5,9 +5,10 @@
 //! Documentation/trace/ring-buffer-design.rst and the project's trace.dat spec.
 //! Builders assert on misuse (they serve tests, not input). [`report`] is the
 //! tests' one parser of `trace-cmd report` listings; [`zlib`] rewrites a v7
-//! zstd file with zlib.
+//! zstd file with zlib; [`tsc2nsec`] adds a TSC2NSEC option to a v7 file.
 
 pub mod report;
+pub mod tsc2nsec;
 pub mod zlib;
 
 /// The event system of [`small_format`] and [`big_format`].

@@ -108,3 +108,51 @@ fn the_fixture_rewritten_with_zlib_reads_as_the_zstd_original() {
         assert_eq!(text, live["cpus=2\n".len()..], "live trace-cmd report");
     }
 }
+
+/// The fixture given a TSC2NSEC option (as `trace-cmd record --tsc2nsec`
+/// writes one): every timestamp goes through `(ts * mult) >> shift` before
+/// the offsets, in trace-cmd's arithmetic (a multiplier of 2^31 or more
+/// widens negative; a shift above 32 wraps the high half's shift count), and
+/// the listing shows `secs.usecs`. Compared line for line with trace-cmd's
+/// listing of the same rewritten file.
+#[test]
+fn a_tsc2nsec_option_converts_timestamps_as_trace_cmd_does() {
+    use tracedat::testing::tsc2nsec::add_tsc2nsec;
+    let path = fixture("trace-cmd-v7-zstd.dat");
+    let original = TraceFile::open(&path).expect("open fixture");
+    let times = |f: &TraceFile| -> Vec<u64> {
+        f.records()
+            .map(|r| match r.unwrap() {
+                Record::Event(e) => e.ts,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    };
+    let before = times(&original);
+    let dir = tempfile::tempdir().unwrap();
+    for (mult, shift) in [(1_398_101u32, 22u32), (0x9000_0000, 31), (5, 40)] {
+        let tsc = dir.path().join(format!("tsc2nsec-{mult}-{shift}.dat"));
+        let bytes = add_tsc2nsec(&std::fs::read(&path).unwrap(), mult, shift, 12345);
+        std::fs::write(&tsc, &bytes).unwrap();
+        let f = TraceFile::open(&tsc).expect("open the rewrite");
+        let c = f.tsc2nsec().expect("the option is read");
+        assert_eq!((c.mult, c.shift), (mult, shift));
+        assert!(f.ns_timestamps());
+        let after = times(&f);
+        assert_eq!(after.len(), before.len());
+        for (a, b) in after.iter().zip(&before) {
+            assert_eq!(*a, c.convert(*b), "mult {mult} shift {shift}");
+        }
+        let text = our_report(&f);
+        assert_ne!(text, our_report(&original));
+        if have_trace_cmd() {
+            let live = trace_cmd_report(&tsc, &[]);
+            assert!(live.starts_with("cpus=2\n"), "{live}");
+            assert_eq!(
+                text,
+                live["cpus=2\n".len()..],
+                "mult {mult} shift {shift}: live trace-cmd report"
+            );
+        }
+    }
+}

@@ -23,13 +23,13 @@ use super::Endian;
 pub const ZLIB_VERSION: &str = "1.2.13";
 
 /// Reads the input file's numbers in its byte order; panics past its end.
-struct In<'a> {
-    data: &'a [u8],
-    big: bool,
+pub(super) struct In<'a> {
+    pub(super) data: &'a [u8],
+    pub(super) big: bool,
 }
 
 impl In<'_> {
-    fn bytes(&self, at: usize, n: usize) -> &[u8] {
+    pub(super) fn bytes(&self, at: usize, n: usize) -> &[u8] {
         self.data
             .get(at..at + n)
             .unwrap_or_else(|| panic!("{n} bytes at {at}: past the end of the file"))
@@ -38,17 +38,17 @@ impl In<'_> {
         let b: [u8; N] = self.bytes(at, N).try_into().unwrap();
         crate::format::read_uint(&b, self.big).unwrap()
     }
-    fn u16(&self, at: usize) -> u16 {
+    pub(super) fn u16(&self, at: usize) -> u16 {
         self.uint::<2>(at) as u16
     }
-    fn u32(&self, at: usize) -> u32 {
+    pub(super) fn u32(&self, at: usize) -> u32 {
         self.uint::<4>(at) as u32
     }
-    fn u64(&self, at: usize) -> u64 {
+    pub(super) fn u64(&self, at: usize) -> u64 {
         self.uint::<8>(at)
     }
     /// The NUL-terminated string at `at` and the offset after its NUL.
-    fn cstr(&self, at: usize) -> (&[u8], usize) {
+    pub(super) fn cstr(&self, at: usize) -> (&[u8], usize) {
         let len = self.data[at..]
             .iter()
             .position(|&b| b == 0)
@@ -108,7 +108,7 @@ fn buffer_option(f: &In<'_>, at: usize) -> BufferOption {
 
 /// The options of the options section whose payload spans `start..end`:
 /// `(id, payload offset)`.
-fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)> {
+pub(super) fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)> {
     let mut v = Vec::new();
     let mut at = start;
     while at < end {
@@ -123,10 +123,10 @@ fn options(f: &In<'_>, start: usize, end: usize) -> Vec<(u16, usize)> {
     v
 }
 
-/// `file`, a version 7 trace.dat compressed with zstd, rewritten with zlib.
-/// Panics on anything else, and on options whose offsets it does not know to
-/// move (22 and up: latency text, BTF, modules).
-pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
+/// A version 7 file's header: the reader in its byte order, that order and
+/// long size, the compression name, and the offset of the u64 first options
+/// offset. Panics on another version.
+pub(super) fn open_v7(file: &[u8]) -> (In<'_>, Endian, &[u8], usize) {
     assert!(
         file.get(3..12) == Some(b"tracing7\0".as_slice()),
         "not a version 7 trace.dat"
@@ -139,10 +139,19 @@ pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
         big: f.big,
         long: file[13] as usize,
     };
-    let page = f.u32(14) as usize;
     let (name, at) = f.cstr(18);
-    assert_eq!(name, b"zstd", "compression");
+    let name = &file[18..18 + name.len()];
     let (_, at) = f.cstr(at);
+    (f, e, name, at)
+}
+
+/// `file`, a version 7 trace.dat compressed with zstd, rewritten with zlib.
+/// Panics on anything else, and on options whose offsets it does not know to
+/// move (22 and up: latency text, BTF, modules).
+pub fn zstd_to_zlib(file: &[u8]) -> Vec<u8> {
+    let (f, e, name, at) = open_v7(file);
+    let page = f.u32(14) as usize;
+    assert_eq!(name, b"zstd", "compression");
     let first_options = f.u64(at);
     let sections = at + 8;
 
