@@ -5,7 +5,7 @@
 
 use tracedat::TraceFile;
 
-use super::{block, errno, kmem, profile};
+use super::{block, errno, kmem, proctree, profile};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -38,11 +38,13 @@ pub enum AnalysisName {
     Osnoise,
     /// timerlat's samples: IRQ and thread latency, per CPU.
     Timerlat,
+    /// The process tree: forks (parent → child), programs exec'd, exit status, lifetime.
+    Proctree,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 14] = [
+    pub const ALL: [AnalysisName; 15] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -57,6 +59,7 @@ impl AnalysisName {
         AnalysisName::Hwlat,
         AnalysisName::Osnoise,
         AnalysisName::Timerlat,
+        AnalysisName::Proctree,
     ];
 
     /// The name as typed on the command line.
@@ -76,6 +79,7 @@ impl AnalysisName {
             AnalysisName::Hwlat => "hwlat",
             AnalysisName::Osnoise => "osnoise",
             AnalysisName::Timerlat => "timerlat",
+            AnalysisName::Proctree => "proctree",
         }
     }
 }
@@ -151,6 +155,9 @@ impl Selection {
         if kmem::KmemPass::applies(file) {
             v.push(AnalysisName::Kmem);
         }
+        if proctree::ProcTree::applies(file) {
+            v.push(AnalysisName::Proctree);
+        }
         for (name, event) in [
             (AnalysisName::Hwlat, "hwlat"),
             (AnalysisName::Osnoise, "osnoise"),
@@ -200,8 +207,9 @@ impl Selection {
 /// a trace's question: the most specific question first (a noise tracer's
 /// own samples, allocations, block
 /// I/O, syscall latency, failed syscalls, interrupt handlers, wakeups, probes,
-/// function durations, stacks), then where the time went, then the counts.
-pub(super) const ANSWER_ORDER: [AnalysisName; 14] = [
+/// function durations, stacks), then where the time went, then the process
+/// tree, then the counts.
+pub(super) const ANSWER_ORDER: [AnalysisName; 15] = [
     AnalysisName::Hwlat,
     AnalysisName::Osnoise,
     AnalysisName::Timerlat,
@@ -215,5 +223,6 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 14] = [
     AnalysisName::Funcgraph,
     AnalysisName::Stacks,
     AnalysisName::Profile,
+    AnalysisName::Proctree,
     AnalysisName::Counts,
 ];

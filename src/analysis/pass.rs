@@ -194,4 +194,5 @@ passes! {
     stacks: super::stacks::StackPass,
     markers: super::markers::MarkerPass,
     answers: super::answer::Answers,
+    proctree: super::proctree::ProcTree,
 }

@@ -186,6 +186,10 @@ pub struct JsonReport {
     /// total time first (analysis `funcgraph`).
     #[serde(default)]
     pub(crate) functions: Option<crate::analysis::FunctionTimes>,
+    /// The process tree, depth first: each process's parent, programs
+    /// exec'd, exit status and lifetime (analysis `proctree`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) process_tree: Option<crate::analysis::ProcessTree>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -383,6 +387,7 @@ impl JsonReport {
             block: a.block.clone(),
             kmem: a.kmem.clone(),
             functions: a.functions.clone(),
+            process_tree: a.proctree.clone(),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
