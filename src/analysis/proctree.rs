@@ -335,8 +335,10 @@ impl Pass for ProcTree {
     }
 
     fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
+        // Exits alone (a recipe recording sched_process_exit for another
+        // question) make no tree: it needs a fork or an exec.
+        let has = self.forks > 0 || self.execs > 0;
         let tree = self.finish_tree(&|pid| cx.comm(pid));
-        let has = tree.count > 0;
         let kept = cx.keeps(has);
         out.section(AnalysisName::Proctree, kept, has);
         if kept {
