@@ -346,3 +346,63 @@ impl Pass for ProcTree {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> ProcTree {
+        ProcTree {
+            roles: Vec::new(),
+            entries: Vec::new(),
+            current: FxHashMap::default(),
+            forks: 0,
+            execs: 0,
+            exits: 0,
+            untracked: 0,
+        }
+    }
+
+    /// Forks make a depth-first tree (children in fork order, a grandchild
+    /// right under its parent); a pid reused after its exit is a new process
+    /// under its new parent; past the bound, processes are counted, not kept.
+    #[test]
+    fn the_tree_is_depth_first_bounded_and_follows_pid_reuse() {
+        let mut t = tree();
+        let fork = |t: &mut ProcTree, parent: i32, child: i32, ts: u64| {
+            let p = t.entry(parent, ts);
+            t.push(child, p, Some(parent), ts, true)
+        };
+        fork(&mut t, 10, 11, 1);
+        fork(&mut t, 10, 12, 2);
+        fork(&mut t, 11, 13, 3);
+        // 13 exits; its pid is reused by a child of 12.
+        let i = t.entry(13, 4).unwrap();
+        t.entries[i].exit_ns = Some(4);
+        t.current.remove(&13);
+        fork(&mut t, 12, 13, 5);
+        let got = t.finish_tree(&|pid| format!("p{pid}"));
+        let rows: Vec<(i32, Option<i32>, u32, Option<u64>)> = (got.processes.iter())
+            .map(|p| (p.pid, p.ppid, p.depth, p.lifetime_ns))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (10, None, 0, None),
+                (11, Some(10), 1, None),
+                (13, Some(11), 2, Some(1)),
+                (12, Some(10), 1, None),
+                (13, Some(12), 2, None)
+            ]
+        );
+        assert_eq!(got.processes[0].comm, "p10");
+        assert!(!got.processes[0].forked && got.processes[1].forked);
+
+        let mut t = tree();
+        for pid in 0..MAX_PROCESSES as i32 + 3 {
+            t.entry(pid, 0);
+        }
+        let got = t.finish_tree(&|_| String::new());
+        assert_eq!((got.count, got.untracked), (MAX_PROCESSES as u64, 3));
+    }
+}
