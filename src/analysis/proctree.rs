@@ -60,9 +60,11 @@ pub(crate) struct Process {
     /// Depth in the tree (0: a root).
     pub(crate) depth: u32,
     /// Its last name: from its `sched_process_exit`, else its fork's
-    /// `child_comm`, else the file's comms (escaped: it is the task's choice).
+    /// `child_comm`, else the file's comms (escaped and cut to 256 characters,
+    /// as a marker's text: it is the task's choice).
     pub(crate) comm: String,
-    /// The programs it exec'd (`filename`, escaped), in order; at most 8.
+    /// The programs it exec'd (`filename`, escaped and cut as `comm`), in
+    /// order; at most 8.
     pub(crate) programs: Vec<String>,
     /// Execs past the 8 listed.
     pub(crate) programs_more: u64,
@@ -132,6 +134,19 @@ pub(super) struct ProcTree {
 }
 
 impl ProcTree {
+    /// An empty tree; `roles` by format id.
+    fn new(roles: Vec<Role>) -> ProcTree {
+        ProcTree {
+            roles,
+            entries: Vec::new(),
+            current: FxHashMap::default(),
+            forks: 0,
+            execs: 0,
+            exits: 0,
+            untracked: 0,
+        }
+    }
+
     /// Whether `file` has a fork or exec format (the tree's edges or programs).
     pub(super) fn applies(file: &TraceFile) -> bool {
         file.formats()
@@ -288,16 +303,11 @@ fn int(ev: &Event<'_>, name: &str) -> Option<i64> {
     }
 }
 
-/// A text field of `ev`, bounded and escaped (a task names itself and its
-/// programs: hostile to a terminal).
+/// A text field of `ev`, bounded and escaped as a marker's text is (a task
+/// names itself and its programs: hostile to a terminal).
 fn text(ev: &Event<'_>, name: &str) -> Option<String> {
     match ev.field(name)? {
-        FieldValue::Str(b) | FieldValue::Bytes(b) => {
-            let s = String::from_utf8_lossy(b);
-            let s = s.trim_end_matches('\0');
-            let cut: String = s.chars().take(super::markers::MAX_TEXT).collect();
-            Some(crate::untrusted::escape(&cut).into_owned())
-        }
+        FieldValue::Str(b) | FieldValue::Bytes(b) => Some(super::markers::text_of(b)),
         _ => None,
     }
 }
@@ -312,15 +322,7 @@ impl Pass for ProcTree {
         for f in file.formats() {
             roles[f.id as usize] = role(f);
         }
-        Some(ProcTree {
-            roles,
-            entries: Vec::new(),
-            current: FxHashMap::default(),
-            forks: 0,
-            execs: 0,
-            exits: 0,
-            untracked: 0,
-        })
+        Some(ProcTree::new(roles))
     }
 
     fn handles(&self, id: u16) -> bool {
@@ -352,15 +354,7 @@ mod tests {
     use super::*;
 
     fn tree() -> ProcTree {
-        ProcTree {
-            roles: Vec::new(),
-            entries: Vec::new(),
-            current: FxHashMap::default(),
-            forks: 0,
-            execs: 0,
-            exits: 0,
-            untracked: 0,
-        }
+        ProcTree::new(Vec::new())
     }
 
     /// Forks make a depth-first tree (children in fork order, a grandchild
