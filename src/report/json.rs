@@ -157,8 +157,8 @@ pub struct JsonReport {
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
     /// `errno`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
-    /// `profile` that ran and has a result (a latency analysis: a paired
-    /// sample), else `counts`.
+    /// `profile`, `proctree` that ran and has a result (a latency analysis:
+    /// a paired sample), else `counts`.
     #[serde(default)]
     pub(crate) answer: String,
     /// Counts over time (analysis `counts`).
