@@ -343,6 +343,43 @@ where = "ret == -ENOENT"
         guard.assert_unchanged();
     }
 
+    /// Without `sys_enter_exit_group` recorded, the trace has no exit status:
+    /// the workload's is the one the run's `wait` saw (4), its child's is
+    /// unknown, and the summary says so.
+    #[test]
+    fn exec_tree_without_exit_group_knows_only_the_workloads_status() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let exec = std::fs::read_to_string(repo().join("recipes/exec-tree.toml")).unwrap();
+        let cut = exec.rfind("[[events]]").unwrap();
+        assert!(exec[cut..].contains("sys_enter_exit_group"), "{exec}");
+        let recipe = crate::common::write_recipe(dir.path(), "noexit.toml", &exec[..cut]);
+        let out = dir.path().join("out");
+        let o = run_recipe(&recipe, &out, &["sh", "-c", "ls / > /dev/null; exit 4"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let procs = report["process_tree"]["processes"].as_array().unwrap();
+        let statuses: Vec<(&serde_json::Value, &serde_json::Value)> = procs
+            .iter()
+            .map(|p| (&p["comm"], &p["exit_status"]))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                (&"sh".into(), &4.into()),
+                (&"ls".into(), &serde_json::Value::Null)
+            ],
+            "{report:#}"
+        );
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+        assert!(
+            summary.contains(" ls: exec /usr/bin/ls; exit status unknown (no exit_group);"),
+            "{summary}"
+        );
+        guard.assert_unchanged();
+    }
+
     /// stop-on-exit: "What ran until a named process exited?" The run stops at
     /// the first `sleep`'s exit; the first section is the per-task profile, with
     /// that `sleep` in it.

@@ -69,9 +69,10 @@ pub(crate) struct Process {
     /// Execs past the 8 listed.
     pub(crate) programs_more: u64,
     /// The status it passed to `exit_group` (`error_code`, as its parent's
-    /// `wait` sees it: the low 8 bits); `null` when the trace has no
-    /// `exit_group` of it (killed by a signal, still running, or the event
-    /// not recorded).
+    /// `wait` sees it: the low 8 bits; a run's workload without one: the
+    /// status the run's `wait` saw); `null` when unknown (no `exit_group` of
+    /// it in the trace: killed by a signal, still running, or the event not
+    /// recorded).
     pub(crate) exit_status: Option<i64>,
     /// When it started (trace-clock ns): its fork, else its first record here.
     pub(crate) start_ns: u64,
@@ -82,6 +83,20 @@ pub(crate) struct Process {
     pub(crate) exit_ns: Option<u64>,
     /// `exit_ns - start_ns`, when it exited in the trace.
     pub(crate) lifetime_ns: Option<u64>,
+}
+
+impl ProcessTree {
+    /// Gives process `pid` the exit status `code` when the trace has none for
+    /// it (a run knows its workload's status from `wait`, also when the
+    /// recipe does not record `exit_group`).
+    pub(crate) fn with_exit(&mut self, pid: i32, code: i64) {
+        if let Some(p) =
+            (self.processes.iter_mut()).find(|p| p.pid == pid && p.exit_status.is_none())
+        {
+            p.exit_status = Some(code);
+            self.statuses_known += 1;
+        }
+    }
 }
 
 /// What a record of a format means to the tree.

@@ -387,7 +387,15 @@ impl JsonReport {
             block: a.block.clone(),
             kmem: a.kmem.clone(),
             functions: a.functions.clone(),
-            process_tree: a.proctree.clone(),
+            process_tree: a.proctree.clone().map(|mut t| {
+                let w = run.and_then(|r| r.workload.as_ref());
+                if let Some((pid, code)) =
+                    w.and_then(|w| Some((i32::try_from(w.pid).ok()?, w.exit.exit_code?)))
+                {
+                    t.with_exit(pid, i64::from(code));
+                }
+                t
+            }),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
