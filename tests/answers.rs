@@ -204,64 +204,178 @@ where = "ret == -ENOENT"
         guard.assert_unchanged();
     }
 
-    /// exec-tree: "Which programs does a command exec, and how many processes does
-    /// it fork?" No analysis pairs these events: the first section is the counts,
-    /// per event (execs and forks), and the same section names the programs (top comms).
+    /// exec-tree: "Which processes does a command fork, which programs do they
+    /// exec, and how does each exit?" The first section is the process tree. The
+    /// workload's tree is known: `sh` forks `ls` (exit 0), a `sh` exiting 3, a
+    /// `sh` that kills itself (no `exit_group`: status unknown) and `date`. The
+    /// tree's edges, programs and statuses are those of `trace-cmd report` of
+    /// the same trace.dat (fork, exec and exit_group lines).
     #[test]
-    fn exec_tree_answers_with_execs_and_forks() {
+    fn exec_tree_answers_with_the_process_tree() {
         let guard = TracefsGuard::acquire();
-        let a = Answered::run("exec-tree", &[]);
-        // The recipe only names events: the execs' telling fields answer
-        // which programs ran and who exec'd them (the workload's children).
-        let first = a.first("fields", "fields: which and who, per event");
-        let events = &a.report["events"];
-        for e in ["sched:sched_process_exec", "sched:sched_process_fork"] {
-            let n = events[e].as_u64().unwrap_or(0);
-            assert!(n >= 2, "{e}: {events:#}");
+        let cmd = "ls / > /dev/null; sh -c 'exit 3'; sh -c 'kill -9 $$'; date > /dev/null";
+        let a = Answered::run("exec-tree", &["sh", "-c", cmd]);
+        let first = a.first("proctree", "process tree: parent → child");
+        let tree = &a.report["process_tree"];
+        let procs = tree["processes"].as_array().unwrap();
+        let root = a.report["workload"]["pid"].as_i64().unwrap();
+        let program = |p: &serde_json::Value| -> String {
+            let progs = p["programs"].as_array().unwrap();
+            assert_eq!(progs.len(), 1, "{p:#}");
+            let f = progs[0].as_str().unwrap();
+            f.rsplit('/').next().unwrap().to_string()
+        };
+        assert_eq!(procs[0]["pid"], root, "{tree:#}");
+        assert_eq!(
+            (procs[0]["depth"].as_u64(), program(&procs[0])),
+            (Some(0), "sh".into())
+        );
+        assert_eq!(procs[0]["exit_status"], 0, "{tree:#}");
+        // The workload's children, in fork order: program and exit status.
+        let children: Vec<(String, Option<i64>)> = procs
+            .iter()
+            .filter(|p| p["ppid"] == root)
+            .map(|p| {
+                assert_eq!(p["depth"], 1, "{p:#}");
+                assert!(p["lifetime_ns"].as_u64().is_some_and(|n| n > 0), "{p:#}");
+                (program(p), p["exit_status"].as_i64())
+            })
+            .collect();
+        assert_eq!(
+            children,
+            [
+                ("ls".to_string(), Some(0)),
+                ("sh".to_string(), Some(3)),
+                ("sh".to_string(), None),
+                ("date".to_string(), Some(0))
+            ],
+            "{tree:#}"
+        );
+        assert_eq!(procs.len(), 5, "{tree:#}");
+        assert_eq!(tree["statuses_known"], 4, "{tree:#}");
+
+        // The same pids, edges, filenames and statuses as trace-cmd's listing.
+        let listing = crate::common::trace_cmd_report(&a._dir.path().join("out/trace.dat"));
+        let field = |line: &str, name: &str| -> String {
+            let rest =
+                &line[line.find(name).unwrap_or_else(|| panic!("{name}: {line}")) + name.len()..];
+            rest.split_whitespace().next().unwrap().to_string()
+        };
+        let (mut edges, mut execs, mut statuses) = (Vec::new(), Vec::new(), Vec::new());
+        for l in listing.lines() {
+            if l.contains("sched_process_fork:") {
+                edges.push((
+                    field(l, " pid=").parse::<i64>().unwrap(),
+                    field(l, "child_pid=").parse::<i64>().unwrap(),
+                ));
+            } else if l.contains("sched_process_exec:") {
+                execs.push((
+                    field(l, " pid=").parse::<i64>().unwrap(),
+                    field(l, "filename="),
+                ));
+            } else if l.contains("sys_enter_exit_group:") {
+                let pid: i64 = l
+                    .split(": ")
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .rsplit('-')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let code = i64::from_str_radix(field(l, "error_code: 0x").as_str(), 16).unwrap();
+                statuses.push((pid, code));
+            }
+        }
+        let ours = |f: &dyn Fn(&serde_json::Value) -> Option<(i64, serde_json::Value)>| -> Vec<(i64, serde_json::Value)> {
+            procs.iter().filter_map(f).collect()
+        };
+        let as_json = |v: Vec<(i64, String)>| -> Vec<(i64, serde_json::Value)> {
+            v.into_iter().map(|(p, s)| (p, s.into())).collect()
+        };
+        let tree_edges: Vec<(i64, i64)> = procs
+            .iter()
+            .filter_map(|p| Some((p["ppid"].as_i64()?, p["pid"].as_i64().unwrap())))
+            .collect();
+        assert_eq!(tree_edges, edges, "{listing}");
+        assert_eq!(
+            ours(&|p| Some((p["pid"].as_i64()?, p["programs"][0].clone()))),
+            as_json(execs),
+            "{listing}"
+        );
+        let mut known: Vec<(i64, i64)> = procs
+            .iter()
+            .filter_map(|p| Some((p["pid"].as_i64()?, p["exit_status"].as_i64()?)))
+            .collect();
+        known.sort_unstable();
+        statuses.sort_unstable();
+        assert_eq!(known, statuses, "{listing}");
+
+        // summary.txt: one indented line per child under the workload's.
+        assert!(
+            first
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with(&format!("  {root} sh: exec "))),
+            "{}",
+            a.summary
+        );
+        for p in procs.iter().skip(1) {
+            let status = match p["exit_status"].as_i64() {
+                Some(s) => format!("; exit {s};"),
+                None => "; exit status unknown (no exit_group);".to_string(),
+            };
+            let line = format!(
+                "  └─ {} {}: exec {}{status}",
+                p["pid"],
+                p["comm"].as_str().unwrap(),
+                p["programs"][0].as_str().unwrap()
+            );
             assert!(
-                first.contains(&format!("  {e} ({n} records;")),
-                "{e}: {}",
+                first.lines().any(|l| l.starts_with(&line)),
+                "{line}\n{}",
                 a.summary
             );
         }
-        let workload = &a.report["workload"]["pid"];
-        let fields = a.report["fields"].as_array().unwrap();
-        let exec = fields
+        guard.assert_unchanged();
+    }
+
+    /// Without `sys_enter_exit_group` recorded, the trace has no exit status:
+    /// the workload's is the one the run's `wait` saw (4), its child's is
+    /// unknown, and the summary says so.
+    #[test]
+    fn exec_tree_without_exit_group_knows_only_the_workloads_status() {
+        let guard = TracefsGuard::acquire();
+        let dir = tempfile::tempdir().unwrap();
+        let exec = std::fs::read_to_string(repo().join("recipes/exec-tree.toml")).unwrap();
+        let cut = exec.rfind("[[events]]").unwrap();
+        assert!(exec[cut..].contains("sys_enter_exit_group"), "{exec}");
+        let recipe = crate::common::write_recipe(dir.path(), "noexit.toml", &exec[..cut]);
+        let out = dir.path().join("out");
+        let o = run_recipe(&recipe, &out, &["sh", "-c", "ls / > /dev/null; exit 4"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let procs = report["process_tree"]["processes"].as_array().unwrap();
+        let statuses: Vec<(&serde_json::Value, &serde_json::Value)> = procs
             .iter()
-            .find(|e| e["event"] == "sched:sched_process_exec")
-            .unwrap();
-        assert_eq!(exec["fields"][0], "filename", "{exec:#}");
-        for program in ["ls", "date"] {
-            let row = exec["rows"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["comm"] == program)
-                .unwrap_or_else(|| panic!("no {program} in {exec:#}"));
-            let filename = row["values"][0].as_str().unwrap();
-            assert!(filename.ends_with(&format!("/{program}")), "{row:#}");
-            assert_eq!(
-                (&row["parent_pid"], &row["count"]),
-                (workload, &1.into()),
-                "{row:#}"
-            );
-            assert!(
-                first
-                    .lines()
-                    .any(|l| l.contains(&format!("{program}-{}", row["pid"]))
-                        && l.contains(filename)),
-                "{first}"
-            );
-        }
-        let comms: Vec<&str> = a.report["top_comms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["comm"].as_str().unwrap())
+            .map(|p| (&p["comm"], &p["exit_status"]))
             .collect();
+        assert_eq!(
+            statuses,
+            [
+                (&"sh".into(), &4.into()),
+                (&"ls".into(), &serde_json::Value::Null)
+            ],
+            "{report:#}"
+        );
+        let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert!(
-            comms.contains(&"ls") && comms.contains(&"date"),
-            "{comms:?}"
+            summary.contains(" ls: exec /usr/bin/ls; exit status unknown (no exit_group);"),
+            "{summary}"
         );
         guard.assert_unchanged();
     }

@@ -315,7 +315,8 @@ fn readme_exit_codes_are_the_books() {
 
 /// A line of an example or of real output, made comparable: the folder before
 /// `trace-recipe-out/` dropped, every run of digits one `N` (pids, times,
-/// counts of steps), blanks collapsed.
+/// counts of steps), a duration's unit one `s` (a lifetime may print in ms
+/// or µs), blanks collapsed.
 fn normalize(line: &str) -> String {
     let line = match line.find("trace-recipe-out/") {
         Some(i) => {
@@ -336,7 +337,9 @@ fn normalize(line: &str) -> String {
         out.push(if c.is_whitespace() { ' ' } else { c });
         last = c;
     }
-    out
+    ["Nns", "Nµs", "Nms"]
+        .iter()
+        .fold(out, |o, unit| o.replace(unit, "Ns"))
 }
 
 #[test]

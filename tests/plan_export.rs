@@ -90,7 +90,7 @@ fn trace_cmd_export_of_a_workload_recipe_records_its_events_around_the_command()
         .expect(&t)..];
     assert!(
         record.ends_with(
-            " \\\n  -e sched:sched_process_exec \\\n  -e sched:sched_process_fork \\\n  -e sched:sched_process_exit \\\n  -c \\\n  -F sh -c 'ls / > /dev/null; date > /dev/null'\n"
+            " \\\n  -e sched:sched_process_exec \\\n  -e sched:sched_process_fork \\\n  -e sched:sched_process_exit \\\n  -e syscalls:sys_enter_exit_group \\\n  -c \\\n  -F sh -c 'ls / > /dev/null; date > /dev/null'\n"
         ),
         "{t}"
     );

@@ -92,7 +92,7 @@ impl Collector {
 }
 
 /// A marker's bytes as bounded, escaped text (see [`Marker::text`]).
-fn text_of(b: &[u8]) -> String {
+pub(super) fn text_of(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
     let s = s.trim_end_matches(['\0', '\n']);
     let mut cut: String = s.chars().take(MAX_TEXT).collect();

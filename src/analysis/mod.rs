@@ -20,6 +20,7 @@
 //! | `hwlat` | `ftrace:hwlat` (the hwlat tracer's entries) | inner and outer gaps, and per CPU (`tracer.hwlat`) |
 //! | `osnoise` | `ftrace:osnoise` (the osnoise tracer's entries) | noise per period, and per CPU with interference counts (`tracer.osnoise`) |
 //! | `timerlat` | `ftrace:timerlat` (the timerlat tracer's entries) | IRQ and thread latency, and per CPU (`tracer.timerlat`) |
+//! | `proctree` | `sched:sched_process_fork` or `sched_process_exec` (+ `sched_process_exit`, `syscalls:sys_enter_exit_group`) | the process tree: parent → child, programs exec'd, exit status, lifetime (`process_tree`) |
 //!
 //! The names and when each applies are in `names.rs`; each analysis is a
 //! `pass::Pass` (started when selected, fed only the records of the formats
@@ -44,6 +45,7 @@ mod markers;
 mod names;
 mod noise;
 mod pass;
+mod proctree;
 mod profile;
 mod select;
 mod stacks;
@@ -70,6 +72,7 @@ pub(crate) use markers::Markers;
 #[cfg(test)]
 pub(crate) use noise::tests::osnoise_timerlat_trace;
 pub(crate) use noise::{HwlatCpu, NoiseTables, OsnoiseCpu, TimerlatCpu};
+pub(crate) use proctree::ProcessTree;
 pub(crate) use profile::Profile;
 pub(crate) use stacks::{Folded, Stacks};
 pub(crate) use telling::EventFields;
@@ -137,6 +140,8 @@ pub struct Analysis {
     pub(crate) functions: Option<FunctionTimes>,
     /// What was written to `trace_marker` (always collected); `None` without markers.
     pub(crate) markers: Option<Markers>,
+    /// The process tree (`proctree`).
+    pub(crate) proctree: Option<ProcessTree>,
     /// hwlat's, osnoise's and timerlat's per-CPU tables (`hwlat`, `osnoise`, `timerlat`).
     pub(crate) noise: NoiseTables,
     /// Per-task distributions of the latency analyses that keep them, by analysis name.

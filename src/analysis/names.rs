@@ -5,7 +5,7 @@
 
 use tracedat::TraceFile;
 
-use super::{block, errno, faults, kmem, profile, telling};
+use super::{block, errno, faults, kmem, proctree, profile, telling};
 
 /// The analyses, by the name `report --analysis NAME` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
@@ -45,11 +45,13 @@ pub enum AnalysisName {
     Osnoise,
     /// timerlat's samples: IRQ and thread latency, per CPU.
     Timerlat,
+    /// The process tree: forks (parent → child), programs exec'd, exit status, lifetime.
+    Proctree,
 }
 
 impl AnalysisName {
     /// Every analysis, in report order.
-    pub const ALL: [AnalysisName; 17] = [
+    pub const ALL: [AnalysisName; 18] = [
         AnalysisName::Counts,
         AnalysisName::Syscalls,
         AnalysisName::Wakeup,
@@ -67,6 +69,7 @@ impl AnalysisName {
         AnalysisName::Hwlat,
         AnalysisName::Osnoise,
         AnalysisName::Timerlat,
+        AnalysisName::Proctree,
     ];
 
     /// The name as typed on the command line.
@@ -89,6 +92,7 @@ impl AnalysisName {
             AnalysisName::Hwlat => "hwlat",
             AnalysisName::Osnoise => "osnoise",
             AnalysisName::Timerlat => "timerlat",
+            AnalysisName::Proctree => "proctree",
         }
     }
 }
@@ -173,6 +177,9 @@ impl Selection {
         if telling::TellingPass::applies(file) {
             v.push(AnalysisName::Fields);
         }
+        if proctree::ProcTree::applies(file) {
+            v.push(AnalysisName::Proctree);
+        }
         for (name, event) in [
             (AnalysisName::Hwlat, "hwlat"),
             (AnalysisName::Osnoise, "osnoise"),
@@ -225,10 +232,10 @@ impl Selection {
 /// them asks about them, interrupt handlers beside), interrupt handlers,
 /// wakeups, probes,
 /// function durations, stacks), then where the time went (a profile's page
-/// faults are one of its measures), then page faults, then the telling
-/// fields of the events no other analysis answers (which and who), then the
-/// counts.
-pub(super) const ANSWER_ORDER: [AnalysisName; 17] = [
+/// faults are one of its measures), then page faults, then the process tree
+/// (forks, execs and exits tell who started what), then the telling fields of
+/// the events no other analysis answers (which and who), then the counts.
+pub(super) const ANSWER_ORDER: [AnalysisName; 18] = [
     AnalysisName::Hwlat,
     AnalysisName::Osnoise,
     AnalysisName::Timerlat,
@@ -244,6 +251,7 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 17] = [
     AnalysisName::Stacks,
     AnalysisName::Profile,
     AnalysisName::Faults,
+    AnalysisName::Proctree,
     AnalysisName::Fields,
     AnalysisName::Counts,
 ];

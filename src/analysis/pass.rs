@@ -196,4 +196,5 @@ passes! {
     markers: super::markers::MarkerPass,
     answers: super::answer::Answers,
     telling: super::telling::TellingPass,
+    proctree: super::proctree::ProcTree,
 }

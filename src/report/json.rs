@@ -157,8 +157,8 @@ pub struct JsonReport {
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
     /// `errno`, `softirq`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
-    /// `profile`, `faults`, `fields` that ran and has a result (a latency analysis: a paired
-    /// sample), else `counts`.
+    /// `profile`, `faults`, `proctree`, `fields` that ran and has a result (a
+    /// latency analysis: a paired sample), else `counts`.
     #[serde(default)]
     pub(crate) answer: String,
     /// Counts over time (analysis `counts`).
@@ -196,6 +196,10 @@ pub struct JsonReport {
     /// total time first (analysis `funcgraph`).
     #[serde(default)]
     pub(crate) functions: Option<crate::analysis::FunctionTimes>,
+    /// The process tree, depth first: each process's parent, programs
+    /// exec'd, exit status and lifetime (analysis `proctree`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) process_tree: Option<crate::analysis::ProcessTree>,
     /// The recipe's `[[expect]]` results, in recipe order (empty for `report` on a file).
     pub(crate) expectations: Vec<ExpectResult>,
     /// Kernel effects of the run that no undo reverses (declared before it,
@@ -395,6 +399,15 @@ impl JsonReport {
             faults: a.faults.clone(),
             fields: a.fields.clone(),
             functions: a.functions.clone(),
+            process_tree: a.proctree.clone().map(|mut t| {
+                let w = run.and_then(|r| r.workload.as_ref());
+                if let Some((pid, code)) =
+                    w.and_then(|w| Some((i32::try_from(w.pid).ok()?, w.exit.exit_code?)))
+                {
+                    t.with_exit(pid, i64::from(code));
+                }
+                t
+            }),
             expectations: Vec::new(),
             collected: Vec::new(),
             params: BTreeMap::new(),
