@@ -50,6 +50,9 @@ fn assert_same_section_order(out: &std::path::Path, report: &serde_json::Value) 
             if l.starts_with("top kernel ") {
                 return Some("stacks".to_string());
             }
+            if l.starts_with("process tree: ") {
+                return Some("proctree".to_string());
+            }
             let head = l.split(':').next()?;
             names.iter().find(|n| *n == head).cloned()
         })
@@ -290,10 +293,12 @@ mod tracefs {
         assert_eq!(all["count"], want.values().map(|v| v.0).sum::<u64>());
         assert!(soft["tasks"].as_array().is_some_and(|t| !t.is_empty()));
 
-        // softirq answers (the recipe records softirqs), irq beside it.
-        assert_eq!(
-            assert_same_section_order(&out, &report),
-            ["softirq", "counts", "irq"]
+        // softirq answers (the recipe records softirqs), irq beside it when a
+        // hardware interrupt came during the run (none may on a quiet machine).
+        let order = assert_same_section_order(&out, &report);
+        assert!(
+            order == ["softirq", "counts", "irq"] || order == ["softirq", "counts"],
+            "{order:?}"
         );
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         let (n, total, _) = want["NET_RX"];
@@ -435,11 +440,12 @@ mod tracefs {
     /// around a workload that execs known programs, sends SIGUSR1 to itself
     /// and SIGTERM to a child, and connects to a closed loopback port:
     /// report.json's `fields` shows, per event, the top values of its
-    /// telling fields per task (an exec's filename, a signal's target and
-    /// number, a reset's family and ports), each row's count as the rows of
-    /// `trace-cmd report` of the same trace.dat count, and the known answers:
-    /// /bin/true exec'd once by a child of the workload; SIGTERM from the
-    /// shell to `sleep`; a reset received on a connection to port 9.
+    /// telling fields per task (a signal's target and number, a reset's
+    /// family and ports), each row's count as the rows of `trace-cmd report`
+    /// of the same trace.dat count, and the known answers: SIGTERM from the
+    /// shell to `sleep`; a reset received on a connection to port 9. The
+    /// execs and forks are the process tree's: /bin/true exec'd once by a
+    /// child of the workload.
     #[test]
     fn telling_fields_answer_which_and_who_as_trace_cmds_listing_shows() {
         let guard = TracefsGuard::acquire();
@@ -487,12 +493,14 @@ reports = ["summary", "json", "html"]
                 .map(|s| s.as_str().unwrap().to_string())
                 .collect()
         };
-        for name in [
-            "sched:sched_process_exec",
-            "sched:sched_process_fork",
-            "signal:signal_generate",
-            "tcp:tcp_receive_reset",
-        ] {
+        // The execs and forks are the process tree's (below), not `fields`'.
+        assert!(
+            fields
+                .iter()
+                .all(|e| !e["event"].as_str().unwrap().starts_with("sched:")),
+            "{fields:#?}"
+        );
+        for name in ["signal:signal_generate", "tcp:tcp_receive_reset"] {
             let e = event(name);
             let names = strs(&e["fields"]);
             let kinds = strs(&e["kinds"]);
@@ -556,17 +564,14 @@ reports = ["summary", "json", "html"]
                 .cloned()
                 .unwrap_or_else(|| panic!("no {value} in {e:#}"))
         };
-        let exec = row_with("sched:sched_process_exec", "/bin/true");
-        assert_eq!(
-            (&exec["comm"], &exec["count"]),
-            (&"true".into(), &1.into()),
-            "{exec:#}"
-        );
-        assert_eq!(exec["parent_pid"], workload, "{exec:#}");
-        assert_eq!(
-            strs(&event("sched:sched_process_exec")["kinds"]),
-            ["text", "pid", "pid"]
-        );
+        // /bin/true, exec'd once by a child of the workload: the process tree.
+        let procs = report["process_tree"]["processes"].as_array().unwrap();
+        let exec: Vec<&serde_json::Value> = procs
+            .iter()
+            .filter(|p| strs(&p["programs"]) == ["/bin/true"])
+            .collect();
+        assert_eq!(exec.len(), 1, "{procs:#?}");
+        assert_eq!(exec[0]["ppid"], workload, "{procs:#?}");
         // The target's comm and pid, then the signal (the order of the fields).
         assert_eq!(
             strs(&event("signal:signal_generate")["fields"]),
@@ -587,7 +592,7 @@ reports = ["summary", "json", "html"]
 
         assert_eq!(
             assert_same_section_order(&out, &report),
-            ["fields", "counts"]
+            ["fields", "counts", "proctree"]
         );
         let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert_eq!(report["answer"], "fields");
@@ -596,10 +601,8 @@ reports = ["summary", "json", "html"]
             first.starts_with("fields: which and who, per event"),
             "{summary}"
         );
-        assert!(
-            first.contains("SIGTERM (15)") && first.contains("/bin/true"),
-            "{first}"
-        );
+        assert!(first.contains("SIGTERM (15)"), "{first}");
+        assert!(summary.contains(": exec /bin/true;"), "{summary}");
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert!(html.contains("<td>SIGTERM (15)</td>"), "{html}");
         guard.assert_unchanged();

@@ -411,9 +411,12 @@ where = "ret == -ENOENT"
         let guard = TracefsGuard::acquire();
         let a = Answered::run("wakeup-latency", &[]);
         let first = a.first("wakeup", "wakeup: wakeup-to-run latency");
+        // The first row after the table's header (a note on switches the
+        // kernel lost may come before it).
         let row = first
             .lines()
-            .nth(2)
+            .skip_while(|l| !l.trim_start().starts_with("comm "))
+            .nth(1)
             .unwrap_or_else(|| panic!("{}", a.summary));
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(cells[0], "(scope)", "{}", a.summary);

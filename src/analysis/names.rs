@@ -232,9 +232,10 @@ impl Selection {
 /// them asks about them, interrupt handlers beside), interrupt handlers,
 /// wakeups, probes,
 /// function durations, stacks), then where the time went (a profile's page
-/// faults are one of its measures), then page faults, then the process tree
-/// (forks, execs and exits tell who started what), then the telling fields of
-/// the events no other analysis answers (which and who), then the counts.
+/// faults are one of its measures), then page faults, then the telling fields
+/// of the events no other analysis answers (which and who), then the process
+/// tree (a recipe of forks, execs and exits only asks who started what), then
+/// the counts.
 pub(super) const ANSWER_ORDER: [AnalysisName; 18] = [
     AnalysisName::Hwlat,
     AnalysisName::Osnoise,
@@ -251,7 +252,7 @@ pub(super) const ANSWER_ORDER: [AnalysisName; 18] = [
     AnalysisName::Stacks,
     AnalysisName::Profile,
     AnalysisName::Faults,
-    AnalysisName::Proctree,
     AnalysisName::Fields,
+    AnalysisName::Proctree,
     AnalysisName::Counts,
 ];

@@ -16,7 +16,8 @@
 //!
 //! ([`tracedat::shown_fields`] reads the print fmt.) The events the other
 //! analyses answer with their own tables are left to them: `sched_switch`,
-//! the wakeups, `sched_stat_*` (the profile's), `irq:*`, the syscalls, `kmem:*`, `block:*`,
+//! the wakeups, `sched_stat_*` (the profile's), the forks, execs and exits
+//! (the process tree's), `irq:*`, the syscalls, `kmem:*`, `block:*`,
 //! `exceptions:*` (`faults`), `ftrace:*` and the probes' own events.
 //!
 //! A row is a task (`common_pid`, with its parent as the trace's forks
@@ -98,7 +99,8 @@ fn telling(f: &tracedat::EventFormat) -> Vec<(String, How)> {
     v
 }
 
-/// Whether another analysis answers `system:name` with its own table (or,
+/// Whether another analysis answers `system:name` with its own table (the
+/// forks, execs and exits: the process tree, `proctree`; or,
 /// for `sched_stat_*`, whose `comm` and `pid` are the task that ran or
 /// waited, the profile: where each task's time went; they come with every
 /// switch, so reading them here would cost the pass most).
@@ -109,7 +111,13 @@ fn answered_elsewhere(system: &str, name: &str) -> bool {
     ) || (system == "sched"
         && (matches!(
             name,
-            "sched_switch" | "sched_wakeup" | "sched_waking" | "sched_wakeup_new"
+            "sched_switch"
+                | "sched_wakeup"
+                | "sched_waking"
+                | "sched_wakeup_new"
+                | "sched_process_fork"
+                | "sched_process_exec"
+                | "sched_process_exit"
         ) || name.starts_with("sched_stat_")))
 }
 

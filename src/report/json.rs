@@ -157,7 +157,7 @@ pub struct JsonReport {
     /// the summary shows first: the first of `hwlat`, `osnoise`, `timerlat`,
     /// `kmem`, `block`, `syscalls`,
     /// `errno`, `softirq`, `irq`, `wakeup`, `kretprobe`, `funcgraph`, `stacks`,
-    /// `profile`, `faults`, `proctree`, `fields` that ran and has a result (a
+    /// `profile`, `faults`, `fields`, `proctree` that ran and has a result (a
     /// latency analysis: a paired sample), else `counts`.
     #[serde(default)]
     pub(crate) answer: String,
