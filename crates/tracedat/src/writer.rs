@@ -285,20 +285,37 @@ pub fn write_v6_then(
 /// with a 32-byte probe read, and `events/header_page` (at least on Linux
 /// 6.18) returns end-of-file after the first read whatever its size; a small
 /// first read therefore truncates it (and [`write_v6`] then rejects it).
+///
+/// Each read asks for [`READ_CHUNK`] (1 MiB) into one buffer per thread,
+/// allocated and zeroed once: `check` and `run` read a file per event format,
+/// thousands of them, and a fresh zeroed megabyte for each was a quarter of
+/// `trace-recipe facts`' CPU time (far more under emulation, where every
+/// page of it faults).
 pub fn read_tracefs_file(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut f = std::fs::File::open(path).map_err(io)?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => return Ok(out),
-            Ok(k) => out.extend_from_slice(&buf[..k]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        if buf.len() < READ_CHUNK {
+            buf.resize(READ_CHUNK, 0);
         }
-    }
+        let mut out = Vec::new();
+        loop {
+            match f.read(&mut buf[..]) {
+                Ok(0) => return Ok(out),
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+    })
 }
+
+/// How much [`read_tracefs_file`] asks for in each read (bytes).
+const READ_CHUNK: usize = 1 << 20;
