@@ -132,6 +132,13 @@ impl Learner {
         })
     }
 
+    /// Whether trace-cmd learns task names from these records (its
+    /// sched_switch plugin: sched_switch, sched_wakeup, sched_wakeup_new);
+    /// other formats (fork, exec, rename) never rename a task in its listing.
+    pub fn registers(&self) -> bool {
+        self.registers
+    }
+
     /// The `(pid, comm)` of each task `ev` names, the comm's bytes up to
     /// its first NUL; a task whose fields do not read is left out.
     fn named<'e>(&self, ev: &'e Event<'_>) -> impl Iterator<Item = (i32, &'e [u8])> {

@@ -794,7 +794,9 @@ fn write_failed(ev: &Event<'_>, text: &[Cell<bool>], out: &mut Vec<u8>) {
 ///
 /// * The `BUFFER: ` prefix (right-aligned to the longest buffer name, blank
 ///   for the top buffer) appears only when the file has several buffers.
-/// * COMM comes from the saved cmdlines, `<idle>` for pid 0, else `<...>`.
+/// * COMM comes from the saved cmdlines, else from the first sched_switch or
+///   sched_wakeup(_new) printed before that names the pid (trace-cmd's
+///   sched_switch plugin), `<idle>` for pid 0, else `<...>`.
 /// * TIME is [`format_ts`] for the file's clock.
 /// * FIELDS is the event's `print fmt` evaluated as libtraceevent does
 ///   (see `printfmt`); sched_switch, sched_wakeup(_new) and function events
@@ -833,7 +835,8 @@ pub struct Printer<'a> {
     /// Per format id, what its records print alike (index = id; the unknown
     /// format at the end).
     slots: Vec<Option<Slot>>,
-    /// Comms learned from the records printed so far ([`Comms`]).
+    /// Comms learned from the records printed so far ([`Comms`]), from
+    /// those trace-cmd learns from only (see [`Slot::learner`]).
     comms: Comms,
     /// trace-cmd's table of comms, where it differs from `comms`.
     table: TaskTable,
@@ -857,7 +860,10 @@ struct Slot {
     /// The name column, `: {name}: {pad}`.
     name: Text,
     body: Body,
-    /// `Some` when its records name tasks ([`Comms`] learns from them).
+    /// `Some` when its records name tasks as trace-cmd's sched_switch plugin
+    /// registers them (sched_switch, sched_wakeup, sched_wakeup_new): the
+    /// listing learns from those only, first name kept, so that a task the
+    /// saved cmdlines miss keeps its pre-exec name as in trace-cmd's listing.
     learner: Option<Learner>,
 }
 
@@ -879,7 +885,7 @@ impl Slot {
             },
             learner: match unknown {
                 true => None,
-                false => Learner::of(format),
+                false => Learner::of(format).filter(Learner::registers),
             },
         }
     }
