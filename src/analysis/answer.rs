@@ -20,6 +20,7 @@
 //! [`MAX_OPEN`] open spans (a `from` past it is not followed).
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use tracedat::{Comms, Event, EventFormat, FieldValue, TraceFile};
 
 use super::histogram::{Histogram, Seen};
@@ -74,7 +75,9 @@ struct KeySpec {
 enum Part {
     Int(i64),
     UInt(u64),
-    Text(Box<[u8]>),
+    /// Held inline up to 16 bytes (a comm), so that most text keys cost no
+    /// allocation per record.
+    Text(SmallVec<[u8; 16]>),
     /// A kernel stack's return addresses, innermost first.
     Stack(Box<[u64]>),
 }
@@ -149,6 +152,9 @@ impl Acc {
 /// A field of one format, or a property of the record.
 #[derive(Debug, Clone)]
 enum Read {
+    /// A plain integer field, read at its offset without decoding
+    /// ([`tracedat::IntField`]); `true` when signed.
+    Int(tracedat::IntField, bool),
     Field(tracedat::Field),
     CommonPid,
     Cpu,
@@ -162,7 +168,14 @@ impl Read {
             Source::CommonPid => Some(Read::CommonPid),
             Source::Cpu => Some(Read::Cpu),
             Source::Stack => Some(Read::Stack),
-            Source::Field(n) => f.field(n).cloned().map(Read::Field),
+            Source::Field(n) => {
+                let field = f.field(n)?;
+                let int = field.int();
+                Some(match int.place().1 {
+                    0 => Read::Field(field.clone()),
+                    _ => Read::Int(int, field.signed),
+                })
+            }
         }
     }
 
@@ -171,14 +184,36 @@ impl Read {
             Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
             Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
             Read::Stack => Some(Part::Stack(Box::default())),
+            Read::Int(f, signed) => {
+                let v = f.get(&ev.data, ev.big_endian)?;
+                Some(match signed {
+                    true => Part::Int(v as i64),
+                    false => Part::UInt(v),
+                })
+            }
             Read::Field(f) => match f.decode(&ev.data, ev.big_endian)? {
                 FieldValue::Int(v) => Some(Part::Int(v)),
                 FieldValue::UInt(v) => Some(Part::UInt(v)),
-                FieldValue::Str(s) | FieldValue::Bytes(s) => Some(Part::Text(s.into())),
+                FieldValue::Str(s) | FieldValue::Bytes(s) => {
+                    Some(Part::Text(SmallVec::from_slice(&s)))
+                }
                 FieldValue::Array(_) => None,
             },
         }
     }
+}
+
+/// `reads` of `ev` into `out` (cleared first); false when one does not
+/// decode.
+fn parts_into(reads: &[Read], ev: &Event<'_>, out: &mut Vec<Part>) -> bool {
+    out.clear();
+    for r in reads {
+        match r.part(ev) {
+            Some(p) => out.push(p),
+            None => return false,
+        }
+    }
+    true
 }
 
 /// How one format's records take part in one answer.
@@ -224,7 +259,17 @@ struct Compiled {
     roles: Vec<Option<Role>>,
     span: bool,
     rows: FxHashMap<Vec<Part>, Acc>,
-    open: FxHashMap<Vec<Part>, Open>,
+    /// Per match key, its open span; `None` once closed, so that a key met
+    /// again (a pid's next syscall) costs no allocation. Closed entries are
+    /// dropped when the map reaches twice [`MAX_OPEN`].
+    open: FxHashMap<Vec<Part>, Option<Open>>,
+    /// How many entries of `open` hold a span.
+    open_now: usize,
+    /// The key, values and match key of the record at hand, reused from
+    /// record to record: a row's key is copied only when the row is new.
+    key: Vec<Part>,
+    vals: Vec<i64>,
+    matched: Vec<Part>,
     /// A `by = ["stack"]` answer's stack key and its records' stacks.
     stack: Option<StackKey>,
     dropped: u64,
@@ -549,6 +594,10 @@ impl Compiled {
             span,
             rows: FxHashMap::default(),
             open: FxHashMap::default(),
+            open_now: 0,
+            key: Vec::new(),
+            vals: Vec::new(),
+            matched: Vec::new(),
             stack,
             dropped: 0,
             unpaired: 0,
@@ -568,7 +617,7 @@ impl Compiled {
                     let (long, big) = st.word;
                     let frames = super::stacks::stack_frames(&ev.data, from, long, big);
                     key[st.at] = Part::Stack(frames.into());
-                    self.count(key, &vs, None);
+                    self.count(&key, &vs, None);
                     return;
                 }
                 None => st.missing += 1,
@@ -577,18 +626,18 @@ impl Compiled {
         let Some(Some(role)) = self.roles.get(usize::from(ev.format.id)) else {
             return;
         };
-        let parts =
-            |reads: &[Read]| -> Option<Vec<Part>> { reads.iter().map(|r| r.part(ev)).collect() };
         match role {
             Role::Opens {
                 match_on,
                 keys,
                 vals,
             } => {
-                let Some(m) = parts(match_on) else {
+                let mut m = std::mem::take(&mut self.matched);
+                if !parts_into(match_on, ev, &mut m) {
+                    self.matched = m;
                     self.undecoded += 1;
                     return;
-                };
+                }
                 let ks = keys
                     .iter()
                     .map(|k| k.as_ref().and_then(|r| r.part(ev)))
@@ -596,14 +645,22 @@ impl Compiled {
                 let vs = (vals.iter())
                     .map(|v| v.as_ref().and_then(|r| r.part(ev)?.int()))
                     .collect();
-                let n = self.open.len();
-                match self.open.get_mut(&m) {
-                    Some(o) => *o = (ev.ts, ks, vs),
-                    None if n < MAX_OPEN => {
-                        self.open.insert(m, (ev.ts, ks, vs));
+                let span = Some((ev.ts, ks, vs));
+                match self.open.get_mut(m.as_slice()) {
+                    Some(o) => {
+                        self.open_now += usize::from(o.is_none());
+                        *o = span;
+                    }
+                    None if self.open_now < MAX_OPEN => {
+                        if self.open.len() >= 2 * MAX_OPEN {
+                            self.open.retain(|_, o| o.is_some());
+                        }
+                        self.open.insert(m.clone(), span);
+                        self.open_now += 1;
                     }
                     None => self.untracked += 1,
                 }
+                self.matched = m;
             }
             Role::Counted {
                 keys,
@@ -614,7 +671,16 @@ impl Compiled {
                 let opened = match self.span {
                     false => None,
                     // A `to` ends its span whether `where` keeps it or not.
-                    true => parts(match_on).and_then(|m| self.open.remove(&m)),
+                    true => {
+                        let mut m = std::mem::take(&mut self.matched);
+                        let o = match parts_into(match_on, ev, &mut m) {
+                            true => self.open.get_mut(m.as_slice()).and_then(Option::take),
+                            false => None,
+                        };
+                        self.matched = m;
+                        self.open_now -= usize::from(o.is_some());
+                        o
+                    }
                 };
                 if let Some(f) = filter
                     && !f.holds(ev, learned, at.file)
@@ -625,29 +691,43 @@ impl Compiled {
                     self.unpaired += 1;
                     return;
                 }
-                let mut key = Vec::with_capacity(keys.len());
+                let (mut key, mut vs) = (
+                    std::mem::take(&mut self.key),
+                    std::mem::take(&mut self.vals),
+                );
+                key.clear();
+                vs.clear();
+                let mut whole = true;
                 for (i, k) in keys.iter().enumerate() {
                     let p = match k {
                         Some(r) => r.part(ev),
                         None => opened.as_ref().and_then(|o| o.1.get(i).cloned().flatten()),
                     };
-                    let Some(p) = p else {
-                        self.undecoded += 1;
-                        return;
-                    };
-                    key.push(p);
+                    match p {
+                        Some(p) => key.push(p),
+                        None => {
+                            whole = false;
+                            break;
+                        }
+                    }
                 }
-                let mut vs = Vec::with_capacity(vals.len());
                 for (i, v) in vals.iter().enumerate() {
+                    if !whole {
+                        break;
+                    }
                     let x = match v {
                         Some(r) => r.part(ev).and_then(|p| p.int()),
                         None => opened.as_ref().and_then(|o| o.2.get(i).copied().flatten()),
                     };
-                    let Some(x) = x else {
-                        self.undecoded += 1;
-                        return;
-                    };
-                    vs.push(x);
+                    match x {
+                        Some(x) => vs.push(x),
+                        None => whole = false,
+                    }
+                }
+                if !whole {
+                    (self.key, self.vals) = (key, vs);
+                    self.undecoded += 1;
+                    return;
                 }
                 let seen = Seen {
                     ts: ev.ts,
@@ -663,20 +743,21 @@ impl Compiled {
                         if at.cpu >= st.pending.len() {
                             st.pending.resize_with(at.cpu + 1, Default::default);
                         }
-                        st.pending[at.cpu][context(ev)] = Some((key, vs));
+                        st.pending[at.cpu][context(ev)] = Some((key.clone(), vs.clone()));
                     }
-                    None => self.count(key, &vs, span),
+                    None => self.count(&key, &vs, span),
                 }
+                (self.key, self.vals) = (key, vs);
             }
         }
     }
 
     /// Counts one record (or span) in the row of `key`.
-    fn count(&mut self, key: Vec<Part>, vs: &[i64], span: Option<(u64, u64, Seen)>) {
+    fn count(&mut self, key: &[Part], vs: &[i64], span: Option<(u64, u64, Seen)>) {
         let n = self.rows.len();
-        match self.rows.get_mut(&key) {
+        match self.rows.get_mut(key) {
             Some(acc) => acc.add(vs, span),
-            None if n < MAX_KEYS => self.rows.entry(key).or_default().add(vs, span),
+            None if n < MAX_KEYS => self.rows.entry(key.to_vec()).or_default().add(vs, span),
             None => self.dropped += 1,
         }
     }
