@@ -195,7 +195,7 @@ impl Read {
                 FieldValue::Int(v) => Some(Part::Int(v)),
                 FieldValue::UInt(v) => Some(Part::UInt(v)),
                 FieldValue::Str(s) | FieldValue::Bytes(s) => {
-                    Some(Part::Text(SmallVec::from_slice(&s)))
+                    Some(Part::Text(SmallVec::from_slice(s)))
                 }
                 FieldValue::Array(_) => None,
             },
