@@ -107,7 +107,7 @@ pub(super) fn events(a: EventsArgs) -> Exit {
         }
         None => with_tracefs(|t| {
             let scope = crate::kernel::Scope {
-                systems: None,
+                events: None,
                 kernel_symbols: false,
                 filter_functions: false,
                 btf: Default::default(),
