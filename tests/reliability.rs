@@ -22,20 +22,39 @@ fn env_count(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Waits up to `limit` for tracefs to equal `before`; true when it does.
+/// Waits up to `limit` for the run's rollback to be over, then checks that
+/// tracefs equals `before`; true when it does.
+///
+/// The rollback is over when no instance of ours and no journal is left (a
+/// run or its guard deletes its journal after its last undo): a cheap poll,
+/// so `limit` bounds the rollback and not the snapshot that judges it. Under
+/// a loaded suite (two lab guests beside the tests) one snapshot of
+/// thousands of files can take longer than the rollback: a snapshot begun
+/// mid-rollback once ran past the deadline, and the test said "not rolled
+/// back within 1s" with nothing left in the diff taken right after. Once
+/// the rollback is over, tracefs must equal `before` by a snapshot begun
+/// before the deadline, or by the first one begun after it.
 pub(crate) fn settles_to(before: &Snapshot, limit: Duration) -> bool {
     let t = tracefs();
     let deadline = Instant::now() + limit;
+    let journals = Path::new(trace_recipe::apply::journal::JOURNAL_DIR);
     loop {
         let ours_gone = !t.instances().iter().any(|i| i.starts_with("trace-recipe-"))
-            && trace_recipe::apply::journal::list(Path::new(
-                trace_recipe::apply::journal::JOURNAL_DIR,
-            ))
-            .is_empty();
-        if ours_gone && Snapshot::take(&t) == *before {
-            return true;
+            && trace_recipe::apply::journal::list(journals).is_empty();
+        if ours_gone {
+            break;
         }
         if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    loop {
+        let started = Instant::now();
+        if Snapshot::take(&t) == *before {
+            return true;
+        }
+        if started >= deadline {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
