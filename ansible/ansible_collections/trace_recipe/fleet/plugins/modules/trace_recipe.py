@@ -237,7 +237,14 @@ def main():
         rc, out, err = module.run_command([binary, "status", "--format", "json"])
         doc = parse_json(out)
         if doc is None:
-            module.fail_json(msg="trace-recipe status failed: %s" % err.strip(), rc=rc, json=None)
+            # Say what came back when the binary printed no error (a signal,
+            # an exit code, the start of what it printed instead of JSON).
+            why = err.strip() or "exit %s, nothing on stderr, %d bytes on stdout%s" % (
+                rc if rc >= 0 else "by signal %d" % -rc,
+                len(out),
+                (": %r" % out[:200]) if out else "",
+            )
+            module.fail_json(msg="trace-recipe status failed: %s" % why, rc=rc, json=None)
         module.exit_json(changed=False, failed=False, rc=rc, json=doc, left_behind=doc["left_behind"])
 
     # run
