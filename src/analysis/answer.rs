@@ -153,8 +153,8 @@ impl Acc {
 #[derive(Debug, Clone)]
 enum Read {
     /// A plain integer field, read at its offset without decoding
-    /// ([`tracedat::IntField`]); `true` when signed.
-    Int(tracedat::IntField, bool),
+    /// ([`tracedat::IntField`], which knows its sign).
+    Int(tracedat::IntField),
     Field(tracedat::Field),
     CommonPid,
     Cpu,
@@ -173,7 +173,7 @@ impl Read {
                 let int = field.int();
                 Some(match int.place().1 {
                     0 => Read::Field(field.clone()),
-                    _ => Read::Int(int, field.signed),
+                    _ => Read::Int(int),
                 })
             }
         }
@@ -184,9 +184,9 @@ impl Read {
             Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
             Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
             Read::Stack => Some(Part::Stack(Box::default())),
-            Read::Int(f, signed) => {
+            Read::Int(f) => {
                 let v = f.get(&ev.data, ev.big_endian)?;
-                Some(match signed {
+                Some(match f.place().2 {
                     true => Part::Int(v as i64),
                     false => Part::UInt(v),
                 })
