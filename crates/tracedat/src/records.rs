@@ -609,7 +609,22 @@ pub struct Records<'a> {
     pending: Option<Event<'a>>,
     errors: VecDeque<Error>,
     started: bool,
+    /// [`Records::pipelined`]'s choice; `None`: [`Records::pipeline_pays`].
+    pipeline: Option<bool>,
 }
+
+/// Bytes of ring-buffer data from which [`Records::try_for_each_record`]
+/// decodes on a second thread: 1 MiB (a smaller file is read in
+/// milliseconds, less than the thread costs to start).
+pub const PIPELINE_MIN_BYTES: u64 = 1 << 20;
+
+/// Records per batch a decoding thread hands over (about 100 bytes each).
+pub const BATCH: usize = 2048;
+
+/// Batches on their way from the decoding thread at most: with the one it
+/// fills and the one being walked, the memory is bounded at a few hundred
+/// KiB besides the pages (mapped, never copied).
+const BATCHES: usize = 2;
 
 impl TraceFile {
     /// All records of all buffers and CPUs, merged in timestamp order; ties
@@ -644,6 +659,7 @@ impl<'a> Records<'a> {
             pending: None,
             errors,
             started: false,
+            pipeline: None,
         }
     }
 
@@ -703,7 +719,109 @@ impl<'a> Records<'a> {
     ///
     /// Stops at the first error, of the file (a corrupt page or chunk, as
     /// the iterator would yield it) or of `f`, and returns it.
+    ///
+    /// On a machine with more than one CPU, an uncompressed file of at least
+    /// [`PIPELINE_MIN_BYTES`] is walked by two threads ([`Records::pipelined`]):
+    /// this one calls `f` while a second decodes the pages and merges the
+    /// CPUs' streams ahead of it, [`BATCH`] records at a time. The records,
+    /// their order and the errors are the same either way.
     pub fn try_for_each_record<E: From<Error>>(
+        self,
+        f: impl FnMut(&Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let pipelined = self.pipeline.unwrap_or_else(|| self.pipeline_pays());
+        match pipelined {
+            true => self.walk_pipelined(f),
+            false => self.walk(f),
+        }
+    }
+
+    /// This walk, with the pipeline of [`Records::try_for_each_record`] forced
+    /// on (`true`) or off (`false`) instead of chosen by the file and the
+    /// machine. On a compressed file it stays off: a record of a compressed
+    /// chunk holds its chunk, and the chunks a file may hold at once are
+    /// bounded ([`MAX_LIVE_CHUNKS`]) only while one record is in hand.
+    pub fn pipelined(mut self, on: bool) -> Self {
+        self.pipeline = Some(on && !self.compressed());
+        self
+    }
+
+    fn compressed(&self) -> bool {
+        (self.streams.iter()).any(|s| matches!(s.src, Source::Compressed { .. }))
+    }
+
+    /// Whether a second thread would pay for itself: more than one CPU to
+    /// run on (`sched_getaffinity`), uncompressed data, and enough of it.
+    fn pipeline_pays(&self) -> bool {
+        let bytes: u64 = (self.file.buffers.iter())
+            .flat_map(|b| b.cpus.iter().map(|r| r.size))
+            .sum();
+        bytes >= PIPELINE_MIN_BYTES
+            && !self.compressed()
+            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    }
+
+    /// The walk on two threads: a scoped thread runs this iterator and hands
+    /// its records over in batches of [`BATCH`] (at most [`BATCHES`] of them
+    /// on their way, their vectors reused), while the calling thread calls
+    /// `f` on them in order. The decoding thread stops at the first error of
+    /// the file, sent after the records before it; when `f` fails, dropping
+    /// the receiving end stops the decoding thread at its next batch.
+    fn walk_pipelined<E: From<Error>>(
+        self,
+        mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        use std::sync::mpsc::{channel, sync_channel};
+        std::thread::scope(|scope| {
+            let (full_tx, full_rx) = sync_channel::<Result<Vec<Record<'a>>, Error>>(BATCHES);
+            let (empty_tx, empty_rx) = channel::<Vec<Record<'a>>>();
+            let mut records = self;
+            scope.spawn(move || {
+                let mut batch = Vec::with_capacity(BATCH);
+                loop {
+                    match records.next() {
+                        Some(Ok(rec)) => {
+                            batch.push(rec);
+                            if batch.len() < BATCH {
+                                continue;
+                            }
+                        }
+                        Some(Err(e)) => {
+                            if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
+                                return;
+                            }
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                        None if batch.is_empty() => return,
+                        None => {
+                            let _ = full_tx.send(Ok(batch));
+                            return;
+                        }
+                    }
+                    if full_tx.send(Ok(batch)).is_err() {
+                        return;
+                    }
+                    batch = empty_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                }
+            });
+            for batch in full_rx {
+                let mut batch = batch?;
+                for rec in &batch {
+                    f(rec)?;
+                }
+                batch.clear();
+                // The decoding thread may be done: then the vector is dropped.
+                let _ = empty_tx.send(batch);
+            }
+            Ok(())
+        })
+    }
+
+    /// The walk on the calling thread.
+    fn walk<E: From<Error>>(
         mut self,
         mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
     ) -> Result<(), E> {

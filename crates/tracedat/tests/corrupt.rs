@@ -58,18 +58,21 @@ fn exercise(bytes: Vec<u8>) -> bool {
             }
         }
     }
-    let mut walked = Vec::new();
-    let end = f
-        .records()
-        .try_for_each_record(|r| -> Result<(), tracedat::Error> {
-            walked.push(shape(r));
-            Ok(())
-        });
-    assert_eq!(
-        walked, given,
-        "the callback walk gives the iterator's records"
-    );
-    assert_eq!(end.err().map(|e| e.to_string()), first_error);
+    // Both walks, on this thread and with a decoding thread ahead of it.
+    for pipelined in [false, true] {
+        let mut walked = Vec::new();
+        let end = f.records().pipelined(pipelined).try_for_each_record(
+            |r| -> Result<(), tracedat::Error> {
+                walked.push(shape(r));
+                Ok(())
+            },
+        );
+        assert_eq!(
+            walked, given,
+            "the callback walk (pipelined: {pipelined}) gives the iterator's records"
+        );
+        assert_eq!(end.err().map(|e| e.to_string()), first_error);
+    }
     ok
 }
 
@@ -367,5 +370,96 @@ fn a_bad_zlib_block_names_its_section_or_cpu_and_offset() {
             msg.starts_with(&head) && msg.contains(says),
             "{what}: {msg}"
         );
+    }
+}
+
+/// A file of `pages` pages per CPU on two CPUs, interleaved in time, each
+/// page with 60 small events and every seventh with a lost-events mark: some
+/// thousands of records, several of the decoding thread's batches.
+fn many_records(e: Endian, pages: usize) -> tracedat::testing::File {
+    use tracedat::testing::{Buffer, File, Page, cstr, small};
+    let page = 4096;
+    let cpus = (0..2u64)
+        .map(|cpu| {
+            let mut data = Vec::new();
+            for n in 0..pages as u64 {
+                let mut p = Page::new(e, page, 1_000_000 + n * 10_000 + cpu * 13);
+                for i in 0..60u32 {
+                    p.event(100 + i, &small(e, 40 + cpu as i32, i, b"x"));
+                }
+                let lost = n.is_multiple_of(7).then_some(Some(n));
+                data.extend(p.finish(lost));
+            }
+            data
+        })
+        .collect();
+    File {
+        e,
+        page,
+        options: vec![(5, cstr("Linux synth 6.0 x86_64"))],
+        clock: "local",
+        buffers: vec![Buffer {
+            name: String::new(),
+            cpus,
+        }],
+        cmdlines: "40 a\n41 b\n".into(),
+        kallsyms: String::new(),
+    }
+}
+
+/// The walk with a decoding thread gives the records of the walk without one,
+/// in the same order, across batch boundaries, up to and including the first
+/// error of a page corrupted mid-file (`exercise` compares them on every
+/// corrupted byte of the smaller files).
+#[test]
+fn pipelined_walk_gives_the_records_and_error_of_the_plain_walk() {
+    let e = Endian {
+        big: false,
+        long: 8,
+    };
+    let good = many_records(e, 60).build();
+    let f = TraceFile::from_bytes(good.clone()).unwrap();
+    let mut plain = Vec::new();
+    f.records()
+        .pipelined(false)
+        .try_for_each_record(|r| -> Result<(), tracedat::Error> {
+            plain.push(shape(r));
+            Ok(())
+        })
+        .unwrap();
+    assert!(plain.len() > 3 * tracedat::BATCH, "{} records", plain.len());
+    assert!(exercise(good.clone()));
+
+    // A commit length past its page in the middle of CPU 0's data: the page
+    // whose timestamp is 1_300_000 (its 31st).
+    let ts = 1_300_000u64.to_le_bytes();
+    let at = good.windows(8).position(|w| w == ts).unwrap();
+    let mut bad = good;
+    bad[at + 8..at + 16].copy_from_slice(&5000u64.to_le_bytes());
+    assert!(!exercise(bad));
+}
+
+/// An error of the callback stops the walk with a decoding thread where it
+/// stops the walk without one: the same records seen, that error returned.
+#[test]
+fn pipelined_walk_stops_at_the_callback_error() {
+    let e = Endian {
+        big: false,
+        long: 8,
+    };
+    let f = TraceFile::from_bytes(many_records(e, 60).build()).unwrap();
+    for pipelined in [false, true] {
+        let mut seen = 0usize;
+        let end = f.records().pipelined(pipelined).try_for_each_record(
+            |_| -> Result<(), tracedat::Error> {
+                seen += 1;
+                match seen {
+                    5000 => Err(tracedat::Error::Capture("stop here".into())),
+                    _ => Ok(()),
+                }
+            },
+        );
+        assert_eq!(seen, 5000, "pipelined: {pipelined}");
+        assert!(end.unwrap_err().to_string().contains("stop here"));
     }
 }
