@@ -245,6 +245,18 @@ impl Kept<'_, '_> {
         self,
         mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.try_for_each_prepared(|_, _| {}, |rec, _| f(rec))
+    }
+
+    /// [`Kept::try_for_each_record`] with the first stage of
+    /// [`Records::try_for_each_prepared`]: `prepare` sees every record, kept
+    /// or not, on the thread that decodes; `f` gets what it made of a kept
+    /// one (nothing for a lost-events marker).
+    pub fn try_for_each_prepared<E: From<tracedat::Error>>(
+        self,
+        prepare: impl FnMut(&Record<'_>, &mut Vec<u8>) + Send,
+        mut f: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
         let Kept {
             file,
             records,
@@ -252,7 +264,7 @@ impl Kept<'_, '_> {
         } = self;
         // A loss marker waits for the event after it: (buffer, CPU, count).
         let mut lost: Option<(String, u32, Option<u64>)> = None;
-        records.try_for_each_record(|rec| match rec {
+        records.try_for_each_prepared(prepare, |rec, prepared| match rec {
             Record::Lost {
                 buffer, cpu, count, ..
             } => {
@@ -265,14 +277,17 @@ impl Kept<'_, '_> {
                     return Ok(());
                 }
                 if let Some((buffer, cpu, count)) = marker {
-                    f(&Record::Lost {
-                        buffer: &buffer,
-                        cpu,
-                        count,
-                        ts: ev.ts,
-                    })?;
+                    f(
+                        &Record::Lost {
+                            buffer: &buffer,
+                            cpu,
+                            count,
+                            ts: ev.ts,
+                        },
+                        &[],
+                    )?;
                 }
-                f(rec)
+                f(rec, prepared)
             }
         })
     }

@@ -356,8 +356,12 @@ fn write_text(
     // Room for a chunk and the longest lines that may overrun it.
     let mut buf = Vec::with_capacity(2 * TEXT_CHUNK);
     let mut write_failed = false;
-    let mut on_record = |rec: &tracedat::Record<'_>| -> Result<(), Error> {
-        printer.append(rec, &mut buf);
+    // The events' bodies are rendered on the thread that decodes the
+    // records when the walk is pipelined (tracedat::Bodies).
+    let mut bodies = printer.bodies();
+    let prepare = |rec: &tracedat::Record<'_>, into: &mut Vec<u8>| bodies.prepare(rec, into);
+    let mut on_record = |rec: &tracedat::Record<'_>, prepared: &[u8]| -> Result<(), Error> {
+        printer.append_prepared(rec, prepared, &mut buf);
         if buf.len() >= TEXT_CHUNK {
             out.write_all(&buf).inspect_err(|_| write_failed = true)?;
             buf.clear();
@@ -365,9 +369,13 @@ fn write_text(
         Ok(())
     };
     let walked = match keep {
-        Some(k) => k.records(file).try_for_each_record(&mut on_record),
+        Some(k) => k
+            .records(file)
+            .try_for_each_prepared(prepare, &mut on_record),
         // No per-record work beyond printing when nothing narrows.
-        None => file.records().try_for_each_record(&mut on_record),
+        None => file
+            .records()
+            .try_for_each_prepared(prepare, &mut on_record),
     };
     if let Err(e) = walked {
         // What was read before a record that cannot be read is printed,

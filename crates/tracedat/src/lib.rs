@@ -35,7 +35,7 @@ pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
 pub use printfmt::{Shown, shown_fields};
 pub use reader::{Compression, TraceFile, Tsc2Nsec, selected_clock, subbuffer_size};
 pub use records::{BATCH, Event, EventData, PIPELINE_MIN_BYTES, Record, Records};
-pub use report::{Printer, clock_is_nanoseconds, format_record, format_ts};
+pub use report::{Bodies, Printer, clock_is_nanoseconds, format_record, format_ts};
 pub use writer::{
     CaptureMeta, CpuData, TRUNCATED_STAT, read_tracefs_file, write_v6, write_v6_then,
 };

@@ -621,6 +621,23 @@ pub const PIPELINE_MIN_BYTES: u64 = 1 << 20;
 /// Records per batch a decoding thread hands over (about 100 bytes each).
 pub const BATCH: usize = 2048;
 
+/// Records on their way from the decoding thread to the walking one, with
+/// what `prepare` made of them: record `i`'s is `prepared[ends[i-1]..ends[i]]`.
+#[derive(Default)]
+struct Batch<'a> {
+    records: Vec<Record<'a>>,
+    ends: Vec<usize>,
+    prepared: Vec<u8>,
+}
+
+impl Batch<'_> {
+    fn clear(&mut self) {
+        self.records.clear();
+        self.ends.clear();
+        self.prepared.clear();
+    }
+}
+
 /// Batches on their way from the decoding thread at most: with the one it
 /// fills and the one being walked, the memory is bounded at a few hundred
 /// KiB besides the pages (mapped, never copied).
@@ -727,13 +744,36 @@ impl<'a> Records<'a> {
     /// their order and the errors are the same either way.
     pub fn try_for_each_record<E: From<Error>>(
         self,
-        f: impl FnMut(&Record<'_>) -> Result<(), E>,
+        mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.try_for_each_prepared(|_, _| {}, |rec, _| f(rec))
+    }
+
+    /// [`Records::try_for_each_record`] with a first stage that may run on
+    /// the decoding thread: `prepare` is work `f` could do itself (a
+    /// listing's event text, which does not depend on the records before
+    /// it). What `prepare` appends to the buffer it is given for a record
+    /// goes to `f` with the record; `f` gets an empty slice for a record
+    /// `prepare` was not called on. On one thread `prepare` is called on every
+    /// record, in order; pipelined, on as many as keep the decoding thread
+    /// from being the slower of the two (of every four records of a batch,
+    /// one more while batches wait for `f`, one fewer while `f` waits for
+    /// them), still in order.
+    pub fn try_for_each_prepared<E: From<Error>>(
+        self,
+        mut prepare: impl FnMut(&Record<'_>, &mut Vec<u8>) + Send,
+        mut f: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let pipelined = self.pipeline.unwrap_or_else(|| self.pipeline_pays());
-        match pipelined {
-            true => self.walk_pipelined(f),
-            false => self.walk(f),
+        if pipelined {
+            return self.walk_pipelined(prepare, f);
         }
+        let mut prepared = Vec::new();
+        self.walk(|rec| {
+            prepared.clear();
+            prepare(rec, &mut prepared);
+            f(rec, &prepared)
+        })
     }
 
     /// This walk, with the pipeline of [`Records::try_for_each_record`] forced
@@ -761,59 +801,89 @@ impl<'a> Records<'a> {
             && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
     }
 
-    /// The walk on two threads: a scoped thread runs this iterator and hands
-    /// its records over in batches of [`BATCH`] (at most [`BATCHES`] of them
-    /// on their way, their vectors reused), while the calling thread calls
-    /// `f` on them in order. The decoding thread stops at the first error of
-    /// the file, sent after the records before it; when `f` fails, dropping
-    /// the receiving end stops the decoding thread at its next batch.
+    /// The walk on two threads: a scoped thread runs this iterator and
+    /// `prepare`, and hands the records and what was prepared of them over in
+    /// [`Batch`]es of [`BATCH`] records (at most [`BATCHES`] of them on their
+    /// way, their vectors reused), while the calling thread calls `f` on them
+    /// in order. The decoding thread stops at the first error of the file,
+    /// sent after the records before it; when `f` fails, dropping the
+    /// receiving end stops the decoding thread at its next batch.
     fn walk_pipelined<E: From<Error>>(
         self,
-        mut f: impl FnMut(&Record<'_>) -> Result<(), E>,
+        mut prepare: impl FnMut(&Record<'_>, &mut Vec<u8>) + Send,
+        mut f: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        use std::sync::mpsc::{channel, sync_channel};
+        use std::sync::mpsc::{TrySendError, channel, sync_channel};
+        // Batches sent and not yet received.
+        let queued = AtomicU64::new(0);
         std::thread::scope(|scope| {
-            let (full_tx, full_rx) = sync_channel::<Result<Vec<Record<'a>>, Error>>(BATCHES);
-            let (empty_tx, empty_rx) = channel::<Vec<Record<'a>>>();
+            let (full_tx, full_rx) = sync_channel::<Result<Batch<'a>, Error>>(BATCHES);
+            let (empty_tx, empty_rx) = channel::<Batch<'a>>();
             let mut records = self;
+            let queued = &queued;
             scope.spawn(move || {
-                let mut batch = Vec::with_capacity(BATCH);
+                let mut batch = Batch::default();
+                // Of every four records, how many are prepared here.
+                let mut share = 4;
                 loop {
                     match records.next() {
                         Some(Ok(rec)) => {
-                            batch.push(rec);
-                            if batch.len() < BATCH {
+                            if batch.records.len() % 4 < share {
+                                prepare(&rec, &mut batch.prepared);
+                            }
+                            batch.ends.push(batch.prepared.len());
+                            batch.records.push(rec);
+                            if batch.records.len() < BATCH {
                                 continue;
                             }
                         }
+                        // The last sends: counted as the others.
                         Some(Err(e)) => {
-                            if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
-                                return;
+                            if !batch.records.is_empty() {
+                                queued.fetch_add(1, Ordering::Relaxed);
+                                if full_tx.send(Ok(batch)).is_err() {
+                                    return;
+                                }
                             }
+                            queued.fetch_add(1, Ordering::Relaxed);
                             let _ = full_tx.send(Err(e));
                             return;
                         }
-                        None if batch.is_empty() => return,
+                        None if batch.records.is_empty() => return,
                         None => {
+                            queued.fetch_add(1, Ordering::Relaxed);
                             let _ = full_tx.send(Ok(batch));
                             return;
                         }
                     }
-                    if full_tx.send(Ok(batch)).is_err() {
-                        return;
+                    // The walking thread waits (nothing queued): prepare
+                    // less; it is behind (the queue full): prepare more.
+                    if queued.fetch_add(1, Ordering::Relaxed) == 0 {
+                        share = share.saturating_sub(1);
                     }
-                    batch = empty_rx
-                        .try_recv()
-                        .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                    match full_tx.try_send(Ok(batch)) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(b)) => {
+                            share = (share + 1).min(4);
+                            if full_tx.send(b).is_err() {
+                                return;
+                            }
+                        }
+                        Err(TrySendError::Disconnected(_)) => return,
+                    }
+                    batch = empty_rx.try_recv().unwrap_or_default();
                 }
             });
             for batch in full_rx {
+                queued.fetch_sub(1, Ordering::Relaxed);
                 let mut batch = batch?;
-                for rec in &batch {
-                    f(rec)?;
+                let mut start = 0;
+                for (rec, &end) in batch.records.iter().zip(&batch.ends) {
+                    f(rec, batch.prepared.get(start..end).unwrap_or(&[]))?;
+                    start = end;
                 }
                 batch.clear();
-                // The decoding thread may be done: then the vector is dropped.
+                // The decoding thread may be done: then the batch is dropped.
                 let _ = empty_tx.send(batch);
             }
             Ok(())

@@ -879,15 +879,107 @@ impl Slot {
         let pad = 20usize.saturating_sub(name.len());
         Slot {
             name: Text::new(format!(": {name}: {:pad$}", "").as_bytes()),
-            body: match unknown {
-                true => Body::Fields,
-                false => body_for(file, format),
-            },
+            body: body_of(file, format, unknown),
             learner: match unknown {
                 true => None,
                 false => Learner::of(format).filter(Learner::registers),
             },
         }
+    }
+}
+
+/// The body of `format`'s records (`unknown`: the placeholder format of
+/// records whose type the file does not describe).
+fn body_of(file: &TraceFile, format: &EventFormat, unknown: bool) -> Body {
+    match unknown {
+        true => Body::Fields,
+        false => body_for(file, format),
+    }
+}
+
+/// Writes the body of `ev` and returns true when it does not depend on the
+/// records before it: every body but the function tracer's (its indent
+/// follows the calls), function_graph's (an entry waits for the next record)
+/// and a failed print fmt's (a text field prints as bytes for good once a
+/// printed record had one that is not text); false for those, writing
+/// nothing.
+fn write_stateless(file: &TraceFile, body: &Body, ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
+    match body {
+        Body::Fmt(_, Lead::Futex(at)) if write_futex(ev, *at, out) => {}
+        Body::Fmt(p, lead) => {
+            if *lead == Lead::CallSite
+                && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64)
+            {
+                out.push(b'(');
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"+0x");
+                write_hex_digits(out, u64::from(off as u32));
+                out.extend_from_slice(b") ");
+            }
+            p.write(
+                &Ctx {
+                    fmt: ev.format,
+                    data: &ev.data,
+                    big: ev.big_endian,
+                    kernel: file,
+                },
+                out,
+            );
+            // trace-cmd ends the line itself: a print fmt ending in a
+            // newline (ext4's fsmap events) adds no empty line.
+            if out.last() == Some(&b'\n') {
+                out.pop();
+            }
+        }
+        Body::Switch(s) => s.write(ev, out),
+        Body::Wakeup(w) => w.write(ev, out),
+        // Formatting into a Vec cannot fail.
+        Body::Plugin | Body::Fields => write_fields(file, ev, out).unwrap_or(()),
+        Body::Function | Body::Graph(_) | Body::Failed(_) => return false,
+    }
+    true
+}
+
+/// What a [`Printer`] prints of each record that does not depend on the
+/// records before it (see [`write_stateless`]), rendered apart from the
+/// printer: on the thread that decodes the records, through
+/// [`crate::Records::try_for_each_prepared`], while the printer's thread
+/// writes the lines ([`Printer::append_prepared`]). Memory: one body per
+/// event format seen.
+pub struct Bodies<'a> {
+    file: &'a TraceFile,
+    /// Per format id, its body (the unknown format at the end).
+    bodies: Vec<Option<Body>>,
+}
+
+impl Bodies<'_> {
+    /// Appends what [`Printer::append_prepared`] takes for `rec`: a marker
+    /// byte and the event's body when it is stateless, nothing otherwise.
+    pub fn prepare(&mut self, rec: &Record<'_>, out: &mut Vec<u8>) {
+        let Record::Event(ev) = rec else { return };
+        let unknown = Printer::unknown(ev);
+        let i = slot_index(ev, unknown);
+        if i >= self.bodies.len() {
+            self.bodies.resize_with(i + 1, || None);
+        }
+        let body = self.bodies[i].get_or_insert_with(|| body_of(self.file, ev.format, unknown));
+        let start = out.len();
+        out.push(PREPARED);
+        if !write_stateless(self.file, body, ev, out) {
+            out.truncate(start);
+        }
+    }
+}
+
+/// The byte before a body [`Bodies::prepare`] rendered.
+const PREPARED: u8 = 1;
+
+/// The index of `ev`'s format in per-format tables: its id, or one past the
+/// largest id for the placeholder format.
+fn slot_index(ev: &Event<'_>, unknown: bool) -> usize {
+    match unknown {
+        true => u16::MAX as usize + 1,
+        false => ev.format.id as usize,
     }
 }
 
@@ -984,6 +1076,21 @@ impl<'a> Printer<'a> {
     /// Appends what [`Printer::write`] writes for `rec` to `out`: for a
     /// caller that gathers many lines in one buffer before writing them.
     pub fn append(&mut self, rec: &Record<'_>, out: &mut Vec<u8>) {
+        self.append_prepared(rec, &[], out);
+    }
+
+    /// The stage of the listing that may run apart from this printer, on
+    /// the thread that decodes the records ([`Printer::append_prepared`]).
+    pub fn bodies(&self) -> Bodies<'a> {
+        Bodies {
+            file: self.file,
+            bodies: Vec::new(),
+        }
+    }
+
+    /// [`Printer::append`] for a record whose body [`Bodies::prepare`]
+    /// rendered into `prepared` (or left empty: then it is rendered here).
+    pub fn append_prepared(&mut self, rec: &Record<'_>, prepared: &[u8], out: &mut Vec<u8>) {
         if self.held {
             self.held = false;
             if let Record::Event(ev) = rec
@@ -1012,7 +1119,7 @@ impl<'a> Printer<'a> {
                     None => out.extend_from_slice(b" [EVENTS DROPPED]\n"),
                 }
             }
-            Record::Event(ev) => self.event(ev, out),
+            Record::Event(ev) => self.event(ev, prepared, out),
         }
     }
 
@@ -1036,10 +1143,7 @@ impl<'a> Printer<'a> {
     /// its slot made on its first record.
     fn slot(&mut self, ev: &Event<'_>) -> usize {
         let unknown = Printer::unknown(ev);
-        let i = match unknown {
-            true => u16::MAX as usize + 1,
-            false => ev.format.id as usize,
-        };
+        let i = slot_index(ev, unknown);
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
@@ -1104,7 +1208,7 @@ impl<'a> Printer<'a> {
 
     /// Appends `ev`'s line to `out`, or, for a funcgraph_entry, moves it
     /// to `entry` and holds it back.
-    fn event(&mut self, ev: &Event<'_>, out: &mut Vec<u8>) {
+    fn event(&mut self, ev: &Event<'_>, prepared: &[u8], out: &mut Vec<u8>) {
         let file = self.file;
         let start = out.len();
         if file.buffers.len() > 1 {
@@ -1132,37 +1236,7 @@ impl<'a> Printer<'a> {
         };
         slot.name.push_to(out);
         match &slot.body {
-            Body::Fmt(_, Lead::Futex(at)) if write_futex(ev, *at, out) => {}
-            Body::Fmt(p, lead) => {
-                if *lead == Lead::CallSite
-                    && let Some((name, off)) = file.symbol(num_field(ev, "call_site") as u64)
-                {
-                    out.push(b'(');
-                    out.extend_from_slice(name.as_bytes());
-                    out.extend_from_slice(b"+0x");
-                    write_hex_digits(out, u64::from(off as u32));
-                    out.extend_from_slice(b") ");
-                }
-                p.write(
-                    &Ctx {
-                        fmt: ev.format,
-                        data: &ev.data,
-                        big: ev.big_endian,
-                        kernel: file,
-                    },
-                    out,
-                );
-                // trace-cmd ends the line itself: a print fmt ending in a
-                // newline (ext4's fsmap events) adds no empty line.
-                if out.last() == Some(&b'\n') {
-                    out.pop();
-                }
-            }
-            Body::Switch(s) => s.write(ev, out),
-            Body::Wakeup(w) => w.write(ev, out),
             Body::Function => self.function(ev, out),
-            // Formatting into a Vec cannot fail.
-            Body::Plugin | Body::Fields => write_fields(file, ev, out).unwrap_or(()),
             Body::Failed(text) => write_failed(ev, text, out),
             Body::Graph(g) => {
                 let depth = g.depth.read(ev);
@@ -1187,6 +1261,12 @@ impl<'a> Printer<'a> {
                 write_indent(out, depth);
                 out.push(b'}');
             }
+            body => match prepared.split_first() {
+                Some((&PREPARED, text)) => out.extend_from_slice(text),
+                _ => {
+                    write_stateless(file, body, ev, out);
+                }
+            },
         }
         if let Some(l) = self.slots[i].as_ref().and_then(|s| s.learner.as_ref()) {
             for pid in self.comms.learn_with(l, file, ev).into_iter().flatten() {

@@ -58,6 +58,10 @@ pub fn trace_cmd_report(path: &std::path::Path, extra: &[&str]) -> String {
 /// Our reader's records printed by one [`Printer`] (which, like trace-cmd,
 /// names a task its saved cmdlines lack from the events seen before): a
 /// listing as `trace-cmd report` prints it, without the `cpus=N` header.
+///
+/// The listing is made twice, by the iterator on this thread and by the
+/// pipelined walk with the events' bodies rendered on its decoding thread
+/// ([`tracedat::Bodies`]), and the two must be equal byte for byte.
 pub fn our_report(f: &TraceFile) -> String {
     let mut out = Vec::new();
     let mut printer = Printer::new(f);
@@ -66,6 +70,25 @@ pub fn our_report(f: &TraceFile) -> String {
         printer.write(&r, &mut out).expect("format");
     }
     printer.finish(&mut out).expect("format");
+
+    let mut pipelined = Vec::new();
+    let mut printer = Printer::new(f);
+    let mut bodies = printer.bodies();
+    f.records()
+        .pipelined(true)
+        .try_for_each_prepared(
+            |rec, into| bodies.prepare(rec, into),
+            |rec, prepared| -> Result<(), tracedat::Error> {
+                printer.append_prepared(rec, prepared, &mut pipelined);
+                Ok(())
+            },
+        )
+        .expect("records");
+    printer.finish(&mut pipelined).expect("format");
+    assert!(
+        out == pipelined,
+        "the pipelined listing differs from the plain one"
+    );
     String::from_utf8(out).expect("utf8")
 }
 
