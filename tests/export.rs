@@ -1051,3 +1051,64 @@ fn one_cpu_trace(
     .unwrap();
     dat
 }
+
+/// A trace of more records than a row group holds (300,000 of one event,
+/// 1.8 MiB of pages, so the records are also decoded on a second thread where
+/// the machine has two CPUs) exports as several row groups written by the
+/// writing thread: every record once, in time order, the counter field equal
+/// to the record's place.
+#[test]
+fn many_row_groups_hold_every_record_in_order() {
+    use tracedat::testing::{Endian, Page, event_format};
+    let fields = "\tfield:u32 n;\toffset:8;\tsize:4;\tsigned:0;\n";
+    let e = Endian::LITTLE64;
+    let total = 300_000u32;
+    let mut pages = Vec::new();
+    let mut page = Page::new(e, 4096, 1_000_000);
+    for n in 0..total {
+        let mut rec = Vec::new();
+        rec.extend(100u16.to_le_bytes());
+        rec.extend([0, 0]);
+        rec.extend(7i32.to_le_bytes());
+        rec.extend(n.to_le_bytes());
+        rec.extend([0, 0, 0, 0]);
+        if page.body.len() + 4 + rec.len() > 4096 - 16 {
+            let next = page.now + 1;
+            pages.extend(page.finish(None));
+            page = Page::new(e, 4096, next);
+        }
+        page.event(1, &rec);
+    }
+    pages.extend(page.finish(None));
+    let dir = tempfile::tempdir().unwrap();
+    let format = event_format("counter", 100, fields, "\"n=%u\", REC->n");
+    let dat = one_cpu_trace(dir.path(), e, &pages, format);
+    let out = dir.path().join("out");
+    export(&dat, &out, &[]);
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let r = SerializedFileReader::new(std::fs::File::open(out.join("counter.parquet")).unwrap())
+        .unwrap();
+    assert!(
+        r.metadata().num_row_groups() >= 3,
+        "{} row groups",
+        r.metadata().num_row_groups()
+    );
+    let mut expect = 0u64;
+    let mut last_ts = 0u64;
+    for row in r.get_row_iter(None).unwrap() {
+        let row = row.unwrap();
+        let (mut ts, mut n) = (None, None);
+        for (name, field) in row.get_column_iter() {
+            match (name.as_str(), field) {
+                ("ts_ns", parquet::record::Field::ULong(v)) => ts = Some(*v),
+                ("n", parquet::record::Field::UInt(v)) => n = Some(u64::from(*v)),
+                _ => {}
+            }
+        }
+        let (ts, n) = (ts.expect("ts_ns"), n.expect("n"));
+        assert_eq!(n, expect, "row {expect}");
+        assert!(ts > last_ts, "row {expect}: ts {ts} after {last_ts}");
+        (expect, last_ts) = (expect + 1, ts);
+    }
+    assert_eq!(expect, u64::from(total));
+}

@@ -35,7 +35,7 @@ use tracedat::{Comms, Event, EventFormat, IntField, Learner, Record, TraceFile};
 use crate::analysis::{Select, SelectArgs};
 use crate::report::{Lost, RunInfo};
 
-use self::parquet::{Common, Table};
+use self::parquet::{Common, Rows, Sink};
 pub use self::perfetto::{PerfettoSummary, to_perfetto};
 
 /// meta.json's layout version.
@@ -395,6 +395,32 @@ impl Tasks {
     }
 }
 
+/// Work for the thread that writes the Parquet tables.
+enum Job {
+    /// A table's file: the next index.
+    Open(Sink),
+    /// Rows of the table of that index, to be written as a row group.
+    Write(usize, Rows),
+}
+
+/// The thread that writes the Parquet tables: opens and writes them as the
+/// jobs say, then, once the jobs end, writes their footers; returns the rows
+/// written per table, by index. Stops at its first error (the walking thread
+/// learns of it when its next job cannot be sent).
+fn write_groups(jobs: std::sync::mpsc::Receiver<Job>) -> Result<Vec<u64>, ExportError> {
+    let mut sinks: Vec<Sink> = Vec::new();
+    for job in jobs {
+        match job {
+            Job::Open(sink) => sinks.push(sink),
+            Job::Write(i, rows) => match sinks.get_mut(i) {
+                Some(sink) => sink.write(rows)?,
+                None => unreachable!("a table is opened before its rows are written"),
+            },
+        }
+    }
+    sinks.into_iter().map(Sink::close).collect()
+}
+
 /// Hands `on_record` every record of `file` (those `keep` keeps, when
 /// given), in time order. A record that cannot be read ends the pass and is
 /// returned as `Ok(Some(error))`, for the caller to write what was read all
@@ -436,7 +462,7 @@ pub fn to_parquet(
     let several = buffers.len() > 1;
     let big = file.big_endian();
 
-    let mut tables: Vec<(u16, Table)> = Vec::new();
+    let mut tables: Vec<(u16, Rows)> = Vec::new();
     // By format id: its table's index in `tables`.
     let mut per_id: Vec<Option<usize>> = Vec::new();
     let mut book = TaskBook::default();
@@ -445,88 +471,123 @@ pub fn to_parquet(
     // Bytes all tables hold.
     let mut held = 0usize;
 
-    let on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
-        let ev = match rec {
-            Record::Event(ev) => ev,
-            Record::Lost { cpu, count, .. } => {
-                *in_pages.entry(*cpu).or_default() += count.unwrap_or(0);
+    // The row groups are encoded, compressed and written by a thread of
+    // their own (each table's file is its [`Sink`], held there), while this
+    // one walks the records: at most one group waits for it, so the memory
+    // stays bounded at what the tables hold and two groups.
+    let (unread, written) = std::thread::scope(|scope| {
+        let (jobs, for_writer) = std::sync::mpsc::sync_channel::<Job>(0);
+        let mut writer = Some(scope.spawn(move || write_groups(for_writer)));
+        // A job for the writing thread; when it has stopped, its error. The
+        // sending end is moved in: dropping `send` ends the jobs.
+        let stopped = &mut writer;
+        let mut send = move |job: Job| -> Result<(), ExportError> {
+            if jobs.send(job).is_ok() {
                 return Ok(());
             }
-        };
-        if file.is_unknown(ev.format) {
-            unknown += 1;
-            return Ok(());
-        }
-        let id = usize::from(ev.format.id);
-        if id >= per_id.len() {
-            per_id.resize_with(id + 1, || None);
-        }
-        let table = match &mut per_id[id] {
-            Some(t) => *t,
-            empty => {
-                let path = dir.join(&names[&ev.format.id]);
-                let meta = vec![
-                    ("trace-recipe.system".into(), ev.format.system.clone()),
-                    ("trace-recipe.event".into(), ev.format.name.clone()),
-                    ("trace-recipe.clock".into(), file.clock().to_string()),
-                    ("trace-recipe.print_fmt".into(), ev.format.print_fmt.clone()),
-                ];
-                let table = Table::create(ev.format, &path, ts_column, several, meta).map_err(
-                    |e| match e {
-                        ExportError::Write { path, source }
-                            if source.raw_os_error() == Some(libc::EMFILE) =>
-                        {
-                            ExportError::TooManyFiles {
-                                path,
-                                open: tables.len(),
-                                source,
-                            }
-                        }
-                        e => e,
-                    },
-                )?;
-                tables.push((ev.format.id, table));
-                *empty.insert(tables.len() - 1)
+            match stopped.take().map(|w| w.join()) {
+                Some(Ok(Err(e))) => Err(e),
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                _ => unreachable!("the writing thread stops only on an error"),
             }
         };
-        book.see(file, ev);
-        let pid = ev.pid();
-        let table = &mut tables[table].1;
-        let before = table.bytes;
-        let full = table.push(
-            &Common {
-                ts: ev.ts,
-                cpu: ev.cpu,
-                pid,
-                comm: book.comm(file, pid),
-                buffer: ev.buffer,
-            },
-            &ev.data,
-            big,
-        );
-        held = held + table.bytes - before;
-        if full {
-            held -= table.bytes;
-            table.flush()?;
+        let on_record = |rec: &Record<'_>| -> Result<(), ExportError> {
+            let ev = match rec {
+                Record::Event(ev) => ev,
+                Record::Lost { cpu, count, .. } => {
+                    *in_pages.entry(*cpu).or_default() += count.unwrap_or(0);
+                    return Ok(());
+                }
+            };
+            if file.is_unknown(ev.format) {
+                unknown += 1;
+                return Ok(());
+            }
+            let id = usize::from(ev.format.id);
+            if id >= per_id.len() {
+                per_id.resize_with(id + 1, || None);
+            }
+            let table = match &mut per_id[id] {
+                Some(t) => *t,
+                empty => {
+                    let path = dir.join(&names[&ev.format.id]);
+                    let meta = vec![
+                        ("trace-recipe.system".into(), ev.format.system.clone()),
+                        ("trace-recipe.event".into(), ev.format.name.clone()),
+                        ("trace-recipe.clock".into(), file.clock().to_string()),
+                        ("trace-recipe.print_fmt".into(), ev.format.print_fmt.clone()),
+                    ];
+                    let (rows, sink) = parquet::create(ev.format, &path, ts_column, several, meta)
+                        .map_err(|e| match e {
+                            ExportError::Write { path, source }
+                                if source.raw_os_error() == Some(libc::EMFILE) =>
+                            {
+                                ExportError::TooManyFiles {
+                                    path,
+                                    open: tables.len(),
+                                    source,
+                                }
+                            }
+                            e => e,
+                        })?;
+                    send(Job::Open(sink))?;
+                    tables.push((ev.format.id, rows));
+                    *empty.insert(tables.len() - 1)
+                }
+            };
+            book.see(file, ev);
+            let pid = ev.pid();
+            let rows = &mut tables[table].1;
+            let before = rows.bytes;
+            let full = rows.push(
+                &Common {
+                    ts: ev.ts,
+                    cpu: ev.cpu,
+                    pid,
+                    comm: book.comm(file, pid),
+                    buffer: ev.buffer,
+                },
+                &ev.data,
+                big,
+            );
+            held = held + rows.bytes - before;
+            if full {
+                held -= rows.bytes;
+                send(Job::Write(table, rows.take()))?;
+            }
+            if held > parquet::BUFFERED_BYTES
+                && let Some((i, (_, largest))) = tables
+                    .iter_mut()
+                    .enumerate()
+                    .max_by_key(|(_, (_, t))| t.bytes)
+            {
+                held -= largest.bytes;
+                send(Job::Write(i, largest.take()))?;
+            }
+            Ok(())
+        };
+        let unread = walk(file, keep, on_record)?;
+        for (i, (_, rows)) in tables.iter_mut().enumerate() {
+            if !rows.is_empty() {
+                send(Job::Write(i, rows.take()))?;
+            }
         }
-        if held > parquet::BUFFERED_BYTES
-            && let Some((_, largest)) = tables.iter_mut().max_by_key(|(_, t)| t.bytes)
-        {
-            held -= largest.bytes;
-            largest.flush()?;
-        }
-        Ok(())
-    };
-    let unread = walk(file, keep, on_record)?;
+        drop(send);
+        let written = match writer.take().map(|w| w.join()) {
+            Some(Ok(written)) => written?,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => unreachable!("the writing thread is joined once"),
+        };
+        Ok::<_, ExportError>((unread, written))
+    })?;
     let mut events = Vec::new();
-    for (id, table) in tables {
-        let rows = table.close()?;
-        if let Some(f) = file.format_by_id(id) {
+    for ((id, _), rows) in tables.iter().zip(written) {
+        if let Some(f) = file.format_by_id(*id) {
             events.push(EventTable {
                 system: f.system.clone(),
                 name: f.name.clone(),
-                id,
-                file: names[&id].clone(),
+                id: *id,
+                file: names[id].clone(),
                 rows,
             });
         }

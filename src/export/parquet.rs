@@ -15,7 +15,10 @@
 //! Memory is bounded whatever the file's size: a table's rows are written as
 //! a row group once it holds [`GROUP_ROWS`] rows or [`GROUP_BYTES`] bytes, and
 //! the largest table is written whenever all of them together hold more than
-//! [`BUFFERED_BYTES`].
+//! [`BUFFERED_BYTES`]. The rows are gathered ([`Rows`]) on the thread that
+//! walks the records and written ([`Sink`]: encoded, compressed) on another,
+//! one row group at a time, handed over without a queue; with the records'
+//! decoding thread, an export keeps two CPUs busy.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -39,8 +42,10 @@ use super::ExportError;
 const GROUP_ROWS: usize = 1 << 17;
 /// Bytes (estimated) a table holds before they are written as a row group.
 const GROUP_BYTES: usize = 16 << 20;
-/// Bytes (estimated) all tables together hold before the largest is written.
-pub(super) const BUFFERED_BYTES: usize = 48 << 20;
+/// Bytes (estimated) all tables together hold before the largest is written:
+/// with the group being written beside them, a 90 MiB trace.dat exports in
+/// about 80 MiB of RSS (BENCHMARKS.md).
+pub(super) const BUFFERED_BYTES: usize = 16 << 20;
 
 /// The values of one record a table takes besides the event's fields.
 pub(super) struct Common<'a> {
@@ -110,10 +115,11 @@ impl Ints {
         }
     }
 
-    fn clear(&mut self) {
+    /// Empty values of the same width.
+    fn fresh(&self) -> Ints {
         match self {
-            Ints::Narrow(x) => x.clear(),
-            Ints::Wide(x) => x.clear(),
+            Ints::Narrow(_) => Ints::Narrow(Vec::new()),
+            Ints::Wide(_) => Ints::Wide(Vec::new()),
         }
     }
 }
@@ -291,28 +297,27 @@ impl Column {
         bytes + 2
     }
 
-    fn clear(&mut self) {
-        self.defs.clear();
-        match &mut self.kind {
-            Kind::Int(_, _, v) => v.clear(),
-            Kind::Text(t) | Kind::Bytes(t) => {
-                t.bytes.clear();
-                t.ends.clear();
-            }
-            Kind::List(_, v, reps) => {
-                v.clear();
-                reps.clear();
-            }
+    /// The column with no values yet.
+    fn fresh(&self) -> Column {
+        Column {
+            field: self.field,
+            kind: match &self.kind {
+                Kind::Int(at, int, v) => Kind::Int(*at, *int, v.fresh()),
+                Kind::Text(_) => Kind::Text(Texts::default()),
+                Kind::List(int, v, _) => Kind::List(*int, v.fresh(), Vec::new()),
+                Kind::Bytes(_) => Kind::Bytes(Texts::default()),
+            },
+            defs: Vec::new(),
         }
     }
 }
 
-/// The rows of one event not yet written, and the file they go to.
-pub(super) struct Table {
+/// The rows of one event not yet written: filled on the thread that walks
+/// the records, written by a [`Sink`] (on another thread, as
+/// `super::to_parquet` does it).
+pub(super) struct Rows {
     /// The event's fields (the format's, in order).
-    fields: Vec<Field>,
-    writer: SerializedFileWriter<File>,
-    path: PathBuf,
+    fields: Arc<[Field]>,
     ts: Vec<i64>,
     cpu: Vec<i32>,
     pid: Vec<i32>,
@@ -323,10 +328,16 @@ pub(super) struct Table {
     columns: Vec<Column>,
     /// Rows held.
     rows: usize,
-    /// Rows written.
-    pub(super) written: u64,
     /// Bytes held (an estimate: values and levels).
     pub(super) bytes: usize,
+}
+
+/// One event's Parquet file, written a row group at a time.
+pub(super) struct Sink {
+    writer: SerializedFileWriter<File>,
+    path: PathBuf,
+    /// Rows written.
+    written: u64,
 }
 
 /// The names of the columns of `format`: the record's own (`ts_ns` or `ts`,
@@ -362,18 +373,28 @@ pub(super) fn column_names(format: &EventFormat, ts: &str, buffer: bool) -> Vec<
     names
 }
 
-impl Table {
-    /// A table of `format`'s records written to `path` (created), its
-    /// record time column named `ts` (`ts_ns` for nanosecond clocks), with a
-    /// `buffer` column when `buffer`, and `meta` as the file's key-value
-    /// metadata.
-    pub(super) fn create(
+/// The rows of `format`'s records and the file they go to, `path`
+/// (created), its record time column named `ts` (`ts_ns` for nanosecond
+/// clocks), with a `buffer` column when `buffer`, and `meta` as the file's
+/// key-value metadata.
+pub(super) fn create(
+    format: &EventFormat,
+    path: &Path,
+    ts: &str,
+    buffer: bool,
+    meta: Vec<(String, String)>,
+) -> Result<(Rows, Sink), ExportError> {
+    Rows::create(format, path, ts, buffer, meta)
+}
+
+impl Rows {
+    fn create(
         format: &EventFormat,
         path: &Path,
         ts: &str,
         buffer: bool,
         meta: Vec<(String, String)>,
-    ) -> Result<Table, ExportError> {
+    ) -> Result<(Rows, Sink), ExportError> {
         let columns: Vec<Column> = format
             .fields
             .iter()
@@ -429,11 +450,9 @@ impl Table {
             .build()
             .map_err(parquet_err)?;
         let props = properties(Some(&names[0]), meta);
-        let writer = create(path, schema, props)?;
-        Ok(Table {
-            fields: format.fields.clone(),
-            writer,
-            path: path.to_path_buf(),
+        let writer = create_file(path, schema, props)?;
+        let rows = Rows {
+            fields: format.fields.clone().into(),
             ts: Vec::new(),
             cpu: Vec::new(),
             pid: Vec::new(),
@@ -442,9 +461,36 @@ impl Table {
             buffer: buffer.then(Texts::default),
             columns,
             rows: 0,
-            written: 0,
             bytes: 0,
-        })
+        };
+        let sink = Sink {
+            writer,
+            path: path.to_path_buf(),
+            written: 0,
+        };
+        Ok((rows, sink))
+    }
+
+    /// Whether no row is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// The rows held, for a [`Sink`] to write; `self` is left with none.
+    pub(super) fn take(&mut self) -> Rows {
+        let fresh = Rows {
+            fields: self.fields.clone(),
+            ts: Vec::new(),
+            cpu: Vec::new(),
+            pid: Vec::new(),
+            comm: Texts::default(),
+            comm_defs: Vec::new(),
+            buffer: self.buffer.as_ref().map(|_| Texts::default()),
+            columns: self.columns.iter().map(Column::fresh).collect(),
+            rows: 0,
+            bytes: 0,
+        };
+        std::mem::replace(self, fresh)
     }
 
     /// Appends one record (`data`, its payload, in the byte order `big`).
@@ -474,50 +520,47 @@ impl Table {
         self.bytes += bytes;
         self.rows >= GROUP_ROWS || self.bytes >= GROUP_BYTES
     }
+}
 
-    /// Writes the rows held as one row group.
-    pub(super) fn flush(&mut self) -> Result<(), ExportError> {
-        if self.rows == 0 {
+impl Sink {
+    /// Writes `rows` as one row group (none when it holds no row).
+    pub(super) fn write(&mut self, mut rows: Rows) -> Result<(), ExportError> {
+        if rows.rows == 0 {
             return Ok(());
         }
-        let path = self.path.clone();
-        self.write_group()
-            .map_err(|e| ExportError::Parquet { path, source: e })?;
-        self.written += self.rows as u64;
-        self.rows = 0;
-        self.bytes = 0;
-        self.ts.clear();
-        self.cpu.clear();
-        self.pid.clear();
-        self.comm_defs.clear();
-        for c in &mut self.columns {
-            c.clear();
-        }
+        Sink::write_group(&mut self.writer, &mut rows).map_err(|e| ExportError::Parquet {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        self.written += rows.rows as u64;
         Ok(())
     }
 
-    fn write_group(&mut self) -> Result<(), ParquetError> {
-        let mut group = self.writer.next_row_group()?;
+    fn write_group(
+        writer: &mut SerializedFileWriter<File>,
+        rows: &mut Rows,
+    ) -> Result<(), ParquetError> {
+        let mut group = writer.next_row_group()?;
         let mut c = next_column(&mut group)?;
-        c.typed::<Int64Type>().write_batch(&self.ts, None, None)?;
+        c.typed::<Int64Type>().write_batch(&rows.ts, None, None)?;
         c.close()?;
         let mut c = next_column(&mut group)?;
-        c.typed::<Int32Type>().write_batch(&self.cpu, None, None)?;
+        c.typed::<Int32Type>().write_batch(&rows.cpu, None, None)?;
         c.close()?;
         let mut c = next_column(&mut group)?;
-        c.typed::<Int32Type>().write_batch(&self.pid, None, None)?;
+        c.typed::<Int32Type>().write_batch(&rows.pid, None, None)?;
         c.close()?;
         let mut c = next_column(&mut group)?;
         c.typed::<ByteArrayType>()
-            .write_batch(&self.comm.take(), Some(&self.comm_defs), None)?;
+            .write_batch(&rows.comm.take(), Some(&rows.comm_defs), None)?;
         c.close()?;
-        if let Some(b) = &mut self.buffer {
+        if let Some(b) = &mut rows.buffer {
             let mut c = next_column(&mut group)?;
             c.typed::<ByteArrayType>()
                 .write_batch(&b.take(), None, None)?;
             c.close()?;
         }
-        for col in &mut self.columns {
+        for col in &mut rows.columns {
             let mut c = next_column(&mut group)?;
             let defs = Some(col.defs.as_slice());
             match &mut col.kind {
@@ -544,10 +587,9 @@ impl Table {
         Ok(())
     }
 
-    /// Writes the rows held and the file's footer; returns the rows written.
-    pub(super) fn close(mut self) -> Result<u64, ExportError> {
-        self.flush()?;
-        let path = self.path.clone();
+    /// Writes the file's footer; returns the rows written.
+    pub(super) fn close(self) -> Result<u64, ExportError> {
+        let path = self.path;
         self.writer
             .close()
             .map_err(|e| ExportError::Parquet { path, source: e })?;
@@ -574,7 +616,7 @@ fn properties(unique: Option<&str>, meta: Vec<(String, String)>) -> WriterProper
 }
 
 /// A Parquet writer of `schema` to the new file `path`.
-fn create(
+fn create_file(
     path: &Path,
     schema: Type,
     props: WriterProperties,
@@ -624,7 +666,7 @@ pub(super) fn write_tasks(
         .with_fields(fields)
         .build()
         .map_err(parquet_err)?;
-    let mut writer = create(path, schema, properties(None, Vec::new()))?;
+    let mut writer = create_file(path, schema, properties(None, Vec::new()))?;
     let pids: Vec<i32> = rows.iter().map(|r| r.0).collect();
     let mut comms = Texts::default();
     let comm_defs: Vec<i16> = rows
