@@ -622,19 +622,34 @@ pub const PIPELINE_MIN_BYTES: u64 = 1 << 20;
 pub const BATCH: usize = 2048;
 
 /// Records on their way from the decoding thread to the walking one, with
-/// what `prepare` made of them: record `i`'s is `prepared[ends[i-1]..ends[i]]`.
+/// what `prepare` made of them: record `i`'s is `prepared[ends[i-1]..ends[i]]`,
+/// and the counts of the lost-events marks, in order, of those whose `lost`
+/// is set.
 #[derive(Default)]
 struct Batch<'a> {
-    records: Vec<Record<'a>>,
-    ends: Vec<usize>,
+    items: Vec<Handed<'a>>,
+    ends: Vec<u32>,
     prepared: Vec<u8>,
+    losts: Vec<Option<u64>>,
+}
+
+/// A record as the decoding thread hands it over: its payload (in the
+/// map), timestamp, stream (an index in `Records::streams`) and whether a
+/// lost-events mark comes before it. 32 bytes, a third of a [`Record`].
+#[derive(Clone, Copy)]
+struct Handed<'a> {
+    data: &'a [u8],
+    ts: u64,
+    stream: u32,
+    lost: bool,
 }
 
 impl Batch<'_> {
     fn clear(&mut self) {
-        self.records.clear();
+        self.items.clear();
         self.ends.clear();
         self.prepared.clear();
+        self.losts.clear();
     }
 }
 
@@ -801,86 +816,70 @@ impl<'a> Records<'a> {
             && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
     }
 
-    /// The walk on two threads: a scoped thread runs this iterator and
-    /// `prepare`, and hands the records and what was prepared of them over in
-    /// [`Batch`]es of [`BATCH`] records (at most [`BATCHES`] of them on their
-    /// way, their vectors reused), while the calling thread calls `f` on them
-    /// in order. The decoding thread stops at the first error of the file,
-    /// sent after the records before it; when `f` fails, dropping the
-    /// receiving end stops the decoding thread at its next batch.
+    /// The walk on two threads: a scoped thread decodes and merges the
+    /// records ([`Records::decode_batches`]) and hands them over in
+    /// [`Batch`]es of [`BATCH`] (at most [`BATCHES`] of them on their way,
+    /// their vectors reused), while the calling thread builds each record
+    /// where `f` reads it and calls `f` in order. The decoding thread stops at
+    /// the first error of the file, sent after the records before it; when
+    /// `f` fails, dropping the receiving end stops the decoding thread at its
+    /// next batch. Only for uncompressed files (records borrow the map).
     fn walk_pipelined<E: From<Error>>(
         self,
-        mut prepare: impl FnMut(&Record<'_>, &mut Vec<u8>) + Send,
+        prepare: impl FnMut(&Record<'_>, &mut Vec<u8>) + Send,
         mut f: impl FnMut(&Record<'_>, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        use std::sync::mpsc::{TrySendError, channel, sync_channel};
+        use std::sync::mpsc::{channel, sync_channel};
         // Batches sent and not yet received.
         let queued = AtomicU64::new(0);
+        let file = self.file;
+        let big = file.big_endian;
+        let streams: Vec<(&'a str, u32)> = self.streams.iter().map(|s| (s.buffer, s.cpu)).collect();
         std::thread::scope(|scope| {
             let (full_tx, full_rx) = sync_channel::<Result<Batch<'a>, Error>>(BATCHES);
             let (empty_tx, empty_rx) = channel::<Batch<'a>>();
-            let mut records = self;
             let queued = &queued;
-            scope.spawn(move || {
-                let mut batch = Batch::default();
-                // Of every four records, how many are prepared here.
-                let mut share = 4;
-                loop {
-                    match records.next() {
-                        Some(Ok(rec)) => {
-                            if batch.records.len() % 4 < share {
-                                prepare(&rec, &mut batch.prepared);
-                            }
-                            batch.ends.push(batch.prepared.len());
-                            batch.records.push(rec);
-                            if batch.records.len() < BATCH {
-                                continue;
-                            }
-                        }
-                        // The last sends: counted as the others.
-                        Some(Err(e)) => {
-                            if !batch.records.is_empty() {
-                                queued.fetch_add(1, Ordering::Relaxed);
-                                if full_tx.send(Ok(batch)).is_err() {
-                                    return;
-                                }
-                            }
-                            queued.fetch_add(1, Ordering::Relaxed);
-                            let _ = full_tx.send(Err(e));
-                            return;
-                        }
-                        None if batch.records.is_empty() => return,
-                        None => {
-                            queued.fetch_add(1, Ordering::Relaxed);
-                            let _ = full_tx.send(Ok(batch));
-                            return;
-                        }
-                    }
-                    // The walking thread waits (nothing queued): prepare
-                    // less; it is behind (the queue full): prepare more.
-                    if queued.fetch_add(1, Ordering::Relaxed) == 0 {
-                        share = share.saturating_sub(1);
-                    }
-                    match full_tx.try_send(Ok(batch)) {
-                        Ok(()) => {}
-                        Err(TrySendError::Full(b)) => {
-                            share = (share + 1).min(4);
-                            if full_tx.send(b).is_err() {
-                                return;
-                            }
-                        }
-                        Err(TrySendError::Disconnected(_)) => return,
-                    }
-                    batch = empty_rx.try_recv().unwrap_or_default();
-                }
-            });
+            scope.spawn(move || self.decode_batches(prepare, &full_tx, &empty_rx, queued));
             for batch in full_rx {
                 queued.fetch_sub(1, Ordering::Relaxed);
                 let mut batch = batch?;
-                let mut start = 0;
-                for (rec, &end) in batch.records.iter().zip(&batch.ends) {
-                    f(rec, batch.prepared.get(start..end).unwrap_or(&[]))?;
-                    start = end;
+                let (mut start, mut losts) = (0, batch.losts.iter());
+                for (item, &end) in batch.items.iter().zip(&batch.ends) {
+                    let (buffer, cpu) = streams
+                        .get(item.stream as usize)
+                        .copied()
+                        .unwrap_or(("", 0));
+                    if item.lost
+                        && let Some(&count) = losts.next()
+                    {
+                        let lost = Record::Lost {
+                            buffer,
+                            cpu,
+                            count,
+                            ts: item.ts,
+                        };
+                        f(&lost, &[])?;
+                    }
+                    let format = (item.data.first_chunk::<2>())
+                        .map(|b| match big {
+                            true => u16::from_be_bytes(*b),
+                            false => u16::from_le_bytes(*b),
+                        })
+                        .and_then(|id| file.format_by_id(id))
+                        .unwrap_or(&file.unknown_format);
+                    // Built where `f` reads it (see `walk`).
+                    f(
+                        &Record::Event(Event {
+                            buffer,
+                            cpu,
+                            ts: item.ts,
+                            format,
+                            data: EventData(DataRef::Mapped(item.data)),
+                            big_endian: big,
+                        }),
+                        batch.prepared.get(start..end as usize).unwrap_or(&[]),
+                    )?;
+                    start = end as usize;
                 }
                 batch.clear();
                 // The decoding thread may be done: then the batch is dropped.
@@ -888,6 +887,109 @@ impl<'a> Records<'a> {
             }
             Ok(())
         })
+    }
+
+    /// The decoding thread of [`Records::walk_pipelined`]: the merge of
+    /// [`Records::walk`], each record kept as a [`Handed`] of a batch, with
+    /// `prepare` called on as many as keep this thread from being the slower
+    /// (see [`Records::try_for_each_prepared`]): of every four records of a
+    /// batch, one more while batches wait for the walking thread (the queue
+    /// full), one fewer while it waits for them (nothing queued).
+    fn decode_batches(
+        mut self,
+        mut prepare: impl FnMut(&Record<'_>, &mut Vec<u8>),
+        full: &std::sync::mpsc::SyncSender<Result<Batch<'a>, Error>>,
+        empty: &std::sync::mpsc::Receiver<Batch<'a>>,
+        queued: &AtomicU64,
+    ) {
+        use std::sync::mpsc::TrySendError;
+        let file = self.file;
+        let big = file.big_endian;
+        // Sends a batch or an error, counted in `queued`; false when the
+        // walking thread has stopped.
+        let send = |what: Result<Batch<'a>, Error>| {
+            queued.fetch_add(1, Ordering::Relaxed);
+            full.send(what).is_ok()
+        };
+        self.started = true;
+        for i in 0..self.streams.len() {
+            self.refill(i);
+        }
+        if let Some(e) = self.errors.pop_front() {
+            send(Err(e));
+            return;
+        }
+        let mut batch = Batch::default();
+        let mut share = 4;
+        while let Some(i) = self.next_stream() {
+            let i = match i {
+                Ok(i) => i,
+                Err(e) => {
+                    if !batch.items.is_empty() && !send(Ok(batch)) {
+                        return;
+                    }
+                    send(Err(e));
+                    return;
+                }
+            };
+            let s = &mut self.streams[i];
+            let (ts, start, end) = s.entries.get(s.pos).copied().unwrap_or((0, 0, 0));
+            s.pos += 1;
+            let lost = s.lost.take();
+            let data: &'a [u8] = match &s.page {
+                Some(PageBytes::Mapped(p)) => p.get(start as usize..end as usize).unwrap_or(&[]),
+                // Compressed files are walked on one thread.
+                _ => &[],
+            };
+            if batch.items.len() % 4 < share {
+                let format = (data.first_chunk::<2>())
+                    .map(|b| match big {
+                        true => u16::from_be_bytes(*b),
+                        false => u16::from_le_bytes(*b),
+                    })
+                    .and_then(|id| file.format_by_id(id))
+                    .unwrap_or(&file.unknown_format);
+                let rec = Record::Event(Event {
+                    buffer: s.buffer,
+                    cpu: s.cpu,
+                    ts,
+                    format,
+                    data: EventData(DataRef::Mapped(data)),
+                    big_endian: big,
+                });
+                prepare(&rec, &mut batch.prepared);
+            }
+            batch.ends.push(batch.prepared.len() as u32);
+            if let Some(count) = lost {
+                batch.losts.push(count);
+            }
+            batch.items.push(Handed {
+                data,
+                ts,
+                stream: i as u32,
+                lost: lost.is_some(),
+            });
+            if batch.items.len() < BATCH {
+                continue;
+            }
+            if queued.fetch_add(1, Ordering::Relaxed) == 0 {
+                share = share.saturating_sub(1);
+            }
+            match full.try_send(Ok(batch)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(b)) => {
+                    share = (share + 1).min(4);
+                    if full.send(b).is_err() {
+                        return;
+                    }
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+            batch = empty.try_recv().unwrap_or_default();
+        }
+        if !batch.items.is_empty() {
+            send(Ok(batch));
+        }
     }
 
     /// The walk on the calling thread.
