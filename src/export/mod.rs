@@ -517,7 +517,7 @@ pub fn to_parquet(
                         ("trace-recipe.clock".into(), file.clock().to_string()),
                         ("trace-recipe.print_fmt".into(), ev.format.print_fmt.clone()),
                     ];
-                    let (rows, sink) = parquet::create(ev.format, &path, ts_column, several, meta)
+                    let (rows, sink) = Rows::create(ev.format, &path, ts_column, several, meta)
                         .map_err(|e| match e {
                             ExportError::Write { path, source }
                                 if source.raw_os_error() == Some(libc::EMFILE) =>

@@ -373,22 +373,12 @@ pub(super) fn column_names(format: &EventFormat, ts: &str, buffer: bool) -> Vec<
     names
 }
 
-/// The rows of `format`'s records and the file they go to, `path`
-/// (created), its record time column named `ts` (`ts_ns` for nanosecond
-/// clocks), with a `buffer` column when `buffer`, and `meta` as the file's
-/// key-value metadata.
-pub(super) fn create(
-    format: &EventFormat,
-    path: &Path,
-    ts: &str,
-    buffer: bool,
-    meta: Vec<(String, String)>,
-) -> Result<(Rows, Sink), ExportError> {
-    Rows::create(format, path, ts, buffer, meta)
-}
-
 impl Rows {
-    fn create(
+    /// The rows of `format`'s records and the file they go to, `path`
+    /// (created), its record time column named `ts` (`ts_ns` for nanosecond
+    /// clocks), with a `buffer` column when `buffer`, and `meta` as the file's
+    /// key-value metadata.
+    pub(super) fn create(
         format: &EventFormat,
         path: &Path,
         ts: &str,
