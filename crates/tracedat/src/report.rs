@@ -1161,7 +1161,15 @@ impl<'a> Printer<'a> {
     /// (later trace-cmd releases print the entry nested, as we do).
     fn closes_entry(&mut self, ev: &Event<'_>) -> Option<u64> {
         let (cpu, pid, func) = (self.entry.cpu, self.entry.pid, self.entry.func);
-        if ev.cpu != cpu || pid < 0 || ev.pid() != pid || ev.buffer != self.entry.buffer {
+        // The buffer names compared only when not both empty: a call of
+        // `memcmp` per record otherwise, even for empty names.
+        let buffer = &self.entry.buffer;
+        let same_buffer = match (ev.buffer.is_empty(), buffer.is_empty()) {
+            (true, true) => true,
+            (false, false) => ev.buffer == buffer,
+            _ => false,
+        };
+        if ev.cpu != cpu || pid < 0 || ev.pid() != pid || !same_buffer {
             return None;
         }
         let i = self.slot(ev);
