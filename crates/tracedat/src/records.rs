@@ -795,7 +795,7 @@ impl<'a> Records<'a> {
     /// on (`true`) or off (`false`) instead of chosen by the file and the
     /// machine. On a compressed file it stays off: a record of a compressed
     /// chunk holds its chunk, and the chunks a file may hold at once are
-    /// bounded ([`MAX_LIVE_CHUNKS`]) only while one record is in hand.
+    /// bounded (256 MiB) only while one record is in hand.
     pub fn pipelined(mut self, on: bool) -> Self {
         self.pipeline = Some(on && !self.compressed());
         self

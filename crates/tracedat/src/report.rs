@@ -826,7 +826,7 @@ pub fn format_record(
 
 /// Prints records of one file as [`format_record`] describes, reusing what is
 /// the same for many records. Memory: one cached line head per pid and one
-/// [`Slot`] per event format seen.
+/// slot (name column and body) per event format seen.
 pub struct Printer<'a> {
     file: &'a TraceFile,
     time: TimeColumn,
@@ -941,7 +941,8 @@ fn write_stateless(file: &TraceFile, body: &Body, ev: &Event<'_>, out: &mut Vec<
 }
 
 /// What a [`Printer`] prints of each record that does not depend on the
-/// records before it (see [`write_stateless`]), rendered apart from the
+/// records before it (every event's body but the function tracer's,
+/// function_graph's and a failed print fmt's), rendered apart from the
 /// printer: on the thread that decodes the records, through
 /// [`crate::Records::try_for_each_prepared`], while the printer's thread
 /// writes the lines ([`Printer::append_prepared`]). Memory: one body per

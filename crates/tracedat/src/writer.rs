@@ -286,7 +286,7 @@ pub fn write_v6_then(
 /// 6.18) returns end-of-file after the first read whatever its size; a small
 /// first read therefore truncates it (and [`write_v6`] then rejects it).
 ///
-/// Each read asks for [`READ_CHUNK`] (1 MiB) into one buffer per thread,
+/// Each read asks for 1 MiB (`READ_CHUNK`) into one buffer per thread,
 /// allocated and zeroed once: `check` and `run` read a file per event format,
 /// thousands of them, and a fresh zeroed megabyte for each was a quarter of
 /// `trace-recipe facts`' CPU time (far more under emulation, where every
