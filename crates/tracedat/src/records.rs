@@ -618,7 +618,8 @@ pub struct Records<'a> {
 /// milliseconds, less than the thread costs to start).
 pub const PIPELINE_MIN_BYTES: u64 = 1 << 20;
 
-/// Records per batch a decoding thread hands over (about 100 bytes each).
+/// Records per batch a decoding thread hands over (32 bytes each, besides
+/// what `prepare` made of them).
 pub const BATCH: usize = 2048;
 
 /// Records on their way from the decoding thread to the walking one, with
@@ -659,6 +660,20 @@ impl Batch<'_> {
 const BATCHES: usize = 2;
 
 impl TraceFile {
+    /// The format of a record whose payload is `data` (its `common_type`,
+    /// the first two bytes in the file's byte order), or the placeholder
+    /// format when the file has none of that id or the payload is shorter.
+    #[inline(always)]
+    fn format_of(&self, data: &[u8]) -> &EventFormat {
+        (data.first_chunk::<2>())
+            .map(|b| match self.big_endian {
+                true => u16::from_be_bytes(*b),
+                false => u16::from_le_bytes(*b),
+            })
+            .and_then(|id| self.format_by_id(id))
+            .unwrap_or(&self.unknown_format)
+    }
+
     /// All records of all buffers and CPUs, merged in timestamp order; ties
     /// go to the earlier buffer, then the lower CPU (as trace-cmd does).
     /// Memory use is bounded: one page (uncompressed) or one decompressed
@@ -860,20 +875,13 @@ impl<'a> Records<'a> {
                         };
                         f(&lost, &[])?;
                     }
-                    let format = (item.data.first_chunk::<2>())
-                        .map(|b| match big {
-                            true => u16::from_be_bytes(*b),
-                            false => u16::from_le_bytes(*b),
-                        })
-                        .and_then(|id| file.format_by_id(id))
-                        .unwrap_or(&file.unknown_format);
                     // Built where `f` reads it (see `walk`).
                     f(
                         &Record::Event(Event {
                             buffer,
                             cpu,
                             ts: item.ts,
-                            format,
+                            format: file.format_of(item.data),
                             data: EventData(DataRef::Mapped(item.data)),
                             big_endian: big,
                         }),
@@ -942,18 +950,11 @@ impl<'a> Records<'a> {
                 _ => &[],
             };
             if batch.items.len() % 4 < share {
-                let format = (data.first_chunk::<2>())
-                    .map(|b| match big {
-                        true => u16::from_be_bytes(*b),
-                        false => u16::from_le_bytes(*b),
-                    })
-                    .and_then(|id| file.format_by_id(id))
-                    .unwrap_or(&file.unknown_format);
                 let rec = Record::Event(Event {
                     buffer: s.buffer,
                     cpu: s.cpu,
                     ts,
-                    format,
+                    format: file.format_of(data),
                     data: EventData(DataRef::Mapped(data)),
                     big_endian: big,
                 });
@@ -1015,13 +1016,6 @@ impl<'a> Records<'a> {
                 None => &[],
             };
             let data = page.get(start as usize..end as usize).unwrap_or(&[]);
-            let id = data.first_chunk::<2>().map(|b| {
-                if big {
-                    u16::from_be_bytes(*b)
-                } else {
-                    u16::from_le_bytes(*b)
-                }
-            });
             if let Some(count) = lost {
                 f(&Record::Lost {
                     buffer: s.buffer,
@@ -1036,9 +1030,7 @@ impl<'a> Records<'a> {
                 buffer: s.buffer,
                 cpu: s.cpu,
                 ts,
-                format: id
-                    .and_then(|id| self.file.format_by_id(id))
-                    .unwrap_or(&self.file.unknown_format),
+                format: self.file.format_of(data),
                 data: EventData(DataRef::Mapped(data)),
                 big_endian: big,
             }))?;
@@ -1050,22 +1042,13 @@ impl<'a> Records<'a> {
     fn make_event(&self, i: usize, it: Item<'a>) -> Event<'a> {
         let s = &self.streams[i];
         let file = self.file;
-        let big = file.big_endian;
-        let id = it
-            .data
-            .get(0..2)
-            .and_then(|b| read_uint(b, big))
-            .map(|v| v as u16);
-        let format = id
-            .and_then(|id| file.format_by_id(id))
-            .unwrap_or(&file.unknown_format);
         Event {
             buffer: s.buffer,
             cpu: s.cpu,
             ts: it.ts,
-            format,
+            format: file.format_of(&it.data),
             data: it.data,
-            big_endian: big,
+            big_endian: file.big_endian,
         }
     }
 }
