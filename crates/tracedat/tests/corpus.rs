@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use tracedat::{Printer, TraceFile};
+use tracedat::TraceFile;
 
 /// The corpus files as plain trace.dat paths (compressed ones unpacked into
 /// `tmp`).
@@ -41,14 +41,10 @@ fn corpus(tmp: &std::path::Path) -> Vec<PathBuf> {
 
 fn ours(path: &std::path::Path) -> String {
     let f = TraceFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut out = format!("cpus={}\n", f.cpu_count()).into_bytes();
-    let mut p = Printer::new(&f);
-    for r in f.records() {
-        let r = r.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        p.write(&r, &mut out).unwrap();
-    }
-    p.finish(&mut out).unwrap();
-    String::from_utf8_lossy(&out).into_owned()
+    // Made both ways (one thread, and two with the bodies rendered on the
+    // decoding one) and compared by `our_listing`.
+    let text = common::our_listing(&f);
+    format!("cpus={}\n{}", f.cpu_count(), String::from_utf8_lossy(&text))
 }
 
 /// Differences we keep on purpose: on some runs (a few in a hundred file

@@ -63,6 +63,12 @@ pub fn trace_cmd_report(path: &std::path::Path, extra: &[&str]) -> String {
 /// pipelined walk with the events' bodies rendered on its decoding thread
 /// ([`tracedat::Bodies`]), and the two must be equal byte for byte.
 pub fn our_report(f: &TraceFile) -> String {
+    String::from_utf8(our_listing(f)).expect("utf8")
+}
+
+/// [`our_report`]'s bytes, made and compared both ways, for a file whose
+/// listing need not be UTF-8.
+pub fn our_listing(f: &TraceFile) -> Vec<u8> {
     let mut out = Vec::new();
     let mut printer = Printer::new(f);
     for r in f.records() {
@@ -89,7 +95,7 @@ pub fn our_report(f: &TraceFile) -> String {
         out == pipelined,
         "the pipelined listing differs from the plain one"
     );
-    String::from_utf8(out).expect("utf8")
+    out
 }
 
 /// The repository's fact files (tests/facts: `trace-recipe facts` of this
