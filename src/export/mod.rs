@@ -473,8 +473,9 @@ pub fn to_parquet(
 
     // The row groups are encoded, compressed and written by a thread of
     // their own (each table's file is its [`Sink`], held there), while this
-    // one walks the records: at most one group waits for it, so the memory
-    // stays bounded at what the tables hold and two groups.
+    // one walks the records. A group is handed over without a queue (the
+    // walk waits until the writer takes it), so the memory stays bounded at
+    // what the tables hold and the one group being written.
     let (unread, written) = std::thread::scope(|scope| {
         let (jobs, for_writer) = std::sync::mpsc::sync_channel::<Job>(0);
         let mut writer = Some(scope.spawn(move || write_groups(for_writer)));
