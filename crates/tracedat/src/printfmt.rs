@@ -29,6 +29,9 @@ pub(crate) trait Kernel {
     fn symbol(&self, addr: u64) -> Option<(&str, u64)>;
     /// The string the kernel keeps at `addr` (printk formats section).
     fn kernel_string(&self, addr: u64) -> Option<&str>;
+    /// The address of the symbol named `name` (kallsyms), the lowest where
+    /// several share the name.
+    fn symbol_address(&self, name: &str) -> Option<u64>;
     /// Bytes in a `long` of the traced kernel.
     fn long_size(&self) -> usize;
 }
@@ -275,8 +278,9 @@ enum Step {
     },
     /// `%s` of an inline scalar field (a `const char *` the kernel stored):
     /// as libtraceevent prints it, the printk string at that address (else
-    /// the address in hex) when the field is a kernel long, else the field's
-    /// own bytes as text.
+    /// the address in hex) when the field is a kernel long, read in this
+    /// machine's byte order as libtraceevent reads it, else the field's own
+    /// bytes as text.
     StrScalar { field: usize, conv: Conv },
     /// `%*ph` (`C`, `D`, `N`: `:`, `-` or no separator, else a space):
     /// the first `*` bytes of a dynamic array in hex; libtraceevent prints
@@ -1323,6 +1327,47 @@ impl PrintFmt {
         Ok(PrintFmt { steps, args })
     }
 
+    /// The same with each name the kernel left in an argument (not a field,
+    /// not a number) that is a symbol of `kernel`'s kallsyms replaced by
+    /// that symbol's address, as libtraceevent 1.7.1 evaluates it: x86-64's
+    /// `mm_page_alloc` prints `page=` from `(struct page *)vmemmap_base +
+    /// pfn`, the address of the variable `vmemmap_base` plus the pfn (seen
+    /// on Debian 6.12's trace-cmd files, lab-corpus). Other names stay 0.
+    pub(crate) fn with_symbols<K: Kernel>(mut self, kernel: &K) -> PrintFmt {
+        fn resolve<K: Kernel>(e: &mut Expr, kernel: &K) {
+            match e {
+                Expr::Unknown(name) => {
+                    if let Some(addr) = kernel.symbol_address(name) {
+                        *e = Expr::Num(addr as i64);
+                    }
+                }
+                Expr::Num(_)
+                | Expr::Str(_)
+                | Expr::Field(..)
+                | Expr::Data(..)
+                | Expr::DataLen(_)
+                | Expr::Bitmask(..) => {}
+                Expr::Unary(_, a)
+                | Expr::Cast(_, a)
+                | Expr::Symbolic(a, _)
+                | Expr::Flags(a, _, _) => resolve(a, kernel),
+                Expr::Binary(_, a, b) | Expr::Index(a, b) | Expr::Hex(a, b, _) => {
+                    resolve(a, kernel);
+                    resolve(b, kernel);
+                }
+                Expr::Cond(a, b, c) | Expr::Array(a, b, c) => {
+                    resolve(a, kernel);
+                    resolve(b, kernel);
+                    resolve(c, kernel);
+                }
+            }
+        }
+        for e in &mut self.args {
+            resolve(e, kernel);
+        }
+        self
+    }
+
     /// Renders one record by running the compiled steps.
     pub(crate) fn write<K: Kernel>(&self, cx: &Ctx<'_, K>, out: &mut Vec<u8>) {
         for step in &self.steps {
@@ -1361,7 +1406,13 @@ impl PrintFmt {
                     let f = field_at(cx.fmt, *field);
                     let raw = f.raw(cx.data, cx.big).unwrap_or(&[]);
                     if f.size == cx.kernel.long_size() {
-                        let addr = read_uint(raw, cx.big).unwrap_or(0);
+                        // libtraceevent reads this pointer in the reading
+                        // machine's byte order, not the file's: a
+                        // big-endian file read on a little-endian machine
+                        // looks up, and prints, the byte-swapped address
+                        // (seen on s390x's rcu_utilization, lab-corpus).
+                        let host_big = cfg!(target_endian = "big");
+                        let addr = read_uint(raw, host_big).unwrap_or(0);
                         match cx.kernel.kernel_string(addr) {
                             Some(t) => out.extend_from_slice(t.as_bytes()),
                             None => out.extend_from_slice(format!("{addr:x}").as_bytes()),
@@ -2226,6 +2277,9 @@ mod tests {
         fn kernel_string(&self, _: u64) -> Option<&str> {
             None
         }
+        fn symbol_address(&self, name: &str) -> Option<u64> {
+            (name == "thing_base").then_some(0x5000)
+        }
         fn long_size(&self) -> usize {
             8
         }
@@ -2240,18 +2294,57 @@ mod tests {
     }
 
     fn render(f: &EventFormat, data: &[u8]) -> String {
-        let p = PrintFmt::parse(f, 8).unwrap();
+        render_as(f, data, false)
+    }
+
+    /// [`render`] of a record of a big-endian (`big`) or little-endian file.
+    fn render_as(f: &EventFormat, data: &[u8], big: bool) -> String {
+        let p = PrintFmt::parse(f, 8).unwrap().with_symbols(&K);
         let mut out = Vec::new();
         p.write(
             &Ctx {
                 fmt: f,
                 data,
-                big: false,
+                big,
                 kernel: &K,
             },
             &mut out,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    /// x86-64's `mm_page_alloc` (6.12): `page=` is the address of the
+    /// variable `vmemmap_base` plus the pfn, as libtraceevent computes it (no
+    /// scaling by the struct's size); a name kallsyms lacks stays 0.
+    #[test]
+    fn names_in_arguments_are_their_kallsyms_addresses() {
+        let f = fmt(
+            "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n",
+            "\"page=%p pfn=0x%lx other=%lx\", REC->pfn != -1UL ? (((struct page *)thing_base) + (REC->pfn)) : ((void *)0), REC->pfn, NOT_A_SYMBOL + REC->pfn",
+        );
+        let mut d = vec![0u8; 16];
+        d[8..16].copy_from_slice(&0x3du64.to_le_bytes());
+        assert_eq!(render(&f, &d), "page=0x503d pfn=0x3d other=3d");
+    }
+
+    /// A `const char *` field printed with `%s` (s390x's rcu_utilization):
+    /// libtraceevent reads the pointer in the reading machine's byte order,
+    /// so a big-endian file's is looked up and printed byte-swapped on a
+    /// little-endian machine.
+    #[test]
+    fn a_string_pointer_is_read_in_this_machines_byte_order() {
+        let f = fmt(
+            "\tfield:const char * s;\toffset:8;\tsize:8;\tsigned:0;\n",
+            "\"%s\", REC->s",
+        );
+        let mut d = vec![0u8; 16];
+        d[8..16].copy_from_slice(&0x00c1_371au64.to_be_bytes());
+        let want = if cfg!(target_endian = "little") {
+            "1a37c10000000000"
+        } else {
+            "c1371a"
+        };
+        assert_eq!(render_as(&f, &d, true), want);
     }
 
     /// The fields shown as names, from 6.18's formats: a softirq's vector

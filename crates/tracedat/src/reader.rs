@@ -657,6 +657,19 @@ impl TraceFile {
         Some((name, addr - a))
     }
 
+    /// The address of the kernel symbol named `name` (the lowest where
+    /// several share it), `None` when kallsyms has no such name. A walk of
+    /// every symbol: for print fmts compiled once per file, not per record.
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        let k = self
+            .kallsyms
+            .get_or_init(|| parse_kallsyms(&self.kallsyms_text));
+        (0..k.symbols.len())
+            .filter_map(|i| k.get(i))
+            .find(|(_, n)| *n == name)
+            .map(|(a, _)| a)
+    }
+
     /// The string stored in printk_formats for a kernel string address.
     pub fn printk_string(&self, addr: u64) -> Option<&str> {
         self.printk.get(&addr).map(|s| s.as_str())

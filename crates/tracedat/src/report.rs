@@ -24,6 +24,9 @@ impl Kernel for TraceFile {
     fn kernel_string(&self, addr: u64) -> Option<&str> {
         self.printk_string(addr)
     }
+    fn symbol_address(&self, name: &str) -> Option<u64> {
+        TraceFile::symbol_address(self, name)
+    }
     fn long_size(&self) -> usize {
         match TraceFile::long_size(self) {
             4 => 4,
@@ -202,7 +205,7 @@ fn body_for(file: &TraceFile, f: &EventFormat) -> Body {
         (_, Some(at)) => Lead::Futex(at),
         _ => Lead::None,
     };
-    match PrintFmt::parse(f, Kernel::long_size(file)) {
+    match PrintFmt::parse(f, Kernel::long_size(file)).map(|p| p.with_symbols(file)) {
         Ok(p) => Body::Fmt(p, lead),
         Err(e) => {
             eprintln!(
