@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use tracedat::testing::report::ReportLine;
 
 use crate::common::{
-    assert_exit, event_lines, in_ci, repo, text, trace_cmd_report, trace_recipe, unpacked_trace,
+    assert_exit, corpus_files, event_lines, in_ci, repo, text, trace_cmd_report, trace_recipe,
+    unpacked_trace,
 };
 
 /// The venv's python with DuckDB and polars (scripts/test installs it);
@@ -1111,4 +1112,57 @@ fn many_row_groups_hold_every_record_in_order() {
         (expect, last_ts) = (expect + 1, ts);
     }
     assert_eq!(expect, u64::from(total));
+}
+
+/// Every file of tracedat's corpora (which tracedat's corpus test lists line
+/// for line as trace-cmd does) exported both ways, whole: meta.json says
+/// complete, each Parquet table holds the rows meta.json counts, and they
+/// add up to the records of the events the file describes; the Perfetto
+/// trace holds the same records.
+#[test]
+fn every_corpus_file_exports_whole() {
+    use trace_recipe::export::{Provenance, to_parquet, to_perfetto};
+    let dir = tempfile::tempdir().unwrap();
+    let files = corpus_files(dir.path());
+    assert!(files.len() >= 128, "{} corpus files", files.len());
+    for (i, dat) in files.iter().enumerate() {
+        let name = dat.file_name().unwrap().to_string_lossy();
+        let file = tracedat::TraceFile::open(dat).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut records = 0u64;
+        file.records()
+            .try_for_each_record(|r| {
+                if let tracedat::Record::Event(ev) = r
+                    && !file.is_unknown(ev.format)
+                {
+                    records += 1;
+                }
+                Ok::<(), tracedat::Error>(())
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = dir.path().join(format!("out{i}"));
+        let provenance = Provenance {
+            input: name.to_string(),
+            kind: "trace.dat".into(),
+            run: None,
+            selection: trace_recipe::analysis::SelectArgs::default(),
+        };
+        let meta = to_parquet(&file, None, &out, provenance)
+            .unwrap_or_else(|e| panic!("{name}: parquet: {e}"));
+        assert!(meta.complete, "{name}");
+        let meta: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+        let mut rows = 0;
+        for e in meta["events"].as_array().unwrap() {
+            let n = parquet_rows(&out.join(e["file"].as_str().unwrap()));
+            assert_eq!(n, e["rows"].as_u64().unwrap(), "{name}: {e}");
+            rows += n;
+        }
+        assert_eq!(rows, records, "{name}: Parquet rows");
+        let pftrace = dir.path().join(format!("out{i}.pftrace"));
+        let perfetto =
+            to_perfetto(&file, None, &pftrace).unwrap_or_else(|e| panic!("{name}: perfetto: {e}"));
+        assert_eq!(perfetto.records, records, "{name}: Perfetto records");
+        let packets = perfetto_packets(&std::fs::read(&pftrace).unwrap());
+        assert!(packets > 0 || records == 0, "{name}: no packet");
+    }
 }

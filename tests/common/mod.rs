@@ -268,6 +268,43 @@ pub fn unpacked_trace(packed: &str, dir: &Path) -> std::path::PathBuf {
     dat
 }
 
+/// Every trace.dat of tracedat's corpora unpacked into `dir`: other
+/// people's recordings (crates/tracedat/tests/corpus) and those of the
+/// lab's guests (crates/tracedat/tests/lab-corpus: x86-64 kernels from 6.1
+/// to 7.2, arm64, big-endian s390x; compressed, several buffers, other
+/// clocks, `--tsc2nsec`, `extract`, `split`, `convert`).
+pub fn corpus_files(dir: &Path) -> Vec<PathBuf> {
+    let root = repo().join("crates/tracedat/tests");
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(root.join("corpus")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".zst") {
+            let out = dir.join(stem);
+            let bytes = std::fs::read(&p).unwrap();
+            std::fs::write(&out, zstd::decode_all(&bytes[..]).unwrap()).unwrap();
+            files.push(out);
+        } else if name.ends_with(".dat") {
+            files.push(p);
+        }
+    }
+    for e in std::fs::read_dir(root.join("lab-corpus")).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".tar.zst") {
+            let packed = std::fs::File::open(&p).unwrap();
+            let mut tar = tar::Archive::new(zstd::Decoder::new(packed).unwrap());
+            for entry in tar.entries().unwrap() {
+                let mut entry = entry.unwrap();
+                let out = dir.join(entry.path().unwrap().file_name().unwrap());
+                entry.unpack(&out).unwrap();
+                files.push(out);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Writes `body` as a recipe in `dir` and returns its path.
 pub fn write_recipe(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);

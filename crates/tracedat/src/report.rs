@@ -789,6 +789,12 @@ fn write_failed(ev: &Event<'_>, text: &[Cell<bool>], out: &mut Vec<u8>) {
             out.extend_from_slice(ibuf.format(v).as_bytes());
         }
     }
+    // trace-cmd ends the line itself: a last field of text ending in a
+    // newline (7.2's `sys_enter_write` with the bytes written) adds no
+    // empty line.
+    if out.last() == Some(&b'\n') {
+        out.pop();
+    }
 }
 
 /// Write one record as one `trace-cmd report`-style line (plus a newline):

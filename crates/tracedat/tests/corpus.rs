@@ -14,26 +14,42 @@ use common::*;
 use tracedat::TraceFile;
 
 /// The corpus files as plain trace.dat paths (compressed ones unpacked into
-/// `tmp`).
+/// `tmp`): tests/corpus's other people's files, the files the kernel lab's
+/// guests recorded with their own trace-cmd (tests/lab-corpus, one
+/// `ARCH.tar.zst` per architecture) and the trace-cmd v7 fixture.
 fn corpus(tmp: &std::path::Path) -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let unzstd = |p: &std::path::Path| {
+        let packed = std::fs::File::open(p).unwrap();
+        ruzstd::decoding::StreamingDecoder::new(packed).unwrap()
+    };
     let mut v: Vec<PathBuf> = std::fs::read_dir(root.join("corpus"))
         .expect("corpus dir")
         .map(|e| e.unwrap().path())
         .filter_map(|p| {
             let name = p.file_name()?.to_str()?.to_string();
             if let Some(stem) = name.strip_suffix(".zst") {
-                let packed = std::fs::File::open(&p).unwrap();
-                let mut dec = ruzstd::decoding::StreamingDecoder::new(packed).unwrap();
                 let out = tmp.join(stem);
                 let mut w = std::fs::File::create(&out).unwrap();
-                std::io::copy(&mut dec, &mut w).unwrap();
+                std::io::copy(&mut unzstd(&p), &mut w).unwrap();
                 Some(out)
             } else {
                 name.ends_with(".dat").then_some(p)
             }
         })
         .collect();
+    for e in std::fs::read_dir(root.join("lab-corpus")).expect("lab-corpus dir") {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".tar.zst") {
+            let mut tar = tar::Archive::new(unzstd(&p));
+            for entry in tar.entries().unwrap() {
+                let mut entry = entry.unwrap();
+                let out = tmp.join(entry.path().unwrap().file_name().unwrap());
+                entry.unpack(&out).unwrap();
+                v.push(out);
+            }
+        }
+    }
     v.push(root.join("fixtures/trace-cmd-v7-zstd.dat"));
     v.sort();
     v
@@ -79,9 +95,10 @@ fn intended(ours: &str, theirs: &str) -> bool {
 fn corpus_matches_trace_cmd_report() {
     let tmp = tempfile::tempdir().unwrap();
     let files = corpus(tmp.path());
-    // 25 corpus files from 13 origins (tests/corpus/README.md) and the fixture.
+    // 25 corpus files from 13 origins (tests/corpus/README.md), 103 from the
+    // lab's guests (tests/lab-corpus/README.md) and the fixture.
     assert!(
-        files.len() >= 26,
+        files.len() >= 129,
         "corpus is missing files: {}",
         files.len()
     );
@@ -165,5 +182,8 @@ fn v7_zstd_files_rewritten_with_zlib_list_as_the_originals() {
         assert!(ours(&zlib) == ours(&path), "{}", path.display());
         rewritten += 1;
     }
-    assert_eq!(rewritten, 3, "the two corpus v7 files and the fixture");
+    assert_eq!(
+        rewritten, 4,
+        "the two corpus v7 files, the fixture and s390x's (big-endian) from the lab"
+    );
 }
