@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use crate::common::{TracefsGuard, first_section, repo, run_recipe, text};
+use crate::common::{
+    TracefsGuard, corpus_files, first_section, repo, run_recipe, text, trace_cmd, trace_recipe,
+};
 
 /// A run of recipes/NAME.toml (with `cmd` as its workload, if any): its
 /// report.json, summary.txt, and the folder that holds them.
@@ -41,6 +43,73 @@ impl Answered {
         assert!(first.starts_with(heading), "{}", self.summary);
         first
     }
+}
+
+/// A key its event's print fmt shows as text: sched_switch's `prev_state`
+/// in a trace-cmd recording of Debian 6.12 (tracedat's lab corpus) answers
+/// by state as the kernel prints it (`S`, `D`, `Z`, `I`, `R`, and `R+` for
+/// preempted), each counted as trace-cmd's raw listing (`report -R`) counts
+/// that value.
+#[test]
+fn a_state_key_reads_as_the_kernel_prints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dat = corpus_files(dir.path())
+        .into_iter()
+        .find(|p| p.ends_with("x86_64-sched-syscalls.dat"))
+        .expect("the lab corpus's x86_64 6.12 recording");
+    let answers = dir.path().join("states.toml");
+    std::fs::write(
+        &answers,
+        "[[answer]]\nname = \"states\"\nevent = \"sched:sched_switch\"\nby = [\"prev_state\"]\n",
+    )
+    .unwrap();
+    let json = dir.path().join("report.json");
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--answer",
+        answers.to_str().unwrap(),
+        "--format",
+        "json",
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let got: std::collections::BTreeMap<String, u64> =
+        (report["answers"]["states"]["rows"].as_array().unwrap())
+            .iter()
+            .map(|r| {
+                (
+                    r["keys"][0].as_str().unwrap().to_string(),
+                    r["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+    // The kernel's letters (include/trace/events/sched.h, 6.12): one per
+    // bit of the low eight, `R` for none, `+` for the preempted bit.
+    let state = |v: u64| {
+        let mut s: Vec<String> = (0..8)
+            .filter(|b| v & (1 << b) != 0)
+            .map(|b| "SDTtXZPI"[b..b + 1].to_string())
+            .collect();
+        if s.is_empty() {
+            s.push("R".into());
+        }
+        s.join("|") + if v & 0x100 != 0 { "+" } else { "" }
+    };
+    let mut want: std::collections::BTreeMap<String, u64> = Default::default();
+    for line in trace_cmd(&["report".as_ref(), "-R".as_ref(), dat.as_os_str()]).lines() {
+        if let Some(v) = line
+            .split_once(" sched_switch:")
+            .and_then(|(_, rest)| rest.split_once("prev_state="))
+            .and_then(|(_, v)| v.split(' ').next()?.parse::<u64>().ok())
+        {
+            *want.entry(state(v)).or_default() += 1;
+        }
+    }
+    assert!(want.len() >= 3 && want.contains_key("R+"), "{want:?}");
+    assert_eq!(got, want);
 }
 
 /// The tests that drive the host's tracefs: each holds the tracefs lock

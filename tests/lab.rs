@@ -1506,12 +1506,13 @@ fn assert_answer(
 
 /// The answers of tests/lab/answers/both.toml, in the order they are
 /// declared: one per answer shape the kernel engine takes.
-const BOTH_ENGINES: [&str; 8] = [
+const BOTH_ENGINES: [&str; 9] = [
     "opens_by_comm",
     "open_errno",
     "syscalls",
     "kmalloc_sites",
     "switch_stacks",
+    "switch_states",
     "read_latency",
     "syscall_latency",
     "block_latency",
@@ -1625,6 +1626,18 @@ fn assert_answers_both(out: &Path) {
         "{stacks:?}"
     );
     assert!(rows("read_latency").last().unwrap().1 >= 64);
+    // States as the kernel's print fmt shows them: letters, `R` for none and
+    // `+` for preempted, never the bits.
+    let states = rows("switch_states");
+    assert!(
+        states.iter().filter(|r| !r.0.is_empty()).all(|r| {
+            let s = r.0[0].trim_end_matches('+');
+            !s.is_empty()
+                && s.split('|')
+                    .all(|l| "SDTtXZPIR".contains(l) && l.len() == 1)
+        }) && states.iter().any(|r| r.0 == ["S"]),
+        "{states:?}"
+    );
 }
 
 /// recipes/call-graph-depth.toml, kretprobe-returns.toml,

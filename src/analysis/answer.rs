@@ -68,6 +68,9 @@ struct KeySpec {
     from: bool,
     source: Source,
     show: Show,
+    /// A plain field's text where its event's print fmt shows it as text
+    /// (`prev_state` as `S`, `R+`; a `__print_symbolic` enum by name).
+    text: Option<tracedat::FieldText>,
 }
 
 /// A key's value as read from a record.
@@ -401,6 +404,7 @@ impl Compiled {
                         from: false,
                         source: Source::Cpu,
                         show: Show::Plain,
+                        text: None,
                     });
                     continue;
                 }
@@ -416,6 +420,7 @@ impl Compiled {
                         from: false,
                         source: Source::Stack,
                         show: Show::Stack,
+                        text: None,
                     });
                     continue;
                 }
@@ -430,11 +435,13 @@ impl Compiled {
                     from: f.from,
                     source: source(f),
                     show,
+                    text: None,
                 },
                 None => KeySpec {
                     from: false,
                     source: Source::CommonPid,
                     show,
+                    text: None,
                 },
             };
             if k.from && !span {
@@ -573,6 +580,25 @@ impl Compiled {
                     vals,
                 });
             }
+        }
+        // A plain field's text, from the first format of its end that shows
+        // it as text.
+        for k in &mut keys {
+            let Source::Field(name) = &k.source else {
+                continue;
+            };
+            if k.show != Show::Plain {
+                continue;
+            }
+            let end = if k.from {
+                opens.unwrap_or(counted)
+            } else {
+                counted
+            };
+            k.text = file
+                .formats()
+                .filter(|f| event_matches(end, f))
+                .find_map(|f| tracedat::FieldText::of(f, name));
         }
         if !found.0 || !found.1 {
             let missing = if found.0 {
@@ -765,6 +791,9 @@ impl Compiled {
     fn finish(self, cx: &Finish<'_>) -> AnswerTable {
         let table = SyscallTable::of(cx.file);
         let show = |k: &KeySpec, p: &Part| -> String {
+            if let (Some(text), Some(v)) = (&k.text, p.int()) {
+                return text.render(v as u64);
+            }
             match (k.show, p) {
                 (_, Part::Stack(frames)) => show_stack(cx.file, frames),
                 (Show::Comm, p) => cx.comm(p.int().unwrap_or(-1) as i32),

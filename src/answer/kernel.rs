@@ -69,6 +69,10 @@ enum Decode {
     Syscall(SyscallTable),
     /// `F.sym` → the symbol without its address and module.
     Sym,
+    /// A number its event's print fmt shows as text (`prev_state` → `S`,
+    /// `R+`; a `__print_symbolic` enum): that text, as the trace engine
+    /// shows it ([`tracedat::FieldText`]); the format and the field's name.
+    Shown(Box<EventFormat>, String),
     /// `F.log2` → `2^k`.
     Log2,
     /// `stacktrace` → frames outermost first, joined by `;`, without offsets
@@ -413,6 +417,10 @@ fn decode(how: &Decode, raw: &str) -> String {
             number().map_or(raw.to_string(), |n| (n as i64).to_string())
         }
         Decode::Number { signed: false } | Decode::Text => raw.to_string(),
+        Decode::Shown(format, field) => match (number(), tracedat::FieldText::of(format, field)) {
+            (Some(n), Some(text)) => text.render(n),
+            _ => raw.to_string(),
+        },
         Decode::Errno => match number().map(|n| n as i64) {
             Some(n) if n < 0 => crate::errno::name(-n).map_or(n.to_string(), |e| format!("-{e}")),
             Some(n) => n.to_string(),
@@ -596,12 +604,23 @@ pub(crate) fn compile(
                     AnswerBy::Sym(_) => (".sym", Decode::Sym),
                     AnswerBy::Log2(_) => (".log2", Decode::Log2),
                     _ if is_string_field(field) => ("", Decode::Text),
-                    _ => (
-                        "",
-                        Decode::Number {
-                            signed: field.signed,
-                        },
-                    ),
+                    _ => {
+                        let format = match (from, f.from) {
+                            (Some(fr), true) => &fr.1,
+                            _ => &subject.1,
+                        };
+                        match tracedat::FieldText::of(format, &f.name) {
+                            Some(_) => {
+                                ("", Decode::Shown(Box::new(format.clone()), f.name.clone()))
+                            }
+                            None => (
+                                "",
+                                Decode::Number {
+                                    signed: field.signed,
+                                },
+                            ),
+                        }
+                    }
                 };
                 // The kernel prints a key under its field's name, without the modifier.
                 (
@@ -1055,6 +1074,26 @@ by = ["pid", "prio"]
         // Ties by key; every hit counted (18 = `Hits:`).
         assert_eq!(keys, ["execve", "wait4", "close"]);
         assert_eq!((t.total.count, t.other.map(|o| o.count)), (18, Some(1)));
+    }
+
+    /// A key its event's print fmt shows as text reads back as that text,
+    /// as the trace engine shows it: Debian 6.12's sched_switch `prev_state`
+    /// (the hist file prints the number) as `S`, `I`, `R+`, `R`.
+    #[test]
+    fn a_state_key_reads_back_as_the_print_fmt_shows_it() {
+        let text = "# event histogram\n#\n# trigger info: hist:name=trace_recipe_7_states:keys=prev_state:vals=hitcount:sort=hitcount:size=2048 [active]\n#\n\n{ prev_state:          0 } hitcount:          2\n{ prev_state:        256 } hitcount:          3\n{ prev_state:        128 } hitcount:          4\n{ prev_state:          1 } hitcount:          5\n\nTotals:\n    Hits: 14\n    Entries: 4\n    Dropped: 0\n";
+        let v = valid(
+            "[[answer]]\nname = \"states\"\nevent = \"sched:sched_switch\"\nby = [\"prev_state\"]\n",
+            &facts("debian-6.12"),
+        );
+        let a = &v.answers[0];
+        let t = a.kernel.as_ref().unwrap().read(&NAMES, text, &a.answer, 10);
+        let rows: Vec<(&str, u64)> = t
+            .rows
+            .iter()
+            .map(|r| (r.keys[0].as_str(), r.count))
+            .collect();
+        assert_eq!(rows, [("S", 5), ("I", 4), ("R+", 3), ("R", 2)]);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub use args::{ArgKind, Param, Prototypes, write_args};
 pub use comms::{Comms, Learner, names_tasks};
 pub use error::Error;
 pub use format::{EventFormat, Field, FieldLayout, FieldValue, IntField};
-pub use printfmt::{Shown, shown_fields};
+pub use printfmt::{FieldText, Shown, shown_fields};
 pub use reader::{Compression, TraceFile, Tsc2Nsec, selected_clock, subbuffer_size};
 pub use records::{BATCH, Event, EventData, PIPELINE_MIN_BYTES, Record, Records};
 pub use report::{Bodies, Printer, clock_is_nanoseconds, format_record, format_ts};

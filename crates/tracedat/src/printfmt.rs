@@ -1267,6 +1267,129 @@ pub fn shown_fields(fmt: &EventFormat) -> Vec<(String, Shown)> {
     out
 }
 
+/// How an event's `print fmt` shows one integer field by itself, when it
+/// shows it only as text: the `%s` conversions whose argument reads that
+/// field and no other (a `__print_symbolic`, a `__print_flags`, a ternary
+/// of strings), run in order on a value. So sched_switch's `prev_state`
+/// reads `S`, `D`, `I`, `R`, `R+` as the kernel's own listing prints it
+/// (`prev_state=%s%s`), a page allocation's `gfp_flags`
+/// `GFP_KERNEL|__GFP_ZERO`. [`FieldText::of`] gives `None` for a field the
+/// print fmt shows as a number (also where it shows a name beside it, as
+/// softirq's `vec=%u [action=%s]`), a string, or not at all.
+#[derive(Debug, Clone)]
+pub struct FieldText {
+    fmt: EventFormat,
+    field: Field,
+    print: PrintFmt,
+}
+
+/// A [`Kernel`] with no symbols and no strings: a field's text needs
+/// neither.
+struct NoKernel;
+
+impl Kernel for NoKernel {
+    fn symbol(&self, _: u64) -> Option<(&str, u64)> {
+        None
+    }
+    fn kernel_string(&self, _: u64) -> Option<&str> {
+        None
+    }
+    fn symbol_address(&self, _: &str) -> Option<u64> {
+        None
+    }
+    fn long_size(&self) -> usize {
+        8
+    }
+}
+
+impl FieldText {
+    /// How `fmt`'s print fmt shows field `name`, when it shows it as text.
+    pub fn of(fmt: &EventFormat, name: &str) -> Option<FieldText> {
+        let (pieces, args) = parse_parts(fmt, 8).ok()?;
+        let index = (0..fmt.fields.len() + fmt.common_fields.len())
+            .find(|&i| field_at(fmt, i).name == name)?;
+        let field = field_at(fmt, index).clone();
+        if field.layout != FieldLayout::Inline || field.array_len.is_some() || field.is_string {
+            return None;
+        }
+        let mut steps = Vec::new();
+        let mut ai = 0;
+        for pc in pieces {
+            let Piece::Conv(c) = pc else { continue };
+            let arg = ai;
+            ai += 1 + c.width_arg as usize + c.prec_arg as usize;
+            let Some(e) = args.get(ai - 1) else { continue };
+            if matches!(strip_casts(e), Expr::Field(i, _) if *i == index) {
+                // Shown as the number too (softirq's `vec=%u [action=%s]`):
+                // the number it is.
+                return None;
+            }
+            let mut read = Vec::new();
+            fields_read(e, &mut read);
+            if c.kind == b's' && !read.is_empty() && read.iter().all(|&i| i == index) {
+                steps.push(compile(fmt, c, &args, arg));
+            }
+        }
+        (!steps.is_empty()).then(|| FieldText {
+            fmt: fmt.clone(),
+            field,
+            print: PrintFmt { steps, args },
+        })
+    }
+
+    /// The text of a record whose field holds `value` (its low bytes, as
+    /// many as the field has).
+    pub fn render(&self, value: u64) -> String {
+        let f = &self.field;
+        let mut data = vec![0u8; f.offset + f.size];
+        let bytes = value.to_le_bytes();
+        let n = f.size.min(8);
+        data[f.offset..f.offset + n].copy_from_slice(&bytes[..n]);
+        let mut out = Vec::new();
+        self.print.write(
+            &Ctx {
+                fmt: &self.fmt,
+                data: &data,
+                big: false,
+                kernel: &NoKernel,
+            },
+            &mut out,
+        );
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// `e` without the casts around it.
+fn strip_casts(mut e: &Expr) -> &Expr {
+    while let Expr::Cast(_, a) = e {
+        e = a;
+    }
+    e
+}
+
+/// Adds the index of every field `e` reads (fields, dynamic data, their
+/// lengths, bitmasks) to `out`.
+fn fields_read(e: &Expr, out: &mut Vec<usize>) {
+    match e {
+        Expr::Field(i, _) | Expr::Data(i, _) | Expr::DataLen(i) | Expr::Bitmask(i, _) => {
+            out.push(*i)
+        }
+        Expr::Num(_) | Expr::Unknown(_) | Expr::Str(_) => {}
+        Expr::Unary(_, a) | Expr::Cast(_, a) | Expr::Symbolic(a, _) | Expr::Flags(a, _, _) => {
+            fields_read(a, out)
+        }
+        Expr::Binary(_, a, b) | Expr::Index(a, b) | Expr::Hex(a, b, _) => {
+            fields_read(a, out);
+            fields_read(b, out);
+        }
+        Expr::Cond(a, b, c) | Expr::Array(a, b, c) => {
+            fields_read(a, out);
+            fields_read(b, out);
+            fields_read(c, out);
+        }
+    }
+}
+
 /// Adds the fields `e`, printed by conversion `c`, shows as names.
 fn shown_in(fmt: &EventFormat, c: &Conv, e: &Expr, out: &mut Vec<(String, Shown)>) {
     let mut add = |i: usize, how: Shown| {
@@ -2311,6 +2434,35 @@ mod tests {
             &mut out,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    /// A field's text as its print fmt shows it by itself: Debian 6.12's
+    /// sched_switch `prev_state` (flags, `R` for none, `+` when preempted)
+    /// and softirq_entry's `vec`; none for a field shown as a number or text.
+    #[test]
+    fn field_text_is_the_print_fmts_text_of_that_field_alone() {
+        let switch = fmt(
+            "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n",
+            "\"prev_comm=%s prev_pid=%d prev_state=%s%s\", REC->prev_comm, REC->prev_pid,              (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ?              __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), \"|\",              { 0x00000001, \"S\" }, { 0x00000002, \"D\" }, { 0x00000004, \"T\" }, { 0x00000008, \"t\" }, { 0x00000010, \"X\" }, { 0x00000020, \"Z\" }, { 0x00000040, \"P\" }, { 0x00000080, \"I\" }) : \"R\",              REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) ? \"+\" : \"\"",
+        );
+        let state = FieldText::of(&switch, "prev_state").unwrap();
+        let shown: Vec<String> = [0, 1, 2, 0x80, 0x100, 0x3].map(|v| state.render(v)).into();
+        assert_eq!(shown, ["R", "S", "D", "I", "R+", "S|D"]);
+        assert!(FieldText::of(&switch, "prev_pid").is_none());
+        assert!(FieldText::of(&switch, "prev_comm").is_none());
+        assert!(FieldText::of(&switch, "nope").is_none());
+        // Shown as a number beside its name: the number.
+        let softirq = fmt(
+            "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;",
+            "\"vec=%u [action=%s]\", REC->vec, __print_symbolic(REC->vec, { 0, \"HI\" }, { 1, \"TIMER\" })",
+        );
+        assert!(FieldText::of(&softirq, "vec").is_none());
+        let named = fmt(
+            "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;",
+            "\"action=%s\", __print_symbolic(REC->vec, { 0, \"HI\" }, { 1, \"TIMER\" })",
+        );
+        let vec = FieldText::of(&named, "vec").unwrap();
+        assert_eq!([vec.render(1), vec.render(7)], ["TIMER", "0x7"]);
     }
 
     /// x86-64's `mm_page_alloc` (6.12): `page=` is the address of the
