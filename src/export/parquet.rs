@@ -43,9 +43,10 @@ const GROUP_ROWS: usize = 1 << 17;
 /// Bytes (estimated) a table holds before they are written as a row group.
 const GROUP_BYTES: usize = 16 << 20;
 /// Bytes (estimated) all tables together hold before the largest is written:
-/// with the group being written beside them, a 90 MiB trace.dat exports in
-/// about 80 MiB of RSS (BENCHMARKS.md).
-pub(super) const BUFFERED_BYTES: usize = 16 << 20;
+/// with the group being written beside them, a 630 MiB trace.dat exports in
+/// about 78 MiB of RSS, as fast as with twice as much held (16 MiB: 99 MiB;
+/// BENCHMARKS.md).
+pub(super) const BUFFERED_BYTES: usize = 8 << 20;
 
 /// The values of one record a table takes besides the event's fields.
 pub(super) struct Common<'a> {
