@@ -658,16 +658,11 @@ impl TraceFile {
     }
 
     /// The address of the kernel symbol named `name` (the lowest where
-    /// several share it), `None` when kallsyms has no such name. A walk of
-    /// every symbol: for print fmts compiled once per file, not per record.
+    /// several share it), `None` when kallsyms has no such name.
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
-        let k = self
-            .kallsyms
-            .get_or_init(|| parse_kallsyms(&self.kallsyms_text));
-        (0..k.symbols.len())
-            .filter_map(|i| k.get(i))
-            .find(|(_, n)| *n == name)
-            .map(|(a, _)| a)
+        self.kallsyms
+            .get_or_init(|| parse_kallsyms(&self.kallsyms_text))
+            .address_of(name)
     }
 
     /// The string stored in printk_formats for a kernel string address.
@@ -1323,6 +1318,9 @@ struct Kallsyms {
     names: String,
     /// (address, start, end), by address.
     symbols: Vec<(u64, usize, usize)>,
+    /// Indexes into `symbols` by name (then address), made on the first
+    /// lookup by name.
+    by_name: OnceLock<Vec<u32>>,
 }
 
 impl Kallsyms {
@@ -1330,6 +1328,23 @@ impl Kallsyms {
     fn get(&self, i: usize) -> Option<(u64, &str)> {
         let &(addr, start, end) = self.symbols.get(i)?;
         Some((addr, self.names.get(start..end)?))
+    }
+
+    /// The lowest address of a symbol named `name`: a binary search of the
+    /// symbols sorted by name once (a hostile file's many names cost a
+    /// search each, not a walk of every symbol).
+    fn address_of(&self, name: &str) -> Option<u64> {
+        let name_of = |i: u32| self.get(i as usize).map_or("", |(_, n)| n);
+        let order = self.by_name.get_or_init(|| {
+            // `symbols` is by address: a stable sort by name keeps each
+            // name's lowest address first.
+            let mut v: Vec<u32> = (0..self.symbols.len() as u32).collect();
+            v.sort_by(|a, b| name_of(*a).cmp(name_of(*b)));
+            v
+        });
+        let at = order.partition_point(|i| name_of(*i) < name);
+        let i = *order.get(at)?;
+        (name_of(i) == name).then(|| self.get(i as usize).map(|(a, _)| a))?
     }
 }
 
@@ -1381,7 +1396,11 @@ fn parse_kallsyms(b: &[u8]) -> Kallsyms {
     for aliases in symbols.chunk_by_mut(|x, y| x.0 == y.0) {
         aliases.reverse();
     }
-    Kallsyms { names, symbols }
+    Kallsyms {
+        names,
+        symbols,
+        by_name: OnceLock::new(),
+    }
 }
 
 /// The address (hex) and name of a kallsyms line: its first and third
