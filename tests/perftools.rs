@@ -256,7 +256,10 @@ mod tracefs {
     /// signal, target and return.
     #[test]
     fn killsnoop_answers_sender_signal_target_and_result_as_perf_tools_does() {
-        let guard = TracefsGuard::acquire();
+        let mut guard = TracefsGuard::acquire();
+        // perf-tools trace at the top level: on a freshly booted machine
+        // that allocates its ring buffer.
+        guard.allow_top_level_allocation();
         let tools = tempfile::tempdir().unwrap();
         let tool = perf_tool("killsnoop", tools.path()).map(|t| Tool::start(&t, &["-d", "10"]));
         let a = Answered::run(
@@ -340,7 +343,10 @@ mod tracefs {
     /// 5 too. The syscall table is sorted by total time.
     #[test]
     fn syscount_counts_and_times_each_syscall_as_perf_tools_counts_it() {
-        let guard = TracefsGuard::acquire();
+        let mut guard = TracefsGuard::acquire();
+        // perf-tools trace at the top level: on a freshly booted machine
+        // that allocates its ring buffer.
+        guard.allow_top_level_allocation();
         // A file: syscount joins its command's words into one string.
         let tools = tempfile::tempdir().unwrap();
         let script = tools.path().join("kill5.sh");
@@ -400,7 +406,10 @@ mod tracefs {
     /// tracepoint lists the same 4 execs.
     #[test]
     fn tpoint_count_counts_each_task_as_perf_tools_tpoint_lists_them() {
-        let guard = TracefsGuard::acquire();
+        let mut guard = TracefsGuard::acquire();
+        // perf-tools trace at the top level: on a freshly booted machine
+        // that allocates its ring buffer.
+        guard.allow_top_level_allocation();
         let dir = tempfile::tempdir().unwrap();
         let prog = dir.path().join("pt-tpoint-true");
         std::fs::copy("/bin/true", &prog).unwrap();
@@ -444,7 +453,10 @@ mod tracefs {
     /// of 60 KiB on the whole machine) at least those 32.
     #[test]
     fn iolatency_and_bitesize_count_a_loop_devices_writes_as_perf_tools_do() {
-        let guard = TracefsGuard::acquire();
+        let mut guard = TracefsGuard::acquire();
+        // perf-tools trace at the top level: on a freshly booted machine
+        // that allocates its ring buffer.
+        guard.allow_top_level_allocation();
         let dir = tempfile::tempdir().unwrap();
         let dev = Loop::new(dir.path());
         let of = format!("of={}", dev.dev);
