@@ -861,7 +861,14 @@ pub struct Printer<'a> {
     /// arguments of `func-args`/`funcgraph-args` records are then printed as
     /// the kernel's `trace` file prints them ([`crate::args`]).
     prototypes: Option<&'a Prototypes>,
+    /// function_graph's functions by address, as kallsyms names them (`None`:
+    /// no symbol), up to [`GRAPH_NAMES`] of them: a graph calls the same few
+    /// functions again and again, and each kallsyms lookup is a binary search.
+    graph_names: FxHashMap<u64, Option<&'a str>>,
 }
+
+/// Function addresses [`Printer`] keeps the names of.
+const GRAPH_NAMES: usize = 1 << 16;
 
 /// What the records of one event format print alike, worked out on its
 /// first record.
@@ -1024,7 +1031,22 @@ impl<'a> Printer<'a> {
             entry: HeldEntry::default(),
             held: false,
             prototypes: None,
+            graph_names: FxHashMap::default(),
         }
+    }
+
+    /// The kallsyms name of function_graph's function `func`, kept for the
+    /// next time.
+    fn graph_name(&mut self, func: u64) -> Option<&'a str> {
+        if let Some(name) = self.graph_names.get(&func) {
+            return *name;
+        }
+        let file: &'a TraceFile = self.file;
+        let name = file.symbol(func).map(|(name, _)| name);
+        if self.graph_names.len() < GRAPH_NAMES {
+            self.graph_names.insert(func, name);
+        }
+        name
     }
 
     /// This printer, printing the arguments that `func-args` and
@@ -1194,10 +1216,11 @@ impl<'a> Printer<'a> {
     /// Completes the held entry's line as a leaf: `func();` after the
     /// exit's duration.
     fn write_leaf(&mut self, duration: u64) {
+        let name = self.graph_name(self.entry.func);
         let e = &mut self.entry;
         write_overhead(&mut e.line, Some(duration));
         write_duration(&mut e.line, duration);
-        write_graph_func(self.file, &mut e.line, e.depth, e.func);
+        write_graph_func(&mut e.line, e.depth, e.func, name);
         self.end_entry(b";\n");
     }
 
@@ -1217,10 +1240,11 @@ impl<'a> Printer<'a> {
     /// Completes the held entry's line as a nested entry: `func() {`, no
     /// duration.
     fn write_nested(&mut self) {
+        let name = self.graph_name(self.entry.func);
         let e = &mut self.entry;
         write_overhead(&mut e.line, None);
         e.line.extend_from_slice(b"           |  ");
-        write_graph_func(self.file, &mut e.line, e.depth, e.func);
+        write_graph_func(&mut e.line, e.depth, e.func, name);
         self.end_entry(b" {\n");
     }
 
@@ -1351,12 +1375,12 @@ fn write_indent(line: &mut Vec<u8>, depth: u64) {
     line.extend(std::iter::repeat_n(b' ', n.min(MAX_GRAPH_INDENT)));
 }
 
-/// The indent, then the function's symbol (its address in bare hex when
-/// kallsyms lacks it).
-fn write_graph_func(file: &TraceFile, line: &mut Vec<u8>, depth: u64, func: u64) {
+/// The indent, then the function's symbol `name` (its address in bare hex
+/// when kallsyms lacks it).
+fn write_graph_func(line: &mut Vec<u8>, depth: u64, func: u64, name: Option<&str>) {
     write_indent(line, depth);
-    match file.symbol(func) {
-        Some((name, _)) => line.extend_from_slice(name.as_bytes()),
+    match name {
+        Some(name) => line.extend_from_slice(name.as_bytes()),
         None => write_hex_digits(line, func),
     }
 }
