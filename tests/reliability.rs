@@ -221,6 +221,16 @@ mod tracefs {
             let what = format!(
                 "trial {trial} (signal {sig} in phase `{phase}`, guard killed: {guard_too}, {exit})"
             );
+            // The guard rolls back what the killed run left: judge once it
+            // has exited (on a loaded machine that took over a second), not
+            // at a fixed time. The bound only keeps a hung guard from
+            // hanging the test.
+            if let Some(g) = guard_of(child.id()) {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while Path::new(&format!("/proc/{g}")).exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             let cleaned_by = if settles_to(&before, Duration::from_secs(1)) {
                 if journal_existed {
                     "the run or its guard"
