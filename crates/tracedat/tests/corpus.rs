@@ -16,7 +16,7 @@ use tracedat::TraceFile;
 /// The corpus files as plain trace.dat paths (compressed ones unpacked into
 /// `tmp`): tests/corpus's other people's files, the files the kernel lab's
 /// guests recorded with their own trace-cmd (tests/lab-corpus, one
-/// `ARCH.tar.zst` per architecture) and the trace-cmd v7 fixture.
+/// `TARGET.tar.zst` per kernel) and the trace-cmd v7 fixture.
 fn corpus(tmp: &std::path::Path) -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
     let unzstd = |p: &std::path::Path| {
