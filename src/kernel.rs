@@ -238,6 +238,17 @@ pub(crate) fn without_unbuilt(lines: Vec<String>, config: &str) -> Vec<String> {
         .collect()
 }
 
+/// The tracers' own records that an `[[answer]]` may name, with the tracer
+/// that writes each (kernel/trace/trace_entries.h: `ftrace:function` is
+/// `TRACE_FN`, the two funcgraph records `TRACE_GRAPH_ENT`/`_RET`). They are
+/// in no `available_events`: nothing enables them but their tracer, and they
+/// take no triggers.
+pub(crate) const TRACER_RECORDS: [(&str, &str); 3] = [
+    ("ftrace:function", "function"),
+    ("ftrace:funcgraph_entry", "function_graph"),
+    ("ftrace:funcgraph_exit", "function_graph"),
+];
+
 /// Which of the costly facts [`KernelFacts::read_scoped`] reads.
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
@@ -639,6 +650,16 @@ impl KernelFacts {
                 && let Ok(text) = tracefs.read(&format!("events/{sys}/{ev}/format"))
             {
                 formats.insert(e.clone(), text);
+            }
+        }
+        // The tracers' own records are in no available_events, but an answer
+        // may count them: their formats are read like an event's.
+        for (name, _) in TRACER_RECORDS {
+            let ev = name.trim_start_matches("ftrace:");
+            if scope.wants_event("ftrace", ev)
+                && let Ok(text) = tracefs.read(&format!("events/ftrace/{ev}/format"))
+            {
+                formats.insert(name.to_string(), text);
             }
         }
         let uname = rustix::system::uname();

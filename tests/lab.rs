@@ -186,6 +186,14 @@ fn payload(dir: &Path) -> PathBuf {
         .output()
         .unwrap();
     std::fs::copy(text(&chrt.stdout).trim(), p.join("chrt")).unwrap();
+    // perf-tools' funccount and funcslower (guest.sh `answers` runs them beside
+    // recipes/funccount.toml and funcslower.toml): bash scripts, and the
+    // guest's busybox has no bash: the host's, with its libraries.
+    std::fs::create_dir_all(p.join("perf-tools")).unwrap();
+    for tool in ["funccount", "funcslower"] {
+        crate::perftools::perf_tool(tool, &p.join("perf-tools"));
+    }
+    std::fs::copy("/bin/bash", p.join("bash")).unwrap();
     for (from, to) in [
         ("tests/lab", "lab"),
         ("tests/lab/rt", "lab/rt"),
@@ -1640,11 +1648,153 @@ fn assert_answers_both(out: &Path) {
     );
 }
 
+/// The answer table `name` of the run of `dir` (guest.sh `answers`), whose
+/// summary leads with it: (keys, count, cells) per row (see [`answer_rows`]).
+fn answer_of_run(
+    out: &Path,
+    dir: &str,
+    name: &str,
+) -> Vec<(Vec<String>, u64, Vec<serde_json::Value>)> {
+    let d = out.join(dir);
+    let rc = read(&d.join("run.rc"));
+    assert_eq!(rc.trim(), "0", "{dir}: {}", read(&d.join("run.txt")));
+    let json: serde_json::Value = serde_json::from_str(&read(&d.join("run/report.json"))).unwrap();
+    let summary = read(&d.join("run/summary.txt"));
+    let table = &json["answers"][name];
+    let question = table["question"].as_str().unwrap_or_default();
+    assert!(
+        crate::common::first_section(&summary).starts_with(question),
+        "{dir}: the summary does not lead with `{name}`:\n{summary}"
+    );
+    answer_rows(table)
+}
+
+/// recipes/funccount.toml and funcslower.toml beside perf-tools' funccount
+/// and funcslower (6.12 boot, guest.sh `answers`): the recipe counted a
+/// workload's 1000 writes to /dev/null, `write_null` 1000 times, as
+/// funccount did at the same time where the kernel has its function profiler,
+/// else the kernel's function tracer at the top level (Debian's kernels are
+/// built without the profiler, and funccount says so); funcslower and the
+/// recipe each timed three sync(2) calls, every one over the 10 us threshold,
+/// the recipe's durations those trace-cmd prints.
+fn assert_perf_tools_function_answers(out: &Path) {
+    let calls = answer_of_run(out, "answer-funccount", "calls");
+    assert!(
+        calls
+            .iter()
+            .any(|(k, n, _)| *k == ["write_null"] && *n == 1000),
+        "funccount.toml: {calls:?}"
+    );
+    let theirs = read(&out.join("answer-funccount/perf-tools.txt"));
+    let counted = theirs.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        (w.next() == Some("write_null")).then(|| w.next()?.parse::<u64>().ok())?
+    });
+    match counted {
+        Some(n) => assert_eq!(n, 1000, "perf-tools' funccount:\n{theirs}"),
+        // Debian's kernels have no function profiler, which funccount needs:
+        // the top level's function tracer counted the same run.
+        None => {
+            assert!(
+                theirs.contains("Have CONFIG_FUNCTION_PROFILER?"),
+                "perf-tools' funccount:\n{theirs}"
+            );
+            let kernel = read(&out.join("answer-funccount/kernel-count.txt"));
+            assert_eq!(kernel.trim(), "1000", "the top level's function tracer");
+        }
+    }
+    eprintln!(
+        "FIGURE kernel lab: funccount: write_null 1000 calls; perf-tools' funccount {}",
+        match counted {
+            Some(_) => "counts the same".to_string(),
+            None => "needs CONFIG_FUNCTION_PROFILER, which this kernel lacks; its own function tracer at the top level counts the same".to_string(),
+        }
+    );
+
+    let slow = answer_of_run(out, "answer-funcslower", "slow_calls");
+    let syncs: Vec<_> = (slow.iter())
+        .filter(|(k, ..)| k.get(1).is_some_and(|f| f == "ksys_sync"))
+        .collect();
+    assert!(
+        syncs.len() == 1 && syncs[0].1 == 3,
+        "funcslower.toml: three slow ksys_sync calls: {slow:?}"
+    );
+    let latency = &syncs[0].2[1]["latency"];
+    let (min_us, max_us) = (latency["min_us"].as_f64(), latency["max_us"].as_f64());
+    // Each call's duration as trace-cmd prints it (`! 1234.567 us |`): the
+    // answer's shortest and longest are the same.
+    let listing = crate::common::trace_cmd_report(&out.join("answer-funcslower/run/trace.dat"));
+    let mut durations: Vec<f64> = (listing.lines())
+        .filter(|l| l.contains("ksys_sync"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|t| *t == "us")?;
+            w.get(at.checked_sub(1)?)?.parse().ok()
+        })
+        .collect();
+    durations.sort_by(f64::total_cmp);
+    let near =
+        |a: Option<f64>, b: Option<&f64>| a.zip(b).is_some_and(|(a, b)| (a - b).abs() < 0.0015);
+    assert!(
+        durations.len() == 3
+            && near(min_us, durations.first())
+            && near(max_us, durations.last())
+            && min_us >= Some(10.0),
+        "funcslower.toml: {latency:#} against trace-cmd's {durations:?}:\n{listing}"
+    );
+    let min_us = min_us.unwrap_or_default();
+    let theirs = read(&out.join("answer-funcslower/perf-tools.txt"));
+    let lines = (theirs.lines())
+        .filter(|l| l.contains("/* ksys_sync */"))
+        .count();
+    assert_eq!(lines, 3, "perf-tools' funcslower:\n{theirs}");
+    eprintln!(
+        "FIGURE kernel lab: funcslower: 3 calls of ksys_sync over 10 us (the fastest {min_us} us), as perf-tools' funcslower lists them"
+    );
+}
+
+/// recipes/opensnoop.toml and execsnoop.toml (eprobes; 6.12 boot, guest.sh
+/// `answers`): a shell's two failing opens and one that succeeds, and the
+/// two programs it runs (bash and chrt of the payload), each with the shell
+/// as parent.
+fn assert_eprobe_snoops(out: &Path) {
+    let failed = answer_of_run(out, "answer-opensnoop", "failed_opens");
+    for path in ["/nonexistent-a", "/nonexistent-b"] {
+        assert!(
+            failed
+                .iter()
+                .any(|(k, n, _)| *k == ["cat", path, "-ENOENT"] && *n == 1),
+            "opensnoop.toml: {path}: {failed:?}"
+        );
+    }
+    let opens = answer_of_run(out, "answer-opensnoop", "opens");
+    assert!(
+        (opens.iter()).any(|(k, n, _)| *k == ["cat", "/payload/lab/marker.txt"] && *n >= 1),
+        "opensnoop.toml: {opens:?}"
+    );
+    let execs = answer_of_run(out, "answer-execsnoop", "execs");
+    let of = |program: &str| {
+        (execs.iter())
+            .find(|(k, ..)| k.len() == 4 && k[1] == "sh" && k[3].ends_with(program))
+            .map(|(k, ..)| k[0].clone())
+    };
+    let (bash, chrt) = (of("/payload/bash"), of("/payload/chrt"));
+    assert!(
+        bash.is_some() && bash == chrt,
+        "execsnoop.toml: bash and chrt, both of the workload's shell: {execs:?}"
+    );
+    eprintln!(
+        "FIGURE kernel lab: opensnoop and execsnoop: the shell's failed opens, its programs and their parent"
+    );
+}
+
 /// recipes/call-graph-depth.toml, kretprobe-returns.toml,
 /// irq-handler-time.toml and function-callers.toml (run in the 6.12 boot,
 /// guest.sh `answers`) and stop-at-fault.toml (run in every boot): each
 /// summary leads with the analysis that answers the recipe's question.
 fn assert_lab_answers(out: &Path) {
+    assert_perf_tools_function_answers(out);
+    assert_eprobe_snoops(out);
     let json = assert_answer(
         out,
         "answer-call-graph-depth",

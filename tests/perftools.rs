@@ -106,7 +106,7 @@ fn count_where(rows: &[(Vec<String>, u64)], keep: impl Fn(&[String]) -> bool) ->
 /// (/sys/kernel/debug/tracing), which this host does not mount. `None`, said
 /// on stderr, when the package is missing outside CI (scripts/test installs
 /// it; under CI a missing tool fails the test).
-fn perf_tool(name: &str, dir: &Path) -> Option<PathBuf> {
+pub(crate) fn perf_tool(name: &str, dir: &Path) -> Option<PathBuf> {
     let installed = PathBuf::from(format!("/usr/sbin/{name}-perf"));
     let Ok(body) = std::fs::read_to_string(&installed) else {
         assert!(

@@ -206,12 +206,15 @@ impl Read {
     }
 }
 
-/// `reads` of `ev` into `out` (cleared first); false when one does not
-/// decode.
+/// A span's match key: `reads` of `ev` into `out` (cleared first); false
+/// when one does not decode. Numbers are compared by value whatever their
+/// fields' signedness (an eprobe's `u64` copy of a `pid_t`), as the kernel's
+/// `onmatch` compares them.
 fn parts_into(reads: &[Read], ev: &Event<'_>, out: &mut Vec<Part>) -> bool {
     out.clear();
     for r in reads {
         match r.part(ev) {
+            Some(Part::UInt(v)) => out.push(Part::Int(v as i64)),
             Some(p) => out.push(p),
             None => return false,
         }
@@ -229,6 +232,9 @@ enum Role {
         vals: Vec<Option<Read>>,
         match_on: Vec<Read>,
         filter: Option<Filter>,
+        /// A one-event answer's `latency` on a record that carries its own
+        /// duration: its `calltime` and `rettime` (ns).
+        own: Option<(tracedat::IntField, tracedat::IntField)>,
     },
     /// A span's `from`: its match fields, and the `from.` keys and values.
     Opens {
@@ -457,13 +463,7 @@ impl Compiled {
         for v in &values {
             let f = match v {
                 AnswerValue::Count => None,
-                AnswerValue::Latency if span => None,
-                AnswerValue::Latency => {
-                    return Err(err(
-                        "`latency` is a span's value: give `from` and `to` instead of `event`"
-                            .into(),
-                    ));
-                }
+                AnswerValue::Latency => None,
                 AnswerValue::Sum(f)
                 | AnswerValue::Min(f)
                 | AnswerValue::Max(f)
@@ -555,6 +555,7 @@ impl Compiled {
             }
         });
         let where_text = a.filter.as_deref().map(errno_numbers);
+        let timed = !span && values.contains(&AnswerValue::Latency);
         let mut found = (false, opens.is_none());
         for f in file.formats() {
             if event_matches(counted, f) {
@@ -563,11 +564,23 @@ impl Compiled {
                 let filter = (where_text.as_deref())
                     .map(|w| Filter::compile(f, w).map_err(|e| err(format!("`where`: {e}"))))
                     .transpose()?;
+                let own = match timed {
+                    false => None,
+                    true => Some(own_duration(f).ok_or_else(|| {
+                        err(format!(
+                            "`latency` is a span's value, and `{}:{}` carries no duration of its \
+                             own (as ftrace:funcgraph_exit's rettime - calltime): give `from` and \
+                             `to` instead of `event`",
+                            f.system, f.name
+                        ))
+                    })?),
+                };
                 roles[f.id as usize] = Some(Role::Counted {
                     keys,
                     vals,
                     match_on,
                     filter,
+                    own,
                 });
             } else if let Some(o) = opens
                 && event_matches(o, f)
@@ -693,6 +706,7 @@ impl Compiled {
                 vals,
                 match_on,
                 filter,
+                own,
             } => {
                 let opened = match self.span {
                     false => None,
@@ -759,9 +773,15 @@ impl Compiled {
                     ts: ev.ts,
                     cpu: ev.cpu,
                 };
-                let span = opened.map(|(start, ..)| {
-                    let us = usecs(ev.ts).saturating_sub(usecs(start));
-                    (ev.ts.saturating_sub(start), us, seen)
+                let ends = match own {
+                    Some((call, ret)) => {
+                        (call.get(&ev.data, ev.big_endian)).zip(ret.get(&ev.data, ev.big_endian))
+                    }
+                    None => opened.map(|(start, ..)| (start, ev.ts)),
+                };
+                let span = ends.map(|(start, end)| {
+                    let us = usecs(end).saturating_sub(usecs(start));
+                    (end.saturating_sub(start), us, seen)
                 });
                 match &mut self.stack {
                     // The key is complete with the stack recorded next on this CPU.
@@ -890,6 +910,12 @@ impl Compiled {
             cells,
         }
     }
+}
+
+/// The `calltime` and `rettime` (ns) of a format whose records carry their
+/// own duration (`ftrace:funcgraph_exit`, kernel/trace/trace_entries.h).
+fn own_duration(f: &EventFormat) -> Option<(tracedat::IntField, tracedat::IntField)> {
+    Some((f.field("calltime")?.int(), f.field("rettime")?.int()))
 }
 
 /// A timestamp of `ns` nanoseconds in whole microseconds as a hist trigger's

@@ -25,6 +25,7 @@ use tracedat::EventFormat;
 use super::{Ctx, ResolvedEvent, Span, check_predicates, filter, rewrite, valid_event_pattern};
 use crate::answer::EngineUsed;
 use crate::answer::kernel::{KernelAnswer, compile};
+use crate::kernel::TRACER_RECORDS;
 use crate::recipe::{Answer, AnswerBy, AnswerEngine, AnswerValue, FieldRef, Recipe, SortKey};
 use crate::suggest;
 
@@ -82,7 +83,8 @@ pub(super) fn resolve_answers(
     for (i, a) in r.answer.iter().enumerate() {
         let before = cx.diags.len();
         check_name(cx, i, a, &mut names);
-        let Some(ends) = resolve_ends(cx, i, a) else {
+        let tracer = r.tracer.as_ref().and_then(|t| t.name.as_deref());
+        let Some(ends) = resolve_ends(cx, i, a, tracer) else {
             continue;
         };
         let values = a.values_or_default();
@@ -110,8 +112,11 @@ pub(super) fn resolve_answers(
             // answer again (`report --answer`); required only of the trace engine.
             let stack = a.by.contains(&AnswerBy::Stack);
             let need = stack && engine == EngineUsed::Trace;
+            // A tracer's own record is recorded by its tracer, not as an event.
             for (name, _, _) in ends.from.iter().chain([&ends.subject]) {
-                record_event(cx, i, a, name, (stack, need), rec);
+                if tracer_of(name).is_none() {
+                    record_event(cx, i, a, name, (stack, need), rec);
+                }
             }
         }
         let event_filters = ends
@@ -167,9 +172,10 @@ fn check_name<'r>(cx: &mut Ctx<'_>, i: usize, a: &'r Answer, names: &mut BTreeMa
     }
 }
 
-/// `event`, or `from` and `to`: each a `system:event` of this kernel or one
-/// of the recipe's probes, with its format.
-fn resolve_ends(cx: &mut Ctx<'_>, i: usize, a: &Answer) -> Option<Ends> {
+/// `event`, or `from` and `to`: each a `system:event` of this kernel, one
+/// of the recipe's probes, or a record of the recipe's `tracer`, with its
+/// format.
+fn resolve_ends(cx: &mut Ctx<'_>, i: usize, a: &Answer, tracer: Option<&str>) -> Option<Ends> {
     let entry = cx.key_span(&path!("answer", i));
     match (&a.event, &a.from, &a.to) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
@@ -204,15 +210,15 @@ fn resolve_ends(cx: &mut Ctx<'_>, i: usize, a: &Answer) -> Option<Ends> {
                     None,
                 );
             }
-            let subject = answer_event(cx, i, "event", ev)?;
+            let subject = answer_event(cx, i, "event", ev, tracer)?;
             Some(Ends {
                 from: None,
                 subject,
             })
         }
         (None, Some(from), Some(to)) => {
-            let from = answer_event(cx, i, "from", from);
-            let to = answer_event(cx, i, "to", to);
+            let from = answer_event(cx, i, "from", from, tracer);
+            let to = answer_event(cx, i, "to", to, tracer);
             Some(Ends {
                 from: Some(from?),
                 subject: to?,
@@ -221,13 +227,23 @@ fn resolve_ends(cx: &mut Ctx<'_>, i: usize, a: &Answer) -> Option<Ends> {
     }
 }
 
+/// The tracer that writes `name` when it is a tracer's own record
+/// ([`TRACER_RECORDS`]: `ftrace:function`, `ftrace:funcgraph_exit`, ...).
+fn tracer_of(name: &str) -> Option<&'static str> {
+    (TRACER_RECORDS.iter())
+        .find(|(record, _)| *record == name)
+        .map(|(_, tracer)| *tracer)
+}
+
 /// The event at key `key` of answer `i`, its format and whether it is one of
-/// the recipe's probes; `None` (reported) when it is no event of this kernel.
+/// the recipe's probes; `None` (reported) when it is no event of this kernel,
+/// or a tracer's record that the recipe's `tracer` does not write.
 fn answer_event(
     cx: &mut Ctx<'_>,
     i: usize,
     key: &str,
     name: &str,
+    tracer: Option<&str>,
 ) -> Option<(String, EventFormat, bool)> {
     let span = cx.span(&path!("answer", i, key));
     if !valid_event_pattern(name) || name.contains(['*', '?']) {
@@ -240,6 +256,35 @@ fn answer_event(
     }
     if let Some(f) = cx.probe_formats.get(name) {
         return Some((name.to_string(), f.clone(), true));
+    }
+    if let Some(writer) = tracer_of(name) {
+        if tracer != Some(writer) {
+            cx.recipe(
+                span,
+                format!(
+                    "`{name}` is the {writer} tracer's own record, and this recipe {}",
+                    tracer.map_or("has no tracer".to_string(), |t| format!(
+                        "runs the {t} tracer"
+                    ))
+                ),
+                Some(format!(
+                    "set `[tracer] name = \"{writer}\"` (with `functions` to choose what it traces)"
+                )),
+            );
+            return None;
+        }
+        return match cx.facts.format(name) {
+            Some(f) => Some((name.to_string(), f, false)),
+            None => {
+                let file = format!("events/{}/format", name.replace(':', "/"));
+                cx.kernel(
+                    span,
+                    format!("cannot read the format of `{name}` ({file})"),
+                    Some("a fact file written by an older trace-recipe lacks it: write it again (`trace-recipe facts -o FILE`)".into()),
+                );
+                None
+            }
+        };
     }
     if !cx.facts.events.contains(name) {
         let hint = suggest::did_you_mean(name, cx.facts.events.iter().map(String::as_str), 3);
@@ -374,11 +419,13 @@ fn check_items(cx: &mut Ctx<'_>, i: usize, a: &Answer, ends: &Ends, values: &[An
         let span = cx.span(&path!("answer", i, "values", j));
         match v {
             AnswerValue::Count => {}
-            AnswerValue::Latency if ends.from.is_none() => cx.recipe(
-                span,
-                "`latency` is the duration of a span: it needs `from` and `to`",
-                Some("for one event, use count, sum(F), min(F), max(F) or avg(F)".into()),
-            ),
+            AnswerValue::Latency if ends.from.is_none() && !own_duration(&ends.subject.1) => cx
+                .recipe(
+                    span,
+                    "`latency` is the duration of a span: it needs `from` and `to` (or an event \
+                     that carries its own, as `ftrace:funcgraph_exit` does)",
+                    Some("for one event, use count, sum(F), min(F), max(F) or avg(F)".into()),
+                ),
             AnswerValue::Latency => {}
             AnswerValue::Sum(f)
             | AnswerValue::Min(f)
@@ -394,6 +441,12 @@ fn check_items(cx: &mut Ctx<'_>, i: usize, a: &Answer, ends: &Ends, values: &[An
             cx.recipe(span, format!("`{v}` is in `values` twice"), None);
         }
     }
+}
+
+/// Whether each record of `format` carries its own duration: `rettime -
+/// calltime` (ns) of `ftrace:funcgraph_exit`, what `latency` is for it.
+fn own_duration(format: &EventFormat) -> bool {
+    format.field("calltime").is_some() && format.field("rettime").is_some()
 }
 
 /// `where`: the recipe's filter syntax, on the answer's event (a span's `to`).
@@ -465,7 +518,13 @@ fn choose_engine(
         ));
     }
     // What the kernel lacks, then what the answer asks that hist triggers cannot do.
-    let lacks = if !cx.facts.has_hist_triggers {
+    let record =
+        (ends.from.iter().chain([&ends.subject])).find_map(|(n, ..)| Some((n, tracer_of(n)?)));
+    let lacks = if let Some((name, tracer)) = record {
+        Some(format!(
+            "`{name}` is the {tracer} tracer's own record, which takes no hist trigger (it has no `hist` file)"
+        ))
+    } else if !cx.facts.has_hist_triggers {
         Some(
             "this kernel has no hist triggers (events have no `hist` file: CONFIG_HIST_TRIGGERS)"
                 .to_string(),
@@ -652,7 +711,7 @@ by = ["stack"]
         let want = [
             "r.toml:6:7: event `sched:sched_switch` has no field `prev_pidd`",
             "r.toml:6:20: `from.x` names the start of a span, and this answer is one event",
-            "r.toml:7:11: `latency` is the duration of a span: it needs `from` and `to`",
+            "r.toml:7:11: `latency` is the duration of a span: it needs `from` and `to` (or an event that carries its own, as `ftrace:funcgraph_exit` does)",
             "r.toml:7:22: a value needs a number, and `prev_comm` of `sched:sched_switch` is a string",
             "r.toml:8:20: `where` syntax: filter ends too early",
             "r.toml:9:8: `sort = \"max(prev_pid)\"` names no value of this answer",
@@ -661,6 +720,83 @@ by = ["stack"]
             "r.toml:21:7: `stack` keys one event by the kernel stack it was hit with; a span has two events",
         ];
         assert_eq!(p, want);
+    }
+
+    /// debian-6.12's facts with the formats of the tracers' own records
+    /// (x86-64, as its tracefs gives them), which its fact file predates.
+    fn facts_with_tracer_records() -> KernelFacts {
+        let mut f = facts("debian-6.12");
+        let common = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+            \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+            \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+            \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+        f.formats.insert(
+            "ftrace:function".into(),
+            format!(
+                "name: function\nID: 1\nformat:\n{common}\
+                 \tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n\n\
+                 print fmt: \" %ps <-- %ps\", (void *)REC->ip, (void *)REC->parent_ip\n"
+            ),
+        );
+        f.formats.insert(
+            "ftrace:funcgraph_exit".into(),
+            format!(
+                "name: funcgraph_exit\nID: 10\nformat:\n{common}\
+                 \tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned int depth;\toffset:16;\tsize:4;\tsigned:0;\n\
+                 \tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n\
+                 \tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n\
+                 \tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n\n\
+                 print fmt: \"<-- %ps (%u)\", (void *)REC->func, REC->depth\n"
+            ),
+        );
+        f
+    }
+
+    /// A tracer's own records (`ftrace:function`, `ftrace:funcgraph_exit`)
+    /// answer when the recipe runs that tracer, from trace.dat (they take no
+    /// hist trigger), and funcgraph_exit's `latency` is each call's own
+    /// duration; without the tracer, with `engine = "kernel"` or with a
+    /// `latency` of a record that has no duration, check says why.
+    #[test]
+    fn a_tracers_own_records_answer_when_the_recipe_runs_the_tracer() {
+        let f = facts_with_tracer_records();
+        let calls =
+            "[[answer]]\nname = \"calls\"\nevent = \"ftrace:function\"\nby = [\"sym(ip)\"]\n";
+        let tracer = "[tracer]\nname = \"function\"\nfunctions = [\"vfs_read\"]\n";
+        assert_eq!(
+            problems(&format!("{tracer}{calls}"), &f),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            problems(calls, &f),
+            [
+                "r.toml:4:9: `ftrace:function` is the function tracer's own record, and this recipe has no tracer"
+            ]
+        );
+        assert_eq!(
+            problems(&format!("{tracer}{calls}engine = \"kernel\"\n"), &f),
+            [
+                "r.toml:9:10: `engine = \"kernel\"`: `ftrace:function` is the function tracer's own record, which takes no hist trigger (it has no `hist` file)"
+            ]
+        );
+        let slow = "[tracer]\nname = \"function_graph\"\nfunctions = [\"vfs_read\"]\nthresh_us = 10\n\
+            [[answer]]\nname = \"slow\"\nevent = \"ftrace:funcgraph_exit\"\nby = [\"sym(func)\"]\n\
+            values = [\"count\", \"latency\"]\nsort = \"-p99\"\n";
+        assert_eq!(problems(slow, &f), Vec::<String>::new());
+        assert_eq!(
+            problems(
+                &slow
+                    .replace("funcgraph_exit", "function")
+                    .replace("function_graph", "function")
+                    .replace("func)", "ip)"),
+                &f
+            ),
+            [
+                "r.toml:10:20: `latency` is the duration of a span: it needs `from` and `to` (or an event that carries its own, as `ftrace:funcgraph_exit` does)"
+            ]
+        );
     }
 
     #[test]

@@ -202,6 +202,78 @@ if [ -n "$answers" ]; then
   ./trace-recipe run recipes/function-callers.toml --set function=vfs_read --duration 20s \
     -o "$o/run" -- dd if=/payload/lab/marker.txt of=/dev/null bs=16 > "$o/run.txt" 2>&1
   echo $? > "$o/run.rc"
+  # perf-tools' funccount and funcslower (the host's Debian scripts, run by
+  # the payload's bash) beside recipes/funccount.toml and funcslower.toml on
+  # the same workloads. funccount counts in the function profiler
+  # (function_profile_enabled), which Debian's kernels are built without
+  # (CONFIG_FUNCTION_PROFILER): there it fails at once, saying so, and the
+  # top level's own function tracer counts beside the recipe's run instead.
+  # Either way both see the same 1000 writes to /dev/null (write_null).
+  # funcslower and the recipe both set the global tracing_thresh, so they
+  # take turns, each timing three sync(2) calls (ksys_sync) over 10 us.
+  mkdir -p /var/tmp
+  o="$KLAB_OUT/answer-funccount"
+  mkdir -p "$o"
+  if [ -f "$TRACEFS/function_profile_enabled" ]; then
+    ./bash perf-tools/funccount -d 60 write_null > "$o/perf-tools.txt" 2>&1 &
+    fc=$!
+    i=0
+    while [ "$(cat "$TRACEFS/function_profile_enabled")" != 1 ] && [ "$i" -lt 300 ]; do
+      sleep 0.1
+      i=$((i + 1))
+    done
+    # funccount turns profiling off and on once more before its interval.
+    sleep 1
+  else
+    ./bash perf-tools/funccount -d 1 write_null > "$o/perf-tools.txt" 2>&1
+    fc=
+    echo write_null > "$TRACEFS/set_ftrace_filter"
+    echo function > "$TRACEFS/current_tracer"
+  fi
+  ./trace-recipe run recipes/funccount.toml --set functions=write_null -o "$o/run" \
+    -- dd if=/dev/zero of=/dev/null bs=1 count=1000 > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  if [ -n "$fc" ]; then
+    # End funccount's interval now rather than after its 60 s: its sleep.
+    kill $(pgrep -P "$fc" sleep) 2>/dev/null
+    wait "$fc"
+  else
+    echo 0 > "$TRACEFS/tracing_on"
+    grep -c ' write_null <-' "$TRACEFS/trace" > "$o/kernel-count.txt"
+    echo nop > "$TRACEFS/current_tracer"
+    echo 1 > "$TRACEFS/tracing_on"
+    echo > "$TRACEFS/set_ftrace_filter"
+    echo > "$TRACEFS/trace"
+  fi
+  o="$KLAB_OUT/answer-funcslower"
+  mkdir -p "$o"
+  (
+    i=0
+    while [ "$(cat "$TRACEFS/current_tracer")" != function_graph ] && [ "$i" -lt 300 ]; do
+      sleep 0.1
+      i=$((i + 1))
+    done
+    sleep 1
+    sync; sync; sync
+  ) &
+  ./bash perf-tools/funcslower -d 10 ksys_sync 10 > "$o/perf-tools.txt" 2>&1
+  wait
+  ./trace-recipe run recipes/funcslower.toml --set functions=ksys_sync --set thresh_us=10 \
+    -o "$o/run" -- sh -c 'sync; sync; sync' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  # recipes/opensnoop.toml and execsnoop.toml (eprobes): two failing opens
+  # and one that succeeds; two programs exec'd by a shell (busybox's applets
+  # would re-exec /proc/self/exe: the payload's bash and chrt).
+  o="$KLAB_OUT/answer-opensnoop"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/opensnoop.toml -o "$o/run" \
+    -- sh -c 'cat /nonexistent-a; cat /nonexistent-b; cat /payload/lab/marker.txt; true' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
+  o="$KLAB_OUT/answer-execsnoop"
+  mkdir -p "$o"
+  ./trace-recipe run recipes/execsnoop.toml -o "$o/run" \
+    -- sh -c '/payload/bash -c true; /payload/chrt -m > /dev/null; true' > "$o/run.txt" 2>&1
+  echo $? > "$o/run.rc"
 fi
 mark "both"
 # Every answer shape computed by the kernel's hist triggers while the same run
