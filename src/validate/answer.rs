@@ -35,19 +35,9 @@ const MAX_NAME: usize = 32;
 
 /// One answer that passed every check.
 #[derive(Debug, Clone)]
-#[expect(
-    dead_code,
-    reason = "`values`, `match_fields` and `filter` are the trace engine's (branch `answers`) to read"
-)]
 pub(crate) struct ResolvedAnswer {
     /// The recipe's entry, with its typed `by`, `values` and `sort`.
     pub(crate) answer: Answer,
-    /// `values`, defaults applied (`count`, and `latency` for a span).
-    pub(crate) values: Vec<AnswerValue>,
-    /// `match`, default applied (spans only; empty for one event).
-    pub(crate) match_fields: Vec<String>,
-    /// `where` as the kernel takes it (errno names as numbers), if given.
-    pub(crate) filter: Option<String>,
     /// The engine it gets.
     pub(crate) engine: EngineUsed,
     /// Why, in one sentence (for `check`).
@@ -128,9 +118,6 @@ pub(super) fn resolve_answers(
         out.push(ResolvedAnswer {
             event_filters,
             answer: a.clone(),
-            values,
-            match_fields,
-            filter,
             engine,
             why,
             kernel,
