@@ -106,16 +106,20 @@ impl<'a> Part<'a> {
     /// integer's 8 bytes, or a text's or stack's length (4 bytes) and its
     /// bytes or words. A key is its parts one after the other, hashed and
     /// compared as one byte string.
+    #[inline(always)]
     fn encode(&self, out: &mut Vec<u8>) {
         match self {
-            Part::Int(v) => {
-                out.push(TAG_INT);
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            Part::UInt(v) => {
-                out.push(TAG_UINT);
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+            Part::Int(v) => encode_int(TAG_INT, *v as u64, out),
+            Part::UInt(v) => encode_int(TAG_UINT, *v, out),
+            Part::Text(_) | Part::Stack(_) => self.encode_long(out),
+        }
+    }
+
+    /// [`Part::encode`] of a text or stack (kept out of line, so that the
+    /// integer parts of the common keys inline).
+    #[inline(never)]
+    fn encode_long(&self, out: &mut Vec<u8>) {
+        match self {
             Part::Text(t) => {
                 out.push(TAG_TEXT);
                 out.extend_from_slice(&(t.len() as u32).to_le_bytes());
@@ -128,6 +132,7 @@ impl<'a> Part<'a> {
                     out.extend_from_slice(&f.to_le_bytes());
                 }
             }
+            Part::Int(_) | Part::UInt(_) => self.encode(out),
         }
     }
 
@@ -145,6 +150,14 @@ impl<'a> Part<'a> {
         };
         (p, rest)
     }
+}
+
+/// Appends an integer part ([`Part::encode`]) in one copy.
+#[inline]
+fn encode_int(tag: u8, v: u64, out: &mut Vec<u8>) {
+    let mut b = [tag; 9];
+    b[1..].copy_from_slice(&v.to_le_bytes());
+    out.extend_from_slice(&b);
 }
 
 /// The length of the encoded part at the start of `key` ([`Part::encode`]).
@@ -255,38 +268,65 @@ impl Read {
         }
     }
 
+    #[inline(always)]
     fn part<'e>(&self, ev: &'e Event<'_>) -> Option<Part<'e>> {
         match self {
-            Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
-            Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
+            Read::Field(f) => decoded(f, ev),
             Read::Stack => Some(Part::Stack(Vec::new())),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => match self.word(ev)? {
+                (TAG_INT, v) => Some(Part::Int(v as i64)),
+                (_, v) => Some(Part::UInt(v)),
+            },
+        }
+    }
+
+    /// An integer read (`common_pid`, the CPU, a plain integer field): its
+    /// tag ([`TAG_INT`] when signed, else [`TAG_UINT`]) and bits; `None`
+    /// for the others, and for a record too short.
+    #[inline(always)]
+    fn word(&self, ev: &Event<'_>) -> Option<(u8, u64)> {
+        match self {
+            Read::CommonPid => Some((TAG_INT, i64::from(ev.pid()) as u64)),
+            Read::Cpu => Some((TAG_UINT, u64::from(ev.cpu))),
             Read::Int(f) => {
                 let v = f.get(&ev.data, ev.big_endian)?;
-                Some(match f.place().2 {
-                    true => Part::Int(v as i64),
-                    false => Part::UInt(v),
-                })
+                Some((if f.place().2 { TAG_INT } else { TAG_UINT }, v))
             }
-            Read::Field(f) => match f.decode(&ev.data, ev.big_endian)? {
-                FieldValue::Int(v) => Some(Part::Int(v)),
-                FieldValue::UInt(v) => Some(Part::UInt(v)),
-                FieldValue::Str(s) | FieldValue::Bytes(s) => Some(Part::Text(s)),
-                FieldValue::Array(_) => None,
-            },
+            Read::Field(_) | Read::Stack => None,
         }
     }
 
     /// Appends what it reads of `ev` to the key `out` ([`Part::encode`]);
     /// false (and nothing appended) when that does not decode.
-    #[inline]
+    #[inline(always)]
     fn encode(&self, ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
-        self.part(ev).map(|p| p.encode(out)).is_some()
+        match self {
+            Read::Field(_) | Read::Stack => self.part(ev).map(|p| p.encode(out)).is_some(),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => (self.word(ev))
+                .map(|(tag, v)| encode_int(tag, v, out))
+                .is_some(),
+        }
     }
 
     /// What it reads of `ev` as a value: a number.
-    #[inline]
+    #[inline(always)]
     fn int(&self, ev: &Event<'_>) -> Option<i64> {
-        self.part(ev)?.int()
+        match self {
+            Read::Field(_) | Read::Stack => self.part(ev)?.int(),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => self.word(ev).map(|(_, v)| v as i64),
+        }
+    }
+}
+
+/// A field of `ev` that is not a plain integer, decoded (kept out of line,
+/// so that [`Read::part`] of the integer ones inlines).
+#[inline(never)]
+fn decoded<'e>(f: &tracedat::Field, ev: &'e Event<'_>) -> Option<Part<'e>> {
+    match f.decode(&ev.data, ev.big_endian)? {
+        FieldValue::Int(v) => Some(Part::Int(v)),
+        FieldValue::UInt(v) => Some(Part::UInt(v)),
+        FieldValue::Str(s) | FieldValue::Bytes(s) => Some(Part::Text(s)),
+        FieldValue::Array(_) => None,
     }
 }
 
