@@ -391,7 +391,7 @@ struct Spans {
     ends: Vec<Option<End>>,
     /// Per match key, its span. Closed entries are dropped when the map
     /// reaches twice [`MAX_OPEN`].
-    open: FxHashMap<Box<[u8]>, Open>,
+    open: KeyMap<Open>,
     /// How many entries of `open` are live.
     now: usize,
     /// The span the record at hand closed, if `closing`.
@@ -410,7 +410,7 @@ impl Spans {
         Spans {
             id,
             ends,
-            open: FxHashMap::default(),
+            open: KeyMap::default(),
             now: 0,
             closed: Open::default(),
             closing: false,
@@ -456,11 +456,11 @@ impl Spans {
                     }
                     None if self.now < MAX_OPEN => {
                         if self.open.len() >= 2 * MAX_OPEN {
-                            self.open.retain(|_, o| o.live);
+                            self.open.retain(|o| o.live);
                         }
                         let mut o = Open::default();
                         fill(&mut o);
-                        self.open.insert(self.matched.as_slice().into(), o);
+                        self.open.insert(&self.matched, o);
                         self.now += 1;
                     }
                     None => self.untracked += 1,
@@ -487,11 +487,97 @@ impl Spans {
     }
 }
 
+/// The slots of [`KeyMap::small`]: one-part keys of an integer under this.
+const SMALL: u64 = 1 << 16;
+
+/// The slot in [`KeyMap::small`] of a key that is one integer part under
+/// [`SMALL`] (a pid, a syscall id): the value and its tag's bit.
+#[inline(always)]
+fn small_slot(key: &[u8]) -> Option<usize> {
+    let b: &[u8; 9] = key.try_into().ok()?;
+    let v = u64::from_le_bytes([b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8]]);
+    (v < SMALL && b[0] <= TAG_UINT).then_some(((v as usize) << 1) | usize::from(b[0]))
+}
+
+/// Values by key ([`Part::encode`]): a key of one small integer (the pids
+/// and syscall ids most keys are) found by index, without hashing or
+/// comparing it; the others by hash.
+struct KeyMap<V> {
+    /// Per slot ([`small_slot`]), its entry's index in `smalls` plus one (0:
+    /// none).
+    small: Vec<u32>,
+    /// The entries of small keys: slot and value.
+    smalls: Vec<(usize, V)>,
+    others: FxHashMap<Box<[u8]>, V>,
+}
+
+impl<V> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap {
+            small: Vec::new(),
+            smalls: Vec::new(),
+            others: FxHashMap::default(),
+        }
+    }
+}
+
+impl<V> KeyMap<V> {
+    fn len(&self) -> usize {
+        self.smalls.len() + self.others.len()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        match small_slot(key) {
+            Some(s) => {
+                let i = (*self.small.get(s)? as usize).checked_sub(1)?;
+                Some(&mut self.smalls[i].1)
+            }
+            None => self.others.get_mut(key),
+        }
+    }
+
+    /// Adds `key` (not in the map yet) with `v`.
+    fn insert(&mut self, key: &[u8], v: V) -> &mut V {
+        match small_slot(key) {
+            Some(s) => {
+                if s >= self.small.len() {
+                    self.small.resize(s + 1, 0);
+                }
+                self.smalls.push((s, v));
+                self.small[s] = self.smalls.len() as u32;
+                &mut self.smalls.last_mut().expect("just pushed").1
+            }
+            None => self.others.entry(key.into()).or_insert(v),
+        }
+    }
+
+    /// Keeps the entries whose value `keep` says.
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.smalls.retain(|(_, v)| keep(v));
+        self.small.fill(0);
+        for (i, (s, _)) in self.smalls.iter().enumerate() {
+            self.small[*s] = i as u32 + 1;
+        }
+        self.others.retain(|_, v| keep(v));
+    }
+
+    /// Every key (encoded) and its value.
+    fn iter(&self) -> impl Iterator<Item = (Vec<u8>, &V)> {
+        let small = self.smalls.iter().map(|(s, v)| {
+            let mut key = Vec::with_capacity(9);
+            encode_int((*s & 1) as u8, (*s >> 1) as u64, &mut key);
+            (key, v)
+        });
+        small.chain(self.others.iter().map(|(k, v)| (k.to_vec(), v)))
+    }
+}
+
 /// The rows of one answer.
 #[derive(Default)]
 struct Rows {
     /// Per key ([`Part::encode`]), its aggregate.
-    map: FxHashMap<Box<[u8]>, Acc>,
+    map: KeyMap<Acc>,
     /// Records of keys past the first [`MAX_KEYS`].
     dropped: u64,
 }
@@ -503,7 +589,7 @@ impl Rows {
         let n = self.map.len();
         match self.map.get_mut(key) {
             Some(acc) => acc.add(vs, span),
-            None if n < MAX_KEYS => self.map.entry(key.into()).or_default().add(vs, span),
+            None if n < MAX_KEYS => self.map.insert(key, Acc::default()).add(vs, span),
             None => self.dropped += 1,
         }
     }
@@ -1019,7 +1105,7 @@ impl Compiled {
         };
         // Rows whose shown keys are equal (two pids of one comm) are one row.
         let mut merged: FxHashMap<Vec<String>, Acc> = FxHashMap::default();
-        for (key, acc) in &self.rows.map {
+        for (key, acc) in self.rows.map.iter() {
             let mut rest = &key[..];
             let shown = (self.keys.iter())
                 .map_while(|k| {
