@@ -406,6 +406,7 @@ struct Spans {
 }
 
 impl Spans {
+    /// No span open yet.
     fn new(id: SpanId, ends: Vec<Option<End>>) -> Spans {
         Spans {
             id,
@@ -522,10 +523,12 @@ impl<V> Default for KeyMap<V> {
 }
 
 impl<V> KeyMap<V> {
+    /// How many keys it holds.
     fn len(&self) -> usize {
         self.smalls.len() + self.others.len()
     }
 
+    /// The value of `key`.
     #[inline]
     fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
         match small_slot(key) {
