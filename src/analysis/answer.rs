@@ -482,6 +482,12 @@ impl Spans {
         }
     }
 
+    /// Whether records of format `id` open or close its spans.
+    #[inline]
+    fn sees(&self, id: usize) -> bool {
+        self.ends.get(id).is_some_and(Option::is_some)
+    }
+
     /// The span the record at hand (a `to`) closed.
     fn closed(&self) -> Option<&Open> {
         self.closing.then_some(&self.closed)
@@ -995,6 +1001,13 @@ impl Compiled {
         })
     }
 
+    /// Whether records of format `id` mean something to it: its event (or
+    /// span's `to`), or any record when it keys by stack.
+    #[inline]
+    fn sees(&self, id: usize) -> bool {
+        self.stack.is_some() || self.roles.get(id).is_some_and(Option::is_some)
+    }
+
     /// Counts `at` if its format is this answer's event (or span's `to`),
     /// with `spans` already fed it; completes a `by = ["stack"]` key with
     /// the stack it is.
@@ -1268,8 +1281,8 @@ impl Pass for Answers {
     fn handles(&self, id: u16) -> bool {
         let id = usize::from(id);
         self.stacks
-            || (self.answers.iter()).any(|a| a.roles.get(id).is_some_and(Option::is_some))
-            || (self.spans.iter()).any(|s| s.ends.get(id).is_some_and(Option::is_some))
+            || self.answers.iter().any(|a| a.sees(id))
+            || self.spans.iter().any(|s| s.sees(id))
     }
 
     fn sees_unknown(&self) -> bool {
@@ -1278,11 +1291,18 @@ impl Pass for Answers {
 
     #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
+        // Only the spans and answers a record means something to are
+        // called (most see one end of a span, or one event, of the pass's).
+        let id = usize::from(at.ev.format.id);
         for s in &mut self.spans {
-            s.add(at.ev);
+            if s.sees(id) {
+                s.add(at.ev);
+            }
         }
         for a in &mut self.answers {
-            a.add(at, at.learned, &self.spans);
+            if a.sees(id) {
+                a.add(at, at.learned, &self.spans);
+            }
         }
     }
 
