@@ -112,6 +112,44 @@ fn a_state_key_reads_as_the_kernel_prints_it() {
     assert_eq!(got, want);
 }
 
+/// A recipe of templates (recipes/tpoint-count.toml: `event = "{{ event }}"`)
+/// answers over a trace.dat as `run` would render it, its params at their
+/// defaults: every sched_process_exec of the lab corpus's 6.12 recording,
+/// as many as trace-cmd lists.
+#[test]
+fn a_templated_recipe_answers_with_its_params_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let dat = corpus_files(dir.path())
+        .into_iter()
+        .find(|p| p.ends_with("x86_64-sched-syscalls.dat"))
+        .expect("the lab corpus's x86_64 6.12 recording");
+    let json = dir.path().join("report.json");
+    let recipe = crate::common::repo().join("recipes/tpoint-count.toml");
+    let o = trace_recipe(&[
+        "report",
+        dat.to_str().unwrap(),
+        "--answer",
+        recipe.to_str().unwrap(),
+        "--format",
+        "json",
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let listed = trace_cmd(&["report".as_ref(), dat.as_os_str()])
+        .lines()
+        .filter(|l| l.contains(" sched_process_exec:"))
+        .count() as u64;
+    assert!(listed > 0);
+    assert_eq!(
+        report["answers"]["hits"]["total"]["count"].as_u64(),
+        Some(listed),
+        "{:#}",
+        report["answers"]["hits"]
+    );
+}
+
 /// The tests that drive the host's tracefs: each holds the tracefs lock
 /// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
 /// group of .config/nextest.toml).

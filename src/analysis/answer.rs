@@ -20,7 +20,6 @@
 //! [`MAX_OPEN`] open spans (a `from` past it is not followed).
 
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 use tracedat::{Comms, Event, EventFormat, FieldValue, TraceFile};
 
 use super::histogram::{Histogram, Seen};
@@ -73,19 +72,28 @@ struct KeySpec {
     text: Option<tracedat::FieldText>,
 }
 
-/// A key's value as read from a record.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Part {
+/// A key's value, as read from a record (borrowing its text) or decoded
+/// from a key ([`Part::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part<'a> {
     Int(i64),
     UInt(u64),
-    /// Held inline up to 16 bytes (a comm), so that most text keys cost no
-    /// allocation per record.
-    Text(SmallVec<[u8; 16]>),
-    /// A kernel stack's return addresses, innermost first.
-    Stack(Box<[u64]>),
+    Text(&'a [u8]),
+    /// A kernel stack's return addresses, innermost first (none as read
+    /// from its event: the stack is the record that follows).
+    Stack(Vec<u64>),
 }
 
-impl Part {
+/// The tags of [`Part::encode`]: what the bytes after them are.
+const TAG_INT: u8 = 0;
+const TAG_UINT: u8 = 1;
+const TAG_TEXT: u8 = 2;
+const TAG_STACK: u8 = 3;
+/// A span's `from.` key that did not decode (the span's `to` then does not
+/// count).
+const TAG_ABSENT: u8 = 4;
+
+impl<'a> Part<'a> {
     fn int(&self) -> Option<i64> {
         match self {
             Part::Int(v) => Some(*v),
@@ -93,6 +101,84 @@ impl Part {
             Part::Text(_) | Part::Stack(_) => None,
         }
     }
+
+    /// Appends it to `out` as a key's maps hold it: a tag, then an
+    /// integer's 8 bytes, or a text's or stack's length (4 bytes) and its
+    /// bytes or words. A key is its parts one after the other, hashed and
+    /// compared as one byte string.
+    #[inline(always)]
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Part::Int(v) => encode_int(TAG_INT, *v as u64, out),
+            Part::UInt(v) => encode_int(TAG_UINT, *v, out),
+            Part::Text(_) | Part::Stack(_) => self.encode_long(out),
+        }
+    }
+
+    /// [`Part::encode`] of a text or stack (kept out of line, so that the
+    /// integer parts of the common keys inline).
+    #[inline(never)]
+    fn encode_long(&self, out: &mut Vec<u8>) {
+        match self {
+            Part::Text(t) => {
+                out.push(TAG_TEXT);
+                out.extend_from_slice(&(t.len() as u32).to_le_bytes());
+                out.extend_from_slice(t);
+            }
+            Part::Stack(frames) => {
+                out.push(TAG_STACK);
+                out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+                for f in frames {
+                    out.extend_from_slice(&f.to_le_bytes());
+                }
+            }
+            Part::Int(_) | Part::UInt(_) => self.encode(out),
+        }
+    }
+
+    /// The part [`Part::encode`] wrote at the start of `key` (`None`: an
+    /// absent one), and the bytes after it.
+    fn decode(key: &'a [u8]) -> (Option<Part<'a>>, &'a [u8]) {
+        let (part, rest) = key.split_at(encoded_len(key));
+        let word = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let p = match part[0] {
+            TAG_INT => Some(Part::Int(word(&part[1..]) as i64)),
+            TAG_UINT => Some(Part::UInt(word(&part[1..]))),
+            TAG_TEXT => Some(Part::Text(&part[5..])),
+            TAG_STACK => Some(Part::Stack(part[5..].chunks_exact(8).map(word).collect())),
+            _ => None,
+        };
+        (p, rest)
+    }
+}
+
+/// Appends an integer part ([`Part::encode`]) in one copy.
+#[inline]
+fn encode_int(tag: u8, v: u64, out: &mut Vec<u8>) {
+    let mut b = [tag; 9];
+    b[1..].copy_from_slice(&v.to_le_bytes());
+    out.extend_from_slice(&b);
+}
+
+/// The length of the encoded part at the start of `key` ([`Part::encode`]).
+fn encoded_len(key: &[u8]) -> usize {
+    let len = || u32::from_le_bytes([key[1], key[2], key[3], key[4]]) as usize;
+    match key[0] {
+        TAG_INT | TAG_UINT => 9,
+        TAG_TEXT => 5 + len(),
+        TAG_STACK => 5 + 8 * len(),
+        _ => 1,
+    }
+}
+
+/// `key` with its part `at` replaced by `part`.
+fn with_part(key: &[u8], at: usize, part: &Part<'_>) -> Vec<u8> {
+    let start: usize = (0..at).fold(0, |o, _| o + encoded_len(&key[o..]));
+    let end = start + encoded_len(&key[start..]);
+    let mut out = key[..start].to_vec();
+    part.encode(&mut out);
+    out.extend_from_slice(&key[end..]);
+    out
 }
 
 /// The aggregate of one row.
@@ -182,66 +268,352 @@ impl Read {
         }
     }
 
-    fn part(&self, ev: &Event<'_>) -> Option<Part> {
+    #[inline(always)]
+    fn part<'e>(&self, ev: &'e Event<'_>) -> Option<Part<'e>> {
         match self {
-            Read::CommonPid => Some(Part::Int(i64::from(ev.pid()))),
-            Read::Cpu => Some(Part::UInt(u64::from(ev.cpu))),
-            Read::Stack => Some(Part::Stack(Box::default())),
-            Read::Int(f) => {
-                let v = f.get(&ev.data, ev.big_endian)?;
-                Some(match f.place().2 {
-                    true => Part::Int(v as i64),
-                    false => Part::UInt(v),
-                })
-            }
-            Read::Field(f) => match f.decode(&ev.data, ev.big_endian)? {
-                FieldValue::Int(v) => Some(Part::Int(v)),
-                FieldValue::UInt(v) => Some(Part::UInt(v)),
-                FieldValue::Str(s) | FieldValue::Bytes(s) => {
-                    Some(Part::Text(SmallVec::from_slice(s)))
-                }
-                FieldValue::Array(_) => None,
+            Read::Field(f) => decoded(f, ev),
+            Read::Stack => Some(Part::Stack(Vec::new())),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => match self.word(ev)? {
+                (TAG_INT, v) => Some(Part::Int(v as i64)),
+                (_, v) => Some(Part::UInt(v)),
             },
         }
     }
-}
 
-/// A span's match key: `reads` of `ev` into `out` (cleared first); false
-/// when one does not decode. Numbers are compared by value whatever their
-/// fields' signedness (an eprobe's `u64` copy of a `pid_t`), as the kernel's
-/// `onmatch` compares them.
-fn parts_into(reads: &[Read], ev: &Event<'_>, out: &mut Vec<Part>) -> bool {
-    out.clear();
-    for r in reads {
-        match r.part(ev) {
-            Some(Part::UInt(v)) => out.push(Part::Int(v as i64)),
-            Some(p) => out.push(p),
-            None => return false,
+    /// An integer read (`common_pid`, the CPU, a plain integer field): its
+    /// tag ([`TAG_INT`] when signed, else [`TAG_UINT`]) and bits; `None`
+    /// for the others, and for a record too short.
+    #[inline(always)]
+    fn word(&self, ev: &Event<'_>) -> Option<(u8, u64)> {
+        match self {
+            Read::CommonPid => Some((TAG_INT, i64::from(ev.pid()) as u64)),
+            Read::Cpu => Some((TAG_UINT, u64::from(ev.cpu))),
+            Read::Int(f) => {
+                let v = f.get(&ev.data, ev.big_endian)?;
+                Some((if f.place().2 { TAG_INT } else { TAG_UINT }, v))
+            }
+            Read::Field(_) | Read::Stack => None,
         }
     }
-    true
+
+    /// Appends what it reads of `ev` to the key `out` ([`Part::encode`]);
+    /// false (and nothing appended) when that does not decode.
+    #[inline(always)]
+    fn encode(&self, ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
+        match self {
+            Read::Field(_) | Read::Stack => self.part(ev).map(|p| p.encode(out)).is_some(),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => (self.word(ev))
+                .map(|(tag, v)| encode_int(tag, v, out))
+                .is_some(),
+        }
+    }
+
+    /// What it reads of `ev` as a value: a number.
+    #[inline(always)]
+    fn int(&self, ev: &Event<'_>) -> Option<i64> {
+        match self {
+            Read::Field(_) | Read::Stack => self.part(ev)?.int(),
+            Read::CommonPid | Read::Cpu | Read::Int(_) => self.word(ev).map(|(_, v)| v as i64),
+        }
+    }
 }
 
-/// How one format's records take part in one answer.
+/// A field of `ev` that is not a plain integer, decoded (kept out of line,
+/// so that [`Read::part`] of the integer ones inlines).
+#[inline(never)]
+fn decoded<'e>(f: &tracedat::Field, ev: &'e Event<'_>) -> Option<Part<'e>> {
+    match f.decode(&ev.data, ev.big_endian)? {
+        FieldValue::Int(v) => Some(Part::Int(v)),
+        FieldValue::UInt(v) => Some(Part::UInt(v)),
+        FieldValue::Str(s) | FieldValue::Bytes(s) => Some(Part::Text(s)),
+        FieldValue::Array(_) => None,
+    }
+}
+
+/// A span's match key: `reads` of `ev` as one key into `out` (cleared
+/// first); false when one does not decode. Numbers are compared by value
+/// whatever their fields' signedness (an eprobe's `u64` copy of a `pid_t`),
+/// as the kernel's `onmatch` compares them: each is tagged [`TAG_INT`].
+fn match_key_into(reads: &[Read], ev: &Event<'_>, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    reads.iter().all(|r| {
+        let at = out.len();
+        let read = r.encode(ev, out);
+        if read && out[at] == TAG_UINT {
+            out[at] = TAG_INT;
+        }
+        read
+    })
+}
+
+/// How one format's records take part in one answer: as the one event (or
+/// a span's `to`), its keys and value fields read from it (`None`: from the
+/// span's `from`, see [`Spans`]), and its `where`.
 #[derive(Debug, Clone)]
-enum Role {
-    /// The one event (or a span's `to`): its keys, value fields and match
-    /// fields read from it (`None`: from the span's `from`), and its `where`.
-    Counted {
-        keys: Vec<Option<Read>>,
-        vals: Vec<Option<Read>>,
-        match_on: Vec<Read>,
-        filter: Option<Filter>,
-        /// A one-event answer's `latency` on a record that carries its own
-        /// duration: its `calltime` and `rettime` (ns).
-        own: Option<(tracedat::IntField, tracedat::IntField)>,
-    },
-    /// A span's `from`: its match fields, and the `from.` keys and values.
+struct Counted {
+    keys: Vec<Option<Read>>,
+    vals: Vec<Option<Read>>,
+    filter: Option<Filter>,
+    /// A one-event answer's `latency` on a record that carries its own
+    /// duration: its `calltime` and `rettime` (ns).
+    own: Option<(tracedat::IntField, tracedat::IntField)>,
+}
+
+/// How one format's records take part in a span ([`Spans`]).
+#[derive(Debug, Clone)]
+enum End {
+    /// A `from`: its match fields, and the `from.` keys and values, in the
+    /// answer's order.
     Opens {
         match_on: Vec<Read>,
-        keys: Vec<Option<Read>>,
-        vals: Vec<Option<Read>>,
+        keys: Vec<Read>,
+        vals: Vec<Read>,
     },
+    /// A `to`: its match fields.
+    Closes { match_on: Vec<Read> },
+}
+
+/// What makes two answers' spans the same: their ends, match fields and
+/// `from.` keys and values. Answers of one span share its [`Spans`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SpanId {
+    from: String,
+    to: String,
+    match_on: Vec<Source>,
+    keys: Vec<Source>,
+    vals: Vec<Source>,
+}
+
+/// An open span: its start, and its `from.` keys ([`Part::encode`], one
+/// after the other) and values.
+#[derive(Debug, Default)]
+struct Open {
+    start: u64,
+    keys: Vec<u8>,
+    vals: Vec<Option<i64>>,
+    /// Whether it is open (an entry stays in the map once closed, so that
+    /// a match key met again, a pid's next syscall, costs no allocation).
+    live: bool,
+}
+
+/// The open spans of one [`SpanId`], paired for every answer of it.
+struct Spans {
+    id: SpanId,
+    /// Per format id: its end (`None`: not one of this span).
+    ends: Vec<Option<End>>,
+    /// Per match key, its span. Closed entries are dropped when the map
+    /// reaches twice [`MAX_OPEN`].
+    open: KeyMap<Open>,
+    /// How many entries of `open` are live.
+    now: usize,
+    /// The span the record at hand closed, if `closing`.
+    closed: Open,
+    closing: bool,
+    /// The match key of the record at hand.
+    matched: Vec<u8>,
+    /// `from` events not followed ([`MAX_OPEN`] open), and whose match
+    /// fields did not decode.
+    untracked: u64,
+    undecoded: u64,
+}
+
+impl Spans {
+    /// No span open yet.
+    fn new(id: SpanId, ends: Vec<Option<End>>) -> Spans {
+        Spans {
+            id,
+            ends,
+            open: KeyMap::default(),
+            now: 0,
+            closed: Open::default(),
+            closing: false,
+            matched: Vec::new(),
+            untracked: 0,
+            undecoded: 0,
+        }
+    }
+
+    /// Opens or closes the span of `ev`'s match key, as its format's end
+    /// says. A `to` ends its span whether the answers' `where` keep it or
+    /// not.
+    fn add(&mut self, ev: &Event<'_>) {
+        let Some(Some(end)) = self.ends.get(usize::from(ev.format.id)) else {
+            return;
+        };
+        match end {
+            End::Opens {
+                match_on,
+                keys,
+                vals,
+            } => {
+                if !match_key_into(match_on, ev, &mut self.matched) {
+                    self.undecoded += 1;
+                    return;
+                }
+                let fill = |o: &mut Open| {
+                    o.start = ev.ts;
+                    o.live = true;
+                    o.keys.clear();
+                    for k in keys {
+                        if !k.encode(ev, &mut o.keys) {
+                            o.keys.push(TAG_ABSENT);
+                        }
+                    }
+                    o.vals.clear();
+                    o.vals.extend(vals.iter().map(|v| v.int(ev)));
+                };
+                match self.open.get_mut(self.matched.as_slice()) {
+                    Some(o) => {
+                        self.now += usize::from(!o.live);
+                        fill(o);
+                    }
+                    None if self.now < MAX_OPEN => {
+                        if self.open.len() >= 2 * MAX_OPEN {
+                            self.open.retain(|o| o.live);
+                        }
+                        let mut o = Open::default();
+                        fill(&mut o);
+                        self.open.insert(&self.matched, o);
+                        self.now += 1;
+                    }
+                    None => self.untracked += 1,
+                }
+            }
+            End::Closes { match_on } => {
+                self.closing = false;
+                if match_key_into(match_on, ev, &mut self.matched)
+                    && let Some(o) = self.open.get_mut(self.matched.as_slice())
+                    && o.live
+                {
+                    o.live = false;
+                    std::mem::swap(o, &mut self.closed);
+                    self.now -= 1;
+                    self.closing = true;
+                }
+            }
+        }
+    }
+
+    /// Whether records of format `id` open or close its spans.
+    #[inline]
+    fn sees(&self, id: usize) -> bool {
+        self.ends.get(id).is_some_and(Option::is_some)
+    }
+
+    /// The span the record at hand (a `to`) closed.
+    fn closed(&self) -> Option<&Open> {
+        self.closing.then_some(&self.closed)
+    }
+}
+
+/// The slots of [`KeyMap::small`]: one-part keys of an integer under this.
+const SMALL: u64 = 1 << 16;
+
+/// The slot in [`KeyMap::small`] of a key that is one integer part under
+/// [`SMALL`] (a pid, a syscall id): the value and its tag's bit.
+#[inline(always)]
+fn small_slot(key: &[u8]) -> Option<usize> {
+    let b: &[u8; 9] = key.try_into().ok()?;
+    let v = u64::from_le_bytes([b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8]]);
+    (v < SMALL && b[0] <= TAG_UINT).then_some(((v as usize) << 1) | usize::from(b[0]))
+}
+
+/// Values by key ([`Part::encode`]): a key of one small integer (the pids
+/// and syscall ids most keys are) found by index, without hashing or
+/// comparing it; the others by hash.
+struct KeyMap<V> {
+    /// Per slot ([`small_slot`]), its entry's index in `smalls` plus one (0:
+    /// none).
+    small: Vec<u32>,
+    /// The entries of small keys: slot and value.
+    smalls: Vec<(usize, V)>,
+    others: FxHashMap<Box<[u8]>, V>,
+}
+
+impl<V> Default for KeyMap<V> {
+    fn default() -> Self {
+        KeyMap {
+            small: Vec::new(),
+            smalls: Vec::new(),
+            others: FxHashMap::default(),
+        }
+    }
+}
+
+impl<V> KeyMap<V> {
+    /// How many keys it holds.
+    fn len(&self) -> usize {
+        self.smalls.len() + self.others.len()
+    }
+
+    /// The value of `key`.
+    #[inline]
+    fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        match small_slot(key) {
+            Some(s) => {
+                let i = (*self.small.get(s)? as usize).checked_sub(1)?;
+                Some(&mut self.smalls[i].1)
+            }
+            None => self.others.get_mut(key),
+        }
+    }
+
+    /// Adds `key` (not in the map yet) with `v`.
+    fn insert(&mut self, key: &[u8], v: V) -> &mut V {
+        match small_slot(key) {
+            Some(s) => {
+                if s >= self.small.len() {
+                    self.small.resize(s + 1, 0);
+                }
+                self.smalls.push((s, v));
+                self.small[s] = self.smalls.len() as u32;
+                &mut self.smalls.last_mut().expect("just pushed").1
+            }
+            None => self.others.entry(key.into()).or_insert(v),
+        }
+    }
+
+    /// Keeps the entries whose value `keep` says.
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.smalls.retain(|(_, v)| keep(v));
+        self.small.fill(0);
+        for (i, (s, _)) in self.smalls.iter().enumerate() {
+            self.small[*s] = i as u32 + 1;
+        }
+        self.others.retain(|_, v| keep(v));
+    }
+
+    /// Every key (encoded) and its value.
+    fn iter(&self) -> impl Iterator<Item = (Vec<u8>, &V)> {
+        let small = self.smalls.iter().map(|(s, v)| {
+            let mut key = Vec::with_capacity(9);
+            encode_int((*s & 1) as u8, (*s >> 1) as u64, &mut key);
+            (key, v)
+        });
+        small.chain(self.others.iter().map(|(k, v)| (k.to_vec(), v)))
+    }
+}
+
+/// The rows of one answer.
+#[derive(Default)]
+struct Rows {
+    /// Per key ([`Part::encode`]), its aggregate.
+    map: KeyMap<Acc>,
+    /// Records of keys past the first [`MAX_KEYS`].
+    dropped: u64,
+}
+
+impl Rows {
+    /// Counts one record (or span) in the row of `key`.
+    #[inline]
+    fn count(&mut self, key: &[u8], vs: &[i64], span: Option<(u64, u64, Seen)>) {
+        let n = self.map.len();
+        match self.map.get_mut(key) {
+            Some(acc) => acc.add(vs, span),
+            None if n < MAX_KEYS => self.map.insert(key, Acc::default()).add(vs, span),
+            None => self.dropped += 1,
+        }
+    }
 }
 
 /// An answer the trace engine cannot compute over a file: its name and why.
@@ -254,9 +626,6 @@ pub struct AnswerError {
     pub message: String,
 }
 
-/// An open span: its start, and what its `from.` keys and values read.
-type Open = (u64, Vec<Option<Part>>, Vec<Option<i64>>);
-
 /// One answer compiled against a file, with its state.
 struct Compiled {
     answer: Answer,
@@ -264,26 +633,20 @@ struct Compiled {
     keys: Vec<KeySpec>,
     /// Per `values` item reading a field: its index in the value fields.
     value_field: Vec<Option<usize>>,
-    /// Per format id: its role (`None`: not in this answer).
-    roles: Vec<Option<Role>>,
-    span: bool,
-    rows: FxHashMap<Vec<Part>, Acc>,
-    /// Per match key, its open span; `None` once closed, so that a key met
-    /// again (a pid's next syscall) costs no allocation. Closed entries are
-    /// dropped when the map reaches twice [`MAX_OPEN`].
-    open: FxHashMap<Vec<Part>, Option<Open>>,
-    /// How many entries of `open` hold a span.
-    open_now: usize,
-    /// The key, values and match key of the record at hand, reused from
-    /// record to record: a row's key is copied only when the row is new.
-    key: Vec<Part>,
+    /// Per format id: how it counts (`None`: not in this answer).
+    roles: Vec<Option<Counted>>,
+    /// A span's ends, until [`Answers::start`] makes them shared [`Spans`].
+    ends: Option<(SpanId, Vec<Option<End>>)>,
+    /// A span's index in [`Answers::spans`].
+    span: Option<usize>,
+    rows: Rows,
+    /// The key and values of the record at hand, reused from record to
+    /// record: a row's key is copied only when the row is new.
+    key: Vec<u8>,
     vals: Vec<i64>,
-    matched: Vec<Part>,
     /// A `by = ["stack"]` answer's stack key and its records' stacks.
     stack: Option<StackKey>,
-    dropped: u64,
     unpaired: u64,
-    untracked: u64,
     undecoded: u64,
 }
 
@@ -304,8 +667,9 @@ struct StackKey {
     missing: u64,
 }
 
-/// The key and values of a `by = ["stack"]` event, waiting for its stack.
-type Pending = (Vec<Part>, Vec<i64>);
+/// The key and values of a `by = ["stack"]` event, waiting for its stack
+/// (its stack part empty).
+type Pending = (Vec<u8>, Vec<i64>);
 
 /// The context a record was written in, from its `common_flags`: 0 a task,
 /// 1 a softirq, 2 a hard irq, 3 an NMI (TRACE_FLAG_SOFTIRQ, _HARDIRQ, _NMI of
@@ -538,7 +902,8 @@ impl Compiled {
             Ok((ks, vs, ms))
         };
         let max_id = file.formats().map(|f| f.id as usize).max().unwrap_or(0);
-        let mut roles: Vec<Option<Role>> = vec![None; max_id + 1];
+        let mut roles: Vec<Option<Counted>> = vec![None; max_id + 1];
+        let mut span_ends: Vec<Option<End>> = vec![None; max_id + 1];
         let stack = (keys.iter().position(|k| k.source == Source::Stack)).map(|at| {
             let mut caller = vec![None; max_id + 1];
             for f in file.formats() {
@@ -575,22 +940,24 @@ impl Compiled {
                         ))
                     })?),
                 };
-                roles[f.id as usize] = Some(Role::Counted {
+                roles[f.id as usize] = Some(Counted {
                     keys,
                     vals,
-                    match_on,
                     filter,
                     own,
                 });
+                if span {
+                    span_ends[f.id as usize] = Some(End::Closes { match_on });
+                }
             } else if let Some(o) = opens
                 && event_matches(o, f)
             {
                 found.1 = true;
                 let (keys, vals, match_on) = ends(f, true)?;
-                roles[f.id as usize] = Some(Role::Opens {
+                span_ends[f.id as usize] = Some(End::Opens {
                     match_on,
-                    keys,
-                    vals,
+                    keys: keys.into_iter().flatten().collect(),
+                    vals: vals.into_iter().flatten().collect(),
                 });
             }
         }
@@ -624,39 +991,61 @@ impl Compiled {
                  over a file that has it"
             )));
         }
+        let ends = opens.map(|from| {
+            let id = SpanId {
+                from: from.to_string(),
+                to: counted.to_string(),
+                match_on: match_src,
+                keys: (keys.iter().filter(|k| k.from))
+                    .map(|k| k.source.clone())
+                    .collect(),
+                vals: fields
+                    .iter()
+                    .filter(|f| f.from)
+                    .map(|f| source(f))
+                    .collect(),
+            };
+            (id, span_ends)
+        });
         Ok(Compiled {
             answer: a.clone(),
             values,
             keys,
             value_field,
             roles,
-            span,
-            rows: FxHashMap::default(),
-            open: FxHashMap::default(),
-            open_now: 0,
+            ends,
+            span: None,
+            rows: Rows::default(),
             key: Vec::new(),
             vals: Vec::new(),
-            matched: Vec::new(),
             stack,
-            dropped: 0,
             unpaired: 0,
-            untracked: 0,
             undecoded: 0,
         })
     }
 
-    fn add(&mut self, at: &At<'_, '_>, learned: &Comms) {
+    /// Whether records of format `id` mean something to it: its event (or
+    /// span's `to`), or any record when it keys by stack.
+    #[inline]
+    fn sees(&self, id: usize) -> bool {
+        self.stack.is_some() || self.roles.get(id).is_some_and(Option::is_some)
+    }
+
+    /// Counts `at` if its format is this answer's event (or span's `to`),
+    /// with `spans` already fed it; completes a `by = ["stack"]` key with
+    /// the stack it is.
+    fn add(&mut self, at: &At<'_, '_>, learned: &Comms, spans: &[Spans]) {
         let ev = at.ev;
         if let Some(st) = &mut self.stack
-            && let Some((mut key, vs)) =
+            && let Some((key, vs)) =
                 (st.pending.get_mut(at.cpu)).and_then(|p| p[context(ev)].take())
         {
             match st.caller.get(usize::from(ev.format.id)).copied().flatten() {
                 Some(from) => {
                     let (long, big) = st.word;
                     let frames = super::stacks::stack_frames(&ev.data, from, long, big);
-                    key[st.at] = Part::Stack(frames.into());
-                    self.count(&key, &vs, None);
+                    let key = with_part(&key, st.at, &Part::Stack(frames));
+                    self.rows.count(&key, &vs, None);
                     return;
                 }
                 None => st.missing += 1,
@@ -665,150 +1054,80 @@ impl Compiled {
         let Some(Some(role)) = self.roles.get(usize::from(ev.format.id)) else {
             return;
         };
-        match role {
-            Role::Opens {
-                match_on,
-                keys,
-                vals,
-            } => {
-                let mut m = std::mem::take(&mut self.matched);
-                if !parts_into(match_on, ev, &mut m) {
-                    self.matched = m;
-                    self.undecoded += 1;
-                    return;
-                }
-                let ks = keys
-                    .iter()
-                    .map(|k| k.as_ref().and_then(|r| r.part(ev)))
-                    .collect();
-                let vs = (vals.iter())
-                    .map(|v| v.as_ref().and_then(|r| r.part(ev)?.int()))
-                    .collect();
-                let span = Some((ev.ts, ks, vs));
-                match self.open.get_mut(m.as_slice()) {
-                    Some(o) => {
-                        self.open_now += usize::from(o.is_none());
-                        *o = span;
-                    }
-                    None if self.open_now < MAX_OPEN => {
-                        if self.open.len() >= 2 * MAX_OPEN {
-                            self.open.retain(|_, o| o.is_some());
-                        }
-                        self.open.insert(m.clone(), span);
-                        self.open_now += 1;
-                    }
-                    None => self.untracked += 1,
-                }
-                self.matched = m;
+        let opened = self.span.map(|i| spans[i].closed());
+        if let Some(f) = &role.filter
+            && !f.holds(ev, learned, at.file)
+        {
+            return;
+        }
+        let opened = match opened {
+            Some(None) => {
+                self.unpaired += 1;
+                return;
             }
-            Role::Counted {
-                keys,
-                vals,
-                match_on,
-                filter,
-                own,
-            } => {
-                let opened = match self.span {
-                    false => None,
-                    // A `to` ends its span whether `where` keeps it or not.
-                    true => {
-                        let mut m = std::mem::take(&mut self.matched);
-                        let o = match parts_into(match_on, ev, &mut m) {
-                            true => self.open.get_mut(m.as_slice()).and_then(Option::take),
-                            false => None,
-                        };
-                        self.matched = m;
-                        self.open_now -= usize::from(o.is_some());
-                        o
-                    }
-                };
-                if let Some(f) = filter
-                    && !f.holds(ev, learned, at.file)
-                {
-                    return;
-                }
-                if self.span && opened.is_none() {
-                    self.unpaired += 1;
-                    return;
-                }
-                let (mut key, mut vs) = (
-                    std::mem::take(&mut self.key),
-                    std::mem::take(&mut self.vals),
-                );
-                key.clear();
-                vs.clear();
-                let mut whole = true;
-                for (i, k) in keys.iter().enumerate() {
-                    let p = match k {
-                        Some(r) => r.part(ev),
-                        None => opened.as_ref().and_then(|o| o.1.get(i).cloned().flatten()),
-                    };
-                    match p {
-                        Some(p) => key.push(p),
-                        None => {
-                            whole = false;
-                            break;
-                        }
-                    }
-                }
-                for (i, v) in vals.iter().enumerate() {
-                    if !whole {
-                        break;
-                    }
-                    let x = match v {
-                        Some(r) => r.part(ev).and_then(|p| p.int()),
-                        None => opened.as_ref().and_then(|o| o.2.get(i).copied().flatten()),
-                    };
-                    match x {
-                        Some(x) => vs.push(x),
-                        None => whole = false,
-                    }
-                }
-                if !whole {
-                    (self.key, self.vals) = (key, vs);
-                    self.undecoded += 1;
-                    return;
-                }
-                let seen = Seen {
-                    ts: ev.ts,
-                    cpu: ev.cpu,
-                };
-                let ends = match own {
-                    Some((call, ret)) => {
-                        (call.get(&ev.data, ev.big_endian)).zip(ret.get(&ev.data, ev.big_endian))
-                    }
-                    None => opened.map(|(start, ..)| (start, ev.ts)),
-                };
-                let span = ends.map(|(start, end)| {
-                    let us = usecs(end).saturating_sub(usecs(start));
-                    (end.saturating_sub(start), us, seen)
-                });
-                match &mut self.stack {
-                    // The key is complete with the stack recorded next on this CPU.
-                    Some(st) => {
-                        if at.cpu >= st.pending.len() {
-                            st.pending.resize_with(at.cpu + 1, Default::default);
-                        }
-                        st.pending[at.cpu][context(ev)] = Some((key.clone(), vs.clone()));
-                    }
-                    None => self.count(&key, &vs, span),
-                }
-                (self.key, self.vals) = (key, vs);
+            Some(o) => o,
+            None => None,
+        };
+        let (key, vs) = (&mut self.key, &mut self.vals);
+        key.clear();
+        vs.clear();
+        let mut from_keys = opened.map_or(&[][..], |o| o.keys.as_slice());
+        let whole = role.keys.iter().all(|k| match k {
+            Some(r) => r.encode(ev, key),
+            None => {
+                let n = encoded_len(from_keys);
+                let (part, rest) = from_keys.split_at(n);
+                from_keys = rest;
+                key.extend_from_slice(part);
+                part[0] != TAG_ABSENT
             }
+        });
+        let mut from_vals = opened.map_or(&[][..], |o| o.vals.as_slice()).iter();
+        let whole = whole
+            && role.vals.iter().all(|v| {
+                let x = match v {
+                    Some(r) => r.int(ev),
+                    None => from_vals.next().copied().flatten(),
+                };
+                x.map(|x| vs.push(x)).is_some()
+            });
+        if !whole {
+            self.undecoded += 1;
+            return;
+        }
+        let seen = Seen {
+            ts: ev.ts,
+            cpu: ev.cpu,
+        };
+        let ends = match role.own {
+            Some((call, ret)) => {
+                (call.get(&ev.data, ev.big_endian)).zip(ret.get(&ev.data, ev.big_endian))
+            }
+            None => opened.map(|o| (o.start, ev.ts)),
+        };
+        let span = ends.map(|(start, end)| {
+            let us = usecs(end).saturating_sub(usecs(start));
+            (end.saturating_sub(start), us, seen)
+        });
+        match &mut self.stack {
+            // The key is complete with the stack recorded next on this CPU.
+            Some(st) => {
+                if at.cpu >= st.pending.len() {
+                    st.pending.resize_with(at.cpu + 1, Default::default);
+                }
+                st.pending[at.cpu][context(ev)] = Some((key.clone(), vs.clone()));
+            }
+            None => self.rows.count(key, vs, span),
         }
     }
 
-    /// Counts one record (or span) in the row of `key`.
-    fn count(&mut self, key: &[Part], vs: &[i64], span: Option<(u64, u64, Seen)>) {
-        let n = self.rows.len();
-        match self.rows.get_mut(key) {
-            Some(acc) => acc.add(vs, span),
-            None if n < MAX_KEYS => self.rows.entry(key.to_vec()).or_default().add(vs, span),
-            None => self.dropped += 1,
-        }
-    }
-
-    fn finish(self, cx: &Finish<'_>) -> AnswerTable {
+    /// Its table, `spans` ([`Answers::spans`]) giving its span's counts.
+    fn finish(self, cx: &Finish<'_>, spans: &[Spans]) -> AnswerTable {
+        let (untracked, from_undecoded) = self
+            .span
+            .map_or((0, 0), |i| (spans[i].untracked, spans[i].undecoded));
+        let undecoded = self.undecoded + from_undecoded;
+        let dropped = self.rows.dropped;
         let table = SyscallTable::of(cx.file);
         let show = |k: &KeySpec, p: &Part| -> String {
             if let (Some(text), Some(v)) = (&k.text, p.int()) {
@@ -831,8 +1150,15 @@ impl Compiled {
         };
         // Rows whose shown keys are equal (two pids of one comm) are one row.
         let mut merged: FxHashMap<Vec<String>, Acc> = FxHashMap::default();
-        for (key, acc) in &self.rows {
-            let shown = self.keys.iter().zip(key).map(|(k, p)| show(k, p)).collect();
+        for (key, acc) in self.rows.map.iter() {
+            let mut rest = &key[..];
+            let shown = (self.keys.iter())
+                .map_while(|k| {
+                    let (p, r) = Part::decode(rest);
+                    rest = r;
+                    Some(show(k, &p?))
+                })
+                .collect();
             merged.entry(shown).or_default().merge(acc);
         }
         let mut builder = TableBuilder::new(&self.values);
@@ -842,10 +1168,10 @@ impl Compiled {
             builder.add(self.row(keys, &acc));
         }
         let mut notes = Vec::new();
-        if self.dropped > 0 {
+        if dropped > 0 {
             notes.push(format!(
                 "{} events of keys past the first {MAX_KEYS} were not counted",
-                self.dropped
+                dropped
             ));
         }
         if self.unpaired > 0 {
@@ -854,10 +1180,10 @@ impl Compiled {
                 self.unpaired
             ));
         }
-        if self.untracked > 0 {
+        if untracked > 0 {
             notes.push(format!(
                 "{} `from` events were not followed ({MAX_OPEN} spans open at once)",
-                self.untracked
+                untracked
             ));
         }
         let no_stack = (self.stack.as_ref()).map_or(0, |s| {
@@ -868,17 +1194,16 @@ impl Compiled {
                 "{no_stack} events had no kernel stack recorded after them and were not counted (record the event with `stacktrace = true`)"
             ));
         }
-        if self.undecoded > 0 {
+        if undecoded > 0 {
             notes.push(format!(
-                "{} events were too short for a key or value field",
-                self.undecoded
+                "{undecoded} events were too short for a key or value field"
             ));
         }
         let head = TableHead {
             question: self.answer.question.clone(),
             engine: EngineUsed::Trace,
             keys: self.answer.by.iter().map(ToString::to_string).collect(),
-            dropped: self.dropped,
+            dropped,
             notes,
         };
         let top = self.answer.top.map_or(DEFAULT_TOP, |t| t as usize);
@@ -955,6 +1280,9 @@ fn latency_cell(acc: &Acc) -> Cell {
 /// formats allow ([`check_answers`] says why the others cannot be).
 pub(super) struct Answers {
     answers: Vec<Compiled>,
+    /// The spans of the span answers, one per [`SpanId`]: answers of the
+    /// same span (bench's `syscall_time` and `task_time`) pair it once.
+    spans: Vec<Spans>,
     /// Whether an answer keys by stack, and so sees every record (the
     /// stack follows its event).
     stacks: bool,
@@ -962,16 +1290,34 @@ pub(super) struct Answers {
 
 impl Pass for Answers {
     fn start(file: &TraceFile, sel: &Selection) -> Option<Answers> {
-        let answers: Vec<Compiled> = (sel.answers().iter())
+        let mut answers: Vec<Compiled> = (sel.answers().iter())
             .filter_map(|a| Compiled::new(file, a).ok())
             .collect();
+        let mut spans: Vec<Spans> = Vec::new();
+        for a in &mut answers {
+            if let Some((id, ends)) = a.ends.take() {
+                a.span = Some(match spans.iter().position(|s| s.id == id) {
+                    Some(i) => i,
+                    None => {
+                        spans.push(Spans::new(id, ends));
+                        spans.len() - 1
+                    }
+                });
+            }
+        }
         let stacks = answers.iter().any(|a| a.stack.is_some());
-        (!answers.is_empty()).then_some(Answers { answers, stacks })
+        (!answers.is_empty()).then_some(Answers {
+            answers,
+            spans,
+            stacks,
+        })
     }
 
     fn handles(&self, id: u16) -> bool {
         let id = usize::from(id);
-        self.stacks || (self.answers.iter()).any(|a| a.roles.get(id).is_some_and(Option::is_some))
+        self.stacks
+            || self.answers.iter().any(|a| a.sees(id))
+            || self.spans.iter().any(|s| s.sees(id))
     }
 
     fn sees_unknown(&self) -> bool {
@@ -980,15 +1326,25 @@ impl Pass for Answers {
 
     #[inline]
     fn add(&mut self, at: &At<'_, '_>) {
+        // Only the spans and answers a record means something to are
+        // called (most see one end of a span, or one event, of the pass's).
+        let id = usize::from(at.ev.format.id);
+        for s in &mut self.spans {
+            if s.sees(id) {
+                s.add(at.ev);
+            }
+        }
         for a in &mut self.answers {
-            a.add(at, at.learned);
+            if a.sees(id) {
+                a.add(at, at.learned, &self.spans);
+            }
         }
     }
 
     fn finish(self, cx: &Finish<'_>, out: &mut Analysis) {
         for a in self.answers {
             let name = a.answer.name.clone();
-            out.answers.push((name, a.finish(cx)));
+            out.answers.push((name, a.finish(cx, &self.spans)));
         }
     }
 }

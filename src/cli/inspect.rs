@@ -261,7 +261,23 @@ fn answers_of(
             .into(),
         ))
     })?;
-    let specs = parse_answers(path, &text).map_err(|m| Failure::Invalid(Some(m.into())))?;
+    // A recipe with templates (`thresh_us = {{ thresh_us }}`) is rendered as
+    // `run` renders it, its params at their defaults.
+    let specs = match text.contains("{{") || text.contains("{%") {
+        true => {
+            let builtins = crate::recipe::Builtins::default();
+            let loaded = crate::recipe::load_str(path, &text, &[], &builtins).map_err(|e| {
+                Failure::Invalid(Some(
+                    format!("--answer {}: {e}", crate::untrusted::escape_path(path)).into(),
+                ))
+            })?;
+            match loaded.recipe.answer.is_empty() {
+                true => parse_answers(path, "").map_err(|m| Failure::Invalid(Some(m.into())))?,
+                false => loaded.recipe.answer,
+            }
+        }
+        false => parse_answers(path, &text).map_err(|m| Failure::Invalid(Some(m.into())))?,
+    };
     let errors = check_answers(file, &specs);
     if !errors.is_empty() {
         let all: Vec<String> = errors.iter().map(|e| format!("--answer: {e}")).collect();
