@@ -45,25 +45,17 @@ impl Answered {
     }
 }
 
-/// A key its event's print fmt shows as text: sched_switch's `prev_state`
-/// in a trace-cmd recording of Debian 6.12 (tracedat's lab corpus) answers
-/// by state as the kernel prints it (`S`, `D`, `Z`, `I`, `R`, and `R+` for
-/// preempted), each counted as trace-cmd's raw listing (`report -R`) counts
-/// that value.
-#[test]
-fn a_state_key_reads_as_the_kernel_prints_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let dat = corpus_files(dir.path())
+/// `report --answer ANSWERS --format json` over the lab corpus's x86_64 6.12
+/// recording (extracted into `dir`): the recording and the report.
+fn answered_corpus(
+    dir: &std::path::Path,
+    answers: &std::path::Path,
+) -> (PathBuf, serde_json::Value) {
+    let dat = corpus_files(dir)
         .into_iter()
         .find(|p| p.ends_with("x86_64-sched-syscalls.dat"))
         .expect("the lab corpus's x86_64 6.12 recording");
-    let answers = dir.path().join("states.toml");
-    std::fs::write(
-        &answers,
-        "[[answer]]\nname = \"states\"\nevent = \"sched:sched_switch\"\nby = [\"prev_state\"]\n",
-    )
-    .unwrap();
-    let json = dir.path().join("report.json");
+    let json = dir.join("report.json");
     let o = trace_recipe(&[
         "report",
         dat.to_str().unwrap(),
@@ -75,7 +67,25 @@ fn a_state_key_reads_as_the_kernel_prints_it() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (dat, report)
+}
+
+/// A key its event's print fmt shows as text: sched_switch's `prev_state`
+/// in a trace-cmd recording of Debian 6.12 (tracedat's lab corpus) answers
+/// by state as the kernel prints it (`S`, `D`, `Z`, `I`, `R`, and `R+` for
+/// preempted), each counted as trace-cmd's raw listing (`report -R`) counts
+/// that value.
+#[test]
+fn a_state_key_reads_as_the_kernel_prints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let answers = dir.path().join("states.toml");
+    std::fs::write(
+        &answers,
+        "[[answer]]\nname = \"states\"\nevent = \"sched:sched_switch\"\nby = [\"prev_state\"]\n",
+    )
+    .unwrap();
+    let (dat, report) = answered_corpus(dir.path(), &answers);
     let got: std::collections::BTreeMap<String, u64> =
         (report["answers"]["states"]["rows"].as_array().unwrap())
             .iter()
@@ -119,24 +129,7 @@ fn a_state_key_reads_as_the_kernel_prints_it() {
 #[test]
 fn a_templated_recipe_answers_with_its_params_defaults() {
     let dir = tempfile::tempdir().unwrap();
-    let dat = corpus_files(dir.path())
-        .into_iter()
-        .find(|p| p.ends_with("x86_64-sched-syscalls.dat"))
-        .expect("the lab corpus's x86_64 6.12 recording");
-    let json = dir.path().join("report.json");
-    let recipe = crate::common::repo().join("recipes/tpoint-count.toml");
-    let o = trace_recipe(&[
-        "report",
-        dat.to_str().unwrap(),
-        "--answer",
-        recipe.to_str().unwrap(),
-        "--format",
-        "json",
-        "-o",
-        json.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let (dat, report) = answered_corpus(dir.path(), &repo().join("recipes/tpoint-count.toml"));
     let listed = trace_cmd(&["report".as_ref(), dat.as_os_str()])
         .lines()
         .filter(|l| l.contains(" sched_process_exec:"))
