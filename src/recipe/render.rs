@@ -450,6 +450,10 @@ fn render_here(
         if let Some(s) = value.as_str() {
             out.write_str(&toml_escaped(s))?;
             Ok(())
+        } else if value.kind() == minijinja::value::ValueKind::Bool {
+            // TOML's spelling, not Python's (`True`): `trace_dat = {{ flag }}`.
+            out.write_str(if value.is_true() { "true" } else { "false" })?;
+            Ok(())
         } else {
             minijinja::escape_formatter(out, state, value)
         }
@@ -580,6 +584,23 @@ mod tests {
             "sched:sched_process_exit\", filter = \"common_pid == 4242"
         );
         assert!(ev.filter.is_none(), "a param added a filter: {ev:?}");
+    }
+
+    /// A boolean param renders as TOML spells it: `trace_dat = {{ flag }}`
+    /// reads back as the boolean, whether `flag` is the default or `--set`.
+    #[test]
+    fn a_boolean_param_renders_as_a_toml_boolean() {
+        let raw = "name = \"p\"\n[params]\nflag = false\n[output]\ntrace_dat = {{ flag }}\n";
+        for (sets, want) in [(vec![], false), (vec!["flag=true".to_string()], true)] {
+            let loaded = crate::recipe::load_str(
+                std::path::Path::new("p.toml"),
+                raw,
+                &sets,
+                &Builtins::default(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(loaded.recipe.output.trace_dat, Some(want));
+        }
     }
 
     /// A template within its fuel whose single instructions allocate
