@@ -9,7 +9,10 @@
 //! funccount and funcslower the function tracers; recipes/execsnoop.toml,
 //! execsnoop-args.toml and opensnoop.toml need eprobes: this kernel has none
 //! of these (CONFIG_EPROBE_EVENTS is off, though its tracefs README documents
-//! the `e:` syntax), so they are for the kernel lab's kernels.
+//! the `e:` syntax), so they are for the kernel lab's kernels: tests/lab.rs
+//! runs recipes/funccount.toml and funcslower.toml beside perf-tools' scripts
+//! ([`perf_tool`] copies them into the payload), and opensnoop.toml and
+//! execsnoop.toml, in its 6.12 boot.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
