@@ -504,14 +504,11 @@ fn choose_engine(
             None,
         ));
     }
-    // What the kernel lacks, then what the answer asks that hist triggers cannot do.
+    // A tracer's record (the recipe's doing), what the kernel lacks, then
+    // what the answer asks that hist triggers cannot do.
     let record =
         (ends.from.iter().chain([&ends.subject])).find_map(|(n, ..)| Some((n, tracer_of(n)?)));
-    let lacks = if let Some((name, tracer)) = record {
-        Some(format!(
-            "`{name}` is the {tracer} tracer's own record, which takes no hist trigger (it has no `hist` file)"
-        ))
-    } else if !cx.facts.has_hist_triggers {
+    let lacks = if !cx.facts.has_hist_triggers {
         Some(
             "this kernel has no hist triggers (events have no `hist` file: CONFIG_HIST_TRIGGERS)"
                 .to_string(),
@@ -524,9 +521,15 @@ fn choose_engine(
     } else {
         None
     };
-    let compiled = match lacks {
-        Some(why) => Err((why, true)),
-        None => compile(
+    let compiled = match (record, lacks) {
+        (Some((name, tracer)), _) => Err((
+            format!(
+                "`{name}` is the {tracer} tracer's own record, which takes no hist trigger (it has no `hist` file)"
+            ),
+            false,
+        )),
+        (None, Some(why)) => Err((why, true)),
+        (None, None) => compile(
             a,
             values,
             &ends.subject,
