@@ -143,6 +143,49 @@ fn a_templated_recipe_answers_with_its_params_defaults() {
     );
 }
 
+/// An answer file is read alone, even with templates: its `extends` is not
+/// followed (here to a FIFO beside it, which would fail the report if it
+/// were read, and to /etc/passwd), and a control character in its name is
+/// printed escaped.
+#[test]
+fn an_answer_file_reads_no_other_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("base.toml");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    for base in ["base.toml", "/etc/passwd"] {
+        let answers = dir.path().join("answers.toml");
+        std::fs::write(
+            &answers,
+            format!(
+                "extends = \"{base}\"\nname = \"a\"\n[params]\nevent = \"sched:sched_switch\"\n\
+                 [[answer]]\nname = \"switches\"\nevent = \"{{{{ event }}}}\"\n"
+            ),
+        )
+        .unwrap();
+        let (_, report) = answered_corpus(dir.path(), &answers);
+        assert!(
+            report["answers"]["switches"]["total"]["count"].as_u64() > Some(0),
+            "{base}: {:#}",
+            report["answers"]
+        );
+    }
+    let named = dir.path().join("a\u{1b}[31m.toml");
+    std::fs::write(&named, "[[answer]]\nname = \"a\"\nevent = \"{{ nope }}\"\n").unwrap();
+    let o = trace_recipe(&["report", "x.dat", "--answer", named.to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert!(
+        o.status.code() != Some(0) && !err.contains('\u{1b}'),
+        "{err}"
+    );
+}
+
 /// The tests that drive the host's tracefs: each holds the tracefs lock
 /// (`TracefsGuard`), and nextest runs them one at a time (the `tracefs` test
 /// group of .config/nextest.toml).

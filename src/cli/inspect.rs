@@ -262,15 +262,18 @@ fn answers_of(
         ))
     })?;
     // A recipe with templates (`thresh_us = {{ thresh_us }}`) is rendered as
-    // `run` renders it, its params at their defaults.
+    // `run` renders it, its params at their defaults: the file alone, its
+    // `extends` not followed (no other file is read).
     let specs = match text.contains("{{") || text.contains("{%") {
         true => {
             let builtins = crate::recipe::Builtins::default();
-            let loaded = crate::recipe::load_str(path, &text, &[], &builtins).map_err(|e| {
-                Failure::Invalid(Some(
-                    format!("--answer {}: {e}", crate::untrusted::escape_path(path)).into(),
-                ))
-            })?;
+            let alone = crate::recipe::Chain::Alone;
+            let loaded =
+                crate::recipe::load_text(path, &text, &[], &builtins, alone).map_err(|e| {
+                    Failure::Invalid(Some(
+                        format!("--answer {}: {e}", crate::untrusted::escape_path(path)).into(),
+                    ))
+                })?;
             match loaded.recipe.answer.is_empty() {
                 true => parse_answers(path, "").map_err(|m| Failure::Invalid(Some(m.into())))?,
                 false => loaded.recipe.answer,

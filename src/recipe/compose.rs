@@ -51,6 +51,10 @@ pub(crate) enum Chain {
     /// `recipe.source.toml`: the N-th base is the folder's `recipe.base-N.toml`
     /// (see [`run_files`]), whatever path its `extends` names.
     Stored,
+    /// None: the file alone, its `extends` not followed (`report --answer`
+    /// reads the `[[answer]]` tables of the one file it is given, and no
+    /// other file).
+    Alone,
 }
 
 /// Reads the chain of `path`: the recipe first, then each base in turn (from
@@ -80,6 +84,9 @@ pub(crate) fn read_chain(
         let Some((name, span)) = heads[last].extends.clone() else {
             break;
         };
+        if chain == Chain::Alone {
+            break;
+        }
         let fail = |files: &[ChainFile], message: String, help: String| {
             let source = concat(
                 files
@@ -92,7 +99,7 @@ pub(crate) fn read_chain(
             )
         };
         let base = match chain {
-            Chain::Extends => files[last]
+            Chain::Extends | Chain::Alone => files[last]
                 .path
                 .parent()
                 .unwrap_or(Path::new(""))
@@ -136,7 +143,7 @@ pub(crate) fn read_chain(
             Chain::Extends if files[last].foreign => !naming_folder
                 .as_ref()
                 .is_some_and(|f| canonical.starts_with(f)),
-            Chain::Extends => foreign,
+            Chain::Extends | Chain::Alone => foreign,
         };
         if refused {
             let why = match chain {
@@ -147,7 +154,7 @@ pub(crate) fn read_chain(
                         naming_folder.as_deref().unwrap_or(Path::new("?"))
                     )
                 ),
-                Chain::Extends => format!(
+                Chain::Extends | Chain::Alone => format!(
                     "base recipe `{}` lies outside the folder of the recipe you run ({}); only that recipe may name a base outside it",
                     crate::untrusted::escape_path(&base),
                     crate::untrusted::escape_path(root.as_deref().unwrap_or(folder))
@@ -167,14 +174,14 @@ pub(crate) fn read_chain(
         // A stored base is a file of its run folder: one name only, too.
         let read = match chain {
             Chain::Stored => crate::untrusted::member(folder, &base),
-            Chain::Extends => Ok(()),
+            Chain::Extends | Chain::Alone => Ok(()),
         }
         .and_then(|()| crate::untrusted::read_to_string(&base, crate::untrusted::Kind::Recipe));
         let raw = match read {
             Ok(raw) => raw,
             Err(e) => {
                 let help = match chain {
-                    Chain::Extends => {
+                    Chain::Extends | Chain::Alone => {
                         "`extends` is relative to the folder of the file that writes it"
                     }
                     Chain::Stored => {

@@ -122,7 +122,9 @@ pub fn load_str(
     load_text(path, raw, sets, builtins, Chain::Extends)
 }
 
-fn load_text(
+/// Like [`load_str`], with the `extends` chain read from where `chain` says
+/// ([`Chain::Alone`]: not at all).
+pub(crate) fn load_text(
     path: &Path,
     raw: &str,
     sets: &[String],
