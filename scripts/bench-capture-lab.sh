@@ -18,8 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 KB=${1:-1024}
 LAB=${KERNEL_LAB_SCRIPT:-$PWD/../shared/kernel-lab/run-in-kernel.sh}
-PKG=$(apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -E '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' | sort -V | tail -1)
-PKG=${PKG:-linux-image-6.12.117+deb12-amd64}
+. scripts/lab-612.sh
+PKG=$(lab_612)
 cargo build --release -q
 WORK=$(mktemp -d /var/tmp/trace-recipe-capture-lab.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

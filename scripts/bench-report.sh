@@ -44,6 +44,7 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp/trace-recipe-bench}
 MIXES=${MIXES:-raw-syscalls sched funcgraph probes}
 LAB_MAX_MB=${LAB_MAX_MB:-200}
 LAB=${KERNEL_LAB_SCRIPT:-$PWD/../shared/kernel-lab/run-in-kernel.sh}
+. scripts/lab-612.sh
 MAX_MB=${MAX_MB:-300}
 RUNS=${RUNS:-5}
 for tool in trace-cmd /usr/bin/time python3; do
@@ -94,8 +95,7 @@ record_lab() { # MIX... (recorded in the kernel lab, all in one boot)
   [ $# -gt 0 ] || return 0
   [ -x "$LAB" ] || { echo "bench-report: the mixes $* need the kernel lab: $LAB not found (set KERNEL_LAB_SCRIPT)" >&2; exit 1; }
   local pkg mix
-  pkg=$(apt-cache pkgnames linux-image-6.12 2>/dev/null | grep -E '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' | sort -V | tail -1)
-  pkg=${pkg:-linux-image-6.12.117+deb12-amd64}
+  pkg=$(lab_612)
   work=$(mktemp -d /var/tmp/trace-recipe-bench-lab.XXXXXX)
   trap 'rm -rf "$work"' EXIT
   mkdir "$work/payload"
